@@ -1,0 +1,57 @@
+# sluice — the two commands a newcomer needs: `make demo` and `make test`.
+# Everything else is a step of those two.
+
+SHELL      := /bin/bash
+GO         ?= go
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+COMMIT     ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+LDFLAGS    := -X sluice/internal/cli.version=$(VERSION) -X sluice/internal/cli.commit=$(COMMIT)
+BIN        := bin/sluice
+# Generated BPF bindings are committed; `check-generated` proves they match the C.
+BPF_GEN    := $(wildcard internal/*/*_bpfel.go internal/*/*_bpfel.o)
+
+.PHONY: all setup build generate check-generated lint test-host vmtest test demo clean
+
+all: build
+
+## setup: install every package build, tests, lab and the test VM need (idempotent)
+setup:
+	bash scripts/setup.sh
+
+## build: the one binary, bin/sluice
+build:
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/sluice
+
+## generate: compile bpf/*.c with clang through bpf2go
+generate:
+	$(GO) generate ./...
+
+## check-generated: fail when committed BPF objects differ from a fresh build
+check-generated: generate
+	@git diff --exit-code --stat -- $(BPF_GEN) || { echo "BPF objects are stale: run 'make generate' and commit them" >&2; exit 1; }
+
+## lint: gofmt, go vet (host and VM build tags), staticcheck
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	$(GO) vet ./...
+	$(GO) vet -tags vmtest ./...
+	$(GO) tool staticcheck ./...
+	$(GO) tool staticcheck -tags vmtest ./...
+
+## test-host: unit tests and privileged host tests (BPF_PROG_RUN, netns, XDP on veth)
+test-host:
+	$(GO) test -count=1 -timeout 10m ./...
+
+## vmtest: the tests that need ESP, bonding, flower, netdevsim..., in the qemu test VM
+vmtest:
+	bash scripts/vmtest.sh
+
+## test: everything CI runs, on a machine where nothing is installed yet
+test: setup lint check-generated test-host vmtest
+
+## demo: build and show what sluice sees of this kernel
+demo: build
+	./$(BIN) version
+
+clean:
+	rm -rf bin .vmtest

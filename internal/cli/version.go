@@ -1,0 +1,110 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"runtime"
+	"runtime/debug"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"sluice/internal/kernel"
+)
+
+// Set by the Makefile with -ldflags "-X sluice/internal/cli.version=...".
+var (
+	version = "dev"
+	commit  = ""
+)
+
+func init() { register(newVersionCmd) }
+
+type versionInfo struct {
+	Version   string           `json:"version"`
+	Commit    string           `json:"commit"`
+	GoVersion string           `json:"go_version"`
+	Kernel    *kernel.Features `json:"kernel"`
+}
+
+func buildCommit() string {
+	if commit != "" {
+		return commit
+	}
+	// `go build` inside a git checkout records the revision itself.
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		rev, dirty := "", false
+		for _, s := range bi.Settings {
+			switch s.Key {
+			case "vcs.revision":
+				rev = s.Value
+			case "vcs.modified":
+				dirty = s.Value == "true"
+			}
+		}
+		if rev != "" && dirty {
+			return rev + "-dirty"
+		}
+		if rev != "" {
+			return rev
+		}
+	}
+	return "unknown"
+}
+
+func newVersionCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "version",
+		Short: "Print version, commit, Go version and the running kernel's features",
+		Long: `Print sluice's version, git commit and Go version, and probe the running kernel
+for the features sluice needs: ESP, GCM, XFRM, XDP, BTF, bonding, 802.1Q,
+VXLAN, Geneve, tc flower, netdevsim.
+
+Each feature is tried for real inside a throwaway network namespace (an SA is
+installed, a link is created, an XDP program is loaded), so the answer is what
+the kernel does, not what a config file claims. Probes need root; without it
+they are listed as unknown.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			info := versionInfo{
+				Version:   version,
+				Commit:    buildCommit(),
+				GoVersion: runtime.Version(),
+				Kernel:    kernel.ProbeFeatures(),
+			}
+			if asJSON {
+				enc := json.NewEncoder(cmd.OutOrStdout())
+				enc.SetIndent("", "  ")
+				return enc.Encode(info)
+			}
+			printVersion(cmd.OutOrStdout(), info)
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
+	return cmd
+}
+
+func printVersion(w io.Writer, info versionInfo) {
+	fmt.Fprintf(w, "sluice %s (commit %s, %s)\n", info.Version, info.Commit, info.GoVersion)
+	fmt.Fprintf(w, "kernel %s\n\n", info.Kernel.Release)
+	unknown := map[string]bool{}
+	for _, n := range info.Kernel.Unknown {
+		unknown[n] = true
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "FEATURE\tSTATE\tEVIDENCE")
+	for _, n := range info.Kernel.Names() {
+		state := "no"
+		switch {
+		case unknown[n]:
+			state = "unknown"
+		case info.Kernel.Have[n]:
+			state = "yes"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", n, state, info.Kernel.Evidence[n])
+	}
+	tw.Flush()
+}

@@ -1,0 +1,97 @@
+package kernel
+
+import (
+	"bufio"
+	"compress/gzip"
+	"io"
+	"os"
+	"strings"
+	"testing"
+)
+
+// kernelConfig reads the running kernel's build config, from /proc/config.gz
+// or /boot/config-<release> (Debian's kernels, including the test VM's).
+func kernelConfig(t *testing.T, release string) map[string]string {
+	t.Helper()
+	var r io.Reader
+	if f, err := os.Open("/proc/config.gz"); err == nil {
+		defer f.Close()
+		gz, err := gzip.NewReader(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		r = gz
+	} else if f, err := os.Open("/boot/config-" + release); err == nil {
+		defer f.Close()
+		r = f
+	} else {
+		t.Skip("kernel config unavailable: neither /proc/config.gz nor /boot/config-" + release)
+	}
+	cfg := map[string]string{}
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(sc.Text(), "="); ok && strings.HasPrefix(k, "CONFIG_") {
+			cfg[strings.TrimPrefix(k, "CONFIG_")] = v
+		}
+	}
+	return cfg
+}
+
+// TestProbesAgreeWithKernelConfig checks each probe against the kernel's own
+// build config: a feature built in (=y) or as a module (=m, loadable here
+// because modprobe works wherever modules exist) must probe as present, and
+// one not configured must probe as absent.
+func TestProbesAgreeWithKernelConfig(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("feature probes need root (CAP_NET_ADMIN, CAP_BPF)")
+	}
+	f := ProbeFeatures()
+	if len(f.Unknown) > 0 {
+		t.Fatalf("probes returned unknown as root: %v (%v)", f.Unknown, f.Evidence)
+	}
+	cfg := kernelConfig(t, f.Release)
+	symbols := map[string]string{
+		FeatureESP:     "INET_ESP",
+		FeatureGCM:     "CRYPTO_GCM",
+		FeatureBonding: "BONDING",
+		FeatureVLAN:    "VLAN_8021Q",
+		FeatureVXLAN:   "VXLAN",
+		FeatureGeneve:  "GENEVE",
+		FeatureFlower:  "NET_CLS_FLOWER",
+		FeatureBTF:     "DEBUG_INFO_BTF",
+		FeatureXFRM:    "XFRM_USER",
+	}
+	for feature, sym := range symbols {
+		v := cfg[sym]
+		want := v == "y" || v == "m"
+		if got := f.Have[feature]; got != want {
+			t.Errorf("%s: probe says %v, CONFIG_%s=%q (evidence: %s)", feature, got, sym, v, f.Evidence[feature])
+		}
+	}
+	if !f.Have[FeatureXDP] && cfg["BPF_SYSCALL"] == "y" {
+		t.Errorf("xdp: probe says no on a kernel with CONFIG_BPF_SYSCALL=y: %s", f.Evidence[FeatureXDP])
+	}
+}
+
+// TestProbesLeaveNoNamespaceBehind guards the promise that probing never
+// touches the host: the links a probe creates live in a namespace that dies.
+func TestProbesLeaveNoNamespaceBehind(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("feature probes need root")
+	}
+	before, err := os.ReadFile("/proc/net/dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ProbeFeatures()
+	after, err := os.ReadFile("/proc/net/dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Count(string(before), "\n") != strings.Count(string(after), "\n") {
+		t.Fatalf("probe changed the host's interfaces:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+	if strings.Contains(string(after), "probe-") {
+		t.Fatalf("a probe link leaked into the host namespace:\n%s", after)
+	}
+}

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Installs everything sluice's build, tests and lab need on Debian 12 (bookworm).
+# Idempotent: each step checks first and does nothing when already done.
+set -euo pipefail
+
+log() { printf 'setup: %s\n' "$*"; }
+
+[ "$(id -u)" = 0 ] || { echo "setup: run as root (apt-get, kernel install)" >&2; exit 1; }
+
+# Packages for build (clang/bpf2go), host tests (iproute2, strongSwan), the lab and the test VM.
+PKGS=(
+  clang llvm libbpf-dev bpftool make gcc libc6-dev
+  iproute2 ethtool iperf3 tcpdump kmod xz-utils cpio pciutils
+  strongswan strongswan-swanctl charon-systemd libcharon-extra-plugins
+  libstrongswan-standard-plugins libstrongswan-extra-plugins
+  qemu-system-x86 busybox-static
+)
+# Test kernel for the VM: bookworm-backports 6.12 (closer to what users run than bookworm's 6.1).
+BPO_PKGS=(linux-image-amd64 linux-headers-amd64 linux-source)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+
+bpo=/etc/apt/sources.list.d/bookworm-backports.sources
+need_kernel=0
+ls /boot/vmlinuz-6.12* >/dev/null 2>&1 && ls /usr/src/linux-source-6.12*.tar.xz >/dev/null 2>&1 || need_kernel=1
+
+if [ ${#missing[@]} -eq 0 ] && [ $need_kernel = 0 ]; then
+  log "all packages and the test kernel are installed"
+else
+  if [ ! -f "$bpo" ]; then
+    # Reuse the mirror the machine already uses: it is the only one reachable.
+    uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+    [ -n "$uri" ] || uri=http://deb.debian.org/debian
+    log "adding bookworm-backports from $uri"
+    cat >"$bpo" <<SRC
+Types: deb
+URIs: $uri
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+  fi
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -q
+  if [ ${#missing[@]} -gt 0 ]; then
+    log "installing: ${missing[*]}"
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+  fi
+  if [ $need_kernel = 1 ]; then
+    log "installing the test kernel from bookworm-backports"
+    apt-get install -y -q --no-install-recommends -t bookworm-backports "${BPO_PKGS[@]}"
+  fi
+fi
+
+# charon must not run on the host by itself: tests start their own instances.
+if command -v systemctl >/dev/null && systemctl is-enabled strongswan >/dev/null 2>&1; then
+  systemctl disable --now strongswan >/dev/null 2>&1 || true
+fi
+
+mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || true
+log "done"
