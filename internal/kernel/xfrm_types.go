@@ -1,0 +1,105 @@
+package kernel
+
+import "net/netip"
+
+// Dir is an XFRM policy direction, numbered as the kernel numbers them
+// (XFRM_POLICY_IN/OUT/FWD), so values can go into BPF maps unchanged.
+type Dir uint8
+
+const (
+	DirIn  Dir = 0
+	DirOut Dir = 1
+	DirFwd Dir = 2
+)
+
+func (d Dir) String() string {
+	switch d {
+	case DirIn:
+		return "in"
+	case DirOut:
+		return "out"
+	case DirFwd:
+		return "fwd"
+	}
+	return "dir?"
+}
+
+// Action is a policy's verdict for matching traffic.
+type Action uint8
+
+const (
+	ActionAllow Action = 0 // XFRM_POLICY_ALLOW
+	ActionBlock Action = 1 // XFRM_POLICY_BLOCK
+)
+
+// Offload flags of XFRMA_OFFLOAD_DEV (struct xfrm_user_offload.flags).
+const (
+	OffloadIPv6    uint8 = 1 // XFRM_OFFLOAD_IPV6
+	OffloadInbound uint8 = 2 // XFRM_OFFLOAD_INBOUND
+	OffloadPacket  uint8 = 4 // XFRM_OFFLOAD_PACKET
+)
+
+// Offload is the XFRMA_OFFLOAD_DEV attribute of an SA or policy: the device
+// that does the work and how much of it (crypto only, or the whole packet).
+type Offload struct {
+	Ifindex int
+	Flags   uint8
+}
+
+// Packet reports full packet offload (the NIC encapsulates/decapsulates).
+func (o *Offload) Packet() bool { return o != nil && o.Flags&OffloadPacket != 0 }
+
+// Inbound reports an offload for the receive direction.
+func (o *Offload) Inbound() bool { return o != nil && o.Flags&OffloadInbound != 0 }
+
+// Selector is struct xfrm_selector with addresses as prefixes. Ports and
+// masks are in host byte order; for ICMP the kernel keeps type in the high
+// byte of SPort and code in the high byte of DPort's... see fastpath docs.
+type Selector struct {
+	Src, Dst                           netip.Prefix
+	Proto                              uint8
+	SPort, SPortMask, DPort, DPortMask uint16
+	Ifindex                            int
+}
+
+// Tmpl is one template (struct xfrm_user_tmpl) of a policy: which SA the
+// matching traffic must go through.
+type Tmpl struct {
+	Src, Dst netip.Addr // tunnel endpoints (unset in transport mode)
+	Proto    uint8      // IPPROTO_ESP, _AH, _COMP
+	Mode     uint8      // XFRM_MODE_TRANSPORT=0, TUNNEL=1, ...
+	Reqid    uint32
+	SPI      uint32
+	Optional bool
+}
+
+// Policy is an XFRM policy as the kernel reports it.
+type Policy struct {
+	Index    uint32
+	Dir      Dir
+	Priority uint32
+	Action   Action
+	Sel      Selector
+	Tmpls    []Tmpl
+	Mark     uint32
+	MarkMask uint32
+	IfID     uint32
+	Sub      bool // XFRM_POLICY_TYPE_SUB
+	SecCtx   bool // carries a security context (SELinux labelled IPsec)
+	Offload  *Offload
+}
+
+// State is an XFRM SA as the kernel reports it. Keys are not kept: the
+// fast path never needs them, so they cannot leak from here.
+type State struct {
+	Src, Dst netip.Addr
+	Proto    uint8
+	SPI      uint32
+	Reqid    uint32
+	Mode     uint8
+	Sel      Selector
+	Offload  *Offload
+	IfID     uint32
+	Mark     uint32
+	MarkMask uint32
+}
