@@ -10,7 +10,7 @@ log() { printf 'setup: %s\n' "$*"; }
 # Packages for build (clang/bpf2go), host tests (iproute2, strongSwan), the lab and the test VM.
 PKGS=(
   clang llvm libbpf-dev bpftool make gcc libc6-dev
-  iproute2 ethtool iperf3 tcpdump kmod xz-utils cpio pciutils
+  iproute2 ethtool iperf3 tcpdump kmod xz-utils cpio pciutils iputils-ping
   strongswan strongswan-swanctl charon-systemd libcharon-extra-plugins
   libstrongswan-standard-plugins libstrongswan-extra-plugins
   qemu-system-x86 busybox-static

@@ -1,6 +1,6 @@
-// Package fastpath loads sluice's XDP programs (compiled from bpf/ by
-// bpf2go; the generated objects are committed so `go build` needs no clang)
-// and keeps their maps in step with the kernel's XFRM state.
+// Package fastpath loads sluice's XDP fast path (compiled from bpf/ by
+// bpf2go; the generated objects are committed so `go build` needs no clang),
+// compiles the kernel's XFRM policies into its maps, and runs it.
 package fastpath
 
-//go:generate go tool bpf2go -tags linux -target bpfel -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" placeholder ../../bpf/placeholder.c
+//go:generate go tool bpf2go -tags linux -target bpfel -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -type fp_config -type fp_tuple -type fp_pkey -type fp_policy -type fp_iface -type fp_vlan_key -type fp_counter -type fp_decision -type fp_reason fastpath ../../bpf/fastpath.c

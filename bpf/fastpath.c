@@ -1,0 +1,546 @@
+// SPDX-License-Identifier: GPL-2.0
+/* sluice XDP fast path.
+ *
+ * Forwards in XDP only what the kernel would have sent through a
+ * packet-offloaded SA anyway, and passes everything else to the kernel.
+ * The classifier reproduces the kernel's XFRM policy choice (lowest
+ * priority value among matching selectors) with tuple-space search: one
+ * hash lookup per distinct selector shape, independent of the policy count.
+ * See docs/fastpath.md for the design and the security invariants. */
+#include "parse.h"
+
+#define AF_INET 2
+#define AF_INET6 10
+
+/* Set at load time. The explain instance reports its decision in
+ * explain_out and leaves the counters alone. */
+volatile const __u32 explain_mode = 0;
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_config);
+} config SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 2 * 2 * FP_MAX_TUPLES); /* [gen][family][i] */
+	__type(key, __u32);
+	__type(value, struct fp_tuple);
+} tuples SEC(".maps");
+
+/* One policy table per generation: the control plane fills the idle one and
+ * then flips config.gen, so a packet never sees a half-built table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__array(values, struct {
+		__uint(type, BPF_MAP_TYPE_HASH);
+		__uint(max_entries, 1); /* the control plane sizes each table */
+		__type(key, struct fp_pkey);
+		__type(value, struct fp_policy);
+	});
+} policy_tables SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32); /* ifindex: any value works, unlike a 1024-slot array */
+	__type(value, struct fp_iface);
+} ifaces SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, struct fp_vlan_key);
+	__type(value, __u32); /* VLAN child ifindex */
+} vlans SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_DEVMAP_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u32);
+} tx_ports SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FP_R_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} reason_counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
+	__uint(max_entries, 262144);
+	__type(key, __u32); /* kernel policy index */
+	__type(value, struct fp_counter);
+} policy_counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_decision);
+} explain_out SEC(".maps");
+
+struct best {
+	struct fp_policy pol;
+	__u8 found;
+	__u8 tie;
+};
+
+struct classify_ctx {
+	struct pkt *p;
+	void *table;
+	__u32 gen;
+	__u32 n;
+	int err;
+	struct best b[FP_DIRS];
+};
+
+static __always_inline void consider(struct classify_ctx *c, void *table, struct fp_pkey *key,
+				     struct fp_tuple *t, __u32 dir)
+{
+	struct best *b = &c->b[dir];
+	if (!(t->dirs & (1 << dir)))
+		return;
+	/* Tuples are sorted by their best priority: once ours is strictly
+	 * better, this tuple can neither win nor tie. */
+	if (b->found && b->pol.priority < t->min_prio[dir])
+		return;
+	key->dir = dir;
+	struct fp_policy *pol = bpf_map_lookup_elem(table, key);
+	if (!pol)
+		return;
+	if (!b->found || pol->priority < b->pol.priority) {
+		b->pol = *pol;
+		b->found = 1;
+		b->tie = 0;
+	} else if (pol->priority == b->pol.priority) {
+		b->tie = 1;
+	}
+}
+
+static long classify_tuple(__u32 i, void *data)
+{
+	struct classify_ctx *c = data;
+	struct pkt *p = c->p;
+	if (i >= c->n)
+		return 1;
+	__u32 ti = (c->gen * 2 + (p->family & 1)) * FP_MAX_TUPLES + (i & (FP_MAX_TUPLES - 1));
+	struct fp_tuple *t = bpf_map_lookup_elem(&tuples, &ti);
+	if (!t) {
+		c->err = 1;
+		return 1;
+	}
+	struct fp_pkey key;
+	__builtin_memset(&key, 0, sizeof(key));
+	key.family = p->family;
+	key.tuple = i;
+	/* The kernel matches ports even when the selector names no protocol
+	 * (a port of 0 then), so masks apply independently of proto_set. */
+	if (t->proto_set)
+		key.proto = p->proto;
+	key.sport = p->sport & t->sport_mask;
+	key.dport = p->dport & t->dport_mask;
+	/* IPv4 uses word 0; the other words are zero in packet and mask. */
+	key.src[0] = p->src[0] & t->src_mask[0];
+	key.dst[0] = p->dst[0] & t->dst_mask[0];
+	key.src[1] = p->src[1] & t->src_mask[1];
+	key.dst[1] = p->dst[1] & t->dst_mask[1];
+	key.src[2] = p->src[2] & t->src_mask[2];
+	key.dst[2] = p->dst[2] & t->dst_mask[2];
+	key.src[3] = p->src[3] & t->src_mask[3];
+	key.dst[3] = p->dst[3] & t->dst_mask[3];
+	consider(c, c->table, &key, t, 0);
+	consider(c, c->table, &key, t, 1);
+	consider(c, c->table, &key, t, 2);
+	return 0;
+}
+
+/* classify finds, per direction, the best (lowest priority value) policy
+ * whose selector matches, and notes equal-priority matches (ties): the
+ * kernel breaks those by insertion order and offload type, which the mirror
+ * does not reproduce, so a tie sends the packet to the kernel. bpf_loop
+ * keeps verification cost independent of FP_MAX_TUPLES. */
+static __always_inline int classify(struct fp_config *cfg, struct classify_ctx *c)
+{
+	c->gen = cfg->gen & 1;
+	c->n = cfg->ntuples[c->gen][c->p->family & 1];
+	c->table = bpf_map_lookup_elem(&policy_tables, &c->gen);
+	if (!c->table)
+		return -1;
+	bpf_loop(FP_MAX_TUPLES, classify_tuple, c, 0);
+	return c->err ? -1 : 0;
+}
+
+static __always_inline void ip_decrease_ttl(struct iphdr *iph)
+{
+	__u32 check = (__u32)iph->check;
+	check += (__u32)bpf_htons(0x0100);
+	iph->check = (__sum16)(check + (check >= 0xFFFF));
+	iph->ttl--;
+}
+
+/* rewrite applies the L2/L3 changes of a forward: VLAN tag to match the
+ * egress, MACs (unless the NIC writes them), TTL/hop limit. */
+static __always_inline int rewrite(struct xdp_md *ctx, struct pkt *p, __u16 egress_vid,
+				   const __u8 *dmac, const __u8 *smac)
+{
+	void *data, *data_end;
+
+	if (p->tagged && !egress_vid) {
+		/* pop: move the MACs over the tag, then drop 4 bytes */
+		data = (void *)(long)ctx->data;
+		data_end = (void *)(long)ctx->data_end;
+		if (data + 18 > data_end)
+			return -1;
+		__u8 macs[12];
+		__builtin_memcpy(macs, data, 12);
+		__builtin_memcpy(data + 4, macs, 12);
+		if (bpf_xdp_adjust_head(ctx, 4))
+			return -1;
+		p->l3_off -= 4;
+	} else if (!p->tagged && egress_vid) {
+		if (bpf_xdp_adjust_head(ctx, -4))
+			return -1;
+		data = (void *)(long)ctx->data;
+		data_end = (void *)(long)ctx->data_end;
+		if (data + 18 > data_end)
+			return -1;
+		__u8 macs[12];
+		__builtin_memcpy(macs, data + 4, 12);
+		__builtin_memcpy(data, macs, 12);
+		/* bytes 16-17 still hold the original EtherType */
+		*(__be16 *)(data + 12) = bpf_htons(ETH_P_8021Q);
+		*(__be16 *)(data + 14) = bpf_htons(egress_vid);
+		p->l3_off += 4;
+	} else if (p->tagged && egress_vid) {
+		data = (void *)(long)ctx->data;
+		data_end = (void *)(long)ctx->data_end;
+		if (data + 18 > data_end)
+			return -1;
+		*(__be16 *)(data + 14) = bpf_htons(egress_vid);
+	}
+
+	data = (void *)(long)ctx->data;
+	data_end = (void *)(long)ctx->data_end;
+	struct ethhdr *eth = data;
+	if ((void *)(eth + 1) > data_end)
+		return -1;
+	if (dmac) {
+		__builtin_memcpy(eth->h_dest, dmac, ETH_ALEN);
+		__builtin_memcpy(eth->h_source, smac, ETH_ALEN);
+	}
+	__u32 off = p->l3_off & 0xff;
+	if (p->family == FP_FAM_V4) {
+		struct iphdr *iph = data + off;
+		if ((void *)(iph + 1) > data_end)
+			return -1;
+		ip_decrease_ttl(iph);
+	} else {
+		struct ipv6hdr *ip6 = data + off;
+		if ((void *)(ip6 + 1) > data_end)
+			return -1;
+		ip6->hop_limit--;
+	}
+	return 0;
+}
+
+static __always_inline int fib(struct xdp_md *ctx, struct pkt *p, __u32 ifindex,
+			       struct bpf_fib_lookup *fp)
+{
+	__builtin_memset(fp, 0, sizeof(*fp));
+	fp->ifindex = ifindex;
+	fp->l4_protocol = p->proto;
+	fp->tot_len = p->tot_len;
+	if (p->family == FP_FAM_V4) {
+		fp->family = AF_INET;
+		fp->tos = p->tos;
+		fp->ipv4_src = p->src[0];
+		fp->ipv4_dst = p->dst[0];
+	} else {
+		fp->family = AF_INET6;
+		fp->flowinfo = p->flowinfo;
+		__builtin_memcpy(fp->ipv6_src, p->src, 16);
+		__builtin_memcpy(fp->ipv6_dst, p->dst, 16);
+	}
+	if (p->proto == IPPROTO_TCP || p->proto == IPPROTO_UDP) {
+		fp->sport = p->sport;
+		fp->dport = p->dport;
+	}
+	return bpf_fib_lookup(ctx, fp, sizeof(*fp), 0);
+}
+
+static __always_inline int fib_reason(int rc)
+{
+	switch (rc) {
+	case BPF_FIB_LKUP_RET_NOT_FWDED:
+		return FP_R_LOCAL;
+	case BPF_FIB_LKUP_RET_NO_NEIGH:
+		return FP_R_NO_NEXTHOP;
+	case BPF_FIB_LKUP_RET_FRAG_NEEDED:
+		return FP_R_MTU;
+	default:
+		return FP_R_NO_ROUTE;
+	}
+}
+
+static __always_inline int send(struct xdp_md *ctx, __u32 egress, struct fp_decision *d)
+{
+	d->egress_ifindex = egress;
+	if (egress == ctx->ingress_ifindex)
+		return XDP_TX;
+	return bpf_redirect_map(&tx_ports, egress, XDP_PASS);
+}
+
+/* forward_out sends cleartext matching an allow OUT policy to the device
+ * that packet-offloads the policy's SA. */
+static __always_inline int forward_out(struct xdp_md *ctx, struct pkt *p, struct fp_iface *in_if,
+				       struct fp_policy *out, __u32 logical_in, struct fp_decision *d)
+{
+	__u32 dev = out->offload_ifindex;
+	struct fp_iface *dev_if = bpf_map_lookup_elem(&ifaces, &dev);
+	struct bpf_fib_lookup fp;
+	int rc;
+
+	if (!dev_if) {
+		d->reason = FP_R_NOT_CONFIGURED;
+		return XDP_PASS;
+	}
+	if (!bpf_map_lookup_elem(&tx_ports, &dev) && dev != ctx->ingress_ifindex) {
+		d->reason = FP_R_NO_TX_PORT;
+		return XDP_PASS;
+	}
+	/* The FIB tells local from forwarded traffic and refuses what the
+	 * kernel would not forward (unreachable, forwarding off, MTU). */
+	rc = fib(ctx, p, logical_in, &fp);
+	if (dev_if->l2_mode == FP_L2_FIB) {
+		if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
+			d->reason = fib_reason(rc);
+			return XDP_PASS;
+		}
+		if (fp.ifindex != dev) {
+			d->reason = FP_R_ROUTE_MISMATCH;
+			return XDP_PASS;
+		}
+		if (rewrite(ctx, p, 0, fp.dmac, fp.smac)) {
+			d->reason = FP_R_MALFORMED;
+			return XDP_PASS;
+		}
+	} else {
+		if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
+			d->reason = fib_reason(rc);
+			return XDP_PASS;
+		}
+		if (rewrite(ctx, p, 0, 0, 0)) {
+			d->reason = FP_R_MALFORMED;
+			return XDP_PASS;
+		}
+	}
+	d->reason = FP_R_FWD_OUT;
+	return send(ctx, dev, d);
+}
+
+/* forward_in: opt-in inbound forwarding of traffic the NIC decrypted. */
+static __always_inline int forward_in(struct xdp_md *ctx, struct pkt *p, struct fp_iface *in_if,
+				      __u32 logical_in, struct fp_decision *d)
+{
+	struct bpf_fib_lookup fp;
+	__u32 egress;
+	const __u8 *dmac, *smac;
+
+	if (in_if->hairpin_ifindex) {
+		egress = in_if->hairpin_ifindex;
+		dmac = in_if->hairpin_dmac;
+		smac = in_if->hairpin_smac;
+		/* still refuse what the kernel would keep (local, no route) */
+		int rc = fib(ctx, p, logical_in, &fp);
+		if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
+			d->reason = fib_reason(rc);
+			return XDP_PASS;
+		}
+	} else {
+		int rc = fib(ctx, p, logical_in, &fp);
+		if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
+			d->reason = fib_reason(rc);
+			return XDP_PASS;
+		}
+		egress = fp.ifindex;
+		dmac = fp.dmac;
+		smac = fp.smac;
+	}
+	__u16 vid = 0;
+	struct fp_iface *eg = bpf_map_lookup_elem(&ifaces, &egress);
+	if (eg && eg->parent_ifindex) {
+		vid = eg->vlan_id;
+		egress = eg->parent_ifindex;
+	}
+	if (!bpf_map_lookup_elem(&tx_ports, &egress) && egress != ctx->ingress_ifindex) {
+		d->reason = FP_R_NO_TX_PORT;
+		return XDP_PASS;
+	}
+	if (rewrite(ctx, p, vid, dmac, smac)) {
+		d->reason = FP_R_MALFORMED;
+		return XDP_PASS;
+	}
+	d->reason = FP_R_FWD_IN;
+	return send(ctx, egress, d);
+}
+
+static __always_inline int decide(struct xdp_md *ctx, struct pkt *p, struct fp_decision *d)
+{
+	__u32 zero = 0;
+	struct fp_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!cfg || !cfg->ready) {
+		d->reason = FP_R_NOT_READY;
+		return XDP_PASS;
+	}
+	__u32 phys = ctx->ingress_ifindex;
+	struct fp_iface *in_if = bpf_map_lookup_elem(&ifaces, &phys);
+	if (!in_if) {
+		d->reason = FP_R_NOT_CONFIGURED;
+		return XDP_PASS;
+	}
+	int r = parse_packet(ctx, p);
+	if (r != FP_R_MAX) {
+		d->reason = r;
+		return XDP_PASS;
+	}
+	__u32 logical_in = phys;
+	if (p->tagged) {
+		struct fp_vlan_key vk = {.ifindex = phys, .vid = p->vid};
+		__u32 *child = bpf_map_lookup_elem(&vlans, &vk);
+		if (!child) {
+			d->reason = FP_R_VLAN_UNKNOWN;
+			return XDP_PASS;
+		}
+		logical_in = *child;
+		struct fp_iface *child_if = bpf_map_lookup_elem(&ifaces, &logical_in);
+		if (child_if)
+			in_if = child_if;
+	}
+	if (p->ttl <= 1) {
+		d->reason = FP_R_TTL;
+		return XDP_PASS;
+	}
+
+	struct classify_ctx c = {.p = p};
+	if (classify(cfg, &c)) {
+		d->reason = FP_R_NOT_READY;
+		return XDP_PASS;
+	}
+	struct best *in = &c.b[0], *out = &c.b[1], *fwd = &c.b[2];
+	d->matched = in->found | out->found << 1 | fwd->found << 2;
+
+	/* Inbound: an IN match, or a FWD match the kernel would only accept
+	 * decrypted. XDP cannot tell decrypted from spoofed cleartext, so by
+	 * default the kernel's FWD check decides. */
+	int fwd_needs_sa = fwd->found &&
+			   (fwd->pol.action == FP_BLOCK || (fwd->pol.flags & FP_F_TMPL_REQUIRED));
+	if (in->found || fwd_needs_sa) {
+		struct best *dec = fwd->found ? fwd : in;
+		d->dir = fwd->found ? 2 : 0;
+		d->policy_index = dec->pol.index;
+		d->policy_priority = dec->pol.priority;
+		if (dec->tie || (dec->pol.flags & FP_F_UNCERTAIN) ||
+		    (in->found && (in->tie || (in->pol.flags & FP_F_UNCERTAIN)))) {
+			d->reason = FP_R_UNCERTAIN;
+			return XDP_PASS;
+		}
+		if (dec->pol.action == FP_BLOCK || (in->found && in->pol.action == FP_BLOCK)) {
+			d->reason = FP_R_BLOCK;
+			return XDP_PASS;
+		}
+		struct best *sa = in->found ? in : fwd;
+		if (!in_if->inbound_forward || sa->pol.offload_ifindex != phys) {
+			d->reason = FP_R_INBOUND;
+			return XDP_PASS;
+		}
+		return forward_in(ctx, p, in_if, logical_in, d);
+	}
+
+	if (!out->found) {
+		d->reason = FP_R_NO_POLICY;
+		return XDP_PASS;
+	}
+	d->dir = 1;
+	d->policy_index = out->pol.index;
+	d->policy_priority = out->pol.priority;
+	if (out->tie || (out->pol.flags & FP_F_UNCERTAIN)) {
+		d->reason = FP_R_UNCERTAIN;
+		return XDP_PASS;
+	}
+	if (out->pol.action == FP_BLOCK) {
+		d->reason = FP_R_BLOCK;
+		return XDP_PASS;
+	}
+	if (!out->pol.offload_ifindex) {
+		d->reason = FP_R_NOT_OFFLOADED;
+		return XDP_PASS;
+	}
+	/* The kernel checks forwarded cleartext against FWD policies too:
+	 * only a FWD allow with optional templates (strongSwan's
+	 * policies_fwd_out), or no FWD match under a default of accept,
+	 * lets it through. */
+	if (fwd->found) {
+		if (fwd->tie || (fwd->pol.flags & FP_F_UNCERTAIN)) {
+			d->reason = FP_R_UNCERTAIN;
+			return XDP_PASS;
+		}
+	} else if (cfg->fwd_default_block) {
+		d->reason = FP_R_FWD_CHECK;
+		return XDP_PASS;
+	}
+	return forward_out(ctx, p, in_if, &out->pol, logical_in, d);
+}
+
+SEC("xdp")
+int xdp_fastpath(struct xdp_md *ctx)
+{
+	struct fp_decision d = {};
+	struct pkt p = {};
+	__u64 len = ctx->data_end - ctx->data;
+	int act = decide(ctx, &p, &d);
+
+	d.action = act;
+	if (explain_mode) {
+		__u32 zero = 0;
+		bpf_map_update_elem(&explain_out, &zero, &d, BPF_ANY);
+		return act;
+	}
+	__u32 reason = d.reason;
+	__u64 *rc = bpf_map_lookup_elem(&reason_counts, &reason);
+	if (rc)
+		(*rc)++;
+	if (d.policy_index) {
+		__u32 zero = 0;
+		struct fp_config *cfg = bpf_map_lookup_elem(&config, &zero);
+		if (cfg && cfg->counters) {
+			struct fp_counter *c = bpf_map_lookup_elem(&policy_counts, &d.policy_index);
+			if (c) {
+				c->packets++;
+				c->bytes += len;
+			} else {
+				struct fp_counter nc = {.packets = 1, .bytes = len};
+				bpf_map_update_elem(&policy_counts, &d.policy_index, &nc, BPF_NOEXIST);
+			}
+		}
+	}
+	return act;
+}
+
+/* Anchors so clang emits full BTF for the types bpf2go turns into Go. */
+const struct fp_pkey *_fp_pkey __attribute__((unused));
+const struct fp_policy *_fp_policy __attribute__((unused));
+const struct fp_tuple *_fp_tuple __attribute__((unused));
+const struct fp_iface *_fp_iface __attribute__((unused));
+const struct fp_vlan_key *_fp_vlan_key __attribute__((unused));
+const struct fp_decision *_fp_decision __attribute__((unused));
+const struct fp_counter *_fp_counter __attribute__((unused));
+const enum fp_reason *_fp_reason __attribute__((unused));
+
+char LICENSE[] SEC("license") = "GPL";

@@ -1,0 +1,142 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* Definitions shared by the XDP fast path (fastpath.c) and its Go control
+ * plane (bpf2go generates the Go types from these with -type). Change both
+ * sides together: the layouts are the contract. */
+#ifndef SLUICE_FASTPATH_H
+#define SLUICE_FASTPATH_H
+
+#include <linux/types.h>
+
+/* Distinct selector shapes (prefix lengths, proto, port masks) per family
+ * and generation. More shapes than this and the control plane refuses the
+ * policy set (everything goes to the kernel) rather than guess. */
+#define FP_MAX_TUPLES 16
+#define FP_DIRS 3 /* XFRM_POLICY_IN, _OUT, _FWD */
+#define FP_FAM_V4 0
+#define FP_FAM_V6 1
+
+enum fp_action {
+	FP_ALLOW = 0,
+	FP_BLOCK = 1,
+};
+
+enum fp_policy_flags {
+	/* The kernel's choice depends on something XDP cannot see (mark,
+	 * if_id, selector ifindex, sub policy, security context, equal
+	 * priority overlap): a packet whose best match is this goes to the
+	 * kernel. */
+	FP_F_UNCERTAIN = 1 << 0,
+	/* A non-optional template: cleartext matching this FWD policy is
+	 * dropped by the kernel unless it was decrypted. */
+	FP_F_TMPL_REQUIRED = 1 << 1,
+};
+
+enum fp_l2_mode {
+	FP_L2_NIC = 0, /* the NIC writes the Ethernet header (mlx5 tunnel-mode packet offload) */
+	FP_L2_FIB = 1, /* sluice writes MACs from bpf_fib_lookup */
+};
+
+/* Why the program did what it did; index of the per-CPU reason counters. */
+enum fp_reason {
+	FP_R_NOT_READY = 0,   /* control plane not in sync: fail closed to the kernel */
+	FP_R_NOT_CONFIGURED,  /* ingress interface unknown to the gateway config */
+	FP_R_NOT_IP,          /* ARP, LLDP, ... */
+	FP_R_MALFORMED,       /* truncated headers */
+	FP_R_VLAN_UNKNOWN,    /* tag without a VLAN child we know */
+	FP_R_IP_OPTIONS,
+	FP_R_FRAGMENT,
+	FP_R_IPV6_EXT,        /* IPv6 extension headers */
+	FP_R_IPSEC,           /* ESP/AH itself */
+	FP_R_IKE,             /* UDP 500/4500 */
+	FP_R_TTL,             /* TTL/hop limit <= 1: the kernel sends time exceeded */
+	FP_R_NO_POLICY,
+	FP_R_BLOCK,           /* block policy: the kernel drops and counts */
+	FP_R_UNCERTAIN,       /* best match depends on state XDP cannot see */
+	FP_R_NOT_OFFLOADED,   /* OUT allow, but its SA is not packet-offloaded */
+	FP_R_FWD_CHECK,       /* the kernel's FWD check would not pass it as cleartext */
+	FP_R_INBOUND,         /* IN/FWD match; inbound forwarding not enabled here */
+	FP_R_LOCAL,           /* destined to this host */
+	FP_R_NO_ROUTE,        /* fib lookup failed (unreachable, blackhole, forwarding off) */
+	FP_R_ROUTE_MISMATCH,  /* route egress differs from the SA's offload device */
+	FP_R_NO_NEXTHOP,      /* neighbour unresolved */
+	FP_R_MTU,             /* larger than the egress MTU: the kernel fragments or sends PTB */
+	FP_R_NO_TX_PORT,      /* egress device not in the redirect map */
+	FP_R_FWD_OUT,         /* forwarded: outbound via the SA's packet-offload device */
+	FP_R_FWD_IN,          /* forwarded: inbound (opt-in) */
+	FP_R_MAX,
+};
+
+struct fp_config {
+	__u32 gen;                /* active generation (0/1) of tuples + policy tables */
+	__u32 ready;              /* 0: pass everything to the kernel */
+	__u32 fwd_default_block;  /* `ip xfrm policy setdefault fwd block` */
+	__u32 counters;           /* per-policy counters on/off */
+	__u32 ntuples[2][2];      /* [gen][family] */
+};
+
+struct fp_tuple {
+	__u32 min_prio[FP_DIRS];  /* best priority in this tuple per dir: early exit */
+	__be32 src_mask[4];       /* prefix masks, computed by the control plane */
+	__be32 dst_mask[4];       /* so the program does no branchy bit math */
+	__u8 src_plen;
+	__u8 dst_plen;
+	__u8 proto_set;           /* selector names a protocol */
+	__u8 dirs;                /* bit per dir with policies in this tuple */
+	__be16 sport_mask;
+	__be16 dport_mask;
+};
+
+/* Key of a policy table: the selector, masked to its tuple's shape. */
+struct fp_pkey {
+	__u8 family;
+	__u8 dir;
+	__u8 tuple;
+	__u8 proto;
+	__be16 sport;
+	__be16 dport;
+	__be32 src[4];
+	__be32 dst[4];
+};
+
+struct fp_policy {
+	__u32 priority;
+	__u32 index;              /* the kernel's policy index */
+	__u32 offload_ifindex;    /* packet-offload device of the policy's SA, 0 if none */
+	__u8 action;              /* enum fp_action */
+	__u8 flags;               /* enum fp_policy_flags */
+	__u16 pad;
+};
+
+struct fp_iface {
+	__u8 l2_mode;             /* enum fp_l2_mode */
+	__u8 inbound_forward;     /* set only with wan-antispoof: upstream (config enforces) */
+	__u16 vlan_id;            /* this ifindex is a VLAN child with this tag */
+	__u32 parent_ifindex;     /* ... of this parent (0: not a VLAN child) */
+	__u32 hairpin_ifindex;    /* inbound forward next hop (0: use the FIB) */
+	__u8 hairpin_dmac[6];
+	__u8 hairpin_smac[6];
+};
+
+struct fp_vlan_key {
+	__u32 ifindex;            /* parent device the tagged frame arrived on */
+	__u32 vid;
+};
+
+struct fp_counter {
+	__u64 packets;
+	__u64 bytes;
+};
+
+/* What the explain instance of the program reports for one packet. */
+struct fp_decision {
+	__u32 reason;
+	__u32 action;             /* XDP_* */
+	__u32 dir;                /* direction of the deciding policy */
+	__u32 policy_index;       /* 0: none */
+	__u32 policy_priority;
+	__u32 egress_ifindex;
+	__u32 matched;            /* bit per dir with a match */
+	__u32 pad;
+};
+
+#endif

@@ -1,0 +1,145 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"sluice/internal/testlab"
+)
+
+func init() { register(newVMCmd) }
+
+func newVMCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "vm",
+		Short: "Run commands in the test VM (qemu with a Debian 6.12 kernel)",
+		Long: `Run commands in the test VM.
+
+The host kernel lacks ESP, GCM, bonding, 802.1Q, geneve, tc flower, netdevsim
+and loadable modules, so the tests that need them run in a qemu VM (software
+emulation, no KVM) that boots the Debian kernel installed by "make setup".
+The guest's root filesystem is the host's "/", shared read-only, with tmpfs
+on /tmp, /run, /var/tmp, /root and a writable copy of /etc; the repository
+is shared read-write at the same path. Commands run as root. Boot to the
+first command takes about 8 seconds.`,
+	}
+	cmd.AddCommand(newVMRunCmd(), newVMCheckCmd(), newVMNetdevsimCmd())
+	return cmd
+}
+
+func newVMRunCmd() *cobra.Command {
+	var (
+		o       testlab.Options
+		verbose bool
+		console bool
+	)
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- command...",
+		Short: "Boot the test VM, run one shell command in it, exit with its exit code",
+		Long: `Boot the test VM, run one shell command in it and power it off.
+
+The arguments are joined with spaces into one command for /bin/sh -c in the
+guest, run as root in --dir (default: the repository root) with PATH, HOME,
+SLUICE_IN_VM=1 and, when "sluice vm netdevsim" has built it, SLUICE_NETDEVSIM
+set. Only the command's output (stdout and stderr, merged) is printed; kernel
+messages are not. sluice exits with the command's exit code; a VM failure
+(missing kernel, boot failure, timeout) exits 1 with an error. Put "--"
+before the command so its flags are not taken as sluice's.`,
+		Example: `  sluice vm run -- ip -d link show
+  sluice vm run --timeout 2m -- 'modprobe bonding && ip link add b0 type bond'
+  sluice vm run --dir test/vm -- ./vm.test -test.v`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			o.Stdout = cmd.OutOrStdout()
+			if verbose {
+				o.Log = cmd.ErrOrStderr()
+			}
+			if console {
+				o.Console = cmd.ErrOrStderr()
+			}
+			code, err := testlab.Run(ctx, o, strings.Join(args, " "))
+			if err != nil {
+				return err
+			}
+			if code != 0 {
+				return &ExitError{Code: code, Err: fmt.Errorf("command in VM exited %d", code)}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	// Everything after the first argument is the command's, even without "--".
+	f.SetInterspersed(false)
+	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "limit for the whole run, boot included; qemu is killed when it expires")
+	f.StringVar(&o.Kernel, "kernel", "", "vmlinuz to boot (default: newest /boot/vmlinuz-6.12*, else newest /boot/vmlinuz-*)")
+	f.IntVar(&o.CPUs, "cpus", 2, "number of virtual CPUs")
+	f.IntVar(&o.MemoryMB, "memory", 2048, "guest memory in MiB")
+	f.StringVar(&o.Share, "share", "", "host directory shared read-write at the same path in the guest (default: repository root, else current directory)")
+	f.StringVar(&o.Dir, "dir", "", "working directory of the command in the guest, absolute or relative to --share (default: --share)")
+	f.StringArrayVar(&o.Env, "env", nil, "extra NAME=value for the command's environment (repeatable)")
+	f.StringVar(&o.CacheDir, "cache-dir", "", "where the initramfs and netdevsim build are cached (default /var/cache/sluice/vm)")
+	f.BoolVarP(&verbose, "verbose", "v", false, "print the harness's progress and timings (boot time) to stderr")
+	f.BoolVar(&console, "console", false, "copy the raw serial console (kernel and init messages) to stderr, to debug a guest that does not boot")
+	f.StringVar(&o.KernelArgs, "kernel-args", "", "extra kernel command line, e.g. loglevel=7 (with --console) or initcall_debug")
+	return cmd
+}
+
+func newVMCheckCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "check",
+		Short: "Say whether the test VM can run here, and if not what is missing",
+		Long: `Check that everything the test VM needs is installed: qemu-system-x86_64,
+a kernel in /boot with its modules (9p), busybox-static and xz. Prints the
+kernel that would boot and exits 0, or prints what is missing with the fix
+and exits 1.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := testlab.Available(); err != nil {
+				return &ExitError{Code: 1, Err: fmt.Errorf("test VM unavailable: %w", err)}
+			}
+			path, release, err := testlab.DefaultKernel()
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "test VM available: kernel %s (%s)\n", path, release)
+			return nil
+		},
+	}
+}
+
+func newVMNetdevsimCmd() *cobra.Command {
+	var o testlab.Options
+	cmd := &cobra.Command{
+		Use:   "netdevsim",
+		Short: "Build netdevsim.ko for the VM kernel (cached) and print its path",
+		Long: `Build netdevsim.ko for the VM kernel and print its path.
+
+Debian kernels do not include netdevsim, the simulated NIC used to test
+offload (IPsec crypto offload, SR-IOV, switchdev). This extracts its source
+from /usr/src/linux-source-<series>.tar.xz and builds it against the kernel
+headers, about 20 seconds the first time; later calls print the cached path.
+Once built, "sluice vm run" passes the path to the guest as SLUICE_NETDEVSIM.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Log = io.Discard
+			p, err := testlab.NetdevsimModule(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), p)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.Kernel, "kernel", "", "vmlinuz the module is for (default: as for vm run)")
+	cmd.Flags().StringVar(&o.CacheDir, "cache-dir", "", "cache directory (default /var/cache/sluice/vm)")
+	return cmd
+}

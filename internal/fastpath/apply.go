@@ -1,0 +1,105 @@
+package fastpath
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
+
+// Apply writes compiled tables into the idle generation and then flips the
+// active generation with one word write, so the program sees either the
+// old tables or the new ones, never a mix. It also marks the fast path
+// ready.
+func (dp *Datapath) Apply(t *Tables) error {
+	cfg, err := dp.config()
+	if err != nil {
+		return err
+	}
+	idle := (cfg.Gen + 1) & 1
+
+	inner, err := dp.newPolicyTable(len(t.Entries))
+	if err != nil {
+		return err
+	}
+	defer inner.Close() // the outer map holds its own reference
+	if len(t.Entries) > 0 {
+		keys := make([]fastpathFpPkey, 0, len(t.Entries))
+		vals := make([]fastpathFpPolicy, 0, len(t.Entries))
+		for k, v := range t.Entries {
+			keys = append(keys, k)
+			vals = append(vals, v)
+		}
+		if _, err := inner.BatchUpdate(keys, vals, nil); err != nil {
+			return fmt.Errorf("fastpath: writing %d policies: %w", len(keys), err)
+		}
+	}
+	for fam := 0; fam < 2; fam++ {
+		for i, tu := range t.Tuples[fam] {
+			idx := uint32((int(idle)*2+fam)*MaxTuples + i)
+			if err := dp.objs.Tuples.Put(idx, tu); err != nil {
+				return fmt.Errorf("fastpath: writing tuple %d: %w", i, err)
+			}
+		}
+	}
+	if err := dp.objs.PolicyTables.Put(idle, inner); err != nil {
+		return fmt.Errorf("fastpath: installing the policy table: %w", err)
+	}
+	// First publish the idle generation's sizes (the active ones are
+	// rewritten unchanged), then flip.
+	cfg.Ntuples[idle][0] = uint32(len(t.Tuples[0]))
+	cfg.Ntuples[idle][1] = uint32(len(t.Tuples[1]))
+	cfg.FwdDefaultBlock = b2u(t.FwdDefaultBlock)
+	if err := dp.objs.Config.Put(uint32(0), cfg); err != nil {
+		return err
+	}
+	cfg.Gen = idle
+	cfg.Ready = 1
+	return dp.objs.Config.Put(uint32(0), cfg)
+}
+
+// SetReady opens (true) or closes (false) the fast path. Closed, every
+// packet goes to the kernel: the state while the mirror resynchronises.
+func (dp *Datapath) SetReady(ready bool) error {
+	cfg, err := dp.config()
+	if err != nil {
+		return err
+	}
+	cfg.Ready = b2u(ready)
+	return dp.objs.Config.Put(uint32(0), cfg)
+}
+
+// SetCounters turns per-policy counters on or off.
+func (dp *Datapath) SetCounters(on bool) error {
+	cfg, err := dp.config()
+	if err != nil {
+		return err
+	}
+	cfg.Counters = b2u(on)
+	return dp.objs.Config.Put(uint32(0), cfg)
+}
+
+func (dp *Datapath) config() (fastpathFpConfig, error) {
+	var cfg fastpathFpConfig
+	if err := dp.objs.Config.Lookup(uint32(0), &cfg); err != nil {
+		return cfg, fmt.Errorf("fastpath: reading config: %w", err)
+	}
+	return cfg, nil
+}
+
+func (dp *Datapath) newPolicyTable(n int) (*ebpf.Map, error) {
+	spec := dp.innerSpec.Copy()
+	// Headroom keeps hash chains short; the kernel needs at least 1.
+	spec.MaxEntries = uint32(max(n+n/4, 16))
+	m, err := ebpf.NewMap(spec)
+	if err != nil {
+		return nil, fmt.Errorf("fastpath: creating a policy table for %d entries: %w", n, err)
+	}
+	return m, nil
+}
+
+func b2u(b bool) uint32 {
+	if b {
+		return 1
+	}
+	return 0
+}

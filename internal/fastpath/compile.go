@@ -1,0 +1,271 @@
+package fastpath
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net/netip"
+	"sort"
+
+	"sluice/internal/kernel"
+)
+
+// MaxTuples is how many distinct selector shapes (prefix lengths, protocol,
+// port masks) per address family the program searches. It mirrors
+// FP_MAX_TUPLES in bpf/fastpath.h.
+const MaxTuples = 16
+
+// Snapshot is the kernel state the fast path mirrors.
+type Snapshot struct {
+	Policies        []kernel.Policy
+	States          []kernel.State
+	FwdDefaultBlock bool // `ip xfrm policy setdefault fwd block`
+}
+
+// Tables is a compiled snapshot, ready to be written to the maps.
+type Tables struct {
+	Tuples  [2][]fastpathFpTuple // per family (0 = IPv4, 1 = IPv6)
+	Entries map[fastpathFpPkey]fastpathFpPolicy
+	// Mirrored counts the policies that can match traffic the program sees.
+	Mirrored        int
+	FwdDefaultBlock bool
+}
+
+// ErrTooManyShapes means the policy set has more distinct selector shapes
+// than the program searches; the control plane then keeps the fast path
+// out of the way (everything to the kernel) instead of guessing.
+type ErrTooManyShapes struct {
+	Family string
+	Shapes int
+}
+
+func (e *ErrTooManyShapes) Error() string {
+	return fmt.Sprintf("%s policies use %d distinct selector shapes (prefix lengths, protocol, port masks); the fast path searches at most %d, so it passes all traffic to the kernel", e.Family, e.Shapes, MaxTuples)
+}
+
+type shape struct {
+	srcLen, dstLen int
+	protoSet       bool
+	sportMask      uint16
+	dportMask      uint16
+}
+
+func familyOf(sel kernel.Selector) int {
+	if sel.Src.Addr().Is6() || sel.Dst.Addr().Is6() {
+		return 1
+	}
+	return 0
+}
+
+// Compile turns the kernel's policies and SAs into fast-path tables.
+func Compile(s Snapshot) (*Tables, error) {
+	t := &Tables{Entries: map[fastpathFpPkey]fastpathFpPolicy{}, FwdDefaultBlock: s.FwdDefaultBlock}
+	shapeIndex := [2]map[shape]int{{}, {}}
+	var shapes [2][]shape
+	minPrio := [2][]([3]uint32){}
+
+	type placed struct {
+		key fastpathFpPkey
+		val fastpathFpPolicy
+	}
+	var all []placed
+	for i := range s.Policies {
+		p := &s.Policies[i]
+		if neverMatches(p) {
+			continue
+		}
+		fam := familyOf(p.Sel)
+		sh := shape{
+			srcLen: p.Sel.Src.Bits(), dstLen: p.Sel.Dst.Bits(), protoSet: p.Sel.Proto != 0,
+			sportMask: p.Sel.SPortMask, dportMask: p.Sel.DPortMask,
+		}
+		ti, ok := shapeIndex[fam][sh]
+		if !ok {
+			ti = len(shapes[fam])
+			shapeIndex[fam][sh] = ti
+			shapes[fam] = append(shapes[fam], sh)
+			minPrio[fam] = append(minPrio[fam], [3]uint32{^uint32(0), ^uint32(0), ^uint32(0)})
+		}
+		if p.Priority < minPrio[fam][ti][p.Dir] {
+			minPrio[fam][ti][p.Dir] = p.Priority
+		}
+		all = append(all, placed{key: policyKey(p, fam, ti), val: policyValue(p, s.States)})
+		t.Mirrored++
+	}
+
+	// Order tuples by their best priority so the program can stop early.
+	var remap [2][]int
+	for fam := 0; fam < 2; fam++ {
+		n := len(shapes[fam])
+		if n > MaxTuples {
+			return nil, &ErrTooManyShapes{Family: [2]string{"IPv4", "IPv6"}[fam], Shapes: n}
+		}
+		order := make([]int, n)
+		for i := range order {
+			order[i] = i
+		}
+		best := func(i int) uint32 {
+			m := minPrio[fam][i]
+			return min(m[0], m[1], m[2])
+		}
+		sort.SliceStable(order, func(a, b int) bool { return best(order[a]) < best(order[b]) })
+		remap[fam] = make([]int, n)
+		for newIdx, old := range order {
+			remap[fam][old] = newIdx
+			t.Tuples[fam] = append(t.Tuples[fam], tupleOf(shapes[fam][old], minPrio[fam][old], fam))
+		}
+		for newIdx, old := range order {
+			for dir := 0; dir < 3; dir++ {
+				if minPrio[fam][old][dir] != ^uint32(0) {
+					t.Tuples[fam][newIdx].Dirs |= 1 << dir
+				}
+			}
+		}
+	}
+
+	for _, pl := range all {
+		pl.key.Tuple = uint8(remap[pl.key.Family][pl.key.Tuple])
+		prev, dup := t.Entries[pl.key]
+		switch {
+		case !dup || pl.val.Priority < prev.Priority:
+			t.Entries[pl.key] = pl.val
+		case pl.val.Priority == prev.Priority:
+			// Same selector, same priority: the kernel's order between
+			// them is not ours to guess.
+			prev.Flags |= flagUncertain
+			t.Entries[pl.key] = prev
+		}
+	}
+	return t, nil
+}
+
+const (
+	flagUncertain    = 1 << 0 // FP_F_UNCERTAIN
+	flagTmplRequired = 1 << 1 // FP_F_TMPL_REQUIRED
+)
+
+// neverMatches reports policies that cannot match any packet: the kernel
+// tests (mark & mask) == value, which fails for every packet when the
+// value has bits outside the mask.
+func neverMatches(p *kernel.Policy) bool {
+	return p.Mark&^p.MarkMask != 0
+}
+
+// uncertain reports policies whose match depends on what XDP cannot see.
+func uncertain(p *kernel.Policy) bool {
+	return p.MarkMask != 0 || p.IfID != 0 || p.Sel.Ifindex != 0 || p.Sub || p.SecCtx
+}
+
+func policyKey(p *kernel.Policy, fam, tuple int) fastpathFpPkey {
+	k := fastpathFpPkey{Family: uint8(fam), Dir: uint8(p.Dir), Tuple: uint8(tuple), Proto: p.Sel.Proto}
+	k.Sport = htons(p.Sel.SPort & p.Sel.SPortMask)
+	k.Dport = htons(p.Sel.DPort & p.Sel.DPortMask)
+	k.Src = addrWords(p.Sel.Src.Masked().Addr())
+	k.Dst = addrWords(p.Sel.Dst.Masked().Addr())
+	return k
+}
+
+func policyValue(p *kernel.Policy, states []kernel.State) fastpathFpPolicy {
+	v := fastpathFpPolicy{Priority: p.Priority, Index: p.Index, Action: uint8(p.Action)}
+	if uncertain(p) {
+		v.Flags |= flagUncertain
+	}
+	for _, tm := range p.Tmpls {
+		if !tm.Optional {
+			v.Flags |= flagTmplRequired
+		}
+	}
+	if p.Action == kernel.ActionAllow {
+		v.OffloadIfindex = uint32(packetOffloadDevice(p, states))
+	}
+	return v
+}
+
+// packetOffloadDevice returns the device that packet-offloads every SA the
+// policy's template can resolve to, or 0. Only a single tunnel-mode ESP
+// template qualifies: with several templates, transport mode (whose SA
+// depends on each packet's destination) or SAs on different devices, the
+// kernel's choice is not certain here, so the kernel keeps the packet.
+func packetOffloadDevice(p *kernel.Policy, states []kernel.State) int {
+	if len(p.Tmpls) != 1 || !p.Offload.Packet() {
+		return 0
+	}
+	tm := p.Tmpls[0]
+	if tm.Mode != 1 || tm.Proto != 50 {
+		return 0
+	}
+	wantInbound := p.Dir != kernel.DirOut
+	if p.Offload.Inbound() != wantInbound {
+		return 0
+	}
+	dev := 0
+	for i := range states {
+		st := &states[i]
+		if st.Proto != tm.Proto || st.Mode != tm.Mode || st.Dst != tm.Dst ||
+			(tm.Src.IsValid() && st.Src != tm.Src) ||
+			(tm.Reqid != 0 && st.Reqid != tm.Reqid) || (tm.SPI != 0 && st.SPI != tm.SPI) {
+			continue
+		}
+		if !st.Offload.Packet() || st.Offload.Inbound() != wantInbound {
+			return 0
+		}
+		if dev != 0 && dev != st.Offload.Ifindex {
+			return 0
+		}
+		dev = st.Offload.Ifindex
+	}
+	if dev != p.Offload.Ifindex {
+		return 0
+	}
+	return dev
+}
+
+func tupleOf(sh shape, prio [3]uint32, fam int) fastpathFpTuple {
+	t := fastpathFpTuple{
+		MinPrio: prio, SrcPlen: uint8(sh.srcLen), DstPlen: uint8(sh.dstLen),
+		SportMask: htons(sh.sportMask), DportMask: htons(sh.dportMask),
+	}
+	if sh.protoSet {
+		t.ProtoSet = 1
+	}
+	bits := 32
+	if fam == 1 {
+		bits = 128
+	}
+	t.SrcMask = maskWords(sh.srcLen, bits)
+	t.DstMask = maskWords(sh.dstLen, bits)
+	return t
+}
+
+// Byte-order helpers: the program compares raw network-order words, and
+// bpf2go types hold them as little-endian host integers.
+func htons(v uint16) uint16 {
+	var b [2]byte
+	binary.BigEndian.PutUint16(b[:], v)
+	return binary.LittleEndian.Uint16(b[:])
+}
+
+func addrWords(a netip.Addr) [4]uint32 {
+	var w [4]uint32
+	if a.Is4() {
+		b := a.As4()
+		w[0] = binary.LittleEndian.Uint32(b[:])
+		return w
+	}
+	b := a.As16()
+	for i := range w {
+		w[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return w
+}
+
+func maskWords(plen, bits int) [4]uint32 {
+	var b [16]byte
+	for i := 0; i < plen && i < bits; i++ {
+		b[i/8] |= 0x80 >> (i % 8)
+	}
+	var w [4]uint32
+	for i := range w {
+		w[i] = binary.LittleEndian.Uint32(b[4*i:])
+	}
+	return w
+}

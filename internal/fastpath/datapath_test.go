@@ -1,0 +1,116 @@
+package fastpath
+
+import (
+	"testing"
+
+	"sluice/internal/kernel"
+)
+
+// gatewayPolicies is a small strongSwan-like gateway: tunnels from the LAN
+// (10.0.0.0/8) to remote sites in 48.0.0.0/8, with the shapes that break
+// naive classifiers.
+type gateway struct {
+	snap                                      Snapshot
+	tunnel, wide, narrowSrc, block, soft, in6 kernel.Policy
+	in, fwdIn, tieA, tieB, markP, local, out6 kernel.Policy
+}
+
+func newGateway(e *testEnv) *gateway {
+	g := &gateway{}
+	w := e.wan
+	g.tunnel = tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.1.0/24", 100, "123.2.0.1", 1, w)
+	g.wide = tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.0.0/16", 200, "123.2.0.2", 2, w)
+	// Longest dst, but only for 10.1/16 sources: others must fall back to wide.
+	g.narrowSrc = tunnelPolicy(kernel.DirOut, "10.1.0.0/16", "48.0.2.0/24", 50, "123.2.0.3", 3, w)
+	g.block = kernel.Policy{Index: 1001, Dir: kernel.DirOut, Priority: 10, Action: kernel.ActionBlock,
+		Sel: kernel.Selector{Src: pfx("10.0.0.0/8"), Dst: pfx("48.0.3.0/24"), Proto: 6, DPort: 443, DPortMask: 0xffff}}
+	g.soft = tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.4.0/24", 100, "123.2.0.4", 4, 0) // software SA
+	g.in = tunnelPolicy(kernel.DirIn, "48.0.1.0/24", "10.0.0.0/8", 100, "123.2.0.1", 1, w)
+	g.fwdIn = tunnelPolicy(kernel.DirFwd, "48.0.1.0/24", "10.0.0.0/8", 100, "123.2.0.1", 1, 0)
+	g.tieA = tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.5.0/24", 150, "123.2.0.5", 5, w)
+	g.tieB = tunnelPolicy(kernel.DirOut, "10.0.0.0/16", "48.0.5.0/24", 150, "123.2.0.6", 6, w)
+	g.markP = tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.6.0/24", 1, "123.2.0.7", 7, w)
+	g.markP.Mark, g.markP.MarkMask = 1, 0xff
+	g.local = tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "123.0.0.1/32", 1, "123.2.0.8", 8, w)
+	g.out6 = tunnelPolicy(kernel.DirOut, "fd00::/16", "2001:db8:48:1::/64", 100, "2001:db8:f::99", 9, w)
+	g.in6 = tunnelPolicy(kernel.DirIn, "2001:db8:48:1::/64", "fd00::/16", 100, "2001:db8:f::99", 9, w)
+	for _, p := range []kernel.Policy{g.tunnel, g.wide, g.narrowSrc, g.block, g.soft, g.in, g.fwdIn, g.tieA, g.tieB, g.markP, g.local, g.out6, g.in6} {
+		g.snap.Policies = append(g.snap.Policies, p)
+		if len(p.Tmpls) > 0 {
+			dev := 0
+			if p.Offload != nil {
+				dev = p.Offload.Ifindex
+			}
+			g.snap.States = append(g.snap.States, saFor(p, dev))
+		}
+	}
+	return g
+}
+
+func udp(src, dst string, ttl uint8) Packet {
+	return Packet{Src: addr(src), Dst: addr(dst), Proto: 17, SPort: 1234, DPort: 5678, TTL: ttl, Payload: 18}
+}
+
+func TestDatapathVerdicts(t *testing.T) {
+	e := newTestEnv(t)
+	g := newGateway(e)
+	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB})
+
+	// Before the control plane has written anything: everything to the kernel.
+	if d := e.explain(udp("10.0.0.5", "48.0.1.9", 64), e.lan); d.Reason != ReasonNotReady || d.Action != XDPPass {
+		t.Fatalf("before sync: %s/%s, want not-ready/XDP_PASS", d.ActionName, d.ReasonName)
+	}
+	e.apply(g.snap)
+
+	tcp := func(src, dst string, dport uint16) Packet {
+		return Packet{TTL: 64, Src: addr(src), Dst: addr(dst), Proto: 6, SPort: 40000, DPort: dport}
+	}
+	cases := []struct {
+		name    string
+		pkt     Packet
+		ingress int
+		reason  string
+		action  uint32
+		policy  uint32
+	}{
+		{"outbound match forwards to the offload device", udp("10.0.0.5", "48.0.1.9", 64), e.lan, "forward-out", XDPRedirect, g.tunnel.Index},
+		{"hairpin: offload device is the ingress port", udp("10.0.0.5", "48.0.1.9", 64), e.wan, "forward-out", XDPTx, g.tunnel.Index},
+		{"longest dst without src match falls back to a shorter dst", udp("10.2.0.1", "48.0.2.5", 64), e.lan, "forward-out", XDPRedirect, g.wide.Index},
+		{"longest dst with src match wins", udp("10.1.0.1", "48.0.2.5", 64), e.lan, "forward-out", XDPRedirect, g.narrowSrc.Index},
+		{"port selector: block policy goes to the kernel", tcp("10.0.0.5", "48.0.3.1", 443), e.lan, "block", XDPPass, g.block.Index},
+		{"port selector: other port falls through", tcp("10.0.0.5", "48.0.3.1", 80), e.lan, "forward-out", XDPRedirect, g.wide.Index},
+		{"proto selector: udp to 443 is not the tcp block", Packet{TTL: 64, Src: addr("10.0.0.5"), Dst: addr("48.0.3.1"), Proto: 17, SPort: 1, DPort: 443}, e.lan, "forward-out", XDPRedirect, g.wide.Index},
+		{"software SA: the kernel encrypts", udp("10.0.0.5", "48.0.4.1", 64), e.lan, "not-offloaded", XDPPass, g.soft.Index},
+		{"no policy", udp("10.0.0.5", "49.0.0.1", 64), e.lan, "no-policy", XDPPass, 0},
+		{"equal priority overlap is the kernel's call", udp("10.0.0.5", "48.0.5.1", 64), e.lan, "uncertain", XDPPass, 0},
+		{"no overlap when only one of the tied policies matches", udp("10.1.0.5", "48.0.5.1", 64), e.lan, "forward-out", XDPRedirect, g.tieA.Index},
+		{"mark policy: XDP cannot see marks", udp("10.0.0.5", "48.0.6.1", 64), e.lan, "uncertain", XDPPass, g.markP.Index},
+		{"TTL 1 goes to the kernel (ICMP time exceeded)", udp("10.0.0.5", "48.0.1.9", 1), e.lan, "ttl", XDPPass, 0},
+		{"TTL 0 goes to the kernel", udp("10.0.0.5", "48.0.1.9", 0), e.lan, "ttl", XDPPass, 0},
+		{"destination is local", udp("10.0.0.5", "123.0.0.1", 64), e.lan, "local", XDPPass, g.local.Index},
+		{"spoofed cleartext on the WAN matching IN/FWD is passed", udp("48.0.1.7", "10.0.0.5", 64), e.wan, "inbound", XDPPass, g.fwdIn.Index},
+		{"IKE", Packet{TTL: 64, Src: addr("10.0.0.5"), Dst: addr("48.0.1.9"), Proto: 17, SPort: 500, DPort: 500}, e.lan, "ike", XDPPass, 0},
+		{"NAT-T", Packet{TTL: 64, Src: addr("10.0.0.5"), Dst: addr("48.0.1.9"), Proto: 17, SPort: 4500, DPort: 4500}, e.lan, "ike", XDPPass, 0},
+		{"ESP itself", Packet{TTL: 64, Src: addr("123.2.0.1"), Dst: addr("123.0.0.1"), Proto: 50}, e.wan, "esp-ah", XDPPass, 0},
+		{"IPv4 options", Packet{TTL: 64, Src: addr("10.0.0.5"), Dst: addr("48.0.1.9"), Proto: 17, IPOptions: true}, e.lan, "ip-options", XDPPass, 0},
+		{"fragment", Packet{TTL: 64, Src: addr("10.0.0.5"), Dst: addr("48.0.1.9"), Proto: 17, Fragment: true}, e.lan, "fragment", XDPPass, 0},
+		{"IPv6 outbound", udp("fd00::5", "2001:db8:48:1::9", 64), e.lan, "forward-out", XDPRedirect, g.out6.Index},
+		{"IPv6 hop limit 1", udp("fd00::5", "2001:db8:48:1::9", 1), e.lan, "ttl", XDPPass, 0},
+		{"IPv6 extension header", Packet{TTL: 64, Src: addr("fd00::5"), Dst: addr("2001:db8:48:1::9"), Proto: 17, IPv6Ext: true}, e.lan, "ipv6-ext", XDPPass, 0},
+		{"IPv6 spoofed inbound", udp("2001:db8:48:1::7", "fd00::5", 64), e.wan, "inbound", XDPPass, g.in6.Index},
+		{"ICMP echo follows the policy", Packet{TTL: 64, Src: addr("10.0.0.5"), Dst: addr("48.0.1.9"), Proto: 1, ICMPType: 8}, e.lan, "forward-out", XDPRedirect, g.tunnel.Index},
+		{"VLAN tag unknown", Packet{TTL: 64, Src: addr("10.0.0.5"), Dst: addr("48.0.1.9"), Proto: 17, VLAN: 77}, e.lan, "vlan-unknown", XDPPass, 0},
+		{"interface not configured", udp("10.0.0.5", "48.0.1.9", 64), e.lan1, "not-configured", XDPPass, 0},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			d := e.explain(c.pkt, c.ingress)
+			if d.ReasonName != c.reason || d.Action != c.action {
+				t.Fatalf("got %s/%s (policy %d), want %s/%s", d.ActionName, d.ReasonName, d.PolicyIndex, ActionName(c.action), c.reason)
+			}
+			if c.policy != 0 && d.PolicyIndex != c.policy {
+				t.Fatalf("decided by policy %d, want %d", d.PolicyIndex, c.policy)
+			}
+		})
+	}
+}

@@ -1,0 +1,122 @@
+package fastpath
+
+import (
+	"errors"
+	"fmt"
+	"net"
+
+	"github.com/cilium/ebpf"
+)
+
+// L2Mode says who writes the Ethernet header of forwarded frames.
+type L2Mode uint8
+
+const (
+	// L2NIC leaves the header to the NIC (mlx5 tunnel-mode packet offload
+	// rewrites it from the SA's neighbour).
+	L2NIC L2Mode = 0
+	// L2FIB writes MACs from bpf_fib_lookup.
+	L2FIB L2Mode = 1
+)
+
+// Iface is one interface as the program sees it.
+type Iface struct {
+	Ifindex int
+	L2      L2Mode
+	// InboundForward lets the program forward traffic that matches IN/FWD
+	// policies. The config allows it only with wan-antispoof: upstream.
+	InboundForward bool
+	// VLAN child: its tag and parent. The program sees tagged frames on
+	// the parent and sends tagged frames to it.
+	VLANID        uint16
+	ParentIfindex int
+	// Hairpin next hop for inbound forwarding (0: use the FIB).
+	HairpinIfindex int
+	HairpinDstMAC  net.HardwareAddr
+	HairpinSrcMAC  net.HardwareAddr
+}
+
+// SetIfaces replaces the interface, VLAN and redirect tables. Devmap
+// values are ifindexes resolved in the caller's network namespace: call it
+// from the namespace that owns the devices.
+func (dp *Datapath) SetIfaces(ifs []Iface) error {
+	want := map[uint32]fastpathFpIface{}
+	vlans := map[fastpathFpVlanKey]uint32{}
+	ports := map[uint32]bool{}
+	for _, i := range ifs {
+		v := fastpathFpIface{
+			L2Mode: uint8(i.L2), VlanId: i.VLANID, ParentIfindex: uint32(i.ParentIfindex),
+			HairpinIfindex: uint32(i.HairpinIfindex),
+		}
+		if i.InboundForward {
+			v.InboundForward = 1
+		}
+		copy(v.HairpinDmac[:], i.HairpinDstMAC)
+		copy(v.HairpinSmac[:], i.HairpinSrcMAC)
+		want[uint32(i.Ifindex)] = v
+		if i.ParentIfindex != 0 {
+			vlans[fastpathFpVlanKey{Ifindex: uint32(i.ParentIfindex), Vid: uint32(i.VLANID)}] = uint32(i.Ifindex)
+			ports[uint32(i.ParentIfindex)] = true
+		} else {
+			ports[uint32(i.Ifindex)] = true
+		}
+		if i.HairpinIfindex != 0 {
+			ports[uint32(i.HairpinIfindex)] = true
+		}
+	}
+	for k, v := range want {
+		if err := dp.objs.Ifaces.Put(k, v); err != nil {
+			return fmt.Errorf("fastpath: interface %d: %w", k, err)
+		}
+	}
+	for k, v := range vlans {
+		if err := dp.objs.Vlans.Put(k, v); err != nil {
+			return fmt.Errorf("fastpath: vlan %d on %d: %w", k.Vid, k.Ifindex, err)
+		}
+	}
+	for k := range ports {
+		if err := dp.objs.TxPorts.Put(k, k); err != nil {
+			return fmt.Errorf("fastpath: redirect port %d: %w", k, err)
+		}
+	}
+	if err := prune(dp.objs.Ifaces, func(k uint32) bool { _, ok := want[k]; return ok }); err != nil {
+		return err
+	}
+	if err := prune(dp.objs.TxPorts, func(k uint32) bool { return ports[k] }); err != nil {
+		return err
+	}
+	var vk fastpathFpVlanKey
+	var stale []fastpathFpVlanKey
+	it := dp.objs.Vlans.Iterate()
+	var vv uint32
+	for it.Next(&vk, &vv) {
+		if _, ok := vlans[vk]; !ok {
+			stale = append(stale, vk)
+		}
+	}
+	for _, k := range stale {
+		_ = dp.objs.Vlans.Delete(k)
+	}
+	return it.Err()
+}
+
+func prune(m *ebpf.Map, keep func(uint32) bool) error {
+	var k uint32
+	var stale []uint32
+	it := m.Iterate()
+	val := make([]byte, m.ValueSize())
+	for it.Next(&k, &val) {
+		if !keep(k) {
+			stale = append(stale, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	for _, k := range stale {
+		if err := m.Delete(k); err != nil && !errors.Is(err, ebpf.ErrKeyNotExist) {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,89 @@
+package fastpath
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/cilium/ebpf"
+)
+
+// Datapath is a loaded fast path: the XDP program, its explain twin and
+// the maps they share.
+type Datapath struct {
+	objs      fastpathObjects
+	explain   *ebpf.Program // same code with explain_mode=1: reports, never counts
+	innerSpec *ebpf.MapSpec // shape of one generation's policy table
+}
+
+// LoadOptions select where the maps live.
+type LoadOptions struct {
+	// PinPath, when set, pins the maps there and reuses maps already
+	// pinned (a restarted daemon adopts its predecessor's state).
+	PinPath string
+}
+
+// Load loads the fast path into the kernel. The program is not attached.
+func Load(opts LoadOptions) (*Datapath, error) {
+	spec, err := loadFastpath()
+	if err != nil {
+		return nil, fmt.Errorf("fastpath: reading the embedded BPF object: %w", err)
+	}
+	var mapOpts ebpf.MapOptions
+	if opts.PinPath != "" {
+		mapOpts.PinPath = opts.PinPath
+		for _, m := range spec.Maps {
+			if m.Name != ".rodata" && m.Name != ".bss" && m.Name != ".data" {
+				m.Pinning = ebpf.PinByName
+			}
+		}
+	}
+	dp := &Datapath{innerSpec: spec.Maps["policy_tables"].InnerMap.Copy()}
+	if err := spec.LoadAndAssign(&dp.objs, &ebpf.CollectionOptions{Maps: mapOpts}); err != nil {
+		var ve *ebpf.VerifierError
+		if errors.As(err, &ve) {
+			return nil, fmt.Errorf("fastpath: the kernel's verifier rejected the program: %+v", ve)
+		}
+		return nil, fmt.Errorf("fastpath: loading: %w", err)
+	}
+	explain, err := loadExplain(spec, &dp.objs)
+	if err != nil {
+		dp.objs.Close()
+		return nil, err
+	}
+	dp.explain = explain
+	return dp, nil
+}
+
+// loadExplain loads the explain twin against the same maps, so explain
+// sees exactly the state the live program sees.
+func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Program, error) {
+	es := spec.Copy()
+	if err := es.Variables["explain_mode"].Set(uint32(1)); err != nil {
+		return nil, fmt.Errorf("fastpath: setting explain_mode: %w", err)
+	}
+	repl := map[string]*ebpf.Map{
+		"config": objs.Config, "tuples": objs.Tuples, "policy_tables": objs.PolicyTables,
+		"ifaces": objs.Ifaces, "vlans": objs.Vlans, "tx_ports": objs.TxPorts,
+		"reason_counts": objs.ReasonCounts, "policy_counts": objs.PolicyCounts,
+		"explain_out": objs.ExplainOut,
+	}
+	coll, err := ebpf.NewCollectionWithOptions(es, ebpf.CollectionOptions{MapReplacements: repl})
+	if err != nil {
+		return nil, fmt.Errorf("fastpath: loading the explain program: %w", err)
+	}
+	prog := coll.Programs["xdp_fastpath"]
+	delete(coll.Programs, "xdp_fastpath")
+	coll.Close()
+	return prog, nil
+}
+
+// Program is the XDP program to attach.
+func (dp *Datapath) Program() *ebpf.Program { return dp.objs.XdpFastpath }
+
+// Close releases the file descriptors (pinned maps stay pinned).
+func (dp *Datapath) Close() error {
+	if dp.explain != nil {
+		dp.explain.Close()
+	}
+	return dp.objs.Close()
+}

@@ -1,0 +1,159 @@
+package kernel
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// WatchNeighRoutes signals on the returned channel whenever a neighbour or
+// a route changes (RTM_NEWNEIGH/DELNEIGH/NEWROUTE/DELROUTE) or when changes
+// may have been missed (socket overrun): the next-hop cache then resolves
+// again. Signals coalesce (capacity 1), so a storm costs one recompute.
+// The channel is closed when ctx ends.
+func WatchNeighRoutes(ctx context.Context) (<-chan struct{}, error) {
+	return WatchNeighRoutesAt(ctx, netns.None())
+}
+
+// WatchNeighRoutesAt is WatchNeighRoutes for the namespace ns.
+func WatchNeighRoutesAt(ctx context.Context, ns netns.NsHandle) (<-chan struct{}, error) {
+	out := make(chan struct{}, 1)
+	signal := func() {
+		select {
+		case out <- struct{}{}:
+		default:
+		}
+	}
+	done, nch, rch, err := neighSubscribe(ns, signal)
+	if err != nil {
+		return nil, err
+	}
+	go func() {
+		defer close(out)
+		for {
+			var ok bool
+			select {
+			case <-ctx.Done():
+				close(done)
+				return
+			case _, ok = <-nch:
+			case _, ok = <-rch:
+			}
+			signal()
+			if ok {
+				continue
+			}
+			// vishvananda closes a subscription on any receive error
+			// (ENOBUFS included): changes may be lost, so we signalled,
+			// and now subscribe afresh.
+			close(done)
+			for {
+				if done, nch, rch, err = neighSubscribe(ns, signal); err == nil {
+					break
+				}
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(time.Second):
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+// neighSubscribe opens the neighbour and route subscriptions; closing done
+// ends both. Old channels are drained until closed so that vishvananda's
+// reader goroutines never block on a send nobody reads.
+func neighSubscribe(ns netns.NsHandle, onErr func()) (chan struct{}, chan netlink.NeighUpdate, chan netlink.RouteUpdate, error) {
+	done := make(chan struct{})
+	nch := make(chan netlink.NeighUpdate, 16)
+	rch := make(chan netlink.RouteUpdate, 16)
+	var nsp *netns.NsHandle
+	if ns.IsOpen() {
+		nsp = &ns
+	}
+	cb := func(error) { onErr() }
+	err := netlink.NeighSubscribeWithOptions(nch, done, netlink.NeighSubscribeOptions{Namespace: nsp, ErrorCallback: cb})
+	if err == nil {
+		err = netlink.RouteSubscribeWithOptions(rch, done, netlink.RouteSubscribeOptions{Namespace: nsp, ErrorCallback: cb})
+		if err != nil {
+			close(done)
+		}
+	}
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("watch neighbours and routes: %w", err)
+	}
+	go func() {
+		<-done
+		for range nch {
+		}
+	}()
+	go func() {
+		<-done
+		for range rch {
+		}
+	}()
+	return done, nch, rch, nil
+}
+
+// ResolveNextHop finds where the kernel would send a packet for ip: the
+// output interface and the next hop's MAC address (the gateway's, or ip's
+// own when on-link), as an XDP program needs them to forward by itself.
+func ResolveNextHop(ip netip.Addr) (ifindex int, mac net.HardwareAddr, err error) {
+	return ResolveNextHopAt(netns.None(), ip)
+}
+
+// usableNUD are neighbour states with a valid link-layer address. STALE is
+// included: the address is still right until the kernel learns otherwise.
+const usableNUD = netlink.NUD_REACHABLE | netlink.NUD_STALE | netlink.NUD_DELAY | netlink.NUD_PROBE | netlink.NUD_PERMANENT
+
+// ResolveNextHopAt is ResolveNextHop in the namespace ns.
+func ResolveNextHopAt(ns netns.NsHandle, ip netip.Addr) (ifindex int, mac net.HardwareAddr, err error) {
+	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
+	if err != nil {
+		return 0, nil, fmt.Errorf("resolve next hop for %s: %w", ip, err)
+	}
+	defer h.Close()
+	routes, err := h.RouteGet(ip.AsSlice())
+	if err != nil || len(routes) == 0 {
+		return 0, nil, fmt.Errorf("no route to %s (%v): add one, e.g. `ip route add %s via GATEWAY`", ip, err, ip)
+	}
+	r := routes[0]
+	if r.Type == unix.RTN_LOCAL {
+		return 0, nil, fmt.Errorf("%s is an address of this host, not a next hop", ip)
+	}
+	nh := ip.Unmap()
+	if a, ok := netip.AddrFromSlice(r.Gw); ok {
+		nh = a.Unmap()
+	} else if v, ok := r.Via.(*netlink.Via); ok {
+		if a, ok := netip.AddrFromSlice(v.Addr); ok {
+			nh = a.Unmap()
+		}
+	}
+	dev := fmt.Sprintf("ifindex %d", r.LinkIndex)
+	if l, err := h.LinkByIndex(r.LinkIndex); err == nil {
+		dev = l.Attrs().Name
+	}
+	family := netlink.FAMILY_V4
+	if nh.Is6() {
+		family = netlink.FAMILY_V6
+	}
+	neighs, err := h.NeighList(r.LinkIndex, family)
+	if err != nil {
+		return 0, nil, fmt.Errorf("neighbours of %s: %w", dev, err)
+	}
+	for _, n := range neighs {
+		a, _ := netip.AddrFromSlice(n.IP)
+		if a.Unmap() == nh && n.State&usableNUD != 0 && len(n.HardwareAddr) == 6 {
+			return r.LinkIndex, n.HardwareAddr, nil
+		}
+	}
+	return 0, nil, fmt.Errorf("no neighbour entry for %s on %s; ping it or add a permanent neighbour (`ip neigh replace %s lladdr MAC dev %s nud permanent`)", nh, dev, nh, dev)
+}
