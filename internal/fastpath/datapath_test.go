@@ -36,7 +36,7 @@ func newGateway(e *testEnv) *gateway {
 	g.in6 = tunnelPolicy(kernel.DirIn, "2001:db8:48:1::/64", "fd00::/16", 100, "2001:db8:f::99", 9, w)
 	for _, p := range []kernel.Policy{g.tunnel, g.wide, g.narrowSrc, g.block, g.soft, g.in, g.fwdIn, g.tieA, g.tieB, g.markP, g.local, g.out6, g.in6} {
 		g.snap.Policies = append(g.snap.Policies, p)
-		if len(p.Tmpls) > 0 {
+		if len(p.Tmpls) > 0 && p.Dir != kernel.DirFwd { // IN and FWD share the inbound SA
 			dev := 0
 			if p.Offload != nil {
 				dev = p.Offload.Ifindex
