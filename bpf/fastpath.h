@@ -10,7 +10,7 @@
 /* Distinct selector shapes (prefix lengths, proto, port masks) per family
  * and generation. More shapes than this and the control plane refuses the
  * policy set (everything goes to the kernel) rather than guess. */
-#define FP_MAX_TUPLES 16
+#define FP_MAX_TUPLES 64
 #define FP_DIRS 3 /* XFRM_POLICY_IN, _OUT, _FWD */
 #define FP_FAM_V4 0
 #define FP_FAM_V6 1

@@ -12,7 +12,7 @@ import (
 // MaxTuples is how many distinct selector shapes (prefix lengths, protocol,
 // port masks) per address family the program searches. It mirrors
 // FP_MAX_TUPLES in bpf/fastpath.h.
-const MaxTuples = 16
+const MaxTuples = 64
 
 // Snapshot is the kernel state the fast path mirrors.
 type Snapshot struct {
