@@ -399,6 +399,12 @@ static __always_inline int decide(struct xdp_md *ctx, struct pkt *p, struct fp_d
 		d->reason = FP_R_NOT_READY;
 		return XDP_PASS;
 	}
+	/* A daemon that stopped renewing its lease may have missed an SA
+	 * going away: stop forwarding rather than trust stale maps. */
+	if (cfg->lease_until_ns && bpf_ktime_get_ns() > cfg->lease_until_ns) {
+		d->reason = FP_R_NOT_READY;
+		return XDP_PASS;
+	}
 	__u32 phys = ctx->ingress_ifindex;
 	struct fp_iface *in_if = bpf_map_lookup_elem(&ifaces, &phys);
 	if (!in_if) {

@@ -72,6 +72,9 @@ struct fp_config {
 	__u32 fwd_default_block;  /* `ip xfrm policy setdefault fwd block` */
 	__u32 counters;           /* per-policy counters on/off */
 	__u32 ntuples[2][2];      /* [gen][family] */
+	/* CLOCK_MONOTONIC ns after which the control plane is presumed dead
+	 * and everything goes to the kernel; 0: no lease (tests, explain). */
+	__u64 lease_until_ns;
 };
 
 struct fp_tuple {

@@ -2,8 +2,10 @@ package fastpath
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 )
 
 // Apply writes compiled tables into the idle generation and then flips the
@@ -102,4 +104,20 @@ func b2u(b bool) uint32 {
 		return 1
 	}
 	return 0
+}
+
+// RenewLease keeps the fast path open for d more. Past that, without a
+// renewal, the program passes everything to the kernel: the daemon may have
+// died and missed an SA going away.
+func (dp *Datapath) RenewLease(d time.Duration) error {
+	cfg, err := dp.config()
+	if err != nil {
+		return err
+	}
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return err
+	}
+	cfg.LeaseUntilNs = uint64(ts.Nano()) + uint64(d.Nanoseconds())
+	return dp.objs.Config.Put(uint32(0), cfg)
 }

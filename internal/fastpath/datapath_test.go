@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"testing"
+	"time"
 
 	"sluice/internal/kernel"
 )
@@ -112,5 +113,25 @@ func TestDatapathVerdicts(t *testing.T) {
 				t.Fatalf("decided by policy %d, want %d", d.PolicyIndex, c.policy)
 			}
 		})
+	}
+}
+
+func TestExpiredLeaseFailsClosed(t *testing.T) {
+	e := newTestEnv(t)
+	g := newGateway(e)
+	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB})
+	e.apply(g.snap)
+	pkt := udp("10.0.0.5", "48.0.1.9", 64)
+	if err := e.dp.RenewLease(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if d := e.explain(pkt, e.lan); d.Reason != ReasonForwardOut {
+		t.Fatalf("live lease: %s, want forward-out", d.ReasonName)
+	}
+	if err := e.dp.RenewLease(-time.Second); err != nil { // a daemon that went silent
+		t.Fatal(err)
+	}
+	if d := e.explain(pkt, e.lan); d.Reason != ReasonNotReady || d.Action != XDPPass {
+		t.Fatalf("expired lease: %s/%s, want XDP_PASS/not-ready", d.ActionName, d.ReasonName)
 	}
 }

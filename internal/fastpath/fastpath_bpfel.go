@@ -20,6 +20,7 @@ type fastpathFpConfig struct {
 	FwdDefaultBlock uint32
 	Counters        uint32
 	Ntuples         [2][2]uint32
+	LeaseUntilNs    uint64
 }
 
 type fastpathFpCounter struct {
