@@ -3,6 +3,9 @@ package fastpath
 import (
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/cilium/ebpf"
 )
@@ -38,7 +41,14 @@ func Load(opts LoadOptions) (*Datapath, error) {
 		}
 	}
 	dp := &Datapath{innerSpec: spec.Maps["policy_tables"].InnerMap.Copy()}
-	if err := spec.LoadAndAssign(&dp.objs, &ebpf.CollectionOptions{Maps: mapOpts}); err != nil {
+	err = spec.LoadAndAssign(&dp.objs, &ebpf.CollectionOptions{Maps: mapOpts})
+	if errors.Is(err, ebpf.ErrMapIncompatible) && opts.PinPath != "" {
+		// Pinned by another version of sluice with other map layouts:
+		// replace them (the new daemon resyncs from the kernel anyway).
+		removePinnedMaps(opts.PinPath)
+		err = spec.LoadAndAssign(&dp.objs, &ebpf.CollectionOptions{Maps: mapOpts})
+	}
+	if err != nil {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("fastpath: the kernel's verifier rejected the program: %+v", ve)
@@ -86,4 +96,13 @@ func (dp *Datapath) Close() error {
 		dp.explain.Close()
 	}
 	return dp.objs.Close()
+}
+
+func removePinnedMaps(dir string) {
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), linkPinPrefix) {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }

@@ -1,0 +1,158 @@
+package fastpath
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"time"
+
+	"sluice/internal/kernel"
+)
+
+// GatewayIface is one configured interface, by name.
+type GatewayIface struct {
+	Name           string
+	L2             L2Mode
+	Mode           XDPMode
+	InboundForward bool       // the config allows it only with wan-antispoof: upstream
+	HairpinNextHop netip.Addr // optional
+}
+
+// GatewayOptions configure RunGateway.
+type GatewayOptions struct {
+	PinDir   string
+	Ifaces   []GatewayIface
+	Source   Source
+	Lease    time.Duration
+	Counters bool
+	Log      *slog.Logger
+	// Ready, if set, is called once the program is attached and the first
+	// sync has been tried (tests and `lab` wait on it).
+	Ready func(*Datapath, *Mirror)
+}
+
+// RunGateway attaches the fast path to the interfaces, mirrors the source
+// into it until ctx ends, then closes the fast path (the kernel forwards
+// everything) while leaving the program attached and pinned, so a restarted
+// daemon picks up without a gap. `sluice gateway stop` detaches.
+func RunGateway(ctx context.Context, o GatewayOptions) error {
+	log := o.Log
+	if log == nil {
+		log = slog.Default()
+	}
+	if err := EnsureBPFFS(); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(o.PinDir, 0o700); err != nil {
+		return err
+	}
+	dp, err := Load(LoadOptions{PinPath: o.PinDir})
+	if err != nil {
+		return err
+	}
+	defer dp.Close()
+	// Whatever a previous daemon left is stale until we have synced.
+	if err := dp.SetReady(false); err != nil {
+		return err
+	}
+	if err := dp.SetCounters(o.Counters); err != nil {
+		return err
+	}
+	resolve := func() ([]Iface, error) { return resolveIfaces(o.Ifaces) }
+	ifs, err := resolve()
+	if err != nil {
+		return err
+	}
+	if err := dp.SetIfaces(ifs); err != nil {
+		return err
+	}
+	for _, gi := range o.Ifaces {
+		li, err := kernel.Link(gi.Name)
+		if err != nil {
+			return err
+		}
+		if li.ParentIfindex != 0 {
+			continue // tagged frames arrive on the parent, which carries the program
+		}
+		if gi.Mode == XDPGeneric {
+			log.Warn("XDP in GENERIC mode: it runs after the kernel built an skb, so it is barely faster than kernel forwarding; use a driver with native XDP for the fast path", "iface", gi.Name)
+		}
+		if err := dp.Attach(o.PinDir, gi.Name, li.Ifindex, gi.Mode); err != nil {
+			return err
+		}
+		log.Info("attached", "iface", gi.Name, "ifindex", li.Ifindex, "xdp", gi.Mode.String(), "l2", [...]string{"nic", "fib"}[gi.L2])
+		if gi.InboundForward {
+			log.Warn("inbound forwarding ON: packets arriving here that match an IN/FWD policy whose SA is packet-offloaded on this port are forwarded in XDP without the kernel's FWD policy check. XDP cannot tell NIC-decrypted packets from spoofed cleartext; this trusts that the upstream segment drops cleartext sourced from protected prefixes (wan-antispoof: upstream)", "iface", gi.Name)
+		}
+	}
+
+	m := &Mirror{DP: dp, Src: o.Source, Lease: o.Lease, Log: log}
+	mctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- m.Run(mctx) }()
+	go refreshNextHops(mctx, dp, resolve, log)
+	if o.Ready != nil {
+		o.Ready(dp, m)
+	}
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+	}
+	cancel()
+	dp.SetReady(false)
+	log.Info("fast path closed: the kernel forwards everything until the next `sluice gateway run`; `sluice gateway stop` detaches")
+	return err
+}
+
+// resolveIfaces turns names into ifindexes, VLAN parents and next hops.
+func resolveIfaces(gis []GatewayIface) ([]Iface, error) {
+	var out []Iface
+	for _, gi := range gis {
+		li, err := kernel.Link(gi.Name)
+		if err != nil {
+			return nil, err
+		}
+		i := Iface{Ifindex: li.Ifindex, L2: gi.L2, InboundForward: gi.InboundForward,
+			VLANID: li.VLANID, ParentIfindex: li.ParentIfindex}
+		if gi.HairpinNextHop.IsValid() {
+			idx, mac, err := kernel.ResolveNextHop(gi.HairpinNextHop)
+			if err != nil {
+				return nil, fmt.Errorf("%s: hairpin-to-nexthop: %w", gi.Name, err)
+			}
+			eg, err := linkByIndex(idx)
+			if err != nil {
+				return nil, err
+			}
+			i.HairpinIfindex, i.HairpinDstMAC, i.HairpinSrcMAC = idx, mac, eg.MAC
+		}
+		out = append(out, i)
+	}
+	return out, nil
+}
+
+func linkByIndex(idx int) (*kernel.LinkInfo, error) {
+	return kernel.LinkByIndex(idx)
+}
+
+// refreshNextHops re-resolves hairpin next hops when neighbours or routes
+// change.
+func refreshNextHops(ctx context.Context, dp *Datapath, resolve func() ([]Iface, error), log *slog.Logger) {
+	ch, err := kernel.WatchNeighRoutes(ctx)
+	if err != nil {
+		log.Warn("not following neighbour/route changes; hairpin next hops are resolved once", "err", err)
+		return
+	}
+	for range ch {
+		ifs, err := resolve()
+		if err != nil {
+			log.Warn("re-resolving next hops", "err", err)
+			continue
+		}
+		if err := dp.SetIfaces(ifs); err != nil {
+			log.Error("updating interfaces", "err", err)
+		}
+	}
+}

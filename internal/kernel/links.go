@@ -1,0 +1,43 @@
+package kernel
+
+import (
+	"fmt"
+	"net"
+
+	"github.com/vishvananda/netlink"
+)
+
+// LinkInfo is what the fast path needs to know about an interface.
+type LinkInfo struct {
+	Name    string
+	Ifindex int
+	MAC     net.HardwareAddr
+	// VLAN child: its tag and parent device (0 otherwise).
+	VLANID        uint16
+	ParentIfindex int
+	Up            bool
+}
+
+// Link looks an interface up by name in the calling thread's namespace.
+func Link(name string) (*LinkInfo, error) {
+	l, err := netlink.LinkByName(name)
+	if err != nil {
+		return nil, fmt.Errorf("interface %q: %w (check the name with `ip link`)", name, err)
+	}
+	a := l.Attrs()
+	info := &LinkInfo{Name: a.Name, Ifindex: a.Index, MAC: a.HardwareAddr, Up: a.Flags&net.FlagUp != 0}
+	if v, ok := l.(*netlink.Vlan); ok {
+		info.VLANID = uint16(v.VlanId)
+		info.ParentIfindex = a.ParentIndex
+	}
+	return info, nil
+}
+
+// LinkByIndex looks an interface up by index.
+func LinkByIndex(idx int) (*LinkInfo, error) {
+	l, err := netlink.LinkByIndex(idx)
+	if err != nil {
+		return nil, fmt.Errorf("interface #%d: %w", idx, err)
+	}
+	return Link(l.Attrs().Name)
+}
