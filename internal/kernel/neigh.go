@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"sync"
 	"time"
 
 	"github.com/vishvananda/netlink"
@@ -23,20 +24,47 @@ func WatchNeighRoutes(ctx context.Context) (<-chan struct{}, error) {
 
 // WatchNeighRoutesAt is WatchNeighRoutes for the namespace ns.
 func WatchNeighRoutesAt(ctx context.Context, ns netns.NsHandle) (<-chan struct{}, error) {
+	return watchNeighRoutes(ctx, ns, neighWatchOpts{})
+}
+
+// neighWatchOpts lets tests provoke and observe an overrun.
+type neighWatchOpts struct {
+	rcvbuf        int    // socket receive buffer; 0: the system default
+	onResubscribe func() // called after a subscription was renewed
+	hold          func() // called before each read: a test's slow consumer
+}
+
+func watchNeighRoutes(ctx context.Context, ns netns.NsHandle, o neighWatchOpts) (<-chan struct{}, error) {
 	out := make(chan struct{}, 1)
+	// vishvananda's readers call the error callback (hence signal) even
+	// while shutting down, after out may be closed: guard it.
+	var mu sync.Mutex
+	closed := false
 	signal := func() {
-		select {
-		case out <- struct{}{}:
-		default:
+		mu.Lock()
+		defer mu.Unlock()
+		if !closed {
+			select {
+			case out <- struct{}{}:
+			default:
+			}
 		}
 	}
-	done, nch, rch, err := neighSubscribe(ns, signal)
+	done, nch, rch, err := neighSubscribe(ns, o.rcvbuf, signal)
 	if err != nil {
 		return nil, err
 	}
 	go func() {
-		defer close(out)
+		defer func() {
+			mu.Lock()
+			closed = true
+			close(out)
+			mu.Unlock()
+		}()
 		for {
+			if o.hold != nil {
+				o.hold()
+			}
 			var ok bool
 			select {
 			case <-ctx.Done():
@@ -54,7 +82,10 @@ func WatchNeighRoutesAt(ctx context.Context, ns netns.NsHandle) (<-chan struct{}
 			// and now subscribe afresh.
 			close(done)
 			for {
-				if done, nch, rch, err = neighSubscribe(ns, signal); err == nil {
+				if done, nch, rch, err = neighSubscribe(ns, o.rcvbuf, signal); err == nil {
+					if o.onResubscribe != nil {
+						o.onResubscribe()
+					}
 					break
 				}
 				select {
@@ -71,7 +102,7 @@ func WatchNeighRoutesAt(ctx context.Context, ns netns.NsHandle) (<-chan struct{}
 // neighSubscribe opens the neighbour and route subscriptions; closing done
 // ends both. Old channels are drained until closed so that vishvananda's
 // reader goroutines never block on a send nobody reads.
-func neighSubscribe(ns netns.NsHandle, onErr func()) (chan struct{}, chan netlink.NeighUpdate, chan netlink.RouteUpdate, error) {
+func neighSubscribe(ns netns.NsHandle, rcvbuf int, onErr func()) (chan struct{}, chan netlink.NeighUpdate, chan netlink.RouteUpdate, error) {
 	done := make(chan struct{})
 	nch := make(chan netlink.NeighUpdate, 16)
 	rch := make(chan netlink.RouteUpdate, 16)
@@ -80,9 +111,11 @@ func neighSubscribe(ns netns.NsHandle, onErr func()) (chan struct{}, chan netlin
 		nsp = &ns
 	}
 	cb := func(error) { onErr() }
-	err := netlink.NeighSubscribeWithOptions(nch, done, netlink.NeighSubscribeOptions{Namespace: nsp, ErrorCallback: cb})
+	err := netlink.NeighSubscribeWithOptions(nch, done, netlink.NeighSubscribeOptions{
+		Namespace: nsp, ErrorCallback: cb, ReceiveBufferSize: rcvbuf, ReceiveBufferForceSize: rcvbuf > 0})
 	if err == nil {
-		err = netlink.RouteSubscribeWithOptions(rch, done, netlink.RouteSubscribeOptions{Namespace: nsp, ErrorCallback: cb})
+		err = netlink.RouteSubscribeWithOptions(rch, done, netlink.RouteSubscribeOptions{
+			Namespace: nsp, ErrorCallback: cb, ReceiveBufferSize: rcvbuf, ReceiveBufferForceSize: rcvbuf > 0})
 		if err != nil {
 			close(done)
 		}

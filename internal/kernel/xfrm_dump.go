@@ -35,9 +35,18 @@ func (x *XFRM) target() netns.NsHandle {
 // xfrmMsgGetDefault is XFRM_MSG_GETDEFAULT (Linux 5.16+), absent from nl.
 const xfrmMsgGetDefault = 0x28
 
-// request sends one XFRM message and hands every reply of type resType to
-// f. A fresh socket per request keeps this safe for concurrent callers.
-func (x *XFRM) request(typ, flags int, body []byte, resType uint16, f func([]byte) bool) error {
+// xfrmRequest builds one XFRM request (NLM_F_REQUEST is implied).
+func xfrmRequest(typ, flags int, body []byte) *nl.NetlinkRequest {
+	req := nl.NewNetlinkRequest(typ, flags)
+	if body != nil {
+		req.AddRawData(body)
+	}
+	return req
+}
+
+// execute sends req and hands every reply of type resType to f. A fresh
+// socket per request keeps this safe for concurrent callers.
+func (x *XFRM) execute(req *nl.NetlinkRequest, resType uint16, f func([]byte) bool) error {
 	s, err := nl.GetNetlinkSocketAt(x.target(), netns.None(), unix.NETLINK_XFRM)
 	if err != nil {
 		return fmt.Errorf("xfrm netlink socket: %w", err)
@@ -45,10 +54,6 @@ func (x *XFRM) request(typ, flags int, body []byte, resType uint16, f func([]byt
 	defer s.Close()
 	// Extended acks turn EINVAL into the kernel's own reason.
 	_ = s.SetExtAck(true)
-	req := nl.NewNetlinkRequest(typ, flags)
-	if body != nil {
-		req.AddRawData(body)
-	}
 	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_XFRM: {Socket: s}}
 	if f == nil {
 		f = func([]byte) bool { return true }
@@ -56,11 +61,11 @@ func (x *XFRM) request(typ, flags int, body []byte, resType uint16, f func([]byt
 	return req.ExecuteIter(unix.NETLINK_XFRM, resType, f)
 }
 
-// dump runs an NLM_F_DUMP request and decodes each reply with parse.
+// xfrmDump runs an NLM_F_DUMP request and decodes each reply with parse.
 func xfrmDump[T any](x *XFRM, typ int, resType uint16, parse func([]byte) (T, error)) ([]T, error) {
 	var out []T
 	var perr error
-	err := x.request(typ, unix.NLM_F_DUMP, nil, resType, func(b []byte) bool {
+	err := x.execute(xfrmRequest(typ, unix.NLM_F_DUMP, nil), resType, func(b []byte) bool {
 		v, err := parse(b)
 		if err != nil {
 			perr = fmt.Errorf("entry %d: %w", len(out)+1, err)
@@ -99,7 +104,7 @@ func (x *XFRM) DumpStates() ([]State, error) {
 func (x *XFRM) PolicyDefaults() (in, fwd, out Action, err error) {
 	var got []byte
 	// The kernel wants a struct xfrm_userpolicy_default body even here.
-	err = x.request(xfrmMsgGetDefault, 0, make([]byte, 4), xfrmMsgGetDefault, func(b []byte) bool {
+	err = x.execute(xfrmRequest(xfrmMsgGetDefault, 0, make([]byte, 4)), xfrmMsgGetDefault, func(b []byte) bool {
 		got = b
 		return false
 	})

@@ -14,18 +14,18 @@ import (
 type EventKind uint8
 
 const (
-	PolicyNew    EventKind = iota + 1 // Policy added
-	PolicyUpd                         // Policy replaced (same Index), e.g. new priority
-	PolicyDel                         // Policy removed
-	PolicyFlush                       // every policy of type Policy.Sub removed
-	PolicyExpire                      // Policy hit a lifetime (Hard: it is gone)
-	StateNew                          // State added
-	StateUpd                          // State replaced
-	StateDel                          // State removed
-	StateFlush                        // every SA of State.Proto (0: all) removed
-	StateExpire                       // State hit a lifetime (Hard: it is gone)
-	Resync                            // events were lost: dump everything again
-	MonitorFailed                     // the monitor stopped (Err); the channel closes next
+	PolicyNew     EventKind = iota + 1 // Policy added
+	PolicyUpd                          // Policy replaced (same Index), e.g. new priority
+	PolicyDel                          // Policy removed
+	PolicyFlush                        // every policy of type Policy.Sub removed
+	PolicyExpire                       // Policy hit a lifetime (Hard: it is gone)
+	StateNew                           // State added
+	StateUpd                           // State replaced
+	StateDel                           // State removed
+	StateFlush                         // every SA of State.Proto (0: all) removed
+	StateExpire                        // State hit a lifetime (Hard: it is gone)
+	Resync                             // events were lost: dump everything again
+	MonitorFailed                      // the monitor stopped (Err); the channel closes next
 )
 
 var eventKindNames = [...]string{"?", "policy-new", "policy-upd", "policy-del", "policy-flush",
@@ -182,7 +182,13 @@ func decodeXFRMEvent(typ uint16, b []byte) (ev XFRMEvent, ok bool, err error) {
 		if len(b) < 1 {
 			return ev, false, fmt.Errorf("xfrm_usersa_flush: empty")
 		}
-		ev.Kind, ev.State = StateFlush, &State{Proto: b[0]}
+		// IPSEC_PROTO_ANY (255, what strongSwan sends) means AH, ESP and
+		// IPcomp: report it as 0, "all", like iproute2's plain flush.
+		proto := b[0]
+		if proto == 255 {
+			proto = 0
+		}
+		ev.Kind, ev.State = StateFlush, &State{Proto: proto}
 	default:
 		return ev, false, nil
 	}

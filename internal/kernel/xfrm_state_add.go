@@ -14,11 +14,11 @@ import (
 // vishvananda/netlink cannot send. Everything else follows its XfrmStateAdd;
 // fields it cannot express (Pcpunum) are refused rather than dropped.
 func (x *XFRM) StateAdd(st *netlink.XfrmState, off *Offload) error {
-	body, err := encodeNewSA(st, off)
+	req, err := newSARequest(st, off)
 	if err != nil {
 		return err
 	}
-	if err := x.request(nl.XFRM_MSG_NEWSA, unix.NLM_F_ACK, body, 0, nil); err != nil {
+	if err := x.execute(req, 0, nil); err != nil {
 		return fmt.Errorf("xfrm state add %s->%s spi %#x: %w", st.Src, st.Dst, st.Spi, err)
 	}
 	return nil
@@ -26,6 +26,15 @@ func (x *XFRM) StateAdd(st *netlink.XfrmState, off *Offload) error {
 
 // StateAdd installs an SA in the current namespace; see XFRM.StateAdd.
 func StateAdd(st *netlink.XfrmState, off *Offload) error { return (&XFRM{}).StateAdd(st, off) }
+
+// newSARequest builds the XFRM_MSG_NEWSA request; flags as iproute2's.
+func newSARequest(st *netlink.XfrmState, off *Offload) (*nl.NetlinkRequest, error) {
+	body, err := encodeNewSA(st, off)
+	if err != nil {
+		return nil, err
+	}
+	return xfrmRequest(nl.XFRM_MSG_NEWSA, unix.NLM_F_ACK, body), nil
+}
 
 // encodeNewSA builds the XFRM_MSG_NEWSA body: struct xfrm_usersa_info and
 // attributes in iproute2's order (algorithms, offload, mark, if_id), so the

@@ -52,9 +52,10 @@ func (o *Offload) Packet() bool { return o != nil && o.Flags&OffloadPacket != 0 
 // Inbound reports an offload for the receive direction.
 func (o *Offload) Inbound() bool { return o != nil && o.Flags&OffloadInbound != 0 }
 
-// Selector is struct xfrm_selector with addresses as prefixes. Ports and
-// masks are in host byte order; for ICMP the kernel keeps type in the high
-// byte of SPort and code in the high byte of DPort's... see fastpath docs.
+// Selector is struct xfrm_selector with addresses as prefixes (host bits
+// cleared). Ports and masks are in host byte order; for ICMP/ICMPv6 SPort is
+// the type and DPort the code, as the kernel's xfrm_flowi_sport/dport read
+// them.
 type Selector struct {
 	Src, Dst                           netip.Prefix
 	Proto                              uint8
