@@ -28,7 +28,8 @@ emulation, no KVM) that boots the Debian kernel installed by "make setup".
 The guest's root filesystem is the host's "/", shared read-only, with tmpfs
 on /tmp, /run, /var/tmp, /root and a writable copy of /etc; the repository
 is shared read-write at the same path. Commands run as root. Boot to the
-first command takes about 8 seconds.`,
+first command takes about 4-5 seconds on an idle host (longer when the host's
+CPUs are busy: everything is emulated).`,
 	}
 	cmd.AddCommand(newVMRunCmd(), newVMCheckCmd(), newVMNetdevsimCmd())
 	return cmd

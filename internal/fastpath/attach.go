@@ -26,16 +26,40 @@ func (m XDPMode) String() string { return [...]string{"native", "generic"}[m] }
 
 const linkPinPrefix = "link_"
 
-// EnsureBPFFS mounts the BPF filesystem at /sys/fs/bpf when it is not.
-func EnsureBPFFS() error {
-	var st unix.Statfs_t
-	if err := unix.Statfs("/sys/fs/bpf", &st); err == nil && st.Type == unix.BPF_FS_MAGIC {
+// EnsureBPFFS makes sure pinDir lives on a BPF filesystem. It mounts the
+// standard /sys/fs/bpf when missing; any other location must already be a
+// bpffs mount. Note that `ip netns exec` remounts /sys, hiding /sys/fs/bpf:
+// processes started that way each get a private bpffs there, so a gateway
+// run in a namespace that way needs a pin-dir on a bpffs mounted outside
+// /sys to be seen by `gateway explain|stop`.
+func EnsureBPFFS(pinDir string) error {
+	const std = "/sys/fs/bpf"
+	if isBPFFS(pinDir) {
 		return nil
 	}
-	if err := unix.Mount("bpf", "/sys/fs/bpf", "bpf", 0, ""); err != nil {
-		return fmt.Errorf("mounting bpffs at /sys/fs/bpf: %w", err)
+	if pinDir == std || strings.HasPrefix(pinDir, std+"/") {
+		if isBPFFS(std) {
+			return nil
+		}
+		if err := unix.Mount("bpf", std, "bpf", 0, ""); err != nil {
+			return fmt.Errorf("mounting bpffs at %s: %w", std, err)
+		}
+		return nil
 	}
-	return nil
+	return fmt.Errorf("pin-dir %s is not on a BPF filesystem: mount one (mount -t bpf bpf DIR) or use a directory under /sys/fs/bpf", pinDir)
+}
+
+// isBPFFS reports whether path, or its nearest existing parent, is on bpffs.
+func isBPFFS(path string) bool {
+	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
+		var st unix.Statfs_t
+		if err := unix.Statfs(p, &st); err == nil {
+			return st.Type == unix.BPF_FS_MAGIC
+		}
+		if p == "/" {
+			return false
+		}
+	}
 }
 
 // Attach attaches the program to an interface and pins the link under

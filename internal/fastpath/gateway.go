@@ -42,7 +42,7 @@ func RunGateway(ctx context.Context, o GatewayOptions) error {
 	if log == nil {
 		log = slog.Default()
 	}
-	if err := EnsureBPFFS(); err != nil {
+	if err := EnsureBPFFS(o.PinDir); err != nil {
 		return err
 	}
 	if err := os.MkdirAll(o.PinDir, 0o700); err != nil {
@@ -60,7 +60,7 @@ func RunGateway(ctx context.Context, o GatewayOptions) error {
 	if err := dp.SetCounters(o.Counters); err != nil {
 		return err
 	}
-	resolve := func() ([]Iface, error) { return resolveIfaces(o.Ifaces) }
+	resolve := func() ([]Iface, error) { return ResolveIfaces(o.Ifaces) }
 	ifs, err := resolve()
 	if err != nil {
 		return err
@@ -107,8 +107,8 @@ func RunGateway(ctx context.Context, o GatewayOptions) error {
 	return err
 }
 
-// resolveIfaces turns names into ifindexes, VLAN parents and next hops.
-func resolveIfaces(gis []GatewayIface) ([]Iface, error) {
+// ResolveIfaces turns names into ifindexes, VLAN parents and next hops.
+func ResolveIfaces(gis []GatewayIface) ([]Iface, error) {
 	var out []Iface
 	for _, gi := range gis {
 		li, err := kernel.Link(gi.Name)
@@ -122,7 +122,7 @@ func resolveIfaces(gis []GatewayIface) ([]Iface, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: hairpin-to-nexthop: %w", gi.Name, err)
 			}
-			eg, err := linkByIndex(idx)
+			eg, err := kernel.LinkByIndex(idx)
 			if err != nil {
 				return nil, err
 			}
@@ -131,10 +131,6 @@ func resolveIfaces(gis []GatewayIface) ([]Iface, error) {
 		out = append(out, i)
 	}
 	return out, nil
-}
-
-func linkByIndex(idx int) (*kernel.LinkInfo, error) {
-	return kernel.LinkByIndex(idx)
 }
 
 // refreshNextHops re-resolves hairpin next hops when neighbours or routes

@@ -175,3 +175,44 @@ func checksum(b []byte, sum uint32) uint16 {
 	}
 	return ^uint16(sum)
 }
+
+// FrameSummary is what explain shows of a frame the program rewrote.
+type FrameSummary struct {
+	DstMAC     string `json:"dst_mac"`
+	SrcMAC     string `json:"src_mac"`
+	VLAN       uint16 `json:"vlan,omitempty"`
+	Src        string `json:"src,omitempty"`
+	Dst        string `json:"dst,omitempty"`
+	TTL        uint8  `json:"ttl"`
+	ChecksumOK *bool  `json:"ipv4_checksum_ok,omitempty"`
+}
+
+// Summarize reads the L2/L3 header fields of a frame.
+func Summarize(b []byte) (FrameSummary, error) {
+	var s FrameSummary
+	if len(b) < 14 {
+		return s, fmt.Errorf("frame of %d bytes is shorter than an Ethernet header", len(b))
+	}
+	s.DstMAC, s.SrcMAC = net.HardwareAddr(b[0:6]).String(), net.HardwareAddr(b[6:12]).String()
+	off, et := 14, binary.BigEndian.Uint16(b[12:])
+	if et == 0x8100 || et == 0x88a8 {
+		if len(b) < 18 {
+			return s, fmt.Errorf("truncated VLAN tag")
+		}
+		s.VLAN = binary.BigEndian.Uint16(b[14:]) & 0xfff
+		et, off = binary.BigEndian.Uint16(b[16:]), 18
+	}
+	switch {
+	case et == 0x0800 && len(b) >= off+20:
+		h := b[off : off+int(b[off]&0xf)*4]
+		s.Src, s.Dst = netip.AddrFrom4([4]byte(h[12:16])).String(), netip.AddrFrom4([4]byte(h[16:20])).String()
+		s.TTL = h[8]
+		ok := checksum(h, 0) == 0
+		s.ChecksumOK = &ok
+	case et == 0x86dd && len(b) >= off+40:
+		h := b[off:]
+		s.Src, s.Dst = netip.AddrFrom16([16]byte(h[8:24])).String(), netip.AddrFrom16([16]byte(h[24:40])).String()
+		s.TTL = h[7]
+	}
+	return s, nil
+}

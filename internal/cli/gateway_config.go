@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"fmt"
+
+	"sluice/internal/config"
+	"sluice/internal/fastpath"
+	"sluice/internal/kernel"
+)
+
+// gatewayOptions translates gateway.yaml into the daemon's options.
+// Interface names resolve in the calling process's network namespace.
+func gatewayOptions(g *config.Gateway) (fastpath.GatewayOptions, error) {
+	o := fastpath.GatewayOptions{PinDir: g.PinDir, Lease: g.Lease, Counters: g.Counters}
+	for _, i := range g.Interfaces {
+		gi := fastpath.GatewayIface{
+			Name:           i.Name,
+			InboundForward: i.Inbound == config.InboundForward && i.WANAntispoof == config.AntispoofUpstream,
+			HairpinNextHop: i.HairpinToNexthop,
+		}
+		if i.L2 == config.L2FIB {
+			gi.L2 = fastpath.L2FIB
+		}
+		if i.XDPMode == config.XDPGeneric {
+			gi.Mode = fastpath.XDPGeneric
+		}
+		o.Ifaces = append(o.Ifaces, gi)
+	}
+	if g.PolicySource == config.PolicySourceStatic {
+		snap, err := staticSnapshot(g)
+		if err != nil {
+			return o, err
+		}
+		o.Source = fastpath.StaticSource{Snap: snap}
+	} else {
+		o.Source = fastpath.KernelSource{X: &kernel.XFRM{}}
+	}
+	return o, nil
+}
+
+var configDirs = map[config.Direction]kernel.Dir{config.DirIn: kernel.DirIn, config.DirOut: kernel.DirOut, config.DirFwd: kernel.DirFwd}
+
+// staticSnapshot turns the file's lab policies into what the kernel would
+// report had strongSwan installed them: a policy with one tunnel-mode ESP
+// template and, for IN and OUT, its SA.
+func staticSnapshot(g *config.Gateway) (fastpath.Snapshot, error) {
+	var s fastpath.Snapshot
+	for i, sp := range g.Policies {
+		dir := configDirs[sp.Dir]
+		p := kernel.Policy{
+			Index: uint32(i+1)<<3 | uint32(dir), Dir: dir, Priority: sp.Priority,
+			Sel: kernel.Selector{Src: sp.Src, Dst: sp.Dst, Proto: uint8(sp.Proto)},
+		}
+		if sp.Sport != 0 {
+			p.Sel.SPort, p.Sel.SPortMask = sp.Sport, 0xffff
+		}
+		if sp.Dport != 0 {
+			p.Sel.DPort, p.Sel.DPortMask = sp.Dport, 0xffff
+		}
+		if sp.Action == config.ActionBlock {
+			p.Action = kernel.ActionBlock
+			s.Policies = append(s.Policies, p)
+			continue
+		}
+		tm := kernel.Tmpl{Src: sp.Local, Dst: sp.Peer, Proto: 50, Mode: 1, Reqid: sp.Reqid, Optional: sp.Optional}
+		if dir != kernel.DirOut {
+			tm.Src, tm.Dst = sp.Peer, sp.Local
+		}
+		p.Tmpls = []kernel.Tmpl{tm}
+		var off *kernel.Offload
+		if sp.Offload == config.OffloadPacket {
+			li, err := kernel.Link(sp.OffloadDev)
+			if err != nil {
+				return s, fmt.Errorf("%s:%d: policies[%d].offload-dev: %w", g.File, sp.Line, i, err)
+			}
+			off = &kernel.Offload{Ifindex: li.Ifindex, Flags: kernel.OffloadPacket}
+			if dir != kernel.DirOut {
+				off.Flags |= kernel.OffloadInbound
+			}
+			if dir != kernel.DirFwd { // FWD policies are never offloaded
+				p.Offload = off
+			}
+		}
+		s.Policies = append(s.Policies, p)
+		if dir != kernel.DirFwd {
+			s.States = append(s.States, kernel.State{Src: tm.Src, Dst: tm.Dst, Proto: 50, Mode: 1, Reqid: tm.Reqid,
+				SPI: 0x100 + uint32(i), Offload: off})
+		}
+	}
+	return s, nil
+}
+
+// selectorString prints a selector the way `ip xfrm policy` does.
+func selectorString(sel kernel.Selector) string {
+	s := fmt.Sprintf("src %s dst %s", sel.Src, sel.Dst)
+	if sel.Proto != 0 {
+		s += fmt.Sprintf(" proto %s", config.Protocol(sel.Proto))
+	}
+	if sel.SPortMask != 0 {
+		s += fmt.Sprintf(" sport %d", sel.SPort)
+	}
+	if sel.DPortMask != 0 {
+		s += fmt.Sprintf(" dport %d", sel.DPort)
+	}
+	return s
+}

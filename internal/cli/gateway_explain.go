@@ -1,0 +1,261 @@
+package cli
+
+import (
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"sluice/internal/config"
+	"sluice/internal/fastpath"
+	"sluice/internal/kernel"
+)
+
+type explainArgs struct {
+	cfgPath, iface, hexFrame, pinDir string
+	asJSON                           bool
+}
+
+type explainResult struct {
+	*fastpath.Decision
+	Ingress string                 `json:"ingress,omitempty"`
+	Egress  string                 `json:"egress,omitempty"`
+	Policy  *explainPolicy         `json:"policy,omitempty"`
+	Out     *fastpath.FrameSummary `json:"output_frame,omitempty"`
+}
+
+type explainPolicy struct {
+	Index    uint32 `json:"index"`
+	Dir      string `json:"dir"`
+	Priority uint32 `json:"priority"`
+	Selector string `json:"selector"`
+	Action   string `json:"action"`
+}
+
+func runExplain(cmd *cobra.Command, a explainArgs, args []string) error {
+	frame, err := explainFrame(a.hexFrame, args)
+	if err != nil {
+		return err
+	}
+	ingress := 0
+	if a.iface != "" {
+		li, err := kernel.Link(a.iface)
+		if err != nil {
+			return fmt.Errorf("--iface: %w", err)
+		}
+		ingress = li.Ifindex
+	}
+	dp, policies, err := explainDatapath(a)
+	if err != nil {
+		return err
+	}
+	defer dp.Close()
+	dec, err := dp.Explain(frame, ingress)
+	if err != nil {
+		return err
+	}
+	res := explainResult{Decision: dec, Ingress: a.iface}
+	if dec.Action == fastpath.XDPRedirect || dec.Action == fastpath.XDPTx {
+		if li, err := kernel.LinkByIndex(int(dec.EgressIfindex)); err == nil {
+			res.Egress = li.Name
+		}
+		if s, err := fastpath.Summarize(dec.Output); err == nil {
+			res.Out = &s
+		}
+	}
+	for _, p := range policies {
+		if dec.PolicyIndex != 0 && p.Index == dec.PolicyIndex {
+			res.Policy = &explainPolicy{Index: p.Index, Dir: p.Dir.String(), Priority: p.Priority,
+				Selector: selectorString(p.Sel), Action: [...]string{"allow", "block"}[p.Action&1]}
+		}
+	}
+	dec.Output = nil
+	if a.asJSON {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(res)
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "verdict: %s (%s)\n", dec.ActionName, dec.ReasonName)
+	if res.Egress != "" {
+		fmt.Fprintf(w, "egress:  %s\n", res.Egress)
+	}
+	if res.Policy != nil {
+		fmt.Fprintf(w, "policy:  index %d dir %s priority %d action %s: %s\n", res.Policy.Index, res.Policy.Dir,
+			res.Policy.Priority, res.Policy.Action, res.Policy.Selector)
+	} else if dec.PolicyIndex != 0 {
+		fmt.Fprintf(w, "policy:  index %d dir %s priority %d\n", dec.PolicyIndex, dec.Dir, dec.PolicyPriority)
+	}
+	if len(dec.MatchedDirs) > 0 {
+		fmt.Fprintf(w, "matched: %s\n", strings.Join(dec.MatchedDirs, ", "))
+	}
+	if o := res.Out; o != nil {
+		fmt.Fprintf(w, "output:  dst %s src %s", o.DstMAC, o.SrcMAC)
+		if o.VLAN != 0 {
+			fmt.Fprintf(w, " vlan %d", o.VLAN)
+		}
+		fmt.Fprintf(w, " %s -> %s ttl %d", o.Src, o.Dst, o.TTL)
+		if o.ChecksumOK != nil {
+			fmt.Fprintf(w, " checksum %s", map[bool]string{true: "ok", false: "BAD"}[*o.ChecksumOK])
+		}
+		fmt.Fprintln(w)
+	}
+	return nil
+}
+
+// explainDatapath loads the program over the running gateway's pinned maps,
+// or over tables built from a static config.
+func explainDatapath(a explainArgs) (*fastpath.Datapath, []kernel.Policy, error) {
+	if a.cfgPath != "" {
+		g, err := config.LoadGateway(a.cfgPath)
+		if err != nil {
+			return nil, nil, err
+		}
+		if g.PolicySource != config.PolicySourceStatic {
+			return nil, nil, fmt.Errorf("%s: explain --config needs policy-source: static; for kernel policies run 'sluice gateway run' and omit --config", a.cfgPath)
+		}
+		opts, err := gatewayOptions(g)
+		if err != nil {
+			return nil, nil, err
+		}
+		snap, _ := opts.Source.Dump()
+		ifs, err := fastpath.ResolveIfaces(opts.Ifaces)
+		if err != nil {
+			return nil, nil, err
+		}
+		dp, err := fastpath.Load(fastpath.LoadOptions{})
+		if err != nil {
+			return nil, nil, err
+		}
+		tables, err := fastpath.Compile(snap)
+		if err == nil {
+			err = dp.SetIfaces(ifs)
+		}
+		if err == nil {
+			err = dp.Apply(tables)
+		}
+		if err != nil {
+			dp.Close()
+			return nil, nil, err
+		}
+		return dp, snap.Policies, nil
+	}
+	if _, err := os.Stat(filepath.Join(a.pinDir, "config")); err != nil {
+		return nil, nil, fmt.Errorf("%w (no pinned maps in %s): start 'sluice gateway run', or pass --config with static policies", errNoGateway, a.pinDir)
+	}
+	dp, err := fastpath.Load(fastpath.LoadOptions{PinPath: a.pinDir})
+	if err != nil {
+		return nil, nil, err
+	}
+	snap, err := fastpath.KernelSource{X: &kernel.XFRM{}}.Dump()
+	if err != nil {
+		snap.Policies = nil // explain still works; only the selector text is missing
+	}
+	return dp, snap.Policies, nil
+}
+
+// explainFrame builds the frame from --hex or from field/value pairs.
+func explainFrame(hexFrame string, args []string) ([]byte, error) {
+	if hexFrame != "" {
+		if len(args) > 0 {
+			return nil, errors.New("give the packet either as fields or with --hex, not both")
+		}
+		b, err := hex.DecodeString(strings.NewReplacer(" ", "", ":", "").Replace(hexFrame))
+		if err != nil {
+			return nil, fmt.Errorf("--hex: %w", err)
+		}
+		return b, nil
+	}
+	p, err := parsePacketFields(args)
+	if err != nil {
+		return nil, err
+	}
+	return p.Marshal()
+}
+
+var protoByName = map[string]uint8{"tcp": 6, "udp": 17, "icmp": 1, "icmpv6": 58, "sctp": 132, "udplite": 136, "esp": 50, "ah": 51, "gre": 47}
+
+func parsePacketFields(args []string) (fastpath.Packet, error) {
+	p := fastpath.Packet{TTL: 64, Proto: 17, Payload: 18}
+	if len(args)%2 != 0 {
+		return p, fmt.Errorf("packet fields come in pairs (field value); %q has no value", args[len(args)-1])
+	}
+	num := func(field, v string, bits int) (uint64, error) {
+		n, err := strconv.ParseUint(v, 0, bits)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %q is not a number of %d bits", field, v, bits)
+		}
+		return n, nil
+	}
+	for i := 0; i < len(args); i += 2 {
+		f, v := args[i], args[i+1]
+		var err error
+		var n uint64
+		switch f {
+		case "src", "dst":
+			a, perr := netip.ParseAddr(v)
+			if perr != nil {
+				return p, fmt.Errorf("%s: %q is not an IP address", f, v)
+			}
+			if f == "src" {
+				p.Src = a
+			} else {
+				p.Dst = a
+			}
+		case "proto":
+			if pn, ok := protoByName[v]; ok {
+				p.Proto = pn
+			} else if n, err = num(f, v, 8); err == nil {
+				p.Proto = uint8(n)
+			}
+		case "sport":
+			n, err = num(f, v, 16)
+			p.SPort = uint16(n)
+		case "dport":
+			n, err = num(f, v, 16)
+			p.DPort = uint16(n)
+		case "type":
+			n, err = num(f, v, 8)
+			p.ICMPType = uint8(n)
+		case "code":
+			n, err = num(f, v, 8)
+			p.ICMPCode = uint8(n)
+		case "ttl", "hoplimit":
+			n, err = num(f, v, 8)
+			p.TTL = uint8(n)
+		case "vlan":
+			n, err = num(f, v, 12)
+			p.VLAN = uint16(n)
+		case "len":
+			n, err = num(f, v, 14)
+			p.Payload = int(n)
+		case "dmac", "smac":
+			mac, merr := net.ParseMAC(v)
+			if merr != nil {
+				return p, fmt.Errorf("%s: %w", f, merr)
+			}
+			if f == "dmac" {
+				p.DstMAC = mac
+			} else {
+				p.SrcMAC = mac
+			}
+		default:
+			return p, fmt.Errorf("unknown packet field %q (fields: src dst proto sport dport type code ttl vlan len dmac smac)", f)
+		}
+		if err != nil {
+			return p, err
+		}
+	}
+	if !p.Src.IsValid() || !p.Dst.IsValid() {
+		return p, errors.New("a packet needs at least src and dst")
+	}
+	return p, nil
+}
