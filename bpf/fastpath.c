@@ -67,7 +67,7 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, FP_R_MAX);
+	__uint(max_entries, FP_MAX_IFACE_SLOTS * FP_R_MAX); /* [slot][reason] */
 	__type(key, __u32);
 	__type(value, __u64);
 } reason_counts SEC(".maps");
@@ -518,7 +518,10 @@ int xdp_fastpath(struct xdp_md *ctx)
 		bpf_map_update_elem(&explain_out, &zero, &d, BPF_ANY);
 		return act;
 	}
-	__u32 reason = d.reason;
+	__u32 ifindex = ctx->ingress_ifindex;
+	struct fp_iface *in_if = bpf_map_lookup_elem(&ifaces, &ifindex);
+	__u32 slot = in_if ? in_if->slot : 0;
+	__u32 reason = (slot % FP_MAX_IFACE_SLOTS) * FP_R_MAX + d.reason % FP_R_MAX;
 	__u64 *rc = bpf_map_lookup_elem(&reason_counts, &reason);
 	if (rc)
 		(*rc)++;

@@ -14,6 +14,9 @@
 #define FP_DIRS 3 /* XFRM_POLICY_IN, _OUT, _FWD */
 #define FP_FAM_V4 0
 #define FP_FAM_V6 1
+/* Interfaces get a counter slot (1..FP_MAX_IFACE_SLOTS-1); slot 0 counts
+ * packets from interfaces the gateway does not know. */
+#define FP_MAX_IFACE_SLOTS 64
 
 enum fp_action {
 	FP_ALLOW = 0,
@@ -111,6 +114,7 @@ struct fp_policy {
 };
 
 struct fp_iface {
+	__u32 slot;               /* counter slot, see FP_MAX_IFACE_SLOTS */
 	__u8 l2_mode;             /* enum fp_l2_mode */
 	__u8 inbound_forward;     /* set only with wan-antispoof: upstream (config enforces) */
 	__u16 vlan_id;            /* this ifindex is a VLAN child with this tag */

@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
+
 	"sluice/internal/kernel"
 )
 
@@ -133,5 +135,54 @@ func TestExpiredLeaseFailsClosed(t *testing.T) {
 	}
 	if d := e.explain(pkt, e.lan); d.Reason != ReasonNotReady || d.Action != XDPPass {
 		t.Fatalf("expired lease: %s/%s, want XDP_PASS/not-ready", d.ActionName, d.ReasonName)
+	}
+}
+
+// TestCountersPerInterfaceAndPolicy checks the live program's counters
+// (explain never counts): per ingress interface and reason, per policy.
+func TestCountersPerInterfaceAndPolicy(t *testing.T) {
+	e := newTestEnv(t)
+	g := newGateway(e)
+	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB})
+	e.apply(g.snap)
+	if err := e.dp.SetCounters(true); err != nil {
+		t.Fatal(err)
+	}
+	run := func(p Packet, ingress, times int) {
+		frame, _ := p.Marshal()
+		e.in(func() {
+			for i := 0; i < times; i++ {
+				if _, err := e.dp.objs.XdpFastpath.Run(&ebpf.RunOptions{Data: frame,
+					Context: xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: uint32(ingress)}}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		})
+	}
+	fwd := udp("10.0.0.5", "48.0.1.9", 64)
+	run(fwd, e.lan, 3)
+	run(udp("10.0.0.5", "49.0.0.1", 64), e.lan, 2)
+	run(udp("48.0.1.7", "10.1.0.5", 64), e.wan, 4)
+	rc, err := e.dp.ReasonCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc[e.lan][ReasonForwardOut] != 3 || rc[e.lan][ReasonNoPolicy] != 2 || rc[e.wan][ReasonInbound] != 4 {
+		t.Fatalf("reason counters %v; want lan forward-out 3, no-policy 2, wan inbound 4", rc)
+	}
+	pcs, err := e.dp.PolicyCounts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	frame, _ := fwd.Marshal()
+	got := map[uint32]PolicyCounter{}
+	for _, c := range pcs {
+		got[c.Index] = c
+	}
+	if c := got[g.tunnel.Index]; c.Packets != 3 || c.Bytes != 3*uint64(len(frame)) {
+		t.Fatalf("policy %d counted %+v, want 3 packets of %d bytes", g.tunnel.Index, c, len(frame))
+	}
+	if c := got[g.fwdIn.Index]; c.Packets != 4 {
+		t.Fatalf("FWD policy %d counted %+v, want 4 packets", g.fwdIn.Index, c)
 	}
 }

@@ -43,6 +43,7 @@ type fastpathFpDecision struct {
 
 type fastpathFpIface struct {
 	_              structs.HostLayout
+	Slot           uint32
 	L2Mode         uint8
 	InboundForward uint8
 	VlanId         uint16

@@ -43,9 +43,12 @@ func (dp *Datapath) SetIfaces(ifs []Iface) error {
 	want := map[uint32]fastpathFpIface{}
 	vlans := map[fastpathFpVlanKey]uint32{}
 	ports := map[uint32]bool{}
-	for _, i := range ifs {
+	if len(ifs) >= maxIfaceSlots {
+		return fmt.Errorf("fastpath: %d interfaces; at most %d have their own counters", len(ifs), maxIfaceSlots-1)
+	}
+	for n, i := range ifs {
 		v := fastpathFpIface{
-			L2Mode: uint8(i.L2), VlanId: i.VLANID, ParentIfindex: uint32(i.ParentIfindex),
+			Slot: uint32(n + 1), L2Mode: uint8(i.L2), VlanId: i.VLANID, ParentIfindex: uint32(i.ParentIfindex),
 			HairpinIfindex: uint32(i.HairpinIfindex),
 		}
 		if i.InboundForward {

@@ -1,0 +1,71 @@
+package fastpath
+
+import (
+	"fmt"
+)
+
+// maxIfaceSlots mirrors FP_MAX_IFACE_SLOTS: slot 0 counts packets from
+// interfaces the gateway does not know.
+const maxIfaceSlots = 64
+
+// ReasonCounts returns, per ingress ifindex (0: unknown interfaces), how
+// many packets ended with each reason, summed over CPUs.
+func (dp *Datapath) ReasonCounts() (map[int]map[Reason]uint64, error) {
+	slotIf := map[uint32]int{0: 0}
+	var k uint32
+	var v fastpathFpIface
+	it := dp.objs.Ifaces.Iterate()
+	for it.Next(&k, &v) {
+		slotIf[v.Slot] = int(k)
+	}
+	if err := it.Err(); err != nil {
+		return nil, fmt.Errorf("fastpath: reading interfaces: %w", err)
+	}
+	out := map[int]map[Reason]uint64{}
+	var perCPU []uint64
+	for slot, ifindex := range slotIf {
+		for r := Reason(0); r < reasonMax; r++ {
+			key := slot*uint32(reasonMax) + uint32(r)
+			if err := dp.objs.ReasonCounts.Lookup(key, &perCPU); err != nil {
+				return nil, fmt.Errorf("fastpath: reading reason counters: %w", err)
+			}
+			var sum uint64
+			for _, n := range perCPU {
+				sum += n
+			}
+			if sum == 0 {
+				continue
+			}
+			if out[ifindex] == nil {
+				out[ifindex] = map[Reason]uint64{}
+			}
+			out[ifindex][r] = sum
+		}
+	}
+	return out, nil
+}
+
+// PolicyCounter is what the fast path counted for one policy: packets it
+// decided (forwarded or passed), by kernel policy index.
+type PolicyCounter struct {
+	Index   uint32 `json:"index"`
+	Packets uint64 `json:"packets"`
+	Bytes   uint64 `json:"bytes"`
+}
+
+// PolicyCounts returns the per-policy counters, summed over CPUs.
+func (dp *Datapath) PolicyCounts() ([]PolicyCounter, error) {
+	var out []PolicyCounter
+	var k uint32
+	var perCPU []fastpathFpCounter
+	it := dp.objs.PolicyCounts.Iterate()
+	for it.Next(&k, &perCPU) {
+		c := PolicyCounter{Index: k}
+		for _, v := range perCPU {
+			c.Packets += v.Packets
+			c.Bytes += v.Bytes
+		}
+		out = append(out, c)
+	}
+	return out, it.Err()
+}
