@@ -89,18 +89,3 @@ func staticSnapshot(g *config.Gateway) (fastpath.Snapshot, error) {
 	}
 	return s, nil
 }
-
-// selectorString prints a selector the way `ip xfrm policy` does.
-func selectorString(sel kernel.Selector) string {
-	s := fmt.Sprintf("src %s dst %s", sel.Src, sel.Dst)
-	if sel.Proto != 0 {
-		s += fmt.Sprintf(" proto %s", config.Protocol(sel.Proto))
-	}
-	if sel.SPortMask != 0 {
-		s += fmt.Sprintf(" sport %d", sel.SPort)
-	}
-	if sel.DPortMask != 0 {
-		s += fmt.Sprintf(" dport %d", sel.DPort)
-	}
-	return s
-}

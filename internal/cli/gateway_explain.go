@@ -74,7 +74,7 @@ func runExplain(cmd *cobra.Command, a explainArgs, args []string) error {
 	for _, p := range policies {
 		if dec.PolicyIndex != 0 && p.Index == dec.PolicyIndex {
 			res.Policy = &explainPolicy{Index: p.Index, Dir: p.Dir.String(), Priority: p.Priority,
-				Selector: selectorString(p.Sel), Action: [...]string{"allow", "block"}[p.Action&1]}
+				Selector: p.Sel.String(), Action: [...]string{"allow", "block"}[p.Action&1]}
 		}
 	}
 	dec.Output = nil

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"sluice/internal/api"
 	"sluice/internal/kernel"
 )
 
@@ -28,6 +29,15 @@ type GatewayOptions struct {
 	Lease    time.Duration
 	Counters bool
 	Log      *slog.Logger
+	// SourceName is shown by `show gateway` ("kernel" or "static").
+	SourceName string
+	// APISocket, when set, serves the local API there (see internal/api).
+	APISocket  string
+	APIOptions api.SocketOptions
+	// MetricsListen, when set, serves Prometheus metrics on this TCP address.
+	MetricsListen string
+	TopPolicies   int
+	Build         api.Build
 	// Ready, if set, is called once the program is attached and the first
 	// sync has been tried (tests and `lab` wait on it).
 	Ready func(*Datapath, *Mirror)
@@ -91,7 +101,22 @@ func RunGateway(ctx context.Context, o GatewayOptions) error {
 	m := &Mirror{DP: dp, Src: o.Source, Lease: o.Lease, Log: log}
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errc := make(chan error, 1)
+	errc := make(chan error, 3)
+	rt := &gatewayRuntime{opts: o, dp: dp, mirror: m, started: time.Now()}
+	if o.APISocket != "" {
+		l, err := api.Listen(o.APISocket, o.APIOptions)
+		if err != nil {
+			return fmt.Errorf("api-socket: %w", err)
+		}
+		defer l.Close()
+		go func() { errc <- api.Serve(mctx, l, api.Handler(rt)) }()
+		log.Info("API listening", "socket", o.APISocket)
+	}
+	if o.MetricsListen != "" {
+		h := api.MetricsHandler(rt, o.TopPolicies, o.Build)
+		go func() { errc <- api.ServeMetrics(mctx, o.MetricsListen, h) }()
+		log.Info("metrics listening", "addr", o.MetricsListen)
+	}
 	go func() { errc <- m.Run(mctx) }()
 	go refreshNextHops(mctx, dp, resolve, log)
 	if o.Ready != nil {

@@ -87,8 +87,9 @@ type Mirror struct {
 	Lease    time.Duration // 0: no lease (tests)
 	Log      *slog.Logger
 
-	mu       sync.Mutex // guards status
+	mu       sync.Mutex // guards status and byIndex
 	status   MirrorStatus
+	byIndex  map[uint32]kernel.Policy // what the tables were last built from
 	policies map[uint32]kernel.Policy
 	states   map[stateKey]kernel.State
 	fwdBlock bool
@@ -99,6 +100,14 @@ func (m *Mirror) Status() MirrorStatus {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.status
+}
+
+// Policy returns the mirrored policy with the kernel index idx.
+func (m *Mirror) Policy(idx uint32) (kernel.Policy, bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	p, ok := m.byIndex[idx]
+	return p, ok
 }
 
 func (m *Mirror) setStatus(f func(*MirrorStatus)) {
@@ -251,7 +260,12 @@ func (m *Mirror) publish() error {
 		m.setStatus(func(s *MirrorStatus) { s.InSync = false; s.LastError = err.Error() })
 		return err
 	}
+	byIndex := make(map[uint32]kernel.Policy, len(m.policies))
+	for i, p := range m.policies {
+		byIndex[i] = p
+	}
 	m.setStatus(func(s *MirrorStatus) {
+		m.byIndex = byIndex
 		s.InSync = true
 		s.KernelPolicies = len(snap.Policies)
 		s.KernelStates = len(snap.States)

@@ -1,6 +1,9 @@
 package kernel
 
-import "net/netip"
+import (
+	"net/netip"
+	"strconv"
+)
 
 // Dir is an XFRM policy direction, numbered as the kernel numbers them
 // (XFRM_POLICY_IN/OUT/FWD), so values can go into BPF maps unchanged.
@@ -103,4 +106,37 @@ type State struct {
 	IfID     uint32
 	Mark     uint32
 	MarkMask uint32
+}
+
+// String prints the selector the way `ip xfrm policy` does.
+func (s Selector) String() string {
+	out := "src " + s.Src.String() + " dst " + s.Dst.String()
+	if s.Proto != 0 {
+		out += " proto " + protoName(s.Proto)
+	}
+	if s.SPortMask != 0 {
+		out += " sport " + strconv.Itoa(int(s.SPort))
+	}
+	if s.DPortMask != 0 {
+		out += " dport " + strconv.Itoa(int(s.DPort))
+	}
+	return out
+}
+
+func protoName(p uint8) string {
+	switch p {
+	case 1:
+		return "icmp"
+	case 6:
+		return "tcp"
+	case 17:
+		return "udp"
+	case 58:
+		return "ipv6-icmp"
+	case 132:
+		return "sctp"
+	case 136:
+		return "udplite"
+	}
+	return strconv.Itoa(int(p))
 }

@@ -1,0 +1,6 @@
+package api
+
+import "syscall"
+
+// errConnRefused is what connecting to a stale socket returns.
+var errConnRefused error = syscall.ECONNREFUSED

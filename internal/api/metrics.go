@@ -1,0 +1,129 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// DefaultTopPolicies bounds the per-policy series: the N busiest policies
+// get their own label, the rest are summed under policy="other", so 65,536
+// tunnels do not make 65,536 series.
+const DefaultTopPolicies = 50
+
+// Build identifies the binary in sluice_build_info.
+type Build struct{ Version, Commit, GoVersion string }
+
+var (
+	descPackets  = prometheus.NewDesc("sluice_fastpath_packets_total", "Packets seen by the XDP fast path, by ingress interface and verdict reason.", []string{"iface", "reason"}, nil)
+	descPolPkts  = prometheus.NewDesc("sluice_policy_packets_total", "Packets decided by each XFRM policy in the fast path (top N by packets; the rest as policy=\"other\").", []string{"policy", "dir"}, nil)
+	descPolBytes = prometheus.NewDesc("sluice_policy_bytes_total", "Bytes decided by each XFRM policy in the fast path (same labels as sluice_policy_packets_total).", []string{"policy", "dir"}, nil)
+	descPolicies = prometheus.NewDesc("sluice_mirror_policies", "XFRM policies in the kernel and mirrored into the fast path.", []string{"where"}, nil)
+	descInSync   = prometheus.NewDesc("sluice_mirror_in_sync", "1 when the fast path mirrors the kernel; 0 while it is closed (everything goes to the kernel).", nil, nil)
+	descResyncs  = prometheus.NewDesc("sluice_mirror_resyncs_total", "Full resynchronisations after lost XFRM events.", nil, nil)
+	descSyncs    = prometheus.NewDesc("sluice_mirror_syncs_total", "Fast-path table rebuilds.", nil, nil)
+	descNextHop  = prometheus.NewDesc("sluice_nexthop_resolved", "1 when the interface's hairpin next hop is resolved.", []string{"iface", "nexthop"}, nil)
+	descBuild    = prometheus.NewDesc("sluice_build_info", "Build information; always 1.", []string{"version", "commit", "goversion"}, nil)
+)
+
+type collector struct {
+	p     Provider
+	topN  int
+	build Build
+}
+
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descPackets, descPolPkts, descPolBytes, descPolicies, descInSync, descResyncs, descSyncs, descNextHop, descBuild} {
+		ch <- d
+	}
+}
+
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(descBuild, prometheus.GaugeValue, 1, c.build.Version, c.build.Commit, c.build.GoVersion)
+	s, err := c.p.Status()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descPackets, err)
+		return
+	}
+	for _, i := range s.Interfaces {
+		for r, n := range i.Reasons {
+			ch <- prometheus.MustNewConstMetric(descPackets, prometheus.CounterValue, float64(n), i.Name, r)
+		}
+		if i.NextHop != nil {
+			ch <- prometheus.MustNewConstMetric(descNextHop, prometheus.GaugeValue, b2f(i.NextHop.Resolved), i.Name, i.NextHop.Addr)
+		}
+	}
+	for r, n := range s.Unknown {
+		ch <- prometheus.MustNewConstMetric(descPackets, prometheus.CounterValue, float64(n), "unknown", r)
+	}
+	ch <- prometheus.MustNewConstMetric(descPolicies, prometheus.GaugeValue, float64(s.Mirror.KernelPolicies), "kernel")
+	ch <- prometheus.MustNewConstMetric(descPolicies, prometheus.GaugeValue, float64(s.Mirror.MirroredPolicies), "mirrored")
+	ch <- prometheus.MustNewConstMetric(descInSync, prometheus.GaugeValue, b2f(s.Mirror.InSync))
+	ch <- prometheus.MustNewConstMetric(descResyncs, prometheus.CounterValue, float64(s.Mirror.Resyncs))
+	ch <- prometheus.MustNewConstMetric(descSyncs, prometheus.CounterValue, float64(s.Mirror.Syncs))
+
+	ps, err := c.p.Policies()
+	if err != nil {
+		ch <- prometheus.NewInvalidMetric(descPolPkts, err)
+		return
+	}
+	sort.Slice(ps, func(a, b int) bool { return ps[a].Packets > ps[b].Packets })
+	var otherP, otherB uint64
+	for n, p := range ps {
+		if n < c.topN {
+			id := strconv.FormatUint(uint64(p.Index), 10)
+			ch <- prometheus.MustNewConstMetric(descPolPkts, prometheus.CounterValue, float64(p.Packets), id, p.Dir)
+			ch <- prometheus.MustNewConstMetric(descPolBytes, prometheus.CounterValue, float64(p.Bytes), id, p.Dir)
+			continue
+		}
+		otherP += p.Packets
+		otherB += p.Bytes
+	}
+	if len(ps) > c.topN {
+		ch <- prometheus.MustNewConstMetric(descPolPkts, prometheus.CounterValue, float64(otherP), "other", "")
+		ch <- prometheus.MustNewConstMetric(descPolBytes, prometheus.CounterValue, float64(otherB), "other", "")
+	}
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// MetricsHandler serves p's metrics in the Prometheus text format.
+func MetricsHandler(p Provider, topN int, build Build) http.Handler {
+	if topN <= 0 {
+		topN = DefaultTopPolicies
+	}
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(&collector{p: p, topN: topN, build: build})
+	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
+}
+
+// ServeMetrics listens on addr (TCP) and serves /metrics until ctx ends.
+func ServeMetrics(ctx context.Context, addr string, h http.Handler) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		<-ctx.Done()
+		srv.Close()
+	}()
+	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+		return err
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package api
+
+import "time"
+
+// Version is the API version in every path (/v1/...).
+const Version = "v1"
+
+// GatewayStatus is GET /v1/gateway.
+type GatewayStatus struct {
+	Version      string            `json:"version"`
+	Commit       string            `json:"commit"`
+	Started      time.Time         `json:"started"`
+	PolicySource string            `json:"policy_source"`
+	PinDir       string            `json:"pin_dir"`
+	Interfaces   []InterfaceStatus `json:"interfaces"`
+	Mirror       MirrorStatus      `json:"mirror"`
+	// Unknown counts packets from interfaces the gateway does not know.
+	Unknown map[string]uint64 `json:"unknown_interface_reasons,omitempty"`
+}
+
+// InterfaceStatus is one attached or configured interface.
+type InterfaceStatus struct {
+	Name           string            `json:"name"`
+	Ifindex        int               `json:"ifindex"`
+	XDPMode        string            `json:"xdp_mode"`
+	L2             string            `json:"l2"`
+	InboundForward bool              `json:"inbound_forward"`
+	VLAN           uint16            `json:"vlan,omitempty"`
+	Parent         string            `json:"parent,omitempty"`
+	NextHop        *NextHop          `json:"hairpin_next_hop,omitempty"`
+	Reasons        map[string]uint64 `json:"reasons"` // packets per verdict reason
+}
+
+// NextHop is a resolved (or not) hairpin next hop.
+type NextHop struct {
+	Addr     string `json:"addr"`
+	Resolved bool   `json:"resolved"`
+	MAC      string `json:"mac,omitempty"`
+	Via      string `json:"via,omitempty"`
+	Error    string `json:"error,omitempty"`
+}
+
+// MirrorStatus is the kernel mirror's state.
+type MirrorStatus struct {
+	InSync           bool      `json:"in_sync"`
+	KernelPolicies   int       `json:"kernel_policies"`
+	KernelStates     int       `json:"kernel_states"`
+	MirroredPolicies int       `json:"mirrored_policies"`
+	TuplesIPv4       int       `json:"tuples_ipv4"`
+	TuplesIPv6       int       `json:"tuples_ipv6"`
+	Syncs            uint64    `json:"syncs"`
+	Resyncs          uint64    `json:"resyncs"`
+	LastSync         time.Time `json:"last_sync"`
+	LastSyncDuration string    `json:"last_sync_duration"`
+	LastError        string    `json:"last_error,omitempty"`
+}
+
+// PolicyStat is one policy's fast-path counters (GET /v1/gateway/policies).
+type PolicyStat struct {
+	Index    uint32 `json:"index"`
+	Dir      string `json:"dir"`
+	Priority uint32 `json:"priority"`
+	Selector string `json:"selector"`
+	Packets  uint64 `json:"packets"`
+	Bytes    uint64 `json:"bytes"`
+}
+
+// Provider is what the daemon implements for the API and the metrics.
+type Provider interface {
+	Status() (*GatewayStatus, error)
+	Policies() ([]PolicyStat, error)
+}
+
+// Error is the body of every non-2xx answer.
+type Error struct {
+	Error string `json:"error"`
+}

@@ -1,0 +1,93 @@
+package fastpath
+
+import (
+	"sort"
+	"time"
+
+	"sluice/internal/api"
+	"sluice/internal/kernel"
+)
+
+// gatewayRuntime is a running gateway as the API sees it.
+type gatewayRuntime struct {
+	opts    GatewayOptions
+	dp      *Datapath
+	mirror  *Mirror
+	started time.Time
+}
+
+var _ api.Provider = (*gatewayRuntime)(nil)
+
+// Status implements api.Provider.
+func (r *gatewayRuntime) Status() (*api.GatewayStatus, error) {
+	counts, err := r.dp.ReasonCounts()
+	if err != nil {
+		return nil, err
+	}
+	ms := r.mirror.Status()
+	s := &api.GatewayStatus{
+		Version: r.opts.Build.Version, Commit: r.opts.Build.Commit, Started: r.started,
+		PolicySource: r.opts.SourceName, PinDir: r.opts.PinDir,
+		Mirror: api.MirrorStatus{
+			InSync: ms.InSync, KernelPolicies: ms.KernelPolicies, KernelStates: ms.KernelStates,
+			MirroredPolicies: ms.MirroredPolicies, TuplesIPv4: ms.Tuples[0], TuplesIPv6: ms.Tuples[1],
+			Syncs: ms.Syncs, Resyncs: ms.Resyncs, LastSync: ms.LastSync, LastSyncDuration: ms.LastSyncDuration,
+			LastError: ms.LastError,
+		},
+		Unknown: reasonMap(counts[0]),
+	}
+	for _, gi := range r.opts.Ifaces {
+		is := api.InterfaceStatus{Name: gi.Name, XDPMode: gi.Mode.String(), L2: [...]string{"nic", "fib"}[gi.L2],
+			InboundForward: gi.InboundForward}
+		if li, err := kernel.Link(gi.Name); err == nil {
+			is.Ifindex, is.VLAN = li.Ifindex, li.VLANID
+			if li.ParentIfindex != 0 {
+				if p, err := kernel.LinkByIndex(li.ParentIfindex); err == nil {
+					is.Parent = p.Name
+				}
+				is.XDPMode = "via parent"
+			}
+		}
+		is.Reasons = reasonMap(counts[is.Ifindex])
+		if gi.HairpinNextHop.IsValid() {
+			nh := &api.NextHop{Addr: gi.HairpinNextHop.String()}
+			if idx, mac, err := kernel.ResolveNextHop(gi.HairpinNextHop); err != nil {
+				nh.Error = err.Error()
+			} else {
+				nh.Resolved, nh.MAC = true, mac.String()
+				if l, err := kernel.LinkByIndex(idx); err == nil {
+					nh.Via = l.Name
+				}
+			}
+			is.NextHop = nh
+		}
+		s.Interfaces = append(s.Interfaces, is)
+	}
+	return s, nil
+}
+
+func reasonMap(m map[Reason]uint64) map[string]uint64 {
+	out := map[string]uint64{}
+	for r, n := range m {
+		out[r.String()] = n
+	}
+	return out
+}
+
+// Policies implements api.Provider.
+func (r *gatewayRuntime) Policies() ([]api.PolicyStat, error) {
+	cs, err := r.dp.PolicyCounts()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.PolicyStat, 0, len(cs))
+	for _, c := range cs {
+		ps := api.PolicyStat{Index: c.Index, Packets: c.Packets, Bytes: c.Bytes}
+		if p, ok := r.mirror.Policy(c.Index); ok {
+			ps.Dir, ps.Priority, ps.Selector = p.Dir.String(), p.Priority, p.Sel.String()
+		}
+		out = append(out, ps)
+	}
+	sort.Slice(out, func(a, b int) bool { return out[a].Packets > out[b].Packets })
+	return out, nil
+}
