@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"sluice/internal/api"
+)
+
+func newShowGatewayCmd() *cobra.Command {
+	var (
+		socket string
+		top    int
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "gateway",
+		Short: "The running fast path: interfaces, mirror, verdict and policy counters",
+		Long: `Ask the running 'sluice gateway run' (over its API socket) for the state
+of the fast path: attached interfaces and modes, mirrored vs kernel policy
+counts, hairpin next hops, packets per verdict reason per interface, and the
+busiest policies.`,
+		Example: "  sluice show gateway\n  sluice show gateway --top 50 --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			c := api.NewClient(socket)
+			s, err := c.Gateway()
+			if err != nil {
+				return err
+			}
+			ps, err := c.Policies()
+			if err != nil {
+				return err
+			}
+			if len(ps) > top {
+				ps = ps[:top]
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), struct {
+					*api.GatewayStatus
+					TopPolicies []api.PolicyStat `json:"top_policies"`
+				}{s, ps})
+			}
+			w := cmd.OutOrStdout()
+			m := s.Mirror
+			fmt.Fprintf(w, "gateway: sluice %s, policy source %s, up %s, pins in %s\n", s.Version, s.PolicySource,
+				time.Since(s.Started).Round(time.Second), s.PinDir)
+			state := "IN SYNC"
+			if !m.InSync {
+				state = "CLOSED (everything goes to the kernel)"
+			}
+			fmt.Fprintf(w, "mirror:  %s; %d of %d kernel policies mirrored, %d SAs; shapes v4 %d v6 %d; %d syncs (last %s), %d resyncs\n",
+				state, m.MirroredPolicies, m.KernelPolicies, m.KernelStates, m.TuplesIPv4, m.TuplesIPv6, m.Syncs, m.LastSyncDuration, m.Resyncs)
+			if m.LastError != "" {
+				fmt.Fprintf(w, "error:   %s\n", m.LastError)
+			}
+			fmt.Fprintln(w)
+			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "INTERFACE\tIFINDEX\tXDP\tL2\tINBOUND\tNEXT HOP\tFORWARDED\tTO KERNEL\tTOP REASONS")
+			for _, i := range s.Interfaces {
+				nh := "-"
+				if i.NextHop != nil {
+					nh = i.NextHop.Addr
+					if !i.NextHop.Resolved {
+						nh += " (unresolved)"
+					}
+				}
+				inbound := "pass"
+				if i.InboundForward {
+					inbound = "forward"
+				}
+				fwd := i.Reasons["forward-out"] + i.Reasons["forward-in"]
+				var passed uint64
+				for r, n := range i.Reasons {
+					if r != "forward-out" && r != "forward-in" {
+						passed += n
+					}
+				}
+				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", i.Name, i.Ifindex, i.XDPMode, i.L2, inbound, nh, fwd, passed, topReasons(i.Reasons, 3))
+			}
+			tw.Flush()
+			if len(ps) > 0 {
+				fmt.Fprintln(w)
+				tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "POLICY\tDIR\tPRIO\tSELECTOR\tPACKETS\tBYTES")
+				for _, p := range ps {
+					fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t%d\n", p.Index, p.Dir, p.Priority, p.Selector, p.Packets, p.Bytes)
+				}
+				tw.Flush()
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&socket, "socket", api.DefaultSocket, "the daemon's API socket")
+	cmd.Flags().IntVar(&top, "top", 10, "how many of the busiest policies to list")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func topReasons(rs map[string]uint64, n int) string {
+	type rc struct {
+		r string
+		c uint64
+	}
+	var l []rc
+	for r, c := range rs {
+		if c > 0 {
+			l = append(l, rc{r, c})
+		}
+	}
+	sort.Slice(l, func(a, b int) bool { return l[a].c > l[b].c })
+	var parts []string
+	for i := 0; i < len(l) && i < n; i++ {
+		parts = append(parts, fmt.Sprintf("%s %d", l[i].r, l[i].c))
+	}
+	return strings.Join(parts, ", ")
+}

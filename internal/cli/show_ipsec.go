@@ -1,0 +1,264 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/netip"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"sluice/internal/kernel"
+)
+
+type ipsecFilter struct {
+	addr  string
+	spi   string
+	dev   string
+	dir   string
+	keys  bool
+	json  bool
+	addrP netip.Prefix
+	spiN  uint32
+	devIx int
+}
+
+func (f *ipsecFilter) parse() error {
+	if f.addr != "" {
+		p, err := netip.ParsePrefix(f.addr)
+		if err != nil {
+			a, aerr := netip.ParseAddr(f.addr)
+			if aerr != nil {
+				return fmt.Errorf("--addr: %q is neither an address nor a prefix", f.addr)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		f.addrP = p
+	}
+	if f.spi != "" {
+		n, err := strconv.ParseUint(f.spi, 0, 32)
+		if err != nil {
+			return fmt.Errorf("--spi: %q is not a 32-bit number (0x... or decimal)", f.spi)
+		}
+		f.spiN = uint32(n)
+	}
+	if f.dev != "" {
+		li, err := kernel.Link(f.dev)
+		if err != nil {
+			return fmt.Errorf("--dev: %w", err)
+		}
+		f.devIx = li.Ifindex
+	}
+	if f.dir != "" && f.dir != "in" && f.dir != "out" && f.dir != "fwd" {
+		return fmt.Errorf("--dir: %q must be in, out or fwd", f.dir)
+	}
+	return nil
+}
+
+// overlaps reports whether a prefix filter touches an address or prefix.
+func (f *ipsecFilter) overlaps(p netip.Prefix) bool {
+	return !f.addrP.IsValid() || (p.IsValid() && p.Overlaps(f.addrP))
+}
+
+func (f *ipsecFilter) addFlags(cmd *cobra.Command, sa bool) {
+	cmd.Flags().StringVar(&f.addr, "addr", "", "only entries whose selector or endpoints overlap this address or prefix")
+	cmd.Flags().StringVar(&f.dev, "dev", "", "only entries offloaded to this interface")
+	cmd.Flags().BoolVar(&f.json, "json", false, "print JSON")
+	if sa {
+		cmd.Flags().StringVar(&f.spi, "spi", "", "only the SA with this SPI")
+		cmd.Flags().BoolVar(&f.keys, "keys", false, "also print key material (never shown otherwise)")
+	} else {
+		cmd.Flags().StringVar(&f.dir, "dir", "", "only policies of this direction (in, out, fwd)")
+	}
+}
+
+func newShowIPsecCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "ipsec",
+		Short: "The kernel's IPsec SAs, policies and error counters",
+		Long: `Show the kernel's XFRM state as sluice sees it: selectors, SPIs, mode,
+offload (none/crypto/packet, device, direction), lifetimes and counters.
+Read from the kernel directly: no daemon needed. Keys are printed only with
+'sa --keys'.`,
+	}
+	cmd.AddCommand(newShowIPsecSACmd(), newShowIPsecPolicyCmd(), newShowIPsecStatsCmd())
+	return cmd
+}
+
+func offloadString(o *kernel.Offload) string {
+	if o == nil {
+		return "none"
+	}
+	kind, dir := "crypto", "out"
+	if o.Packet() {
+		kind = "packet"
+	}
+	if o.Inbound() {
+		dir = "in"
+	}
+	name := strconv.Itoa(o.Ifindex)
+	if li, err := kernel.LinkByIndex(o.Ifindex); err == nil {
+		name = li.Name
+	}
+	return fmt.Sprintf("%s dev %s dir %s", kind, name, dir)
+}
+
+func modeString(m uint8) string {
+	return map[uint8]string{0: "transport", 1: "tunnel", 2: "ro", 3: "in_trigger", 4: "beet"}[m]
+}
+
+func newShowIPsecSACmd() *cobra.Command {
+	var f ipsecFilter
+	cmd := &cobra.Command{
+		Use:     "sa",
+		Short:   "IPsec SAs with offload mode, counters and lifetimes",
+		Example: "  sluice show ipsec sa --dev p0\n  sluice show ipsec sa --spi 0x1001 --json",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.parse(); err != nil {
+				return err
+			}
+			all, err := kernel.StateDetails(f.keys)
+			if err != nil {
+				return fmt.Errorf("dumping SAs: %w", err)
+			}
+			var sas []kernel.StateDetail
+			for _, s := range all {
+				if f.spiN != 0 && s.SPI != f.spiN {
+					continue
+				}
+				if f.devIx != 0 && (s.Offload == nil || s.Offload.Ifindex != f.devIx) {
+					continue
+				}
+				if f.addrP.IsValid() && !f.overlaps(netip.PrefixFrom(s.Src, s.Src.BitLen())) &&
+					!f.overlaps(netip.PrefixFrom(s.Dst, s.Dst.BitLen())) && !f.overlaps(s.Sel.Src) && !f.overlaps(s.Sel.Dst) {
+					continue
+				}
+				sas = append(sas, s)
+			}
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), sas)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "SRC\tDST\tSPI\tREQID\tMODE\tALGORITHM\tOFFLOAD\tPACKETS\tBYTES\tFAILED")
+			for _, s := range sas {
+				fmt.Fprintf(tw, "%s\t%s\t0x%08x\t%d\t%s\t%s\t%s\t%d\t%d\t%d\n", s.Src, s.Dst, s.SPI, s.Reqid,
+					modeString(s.Mode), s.Algorithm, offloadString(s.Offload), s.Packets, s.Bytes, s.Failed)
+				if s.Key != nil {
+					fmt.Fprintf(tw, "\tkey %s\n", *s.Key)
+				}
+			}
+			return tw.Flush()
+		},
+	}
+	f.addFlags(cmd, true)
+	return cmd
+}
+
+func newShowIPsecPolicyCmd() *cobra.Command {
+	var f ipsecFilter
+	cmd := &cobra.Command{
+		Use:     "policy",
+		Short:   "IPsec policies with their templates and offload",
+		Example: "  sluice show ipsec policy --dir out --addr 48.0.1.0/24",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.parse(); err != nil {
+				return err
+			}
+			all, err := kernel.DumpPolicies()
+			if err != nil {
+				return fmt.Errorf("dumping policies: %w", err)
+			}
+			var ps []kernel.Policy
+			for _, p := range all {
+				if (f.dir != "" && p.Dir.String() != f.dir) ||
+					(f.devIx != 0 && (p.Offload == nil || p.Offload.Ifindex != f.devIx)) ||
+					(f.addrP.IsValid() && !f.overlaps(p.Sel.Src) && !f.overlaps(p.Sel.Dst)) {
+					continue
+				}
+				ps = append(ps, p)
+			}
+			sort.SliceStable(ps, func(a, b int) bool { return ps[a].Priority < ps[b].Priority })
+			if f.json {
+				return printJSON(cmd.OutOrStdout(), ps)
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "INDEX\tDIR\tPRIO\tACTION\tSELECTOR\tTEMPLATE\tOFFLOAD")
+			for _, p := range ps {
+				fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Index, p.Dir, p.Priority,
+					[...]string{"allow", "block"}[p.Action&1], p.Sel, tmplString(p.Tmpls), offloadString(p.Offload))
+			}
+			return tw.Flush()
+		},
+	}
+	f.addFlags(cmd, false)
+	return cmd
+}
+
+func tmplString(ts []kernel.Tmpl) string {
+	var parts []string
+	for _, t := range ts {
+		s := modeString(t.Mode)
+		if t.Dst.IsValid() {
+			s += fmt.Sprintf(" %s->%s", t.Src, t.Dst)
+		}
+		s += fmt.Sprintf(" reqid %d", t.Reqid)
+		if t.Optional {
+			s += " (optional)"
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, "; ")
+}
+
+func newShowIPsecStatsCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "stats",
+		Short: "The kernel's XFRM error counters (/proc/net/xfrm_stat)",
+		Long: `Print the kernel's XFRM counters. Non-zero errors are listed first: they
+say why IPsec traffic is dropped (no state, template mismatch, policy block,
+integrity failures...).`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			st, err := kernel.XFRMStats()
+			if err != nil {
+				return fmt.Errorf("reading /proc/net/xfrm_stat (is XFRM built into this kernel?): %w", err)
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), st)
+			}
+			names := make([]string, 0, len(st))
+			for n := range st {
+				names = append(names, n)
+			}
+			sort.Slice(names, func(a, b int) bool {
+				if (st[names[a]] == 0) != (st[names[b]] == 0) {
+					return st[names[a]] != 0
+				}
+				return names[a] < names[b]
+			})
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			for _, n := range names {
+				fmt.Fprintf(tw, "%s\t%d\n", n, st[n])
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func printJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
