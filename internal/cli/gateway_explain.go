@@ -151,7 +151,7 @@ func explainDatapath(a explainArgs) (*fastpath.Datapath, []kernel.Policy, error)
 	if _, err := os.Stat(filepath.Join(a.pinDir, "config")); err != nil {
 		return nil, nil, fmt.Errorf("%w (no pinned maps in %s): start 'sluice gateway run', or pass --config with static policies", errNoGateway, a.pinDir)
 	}
-	dp, err := fastpath.Load(fastpath.LoadOptions{PinPath: a.pinDir})
+	dp, err := fastpath.Load(fastpath.LoadOptions{PinPath: a.pinDir, AdoptOnly: true})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -23,6 +23,9 @@ type LoadOptions struct {
 	// PinPath, when set, pins the maps there and reuses maps already
 	// pinned (a restarted daemon adopts its predecessor's state).
 	PinPath string
+	// AdoptOnly uses the maps pinned at PinPath and never creates or pins
+	// one: for readers (explain, show) that must not race the daemon.
+	AdoptOnly bool
 }
 
 // Load loads the fast path into the kernel. The program is not attached.
@@ -32,7 +35,12 @@ func Load(opts LoadOptions) (*Datapath, error) {
 		return nil, fmt.Errorf("fastpath: reading the embedded BPF object: %w", err)
 	}
 	var mapOpts ebpf.MapOptions
-	if opts.PinPath != "" {
+	var repl map[string]*ebpf.Map
+	if opts.AdoptOnly {
+		if repl, err = loadPinnedMaps(spec, opts.PinPath); err != nil {
+			return nil, err
+		}
+	} else if opts.PinPath != "" {
 		mapOpts.PinPath = opts.PinPath
 		for _, m := range spec.Maps {
 			if m.Name != ".rodata" && m.Name != ".bss" && m.Name != ".data" {
@@ -41,8 +49,11 @@ func Load(opts LoadOptions) (*Datapath, error) {
 		}
 	}
 	dp := &Datapath{innerSpec: spec.Maps["policy_tables"].InnerMap.Copy()}
-	err = spec.LoadAndAssign(&dp.objs, &ebpf.CollectionOptions{Maps: mapOpts})
-	if errors.Is(err, ebpf.ErrMapIncompatible) && opts.PinPath != "" {
+	err = spec.LoadAndAssign(&dp.objs, &ebpf.CollectionOptions{Maps: mapOpts, MapReplacements: repl})
+	for _, m := range repl {
+		m.Close() // LoadAndAssign holds its own references
+	}
+	if errors.Is(err, ebpf.ErrMapIncompatible) && opts.PinPath != "" && !opts.AdoptOnly {
 		// Pinned by another version of sluice with other map layouts:
 		// replace them (the new daemon resyncs from the kernel anyway).
 		removePinnedMaps(opts.PinPath)
@@ -105,4 +116,23 @@ func removePinnedMaps(dir string) {
 			os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
+}
+
+// loadPinnedMaps opens every map of the program from dir.
+func loadPinnedMaps(spec *ebpf.CollectionSpec, dir string) (map[string]*ebpf.Map, error) {
+	repl := map[string]*ebpf.Map{}
+	for name := range spec.Maps {
+		if strings.HasPrefix(name, ".") {
+			continue // .rodata and friends belong to each program
+		}
+		m, err := ebpf.LoadPinnedMap(filepath.Join(dir, name), nil)
+		if err != nil {
+			for _, o := range repl {
+				o.Close()
+			}
+			return nil, fmt.Errorf("fastpath: the gateway's map %s is not pinned in %s (is 'sluice gateway run' starting up?): %w", name, dir, err)
+		}
+		repl[name] = m
+	}
+	return repl, nil
 }

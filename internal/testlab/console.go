@@ -112,9 +112,12 @@ func (f *consoleFilter) feed(p []byte) {
 }
 
 // Close flushes held-back bytes: if the guest died mid-command, what looked
-// like the start of the END marker was output after all.
+// like the start of the END marker was output after all; if it never began,
+// the tail belongs to the diagnostics.
 func (f *consoleFilter) Close() {
 	switch f.state {
+	case stateBoot:
+		f.addDiag(f.buf)
 	case stateCommand:
 		f.emit(f.buf)
 	case stateDone:

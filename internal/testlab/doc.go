@@ -10,7 +10,11 @@
 //     guest at the same path with nothing to build or keep in sync. The
 //     directory under test (Options.Share, by default the repository) is
 //     shared a second time read-write and mounted at the same path, so paths
-//     to binaries and result files are identical in host and guest.
+//     to binaries and result files are identical in host and guest. The
+//     root is mounted with cache=loose (executables and libraries are read
+//     once, not on every exec: the smoke suite runs 2.5x faster), so a host
+//     file changed during a run can look stale in the guest; the share is
+//     uncached, so what the guest writes there is on the host at once.
 //   - A tiny initramfs, built and cached by this package (initramfs.go), is
 //     PID 1: busybox-static plus the few 9p modules the kernel needs to reach
 //     its root, decompressed (busybox insmod cannot read .ko.xz) and loaded
@@ -28,7 +32,10 @@
 //     Options.Stdout, so kernel and init noise never reach the caller.
 //   - qemu runs with TCG (software emulation): /dev/kvm here is kvm-pvm and
 //     unusable. q35 rather than microvm because microvm hung in about one
-//     boot in six. Boot to the first command takes about 8 s.
+//     boot in six. Boot to the first command takes 4-5 s on an idle host
+//     (the host's /etc goes over as one tar: copying it file by file over
+//     9p took 3.5 s more), and two to four times that when the host's CPUs
+//     are busy.
 //   - netdevsim is not built in Debian kernels; NetdevsimModule builds it
 //     out of tree from linux-source against the installed headers and
 //     caches it per kernel version. Run passes its path to the guest as

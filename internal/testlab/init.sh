@@ -36,8 +36,13 @@ mount -t 9p -o "$o" sluicectl /ctl || die "cannot mount the control share"
 . /ctl/config || die "cannot read /ctl/config"
 [ -n "$NONCE" ] && [ -n "$SHARE" ] || die "/ctl/config lacks NONCE or SHARE"
 
+# cache=loose on the read-only root: every exec of ip, tc, modprobe and
+# their libraries would otherwise go back to the host over 9p; caching them
+# halves the smoke suite's time (32 s -> 13 s). The price: a host file that
+# changes during a run may be seen stale, once read. Nothing the tests
+# produce lives there: the read-write share below is uncached.
 r=/newroot
-mount -t 9p -o "$o,ro" hostroot $r || die "cannot mount the host root"
+mount -t 9p -o "$o,ro,cache=loose" hostroot $r || die "cannot mount the host root"
 mount -t proc proc $r/proc || die "mount proc"
 mount -t sysfs sysfs $r/sys || die "mount sysfs"
 mount -t devtmpfs devtmpfs $r/dev || die "mount devtmpfs"

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // initScript is the guest's PID 1. It is static: everything that varies per
@@ -81,6 +82,9 @@ func initramfs(cacheDir, release string) (string, error) {
 	}
 	path := filepath.Join(cacheDir, fmt.Sprintf("initramfs-%s-%s.cpio.gz", release, hex.EncodeToString(h.Sum(nil))[:16]))
 	if _, err := os.Stat(path); err == nil {
+		// Record the use: pruneInitramfs spares recently used files.
+		now := time.Now()
+		os.Chtimes(path, now, now)
 		return path, nil
 	}
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
@@ -89,7 +93,21 @@ func initramfs(cacheDir, release string) (string, error) {
 	if err := buildInitramfs(path, busybox, mods); err != nil {
 		return "", fmt.Errorf("building initramfs: %w", err)
 	}
+	pruneInitramfs(cacheDir, path)
 	return path, nil
+}
+
+// pruneInitramfs removes initramfs files other than keep that have not been
+// used for a while: superseded by a new init script or kernel. The grace
+// period spares a file another process has just chosen and is about to
+// hand to qemu; a process that finds its file gone simply rebuilds it.
+func pruneInitramfs(cacheDir, keep string) {
+	old, _ := filepath.Glob(filepath.Join(cacheDir, "initramfs-*.cpio.gz"))
+	for _, p := range old {
+		if st, err := os.Stat(p); err == nil && p != keep && time.Since(st.ModTime()) > 10*time.Minute {
+			os.Remove(p)
+		}
+	}
 }
 
 // buildInitramfs writes a temp file next to path and renames it into place:
