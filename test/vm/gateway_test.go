@@ -54,15 +54,17 @@ func TestGatewayLeavesSoftwareSAsToTheKernel(t *testing.T) {
 		run(t, "ip", "-n", ns, "xfrm", "state", "add", "src", src, "dst", dst, "proto", "esp", "spi", spi,
 			"reqid", "1", "mode", "tunnel", "aead", "rfc4106(gcm(aes))", key, "128")
 	}
-	for _, ns := range []string{dut, sink} {
-		sa(ns, "123.0.0.1", "123.0.0.254", "0x1001")
-		sa(ns, "123.0.0.254", "123.0.0.1", "0x1002")
-	}
+	sa(dut, "123.0.0.1", "123.0.0.254", "0x1001")
+	sa(dut, "123.0.0.254", "123.0.0.1", "0x1002")
 	tunnel(dut, "out", "10.0.0.0/8", "48.0.1.0/24", "123.0.0.1", "123.0.0.254")
 	tunnel(dut, "in", "48.0.1.0/24", "10.0.0.0/8", "123.0.0.254", "123.0.0.1")
 	tunnel(dut, "fwd", "48.0.1.0/24", "10.0.0.0/8", "123.0.0.254", "123.0.0.1")
-	tunnel(sink, "in", "10.0.0.0/8", "48.0.1.0/24", "123.0.0.1", "123.0.0.254")
-	tunnel(sink, "out", "48.0.1.0/24", "10.0.0.0/8", "123.0.0.254", "123.0.0.1")
+	// The sink does NOT decrypt: a decrypting receiver re-injects the inner
+	// packet on the same device, and captures there show it as cleartext.
+	// GRO on s0 puts the veth in NAPI mode, so frames XDP might redirect
+	// out of wan0 would really arrive (and be captured) instead of being
+	// dropped silently.
+	nsRun(t, sink, "ethtool", "-K", "s0", "gro", "on")
 
 	// `ip netns exec` hides /sys/fs/bpf: share pins through a bpffs elsewhere.
 	bpffs := t.TempDir()
@@ -106,14 +108,15 @@ func TestGatewayLeavesSoftwareSAsToTheKernel(t *testing.T) {
 		}
 	})
 	step(t, "matching traffic leaves as ESP only", func(t *testing.T) {
-		capture := exec.Command("ip", "netns", "exec", sink, "tcpdump", "-n", "-l", "-c", "6", "-i", "s0", "ip and not arp")
+		capture := exec.Command("ip", "netns", "exec", sink, "tcpdump", "-n", "-l", "-c", "3", "-i", "s0", "ip and not arp")
 		var capOut bytes.Buffer
 		capture.Stdout, capture.Stderr = &capOut, &capOut
 		if err := capture.Start(); err != nil {
 			t.Fatal(err)
 		}
 		time.Sleep(2 * time.Second) // tcpdump under TCG is slow to start
-		nsRun(t, gen, "ping", "-c", "3", "-i", "0.3", "-W", "3", "48.0.1.1")
+		// No replies: the sink cannot decrypt. Only what crosses the wire counts.
+		try("ip", "netns", "exec", gen, "ping", "-c", "3", "-i", "0.3", "-W", "1", "48.0.1.1")
 		done := make(chan error, 1)
 		go func() { done <- capture.Wait() }()
 		select {
@@ -126,7 +129,7 @@ func TestGatewayLeavesSoftwareSAsToTheKernel(t *testing.T) {
 		if !strings.Contains(out, "ESP(spi=0x00001001") {
 			t.Fatalf("no ESP from the gateway on the WAN:\n%s", out)
 		}
-		if strings.Contains(out, "ICMP echo") {
+		if strings.Contains(out, "ICMP") {
 			t.Fatalf("cleartext ICMP on the WAN: the fast path leaked past the kernel's encryption:\n%s", out)
 		}
 	})

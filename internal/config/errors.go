@@ -1,0 +1,72 @@
+package config
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// FieldError is one problem in a config file: where it is, which field,
+// what is wrong and how to fix it.
+type FieldError struct {
+	// File is the name given to LoadGateway or ParseGateway.
+	File string
+	// Line is 1-based; 0 when the YAML parser reported no position.
+	Line int
+	// Path is the field, such as "interfaces[1].inbound" (list indexes
+	// count from 0); empty when the problem is the whole document.
+	Path string
+	// Msg says what is wrong and how to fix it.
+	Msg string
+}
+
+// Error formats the problem as "file:line: path: message".
+func (e *FieldError) Error() string {
+	var b strings.Builder
+	b.WriteString(e.File)
+	if e.Line > 0 {
+		fmt.Fprintf(&b, ":%d", e.Line)
+	}
+	b.WriteString(": ")
+	if e.Path != "" {
+		b.WriteString(e.Path)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// ValidationErrors is every problem found in one file, sorted by line.
+type ValidationErrors struct {
+	Errors []*FieldError
+}
+
+// Error prints one problem per line, sorted by line.
+func (v *ValidationErrors) Error() string {
+	lines := make([]string, len(v.Errors))
+	for i, e := range v.Errors {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns the individual problems, so errors.As can find a
+// *FieldError.
+func (v *ValidationErrors) Unwrap() []error {
+	out := make([]error, len(v.Errors))
+	for i, e := range v.Errors {
+		out[i] = e
+	}
+	return out
+}
+
+// newValidationErrors sorts errs by line (keeping discovery order within a
+// line) and returns nil when there are none.
+func newValidationErrors(errs []*FieldError) *ValidationErrors {
+	if len(errs) == 0 {
+		return nil
+	}
+	sorted := append([]*FieldError(nil), errs...)
+	sort.SliceStable(sorted, func(i, j int) bool { return sorted[i].Line < sorted[j].Line })
+	return &ValidationErrors{Errors: sorted}
+}

@@ -1,0 +1,260 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"time"
+)
+
+// Gateway is gateway.yaml: the configuration of `sluice gateway run`, the
+// XDP fast path that mirrors the kernel's XFRM policies and forwards
+// packet-offloaded traffic.
+type Gateway struct {
+	// File is the name the configuration was read from (for messages).
+	File string
+	// Lab allows policy-source: static. Production gateways leave it false.
+	Lab bool
+	// PolicySource says where the fast path's policies come from: the
+	// kernel's XFRM policies (default) or Policies below (labs only).
+	PolicySource PolicySource
+	// Counters enables per-policy packet and byte counters (default true).
+	Counters bool
+	// PinDir is the bpffs directory for pinned maps and links
+	// (default DefaultPinDir).
+	PinDir string
+	// Lease is how long the fast path keeps forwarding without hearing
+	// from the daemon; after that it passes everything to the kernel.
+	// Default DefaultLease, between MinLease and MaxLease.
+	Lease time.Duration
+	// Interfaces are the ports the fast path runs on; at least one.
+	Interfaces []Interface
+	// Policies are the static policies used with PolicySource static.
+	Policies []StaticPolicy
+}
+
+// Interface is one port of the gateway, by Linux interface name (resolved
+// by the daemon, not here).
+type Interface struct {
+	// Name is the Linux interface name, such as p0 or p0.502.
+	Name string
+	// L2 says who writes the Ethernet header of forwarded frames
+	// (default L2NIC).
+	L2 L2Mode
+	// XDPMode is how the XDP program attaches (default XDPNative).
+	XDPMode XDPMode
+	// Inbound says what happens to traffic that matches IN/FWD policies
+	// (default InboundPass: the kernel handles it). InboundForward is
+	// allowed only with WANAntispoof AntispoofUpstream.
+	Inbound InboundMode
+	// WANAntispoof records what the operator asserts about the upstream
+	// segment (default AntispoofNone: nothing).
+	WANAntispoof Antispoof
+	// HairpinToNexthop, when valid, is the next hop inbound-forwarded
+	// traffic arriving on this interface is sent to, instead of the FIB's
+	// choice (the daemon resolves its interface and MAC). Only with
+	// InboundForward.
+	HairpinToNexthop netip.Addr
+	// Line is the line of this entry in File.
+	Line int
+}
+
+// StaticPolicy is an XFRM policy written in the file rather than read from
+// the kernel (policy-source: static, labs and offline tests only).
+type StaticPolicy struct {
+	// Dir is the XFRM direction: in, out or fwd.
+	Dir Direction
+	// Src and Dst are the selector's prefixes; a bare address in the file
+	// becomes a /32 or /128. Both have the same family.
+	Src, Dst netip.Prefix
+	// Proto is the selector's IP protocol; ProtoAny matches all.
+	Proto Protocol
+	// Sport and Dport are single ports (0: any); only with a protocol that
+	// has ports (Protocol.HasPorts).
+	Sport, Dport uint16
+	// Priority orders overlapping policies; lower wins (default 0).
+	Priority uint32
+	// Action is ActionAllow (default) or ActionBlock.
+	Action Action
+	// Peer is the remote tunnel endpoint and Local ours, whatever the
+	// direction: an out policy's template runs Local -> Peer, an in/fwd
+	// policy's Peer -> Local. Set for allow policies, unset for block;
+	// same family as Src and Dst.
+	Peer, Local netip.Addr
+	// Reqid is the template's reqid, tying the policy to its SAs
+	// (default 0).
+	Reqid uint32
+	// Offload is OffloadNone (default) or OffloadPacket on OffloadDev,
+	// which is the name of one of the gateway's interfaces.
+	Offload    OffloadMode
+	OffloadDev string
+	// Optional marks the template optional (strongSwan's fwd-out
+	// policies).
+	Optional bool
+	// Line is the line of this entry in File.
+	Line int
+}
+
+// PolicySource is where the fast path's policies come from.
+type PolicySource string
+
+const (
+	// PolicySourceKernel mirrors the kernel's XFRM policies.
+	PolicySourceKernel PolicySource = "kernel"
+	// PolicySourceStatic uses Gateway.Policies (requires Gateway.Lab).
+	PolicySourceStatic PolicySource = "static"
+)
+
+// L2Mode says who writes the Ethernet header of forwarded frames.
+type L2Mode string
+
+const (
+	// L2NIC leaves the header to the NIC (mlx5 tunnel-mode packet offload
+	// rewrites it from the SA's neighbour).
+	L2NIC L2Mode = "nic"
+	// L2FIB writes MACs from bpf_fib_lookup.
+	L2FIB L2Mode = "fib"
+)
+
+// XDPMode is how the XDP program is attached.
+type XDPMode string
+
+const (
+	// XDPNative runs the program in the driver.
+	XDPNative XDPMode = "native"
+	// XDPGeneric runs it in the kernel's generic hook (slow; for drivers
+	// without native XDP and for tests).
+	XDPGeneric XDPMode = "generic"
+)
+
+// InboundMode is what the fast path does with traffic that matches IN or
+// FWD policies.
+type InboundMode string
+
+const (
+	// InboundPass hands it to the kernel, whose FWD policy check drops
+	// spoofed cleartext.
+	InboundPass InboundMode = "pass"
+	// InboundForward forwards it in XDP; see docs/gateway-config.md,
+	// "What inbound: forward trusts".
+	InboundForward InboundMode = "forward"
+)
+
+// Antispoof is what the operator asserts about the upstream segment.
+type Antispoof string
+
+const (
+	// AntispoofNone asserts nothing.
+	AntispoofNone Antispoof = "none"
+	// AntispoofUpstream asserts that the upstream segment drops cleartext
+	// sourced from protected prefixes before it reaches the port.
+	AntispoofUpstream Antispoof = "upstream"
+)
+
+// Direction is an XFRM policy direction.
+type Direction string
+
+const (
+	DirIn  Direction = "in"
+	DirOut Direction = "out"
+	DirFwd Direction = "fwd"
+)
+
+// Action is a policy's verdict.
+type Action string
+
+const (
+	ActionAllow Action = "allow"
+	ActionBlock Action = "block"
+)
+
+// OffloadMode is a policy's offload.
+type OffloadMode string
+
+const (
+	// OffloadNone: the kernel does the work.
+	OffloadNone OffloadMode = "none"
+	// OffloadPacket: full packet offload on the policy's OffloadDev.
+	OffloadPacket OffloadMode = "packet"
+)
+
+// Protocol is an IP protocol number in a selector; ProtoAny (0) matches
+// every protocol.
+type Protocol uint8
+
+const (
+	ProtoAny     Protocol = 0
+	ProtoICMP    Protocol = 1
+	ProtoTCP     Protocol = 6
+	ProtoUDP     Protocol = 17
+	ProtoICMPv6  Protocol = 58
+	ProtoSCTP    Protocol = 132
+	ProtoUDPLite Protocol = 136
+)
+
+var protoNames = map[string]Protocol{
+	"tcp": ProtoTCP, "udp": ProtoUDP, "icmp": ProtoICMP, "icmpv6": ProtoICMPv6,
+	"sctp": ProtoSCTP, "udplite": ProtoUDPLite,
+}
+
+// String returns the protocol's name as written in the file, its number
+// when it has no name, or "any".
+func (p Protocol) String() string {
+	if p == ProtoAny {
+		return "any"
+	}
+	for n, v := range protoNames {
+		if v == p {
+			return n
+		}
+	}
+	return strconv.Itoa(int(p))
+}
+
+// HasPorts reports whether selectors on this protocol can carry ports.
+func (p Protocol) HasPorts() bool {
+	switch p {
+	case ProtoTCP, ProtoUDP, ProtoSCTP, ProtoUDPLite:
+		return true
+	}
+	return false
+}
+
+// Defaults and limits.
+const (
+	DefaultPinDir = "/sys/fs/bpf/sluice"
+	DefaultLease  = 5 * time.Second
+	MinLease      = time.Second
+	MaxLease      = 5 * time.Minute
+)
+
+// LoadGateway reads and validates a gateway.yaml file.
+func LoadGateway(path string) (*Gateway, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("gateway config: %w", err)
+	}
+	return ParseGateway(data, path)
+}
+
+// ParseGateway parses and validates the contents of a gateway.yaml; name
+// is used in messages. Defaults are applied after parsing. Every problem
+// found is returned in one *ValidationErrors.
+func ParseGateway(data []byte, name string) (*Gateway, error) {
+	if name == "" {
+		name = "<input>"
+	}
+	p := newParser(name, len(data))
+	root := p.document(data)
+	if root == nil {
+		return nil, p.result()
+	}
+	g, meta := p.gateway(root)
+	meta.applyDefaults(p, g)
+	meta.validate(p, g)
+	if err := p.result(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}

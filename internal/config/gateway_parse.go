@@ -1,0 +1,304 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"gopkg.in/yaml.v3"
+)
+
+var (
+	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "interfaces", "policies"}
+	interfaceKeys = []string{"name", "l2", "xdp-mode", "inbound", "wan-antispoof", "hairpin-to-nexthop"}
+	policyKeys    = []string{"dir", "src", "dst", "proto", "sport", "dport", "priority", "action", "peer", "local", "reqid", "offload", "offload-dev", "optional"}
+)
+
+// gatewayMeta is what validation needs to know about the document beyond
+// the parsed values: where things are.
+type gatewayMeta struct {
+	rootLine int
+	// ifaces and policies hold the path and line of each parsed entry of
+	// Gateway.Interfaces and Gateway.Policies (entries that were not
+	// mappings are skipped, so indexes can differ from the file's).
+	ifaces, policies []item
+	// nIfaces and nPolicies count the list items as written.
+	nIfaces, nPolicies int
+}
+
+// gateway walks the root mapping.
+func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
+	g := &Gateway{File: p.file}
+	m := &gatewayMeta{rootLine: root.Line}
+	for _, f := range p.fields(root, "", gatewayKeys) {
+		switch f.name {
+		case "lab":
+			g.Lab, _ = p.boolean(f)
+		case "policy-source":
+			g.PolicySource = enum(p, f, PolicySourceKernel, PolicySourceKernel, PolicySourceStatic)
+		case "counters":
+			g.Counters, _ = p.boolean(f)
+		case "pin-dir":
+			g.PinDir = p.pinDir(f)
+		case "lease":
+			g.Lease = p.lease(f)
+		case "interfaces":
+			if f.val.Kind == yaml.SequenceNode {
+				m.nIfaces = len(f.val.Content)
+			}
+			for _, it := range p.mappings(f, "interface", "name: p0") {
+				g.Interfaces = append(g.Interfaces, p.iface(it))
+				m.ifaces = append(m.ifaces, it)
+			}
+		case "policies":
+			if f.val.Kind == yaml.SequenceNode {
+				m.nPolicies = len(f.val.Content)
+			}
+			for _, it := range p.mappings(f, "policy", "dir: out") {
+				g.Policies = append(g.Policies, p.policy(it))
+				m.policies = append(m.policies, it)
+			}
+		}
+	}
+	return g, m
+}
+
+func (p *parser) pinDir(f field) string {
+	s, ok := p.str(f, "an absolute path such as "+DefaultPinDir)
+	if !ok {
+		return ""
+	}
+	switch {
+	case s == "":
+		p.errorf(f.line, f.path, "is empty; remove it for the default %s, or write an absolute path on a bpffs mount", DefaultPinDir)
+		return ""
+	case !filepath.IsAbs(s):
+		p.errorf(f.line, f.path, "%q is relative; write an absolute path on a bpffs mount such as %s", s, DefaultPinDir)
+		return ""
+	}
+	return filepath.Clean(s)
+}
+
+// leaseRange is MinLease to MaxLease as written in the file.
+const leaseRange = "1s to 5m"
+
+func (p *parser) lease(f field) time.Duration {
+	if f.val.Kind == yaml.ScalarNode && (f.val.ShortTag() == "!!int" || f.val.ShortTag() == "!!float") {
+		p.errorf(f.line, f.path, "%s has no unit; write a duration such as 5s (from %s)", show(f.val.Value), leaseRange)
+		return 0
+	}
+	s, ok := p.str(f, "a duration such as 5s")
+	if !ok {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		p.errorf(f.line, f.path, "%q is not a duration; write one such as 5s, 1500ms or 1m (from %s)", s, leaseRange)
+		return 0
+	}
+	if d < MinLease || d > MaxLease {
+		p.errorf(f.line, f.path, "%s is out of range; use %s (the fast path falls back to the kernel when the daemon is silent this long: shorter risks falling back on a busy host, longer keeps forwarding on stale policies after the daemon dies)", s, leaseRange)
+		return 0
+	}
+	return d
+}
+
+// iface walks one entry of interfaces.
+func (p *parser) iface(it item) Interface {
+	ifc := Interface{Line: it.line}
+	for _, f := range p.fields(it.node, it.path, interfaceKeys) {
+		switch f.name {
+		case "name":
+			ifc.Name = p.ifname(f)
+		case "l2":
+			ifc.L2 = enum(p, f, L2NIC, L2NIC, L2FIB)
+		case "xdp-mode":
+			ifc.XDPMode = enum(p, f, XDPNative, XDPNative, XDPGeneric)
+		case "inbound":
+			ifc.Inbound = enum(p, f, InboundPass, InboundPass, InboundForward)
+		case "wan-antispoof":
+			ifc.WANAntispoof = enum(p, f, AntispoofNone, AntispoofNone, AntispoofUpstream)
+		case "hairpin-to-nexthop":
+			ifc.HairpinToNexthop = p.addr(f, "a next-hop address")
+		}
+	}
+	return ifc
+}
+
+// policy walks one entry of policies.
+func (p *parser) policy(it item) StaticPolicy {
+	sp := StaticPolicy{Line: it.line}
+	for _, f := range p.fields(it.node, it.path, policyKeys) {
+		switch f.name {
+		case "dir":
+			sp.Dir = enum(p, f, "", DirIn, DirOut, DirFwd)
+		case "src":
+			sp.Src = p.prefix(f)
+		case "dst":
+			sp.Dst = p.prefix(f)
+		case "proto":
+			sp.Proto = p.proto(f)
+		case "sport":
+			sp.Sport = p.port(f)
+		case "dport":
+			sp.Dport = p.port(f)
+		case "priority":
+			v, _ := p.uint(f, 1<<32-1)
+			sp.Priority = uint32(v)
+		case "action":
+			sp.Action = enum(p, f, ActionAllow, ActionAllow, ActionBlock)
+		case "peer":
+			sp.Peer = p.addr(f, "the remote tunnel endpoint")
+		case "local":
+			sp.Local = p.addr(f, "our tunnel endpoint")
+		case "reqid":
+			v, _ := p.uint(f, 1<<32-1)
+			sp.Reqid = uint32(v)
+		case "offload":
+			sp.Offload = enum(p, f, OffloadNone, OffloadNone, OffloadPacket)
+		case "offload-dev":
+			sp.OffloadDev = p.ifname(f)
+		case "optional":
+			sp.Optional, _ = p.boolean(f)
+		}
+	}
+	return sp
+}
+
+// ifname parses a Linux interface name.
+func (p *parser) ifname(f field) string {
+	s, ok := p.str(f, "a Linux interface name such as p0")
+	if !ok {
+		return ""
+	}
+	if problem := ifnameProblem(s); problem != "" {
+		p.errorf(f.line, f.path, "%s", problem)
+		return ""
+	}
+	return s
+}
+
+// ifnameProblem applies the kernel's dev_valid_name rules (plus no
+// control characters); it returns "" for a valid name.
+func ifnameProblem(s string) string {
+	switch {
+	case s == "":
+		return "is empty; write a Linux interface name such as p0"
+	case len(s) > 15:
+		return fmt.Sprintf("%q is %d bytes long; Linux interface names have 1 to 15", s, len(s))
+	case s == "." || s == "..":
+		return fmt.Sprintf("%q is not a valid Linux interface name; write one such as p0", s)
+	}
+	for _, r := range s {
+		if r == '/' || r == ':' || unicode.IsSpace(r) || unicode.IsControl(r) {
+			return fmt.Sprintf("%q contains %q; Linux interface names cannot contain '/', ':', whitespace or control characters", s, r)
+		}
+	}
+	return ""
+}
+
+// addr parses an IP address (IPv4 or IPv6, no zone, not unspecified).
+func (p *parser) addr(f field, what string) netip.Addr {
+	s, ok := p.str(f, what+" (an IP address)")
+	if !ok {
+		return netip.Addr{}
+	}
+	a, err := netip.ParseAddr(s)
+	switch {
+	case err != nil:
+		p.errorf(f.line, f.path, "%q is not an IP address; write %s such as 192.0.2.1 or 2001:db8::1", s, what)
+	case a.Zone() != "":
+		p.errorf(f.line, f.path, "%q has an IPv6 zone; remove %%%s (the interface is known from the rest of the file)", s, show(a.Zone()))
+	case a.IsUnspecified():
+		p.errorf(f.line, f.path, "%s is the unspecified address; write %s", s, what)
+	default:
+		return a
+	}
+	return netip.Addr{}
+}
+
+// prefix parses a selector prefix; a bare address is a /32 or /128.
+func (p *parser) prefix(f field) netip.Prefix {
+	s, ok := p.str(f, "a prefix such as 10.0.0.0/8")
+	if !ok {
+		return netip.Prefix{}
+	}
+	var pf netip.Prefix
+	if strings.Contains(s, "/") {
+		v, err := netip.ParsePrefix(s)
+		if err != nil {
+			p.errorf(f.line, f.path, "%q is not an IP prefix; write one such as 10.0.0.0/8 or 2001:db8::/32, or a bare address for one host", s)
+			return netip.Prefix{}
+		}
+		if v != v.Masked() {
+			p.errorf(f.line, f.path, "%q has bits set after the /%d; write %s", s, v.Bits(), v.Masked())
+			return netip.Prefix{}
+		}
+		pf = v
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			p.errorf(f.line, f.path, "%q is not an IP prefix; write one such as 10.0.0.0/8 or 2001:db8::/32, or a bare address for one host", s)
+			return netip.Prefix{}
+		}
+		if a.Zone() != "" {
+			p.errorf(f.line, f.path, "%q has an IPv6 zone; selectors have none: remove %%%s", s, show(a.Zone()))
+			return netip.Prefix{}
+		}
+		pf = netip.PrefixFrom(a, a.BitLen())
+	}
+	return pf
+}
+
+// proto parses a protocol name or number.
+func (p *parser) proto(f field) Protocol {
+	const want = "tcp, udp, icmp, icmpv6, sctp, udplite or a number from 0 to 255"
+	n := f.val
+	if n.Kind == yaml.ScalarNode {
+		if n.ShortTag() == "!!int" {
+			v, _ := p.uint(f, 255)
+			return Protocol(v)
+		}
+		if v, ok := protoNames[n.Value]; ok {
+			return v
+		}
+		if v, err := strconv.ParseUint(n.Value, 10, 8); err == nil {
+			return Protocol(v)
+		}
+		if v, ok := protoNames[strings.ToLower(n.Value)]; ok {
+			p.errorf(f.line, f.path, "%q: protocol names are lower case; write %s", n.Value, v)
+			return ProtoAny
+		}
+	}
+	p.errorf(f.line, f.path, "want %s, got %s", want, kindName(n))
+	return ProtoAny
+}
+
+var portRangeRE = regexp.MustCompile(`^\s*\d+\s*[-:]\s*\d+\s*$`)
+
+// port parses a single port, 1 to 65535.
+func (p *parser) port(f field) uint16 {
+	n := f.val
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && portRangeRE.MatchString(n.Value) {
+		p.errorf(f.line, f.path, "%q is a range, and sluice takes a single port: an XFRM selector holds a port as one value and mask, not a range; write one policy per port, or remove %s to match any port", n.Value, f.name)
+		return 0
+	}
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+		p.errorf(f.line, f.path, "want a single port number from 1 to 65535, got %s", kindName(n))
+		return 0
+	}
+	v, ok := p.uint(f, 65535)
+	if !ok {
+		return 0
+	}
+	if v == 0 {
+		p.errorf(f.line, f.path, "port 0 matches nothing; remove %s to match any port", f.name)
+		return 0
+	}
+	return uint16(v)
+}

@@ -1,0 +1,261 @@
+package config
+
+import (
+	"net/netip"
+	"sort"
+	"strings"
+)
+
+// applyDefaults fills every key that was absent or null. A key that was
+// present but wrong keeps its zero value, so the checks that combine
+// fields do not pile guesses on top of the error already reported.
+func (m *gatewayMeta) applyDefaults(p *parser, g *Gateway) {
+	if !p.given["policy-source"] {
+		g.PolicySource = PolicySourceKernel
+	}
+	if !p.given["counters"] {
+		g.Counters = true
+	}
+	if !p.given["pin-dir"] {
+		g.PinDir = DefaultPinDir
+	}
+	if !p.given["lease"] {
+		g.Lease = DefaultLease
+	}
+	for i, it := range m.ifaces {
+		ifc := &g.Interfaces[i]
+		if !p.given[it.path+".l2"] {
+			ifc.L2 = L2NIC
+		}
+		if !p.given[it.path+".xdp-mode"] {
+			ifc.XDPMode = XDPNative
+		}
+		if !p.given[it.path+".inbound"] {
+			ifc.Inbound = InboundPass
+		}
+		if !p.given[it.path+".wan-antispoof"] {
+			ifc.WANAntispoof = AntispoofNone
+		}
+	}
+	for i, it := range m.policies {
+		sp := &g.Policies[i]
+		if !p.given[it.path+".action"] {
+			sp.Action = ActionAllow
+		}
+		if !p.given[it.path+".offload"] {
+			sp.Offload = OffloadNone
+		}
+	}
+}
+
+// validate runs the checks that involve more than one field.
+func (m *gatewayMeta) validate(p *parser, g *Gateway) {
+	line := func(path string, fallback int) int { return p.lineOf(path, fallback) }
+
+	if g.PolicySource == PolicySourceStatic && !g.Lab && !p.bad["lab"] {
+		p.errorf(line("policy-source", m.rootLine), "policy-source",
+			"\"static\" needs lab: true — static policies are for labs and offline tests; a production gateway mirrors the kernel: set lab: true or policy-source: kernel")
+	}
+	if g.PolicySource == PolicySourceKernel && m.nPolicies > 0 {
+		p.errorf(line("policies", m.rootLine), "policies",
+			"policy-source is kernel, so sluice mirrors the kernel's XFRM policies and would ignore these %d; remove policies, or for a lab set policy-source: static and lab: true", m.nPolicies)
+	}
+
+	switch {
+	case !p.given["interfaces"]:
+		p.errorf(line("interfaces", m.rootLine), "interfaces",
+			"missing; list at least one interface the fast path runs on, such as:  interfaces: [{name: p0}]")
+	case m.nIfaces == 0 && !p.bad["interfaces"]:
+		p.errorf(line("interfaces", m.rootLine), "interfaces",
+			"the list is empty; list at least one interface the fast path runs on, such as:  - name: p0")
+	}
+
+	names := map[string]int{} // interface name -> line of its name key
+	for i, it := range m.ifaces {
+		m.validateInterface(p, &g.Interfaces[i], it, names)
+	}
+
+	var known []string
+	for _, ifc := range g.Interfaces {
+		if ifc.Name != "" {
+			known = append(known, ifc.Name)
+		}
+	}
+	seen := map[selectorKey]item{}
+	for i, it := range m.policies {
+		m.validatePolicy(p, &g.Policies[i], it, names, known, seen)
+	}
+}
+
+func (m *gatewayMeta) validateInterface(p *parser, ifc *Interface, it item, names map[string]int) {
+	at := func(key string) (int, string) { return p.lineOf(it.path+"."+key, it.line), it.path + "." + key }
+
+	if ifc.Name == "" && !p.bad[it.path+".name"] {
+		l, path := at("name")
+		p.errorf(l, path, "missing; every interface needs the Linux interface name, such as name: p0")
+	}
+	if ifc.Name != "" {
+		l, path := at("name")
+		if first, dup := names[ifc.Name]; dup {
+			p.errorf(l, path, "%q is listed twice (first on line %d); list each interface once", ifc.Name, first)
+		} else {
+			names[ifc.Name] = l
+		}
+	}
+	if ifc.Inbound == InboundForward && ifc.WANAntispoof == AntispoofNone {
+		l, path := at("inbound")
+		p.errorf(l, path, "\"forward\" needs wan-antispoof: upstream on the same interface — XDP cannot tell a packet the NIC decrypted from spoofed cleartext, so inbound forwarding is only safe where the upstream segment drops cleartext from protected prefixes; set wan-antispoof: upstream if that is true, or inbound: pass")
+	}
+	if ifc.HairpinToNexthop.IsValid() && ifc.Inbound == InboundPass {
+		l, path := at("hairpin-to-nexthop")
+		p.errorf(l, path, "only applies with inbound: forward (it is where inbound-forwarded traffic is sent); remove it, or set inbound: forward")
+	}
+}
+
+// selectorKey identifies a policy as the kernel does: one policy per
+// direction and selector (priority is not part of it).
+type selectorKey struct {
+	dir          Direction
+	src, dst     netip.Prefix
+	proto        Protocol
+	sport, dport uint16
+}
+
+func family(a netip.Addr) string {
+	if a.Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
+func (m *gatewayMeta) validatePolicy(p *parser, sp *StaticPolicy, it item, names map[string]int, known []string, seen map[selectorKey]item) {
+	at := func(key string) (int, string) { return p.lineOf(it.path+"."+key, it.line), it.path + "." + key }
+	ok := func(key string) bool { return !p.bad[it.path+"."+key] }
+	given := func(key string) bool { return p.given[it.path+"."+key] }
+
+	// Required keys.
+	if !given("dir") {
+		l, path := at("dir")
+		p.errorf(l, path, "missing; set dir: in, out or fwd")
+	}
+	for _, k := range []string{"src", "dst"} {
+		if !given(k) {
+			l, path := at(k)
+			p.errorf(l, path, "missing; set %s: to a prefix such as 10.0.0.0/8 (0.0.0.0/0 or ::/0 for any)", k)
+		}
+	}
+
+	// One family per selector, and the tunnel in the same family.
+	selFam := ""
+	if sp.Src.IsValid() && sp.Dst.IsValid() && family(sp.Src.Addr()) != family(sp.Dst.Addr()) {
+		l, path := at("dst")
+		p.errorf(l, path, "%s is %s but src %s is %s; a selector has one address family: write both as IPv4 or both as IPv6 (one policy per family)",
+			sp.Dst, family(sp.Dst.Addr()), sp.Src, family(sp.Src.Addr()))
+	} else if sp.Src.IsValid() {
+		selFam = family(sp.Src.Addr())
+	} else if sp.Dst.IsValid() {
+		selFam = family(sp.Dst.Addr())
+	}
+	if selFam != "" {
+		for _, k := range []string{"peer", "local"} {
+			a := sp.Peer
+			if k == "local" {
+				a = sp.Local
+			}
+			if a.IsValid() && family(a) != selFam {
+				l, path := at(k)
+				p.errorf(l, path, "%s is %s but the selector (src/dst) is %s; sluice's fast path does not carry one family inside the other: use %s tunnel endpoints, or a separate %s policy",
+					a, family(a), selFam, selFam, family(a))
+			}
+		}
+	} else if sp.Peer.IsValid() && sp.Local.IsValid() && family(sp.Peer) != family(sp.Local) {
+		l, path := at("local")
+		p.errorf(l, path, "%s is %s but peer %s is %s; both tunnel endpoints must be of one family", sp.Local, family(sp.Local), sp.Peer, family(sp.Peer))
+	}
+
+	// Protocol and ports.
+	if ok("proto") {
+		for _, k := range []string{"sport", "dport"} {
+			if !given(k) || !ok(k) {
+				continue
+			}
+			l, path := at(k)
+			switch {
+			case sp.Proto == ProtoAny:
+				p.errorf(l, path, "a port needs proto: tcp, udp, sctp or udplite; set proto, or remove %s", k)
+			case !sp.Proto.HasPorts():
+				p.errorf(l, path, "proto %s has no ports; remove %s, or use proto tcp, udp, sctp or udplite", sp.Proto, k)
+			}
+		}
+		if selFam == "IPv6" && sp.Proto == ProtoICMP {
+			l, path := at("proto")
+			p.errorf(l, path, "icmp is IPv4's ICMP but the selector is IPv6; write proto: icmpv6")
+		}
+		if selFam == "IPv4" && sp.Proto == ProtoICMPv6 {
+			l, path := at("proto")
+			p.errorf(l, path, "icmpv6 is IPv6's ICMP but the selector is IPv4; write proto: icmp")
+		}
+	}
+
+	// Allow policies are tunnels; block policies are not.
+	switch sp.Action {
+	case ActionAllow:
+		for _, k := range []string{"peer", "local"} {
+			if !given(k) {
+				l, path := at(k)
+				what := "the remote tunnel endpoint"
+				if k == "local" {
+					what = "our tunnel endpoint"
+				}
+				p.errorf(l, path, "missing; an allow policy sends traffic through a tunnel: set %s: to %s, or action: block", k, what)
+			}
+		}
+	case ActionBlock:
+		for _, k := range []string{"peer", "local"} {
+			if given(k) {
+				l, path := at(k)
+				p.errorf(l, path, "a block policy has no tunnel; remove %s, or set action: allow", k)
+			}
+		}
+	}
+
+	// Offload.
+	switch sp.Offload {
+	case OffloadPacket:
+		if sp.Dir == DirFwd {
+			l, path := at("offload")
+			p.errorf(l, path, "fwd policies are never packet-offloaded (the kernel checks them in software, and mlx5 refuses them); set offload: none")
+		}
+		if !given("offload-dev") {
+			l, path := at("offload")
+			p.errorf(l, path, "packet offload needs offload-dev: naming the interface that does it (one of interfaces); add offload-dev, or set offload: none")
+		}
+	case OffloadNone:
+		if given("offload-dev") {
+			l, path := at("offload-dev")
+			p.errorf(l, path, "only used with offload: packet; remove it, or set offload: packet")
+		}
+	}
+	if sp.OffloadDev != "" && sp.Offload == OffloadPacket {
+		if _, ok := names[sp.OffloadDev]; !ok {
+			l, path := at("offload-dev")
+			list := "none are listed"
+			if len(known) > 0 {
+				sorted := append([]string(nil), known...)
+				sort.Strings(sorted)
+				list = "the interfaces are " + strings.Join(sorted, ", ")
+			}
+			p.errorf(l, path, "%q is not one of interfaces (%s); packet offload happens on a port the fast path runs on: add it to interfaces, or fix the name", sp.OffloadDev, list)
+		}
+	}
+
+	// One policy per direction and selector.
+	if sp.Dir != "" && sp.Src.IsValid() && sp.Dst.IsValid() && ok("proto") && ok("sport") && ok("dport") {
+		k := selectorKey{sp.Dir, sp.Src, sp.Dst, sp.Proto, sp.Sport, sp.Dport}
+		if first, dup := seen[k]; dup {
+			p.errorf(it.line, it.path, "same dir and selector as %s (line %d); the kernel keeps one policy per direction and selector: merge them, or change the selector", first.path, first.line)
+		} else {
+			seen[k] = it
+		}
+	}
+}
