@@ -2,7 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"os/user"
+	goruntime "runtime"
+	"strconv"
 
+	"sluice/internal/api"
 	"sluice/internal/config"
 	"sluice/internal/fastpath"
 	"sluice/internal/kernel"
@@ -11,7 +15,19 @@ import (
 // gatewayOptions translates gateway.yaml into the daemon's options.
 // Interface names resolve in the calling process's network namespace.
 func gatewayOptions(g *config.Gateway) (fastpath.GatewayOptions, error) {
-	o := fastpath.GatewayOptions{PinDir: g.PinDir, Lease: g.Lease, Counters: g.Counters}
+	o := fastpath.GatewayOptions{PinDir: g.PinDir, Lease: g.Lease, Counters: g.Counters,
+		SourceName: string(g.PolicySource), APISocket: g.APISocket, MetricsListen: g.MetricsListen,
+		TopPolicies: g.MetricsTopPolicies,
+		APIOptions:  api.SocketOptions{Mode: 0o660, UID: -1, GID: -1},
+		Build:       api.Build{Version: version, Commit: buildCommit(), GoVersion: goruntime.Version()},
+	}
+	if g.APIGroup != "" {
+		grp, err := user.LookupGroup(g.APIGroup)
+		if err != nil {
+			return o, fmt.Errorf("%s: api-group: %w (create the group or choose an existing one)", g.File, err)
+		}
+		o.APIOptions.GID, _ = strconv.Atoi(grp.Gid)
+	}
 	for _, i := range g.Interfaces {
 		gi := fastpath.GatewayIface{
 			Name:           i.Name,

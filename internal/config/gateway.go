@@ -28,6 +28,15 @@ type Gateway struct {
 	// from the daemon; after that it passes everything to the kernel.
 	// Default DefaultLease, between MinLease and MaxLease.
 	Lease time.Duration
+	// APISocket is the daemon's API socket ("" : no API; default
+	// DefaultAPISocket). APIGroup, when set, may use it (mode 0660).
+	APISocket string
+	APIGroup  string
+	// MetricsListen is the TCP address of the Prometheus endpoint (""
+	// default: off). MetricsTopPolicies bounds the per-policy series
+	// (default DefaultTopPolicies).
+	MetricsListen      string
+	MetricsTopPolicies int
 	// Interfaces are the ports the fast path runs on; at least one.
 	Interfaces []Interface
 	// Policies are the static policies used with PolicySource static.
@@ -225,8 +234,12 @@ func (p Protocol) HasPorts() bool {
 const (
 	DefaultPinDir = "/sys/fs/bpf/sluice"
 	DefaultLease  = 5 * time.Second
-	MinLease      = time.Second
-	MaxLease      = 5 * time.Minute
+	// DefaultAPISocket is where the daemon's API listens.
+	DefaultAPISocket = "/run/sluice/sluice.sock"
+	// DefaultTopPolicies policies get their own metric labels.
+	DefaultTopPolicies = 50
+	MinLease           = time.Second
+	MaxLease           = 5 * time.Minute
 )
 
 // LoadGateway reads and validates a gateway.yaml file.

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"path/filepath"
 	"regexp"
@@ -14,7 +15,7 @@ import (
 )
 
 var (
-	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "interfaces", "policies"}
+	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "api-socket", "api-group", "metrics-listen", "metrics-top-policies", "interfaces", "policies"}
 	interfaceKeys = []string{"name", "l2", "xdp-mode", "inbound", "wan-antispoof", "hairpin-to-nexthop"}
 	policyKeys    = []string{"dir", "src", "dst", "proto", "sport", "dport", "priority", "action", "peer", "local", "reqid", "offload", "offload-dev", "optional"}
 )
@@ -47,6 +48,15 @@ func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
 			g.PinDir = p.pinDir(f)
 		case "lease":
 			g.Lease = p.lease(f)
+		case "api-socket":
+			g.APISocket = p.apiSocket(f)
+		case "api-group":
+			g.APIGroup, _ = p.str(f, "a group name such as sluice")
+		case "metrics-listen":
+			g.MetricsListen = p.listenAddr(f)
+		case "metrics-top-policies":
+			n, _ := p.uint(f, 100000)
+			g.MetricsTopPolicies = int(n)
 		case "interfaces":
 			if f.val.Kind == yaml.SequenceNode {
 				m.nIfaces = len(f.val.Content)
@@ -301,4 +311,34 @@ func (p *parser) port(f field) uint16 {
 		return 0
 	}
 	return uint16(v)
+}
+
+func (p *parser) apiSocket(f field) string {
+	s, ok := p.str(f, "an absolute path such as "+DefaultAPISocket)
+	if !ok || s == "" {
+		return "" // empty: no API
+	}
+	if !filepath.IsAbs(s) {
+		p.errorf(f.line, f.path, "%q is relative; write an absolute path such as %s, or \"\" for no API", s, DefaultAPISocket)
+		return ""
+	}
+	return filepath.Clean(s)
+}
+
+func (p *parser) listenAddr(f field) string {
+	s, ok := p.str(f, "host:port such as 127.0.0.1:9108")
+	if !ok || s == "" {
+		return ""
+	}
+	host, port, err := net.SplitHostPort(s)
+	if err != nil || port == "" {
+		p.errorf(f.line, f.path, "%q is not host:port; write one such as 127.0.0.1:9108 ([::1]:9108 for IPv6)", s)
+		return ""
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		p.errorf(f.line, f.path, "port %q is not between 1 and 65535", port)
+		return ""
+	}
+	_ = host
+	return s
 }

@@ -104,6 +104,10 @@ var fullExample = doc(
 	"    dport: 65535",
 	"    peer: 123.2.0.1",
 	"    local: 123.0.0.1",
+	"api-socket: /run/sluice-test/api.sock",
+	"api-group: adm",
+	"metrics-listen: 127.0.0.1:9108",
+	"metrics-top-policies: 20",
 )
 
 func TestParseGatewayFullExample(t *testing.T) {
@@ -118,6 +122,8 @@ func TestParseGatewayFullExample(t *testing.T) {
 		Counters:     false,
 		PinDir:       "/sys/fs/bpf/sluice-test",
 		Lease:        30 * time.Second,
+		APISocket:    "/run/sluice-test/api.sock", APIGroup: "adm",
+		MetricsListen: "127.0.0.1:9108", MetricsTopPolicies: 20,
 		Interfaces: []Interface{
 			{Name: "p0", L2: L2FIB, XDPMode: XDPGeneric, Inbound: InboundForward, WANAntispoof: AntispoofUpstream,
 				HairpinToNexthop: netip.MustParseAddr("10.0.0.1"), Line: 7},
@@ -147,7 +153,7 @@ func TestParseGatewayDefaults(t *testing.T) {
 	}
 	want := &Gateway{
 		File: "gateway.yaml", Lab: false, PolicySource: PolicySourceKernel, Counters: true,
-		PinDir: "/sys/fs/bpf/sluice", Lease: 5 * time.Second,
+		PinDir: "/sys/fs/bpf/sluice", Lease: 5 * time.Second, APISocket: DefaultAPISocket, MetricsTopPolicies: DefaultTopPolicies,
 		Interfaces: []Interface{{Name: "p0", L2: L2NIC, XDPMode: XDPNative, Inbound: InboundPass, WANAntispoof: AntispoofNone, Line: 2}},
 	}
 	if !reflect.DeepEqual(g, want) {
@@ -326,6 +332,9 @@ var errorCases = []struct {
 	{"static with lab false", doc("lab: false", "interfaces: [{name: p0}]", "policy-source: static"), []wantErr{{3, "policy-source", "needs lab: true"}}},
 	{"policies with default source", doc("interfaces: [{name: p0}]", "policies:", "  - {dir: out, src: 10.0.0.0/8, dst: 48.0.0.0/8, peer: 1.1.1.1, local: 2.2.2.2}"), []wantErr{{2, "policies", "policy-source is kernel, so sluice mirrors the kernel's XFRM policies and would ignore these 1"}}},
 	{"policies with kernel source", doc("lab: true", "policy-source: kernel", "interfaces: [{name: p0}]", "policies: [{dir: out, src: 10.0.0.0/8, dst: 48.0.0.0/8, action: block}]"), []wantErr{{4, "policies", "for a lab set policy-source: static and lab: true"}}},
+	{"api-socket relative", doc("interfaces: [{name: p0}]", "api-socket: run/s.sock"), []wantErr{{2, "api-socket", `"run/s.sock" is relative`}}},
+	{"metrics-listen without port", doc("interfaces: [{name: p0}]", "metrics-listen: 127.0.0.1"), []wantErr{{2, "metrics-listen", "is not host:port"}}},
+	{"metrics-listen bad port", doc("interfaces: [{name: p0}]", "metrics-listen: ':99999'"), []wantErr{{2, "metrics-listen", "is not between 1 and 65535"}}},
 	{"lease too short", doc("lease: 500ms", "interfaces: [{name: p0}]"), []wantErr{{1, "lease", "500ms is out of range; use 1s to 5m"}}},
 	{"lease too long", doc("interfaces: [{name: p0}]", "lease: 6m"), []wantErr{{2, "lease", "6m is out of range; use 1s to 5m"}}},
 	{"lease negative", doc("interfaces: [{name: p0}]", "lease: -5s"), []wantErr{{2, "lease", "out of range"}}},

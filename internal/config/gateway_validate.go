@@ -22,6 +22,12 @@ func (m *gatewayMeta) applyDefaults(p *parser, g *Gateway) {
 	if !p.given["lease"] {
 		g.Lease = DefaultLease
 	}
+	if !p.given["api-socket"] {
+		g.APISocket = DefaultAPISocket
+	}
+	if !p.given["metrics-top-policies"] || g.MetricsTopPolicies == 0 {
+		g.MetricsTopPolicies = DefaultTopPolicies
+	}
 	for i, it := range m.ifaces {
 		ifc := &g.Interfaces[i]
 		if !p.given[it.path+".l2"] {

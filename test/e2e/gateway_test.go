@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -116,9 +117,11 @@ func TestGatewayForwardsOverVeth(t *testing.T) {
 	t.Cleanup(func() { exec.Command("umount", bpffs).Run() })
 	pinDir := filepath.Join(bpffs, "sluice")
 	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
+	apiSock := filepath.Join(t.TempDir(), "sluice.sock")
 	os.WriteFile(cfg, []byte(fmt.Sprintf(`lab: true
 policy-source: static
 pin-dir: %s
+api-socket: %s
 interfaces:
   - name: lan0
     l2: fib
@@ -127,7 +130,7 @@ interfaces:
 policies:
   - {dir: out, src: 10.0.0.0/8, dst: 48.0.1.0/24, priority: 100, peer: 123.0.0.254, local: 123.0.0.1, reqid: 1, offload: packet, offload-dev: wan0}
   - {dir: in, src: 48.0.1.0/24, dst: 10.0.0.0/8, priority: 100, peer: 123.0.0.254, local: 123.0.0.1, reqid: 1, offload: packet, offload-dev: wan0}
-`, pinDir)), 0o600)
+`, pinDir, apiSock)), 0o600)
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -193,6 +196,40 @@ policies:
 		}
 		if out := explain("--iface", "wan0", "src", "48.0.1.7", "dst", "10.0.0.1"); !strings.Contains(out, "inbound") {
 			t.Fatalf("explain for the spoof:\n%s", out)
+		}
+	})
+	t.Run("show gateway reads the daemon's counters over the API", func(t *testing.T) {
+		out := run(t, bin, "show", "gateway", "--socket", apiSock, "--json")
+		var st struct {
+			Mirror struct {
+				InSync           bool `json:"in_sync"`
+				MirroredPolicies int  `json:"mirrored_policies"`
+			} `json:"mirror"`
+			Interfaces []struct {
+				Name    string            `json:"name"`
+				Reasons map[string]uint64 `json:"reasons"`
+			} `json:"interfaces"`
+			TopPolicies []struct {
+				Packets uint64 `json:"packets"`
+			} `json:"top_policies"`
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil {
+			t.Fatalf("show gateway --json: %v\n%s", err, out)
+		}
+		if !st.Mirror.InSync || st.Mirror.MirroredPolicies != 2 {
+			t.Fatalf("mirror state %+v, want in sync with 2 policies", st.Mirror)
+		}
+		var lanFwd uint64
+		for _, i := range st.Interfaces {
+			if i.Name == "lan0" {
+				lanFwd = i.Reasons["forward-out"]
+			}
+		}
+		if lanFwd < n {
+			t.Fatalf("lan0 forward-out counter %d, want >= %d (the pings above):\n%s", lanFwd, n, out)
+		}
+		if len(st.TopPolicies) == 0 || st.TopPolicies[0].Packets < n {
+			t.Fatalf("top policy counters %+v, want the OUT policy with >= %d packets", st.TopPolicies, n)
 		}
 	})
 	t.Run("stop detaches", func(t *testing.T) {
