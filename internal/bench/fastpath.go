@@ -34,7 +34,7 @@ func tunnelSnapshot(n, wan int) fastpath.Snapshot {
 		s.Policies = append(s.Policies,
 			kernel.Policy{Index: base | 1, Dir: kernel.DirOut, Priority: 1000, Sel: kernel.Selector{Src: lan, Dst: remote},
 				Tmpls: []kernel.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid}}, Offload: out},
-			kernel.Policy{Index: base | 0, Dir: kernel.DirIn, Priority: 1000, Sel: kernel.Selector{Src: remote, Dst: lan},
+			kernel.Policy{Index: base, Dir: kernel.DirIn, Priority: 1000, Sel: kernel.Selector{Src: remote, Dst: lan},
 				Tmpls: []kernel.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}}, Offload: in},
 			kernel.Policy{Index: base | 2, Dir: kernel.DirFwd, Priority: 1000, Sel: kernel.Selector{Src: remote, Dst: lan},
 				Tmpls: []kernel.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}}})

@@ -21,14 +21,13 @@ import (
 //	wan0 123.0.0.1/16, 2001:db8:f::1/64 -> 48.0.0.0/8, 2001:db8:48::/48 via the WAN router
 //	lan1 (stands in for a VLAN child on hosts without 802.1Q)
 type testEnv struct {
-	t               *testing.T
-	ns              netns.NsHandle
-	name            string
-	lan, wan, lan1  int
-	lanMAC, wanMAC  net.HardwareAddr
-	lanRtr, wanRtr  net.HardwareAddr
-	dp              *Datapath
-	wanOffloadIfidx int
+	t              *testing.T
+	ns             netns.NsHandle
+	name           string
+	lan, wan, lan1 int
+	lanMAC, wanMAC net.HardwareAddr
+	lanRtr, wanRtr net.HardwareAddr
+	dp             *Datapath
 }
 
 var (
