@@ -3,7 +3,6 @@ package e2e
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -122,6 +121,7 @@ func TestGatewayForwardsOverVeth(t *testing.T) {
 policy-source: static
 pin-dir: %s
 api-socket: %s
+lease: 1s
 interfaces:
   - name: lan0
     l2: fib
@@ -132,17 +132,41 @@ policies:
   - {dir: in, src: 48.0.1.0/24, dst: 10.0.0.0/8, priority: 100, peer: 123.0.0.254, local: 123.0.0.1, reqid: 1, offload: packet, offload-dev: wan0}
 `, pinDir, apiSock)), 0o600)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	daemon := exec.CommandContext(ctx, "ip", "netns", "exec", dut, bin, "gateway", "run", "-c", cfg)
+	t.Run("explain with a static config needs no daemon", func(t *testing.T) {
+		out := inNS(t, dut, bin, "gateway", "explain", "-c", cfg, "--iface", "lan0", "--json", "src", "10.0.0.1", "dst", "48.0.1.9", "ttl", "9")
+		var d struct {
+			Action string `json:"action"`
+			Reason string `json:"reason"`
+			Egress string `json:"egress"`
+			Policy struct {
+				Selector string `json:"selector"`
+			} `json:"policy"`
+			Out struct {
+				TTL uint8 `json:"ttl"`
+			} `json:"output_frame"`
+		}
+		if err := json.Unmarshal([]byte(out), &d); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		if d.Action != "XDP_REDIRECT" || d.Reason != "forward-out" || d.Egress != "wan0" || d.Out.TTL != 8 ||
+			d.Policy.Selector != "src 10.0.0.0/8 dst 48.0.1.0/24" {
+			t.Fatalf("explain: %+v\n%s", d, out)
+		}
+	})
+
 	var logs bytes.Buffer
-	daemon.Stdout, daemon.Stderr = &logs, &logs
-	if err := daemon.Start(); err != nil {
-		t.Fatal(err)
+	start := func() *exec.Cmd {
+		d := exec.Command("ip", "netns", "exec", dut, bin, "gateway", "run", "-c", cfg)
+		d.Stdout, d.Stderr = &logs, &logs
+		if err := d.Start(); err != nil {
+			t.Fatal(err)
+		}
+		return d
 	}
+	daemon := start()
 	t.Cleanup(func() {
 		exec.Command("ip", "netns", "exec", dut, bin, "gateway", "stop", "--pin-dir", pinDir).Run()
-		cancel()
+		daemon.Process.Kill()
 		daemon.Wait()
 		if t.Failed() {
 			t.Logf("daemon log:\n%s", logs.String())
@@ -152,13 +176,17 @@ policies:
 		out, _ := exec.Command("ip", append([]string{"netns", "exec", dut, bin, "gateway", "explain", "--pin-dir", pinDir}, args...)...).CombinedOutput()
 		return string(out)
 	}
-	deadline := time.Now().Add(20 * time.Second)
-	for !strings.Contains(explain("--iface", "lan0", "src", "10.0.0.1", "dst", "48.0.1.9"), "forward-out") {
-		if time.Now().After(deadline) {
-			t.Fatalf("gateway never became ready; explain says:\n%s", explain("--iface", "lan0", "src", "10.0.0.1", "dst", "48.0.1.9"))
+	waitFor := func(reason string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second)
+		for !strings.Contains(explain("--iface", "lan0", "src", "10.0.0.1", "dst", "48.0.1.9"), reason) {
+			if time.Now().After(deadline) {
+				t.Fatalf("explain never said %s:\n%s", reason, explain("--iface", "lan0", "src", "10.0.0.1", "dst", "48.0.1.9"))
+			}
+			time.Sleep(100 * time.Millisecond)
 		}
-		time.Sleep(100 * time.Millisecond)
 	}
+	waitFor("forward-out")
 	if !strings.Contains(inNS(t, dut, "ip", "link", "show", "lan0"), "xdp") {
 		t.Fatal("lan0 shows no XDP program")
 	}
@@ -230,6 +258,23 @@ policies:
 		}
 		if len(st.TopPolicies) == 0 || st.TopPolicies[0].Packets < n {
 			t.Fatalf("top policy counters %+v, want the OUT policy with >= %d packets", st.TopPolicies, n)
+		}
+	})
+	t.Run("a killed daemon's fast path closes when its lease runs out", func(t *testing.T) {
+		daemon.Process.Kill() // SIGKILL: no chance to close the fast path itself
+		daemon.Wait()
+		waitFor("not-ready")
+		if !strings.Contains(inNS(t, dut, "ip", "link", "show", "lan0"), "xdp") {
+			t.Fatal("the program must stay attached (pinned) after the daemon dies")
+		}
+	})
+	t.Run("a restarted daemon adopts the pinned program and maps", func(t *testing.T) {
+		daemon = start()
+		waitFor("forward-out")
+		rx0 := rxPackets(t, sink, "s0")
+		exec.Command("ip", "netns", "exec", gen, "ping", "-c", "10", "-i", "0.01", "-W", "1", "-q", "48.0.1.9").Run()
+		if rx := rxPackets(t, sink, "s0") - rx0; rx < 10 {
+			t.Fatalf("after restart the sink received %d of 10", rx)
 		}
 	})
 	t.Run("stop detaches", func(t *testing.T) {
