@@ -1,0 +1,3 @@
+// Package guard holds repository-wide tests that keep the architecture
+// honest: import rules and package documentation.
+package guard

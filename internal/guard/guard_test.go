@@ -1,0 +1,82 @@
+package guard
+
+import (
+	"encoding/json"
+	"io"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+type pkg struct {
+	ImportPath string
+	Doc        string
+	Imports    []string
+	GoFiles    []string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", "sluice/...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for {
+		var p pkg
+		if err := dec.Decode(&p); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+// TestImportRules: each rule says which packages may import what, and why.
+func TestImportRules(t *testing.T) {
+	rules := []struct {
+		imp     string
+		allowed map[string]bool
+		why     string
+	}{
+		{"github.com/vishvananda/netlink", map[string]bool{"sluice/internal/kernel": true},
+			"netlink goes through internal/kernel, the one place that also adds what the library lacks"},
+	}
+	noExec := map[string]string{
+		"sluice/internal/fastpath": "the data path's control plane talks to the kernel directly",
+		"sluice/internal/kernel":   "netlink and sysfs, never by shelling out to ip",
+		"sluice/internal/api":      "the API serves state; it runs nothing",
+		"sluice/internal/config":   "parsing is pure",
+	}
+	for _, p := range listPackages(t) {
+		for _, imp := range p.Imports {
+			for _, r := range rules {
+				if imp == r.imp && !r.allowed[p.ImportPath] {
+					t.Errorf("%s imports %s: %s", p.ImportPath, imp, r.why)
+				}
+			}
+			if why, ok := noExec[p.ImportPath]; ok && imp == "os/exec" {
+				t.Errorf("%s imports os/exec: %s", p.ImportPath, why)
+			}
+		}
+		if p.ImportPath == "sluice/internal/config" {
+			for _, imp := range p.Imports {
+				if strings.HasPrefix(imp, "sluice/") {
+					t.Errorf("internal/config imports %s: configuration must not depend on the parts it configures", imp)
+				}
+			}
+		}
+	}
+}
+
+// TestEveryPackageIsDocumented: a newcomer reads the package comment first.
+func TestEveryPackageIsDocumented(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if len(p.GoFiles) > 0 && strings.TrimSpace(p.Doc) == "" {
+			t.Errorf("%s has no package doc comment (add one to doc.go saying what the package is for)", p.ImportPath)
+		}
+	}
+}
