@@ -186,3 +186,62 @@ func TestCountersPerInterfaceAndPolicy(t *testing.T) {
 		t.Fatalf("FWD policy %d counted %+v, want 4 packets", g.fwdIn.Index, c)
 	}
 }
+
+// TestDatapathRouteBranches covers the verdicts that depend on the FIB.
+func TestDatapathRouteBranches(t *testing.T) {
+	e := newTestEnv(t)
+	wrongDev := tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.8.0/24", 100, "123.2.0.9", 11, e.lan)
+	onLink := tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "123.0.0.77/32", 100, "123.2.0.10", 12, e.wan)
+	wide := tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.0.0/16", 200, "123.2.0.2", 2, e.wan)
+	gre := tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.9.0/24", 100, "123.2.0.11", 13, e.wan)
+	snap := Snapshot{Policies: []kernel.Policy{wrongDev, onLink, wide, gre}}
+	for _, p := range snap.Policies {
+		snap.States = append(snap.States, saFor(p, p.Offload.Ifindex))
+	}
+	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB},
+		Iface{Ifindex: e.lan1, L2: L2FIB, VLANID: 100, ParentIfindex: e.lan})
+	e.apply(snap)
+	ip(t, "-n", e.name, "link", "set", "wan0", "mtu", "1000")
+
+	qinq := udp("10.9.0.5", "48.0.1.9", 64)
+	qinq.VLAN = 100
+	frame, _ := qinq.Marshal()
+	frame[12], frame[13] = 0x88, 0xa8 // 802.1ad outer tag
+
+	cases := []struct {
+		name   string
+		pkt    Packet
+		frame  []byte
+		reason string
+	}{
+		{"route leaves by another device than the SA's", udp("10.0.0.5", "48.0.8.1", 64), nil, "route-mismatch"},
+		{"next hop not resolved", udp("10.0.0.5", "123.0.0.77", 64), nil, "no-nexthop"},
+		{"larger than the egress MTU", Packet{TTL: 64, Src: addr("10.0.0.5"), Dst: addr("48.0.1.9"), Proto: 17, Payload: 1400}, nil, "mtu"},
+		{"802.1ad tag maps to its VLAN child", Packet{}, frame, "forward-out"},
+		{"GRE: the kernel reads its key as ports", Packet{TTL: 64, Src: addr("10.0.0.5"), Dst: addr("48.0.9.1"), Proto: 47}, nil, "uncertain"},
+		{"IPv6 neighbour discovery", Packet{TTL: 255, Src: addr("fd00:a::1"), Dst: addr("fd00:a::fe"), Proto: 58, ICMPType: 135}, nil, "not-ip"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := c.frame
+			if f == nil {
+				var err error
+				if f, err = c.pkt.Marshal(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var d *Decision
+			var err error
+			e.in(func() { d, err = e.dp.Explain(f, e.lan) })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if d.ReasonName != c.reason {
+				t.Fatalf("got %s/%s, want %s", d.ActionName, d.ReasonName, c.reason)
+			}
+			if d.Action != XDPPass && !d.Reason.Forwarded() {
+				t.Fatalf("%s must not drop or abort: %s", c.reason, d.ActionName)
+			}
+		})
+	}
+}
