@@ -2,17 +2,14 @@ package kernel
 
 import (
 	"errors"
-	"fmt"
 	"net"
 	"os"
-	"runtime"
 	"sort"
 	"strings"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -132,24 +129,12 @@ func probeBTF() probeResult {
 // inThrowawayNetns runs fn with a netlink handle bound to a fresh network
 // namespace. The namespace disappears when the handle and fd are closed.
 func inThrowawayNetns(fn func(h *netlink.Handle)) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
-	ns, err := netns.New() // also switches this thread into it
+	ns, err := NewNetns(nil)
 	if err != nil {
 		return err
 	}
 	defer ns.Close()
 	h, err := netlink.NewHandleAt(ns)
-	if serr := netns.Set(orig); serr != nil {
-		// Cannot return to the original namespace: this thread must die
-		// rather than run other goroutines in the wrong namespace.
-		panic(fmt.Sprintf("kernel: cannot restore network namespace: %v", serr))
-	}
 	if err != nil {
 		return err
 	}

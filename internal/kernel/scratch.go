@@ -3,7 +3,6 @@ package kernel
 import (
 	"fmt"
 	"net"
-	"runtime"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -22,23 +21,12 @@ type ScratchGateway struct {
 
 // NewScratchGateway creates the namespace. Close removes it.
 func NewScratchGateway() (*ScratchGateway, error) {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
+	sg := &ScratchGateway{RouterMAC: net.HardwareAddr{0x02, 0xbb, 0, 0, 0, 1}}
+	ns, err := NewNetns(sg.build)
 	if err != nil {
 		return nil, err
 	}
-	defer orig.Close()
-	ns, err := netns.New()
-	if err != nil {
-		return nil, fmt.Errorf("creating a scratch namespace: %w", err)
-	}
-	defer netns.Set(orig)
-	sg := &ScratchGateway{NS: ns, RouterMAC: net.HardwareAddr{0x02, 0xbb, 0, 0, 0, 1}}
-	if err := sg.build(); err != nil {
-		ns.Close()
-		return nil, err
-	}
+	sg.NS = ns
 	return sg, nil
 }
 
@@ -96,20 +84,7 @@ func (sg *ScratchGateway) build() error {
 }
 
 // Do runs fn on a thread inside the namespace.
-func (sg *ScratchGateway) Do(fn func() error) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
-	if err := netns.Set(sg.NS); err != nil {
-		return err
-	}
-	defer netns.Set(orig)
-	return fn()
-}
+func (sg *ScratchGateway) Do(fn func() error) error { return InNetns(sg.NS, fn) }
 
 // Close destroys the namespace (it has no name and no other reference).
 func (sg *ScratchGateway) Close() error { return sg.NS.Close() }
