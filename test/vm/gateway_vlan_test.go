@@ -3,14 +3,9 @@
 package vm
 
 import (
-	"bytes"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 )
 
 func snmpForwarded(t *testing.T, ns string) int {
@@ -37,7 +32,6 @@ func snmpForwarded(t *testing.T, ns string) int {
 // with the tag popped, around the kernel's stack.
 func TestGatewayVLANChild(t *testing.T) {
 	l := newLab(t)
-	bin := sluiceBin(t)
 	gen, dut, sink := l.netns(t), l.netns(t), l.netns(t)
 	veth(t, gen, "g0", "", dut, "lan0", "")
 	veth(t, dut, "wan0", "123.0.0.1/16", sink, "s0", "123.0.0.254/16")
@@ -54,69 +48,25 @@ func TestGatewayVLANChild(t *testing.T) {
 	nsRun(t, gen, "ping", "-c", "1", "-W", "3", "10.0.0.254")
 	nsRun(t, dut, "ping", "-c", "1", "-W", "3", "123.0.0.254")
 
-	bpffs := t.TempDir()
-	run(t, "mount", "-t", "bpf", "bpf", bpffs)
-	l.undo("umount", bpffs)
-	pinDir := filepath.Join(bpffs, "sluice")
-	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
-	os.WriteFile(cfg, []byte(`lab: true
+	g := startGateway(t, l, dut, `lab: true
 policy-source: static
-api-socket: ""
-pin-dir: `+pinDir+`
 interfaces:
   - {name: lan0, l2: fib}
   - {name: lan0.502, l2: fib}
   - {name: wan0, l2: fib}
 policies:
   - {dir: out, src: 10.0.0.0/24, dst: 48.0.1.0/24, priority: 100, peer: 123.0.0.254, local: 123.0.0.1, reqid: 1, offload: packet, offload-dev: wan0}
-`), 0o600)
-	daemon := exec.Command("ip", "netns", "exec", dut, bin, "gateway", "run", "-c", cfg)
-	var logs bytes.Buffer
-	daemon.Stdout, daemon.Stderr = &logs, &logs
-	if err := daemon.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		try("ip", "netns", "exec", dut, bin, "gateway", "stop", "--pin-dir", pinDir)
-		daemon.Process.Kill()
-		daemon.Wait()
-		if t.Failed() {
-			t.Logf("daemon log:\n%s", logs.String())
-		}
-	})
+`)
 	step(t, "explain maps the tag to lan0.502 and pops it", func(t *testing.T) {
-		deadline := time.Now().Add(60 * time.Second)
-		for {
-			out, _ := try("ip", "netns", "exec", dut, bin, "gateway", "explain", "--pin-dir", pinDir, "--iface", "lan0",
-				"vlan", "502", "src", "10.0.0.1", "dst", "48.0.1.9")
-			if strings.Contains(out, "forward-out") && strings.Contains(out, "egress:  wan0") && !strings.Contains(out, " vlan ") {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("explain:\n%s", out)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
+		g.explainUntil(t, func(out string) bool {
+			return strings.Contains(out, "forward-out") && strings.Contains(out, "egress:  wan0") && !strings.Contains(out, " vlan ")
+		}, "--iface", "lan0", "vlan", "502", "src", "10.0.0.1", "dst", "48.0.1.9")
 	})
 	step(t, "tagged cleartext is forwarded by XDP, untagged, around the stack", func(t *testing.T) {
 		fwd0 := snmpForwarded(t, dut)
-		capture := exec.Command("ip", "netns", "exec", sink, "tcpdump", "-n", "-e", "-l", "-c", "5", "-i", "s0", "icmp")
-		var capOut bytes.Buffer
-		capture.Stdout, capture.Stderr = &capOut, &capOut
-		if err := capture.Start(); err != nil {
-			t.Fatal(err)
-		}
-		time.Sleep(2 * time.Second)
-		try("ip", "netns", "exec", gen, "ping", "-c", "5", "-i", "0.2", "-W", "1", "48.0.1.9")
-		done := make(chan error, 1)
-		go func() { done <- capture.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			capture.Process.Kill()
-			<-done
-		}
-		out := capOut.String()
+		out := captureWire(t, sink, "s0", "icmp", 5, func() {
+			try("ip", "netns", "exec", gen, "ping", "-c", "5", "-i", "0.2", "-W", "1", "48.0.1.9")
+		})
 		if strings.Count(out, "ICMP echo request") < 5 || strings.Contains(out, "802.1Q") {
 			t.Fatalf("want 5 untagged echo requests on the WAN:\n%s", out)
 		}
