@@ -6,7 +6,7 @@ func init() { register(newShowCmd) }
 
 // showSubcommands lists the `show` subtrees; each lives in its own
 // show_<name>.go file. Add new ones here.
-var showSubcommands = []func() *cobra.Command{newShowGatewayCmd, newShowIPsecCmd}
+var showSubcommands = []func() *cobra.Command{newShowGatewayCmd, newShowIPsecCmd, newShowInterfaceCmd}
 
 func newShowCmd() *cobra.Command {
 	cmd := &cobra.Command{

@@ -1,0 +1,169 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"sluice/internal/diag"
+	"sluice/internal/tune"
+)
+
+func init() { register(newTuneCmd) }
+
+const tuneLong = `A tuning profile (tune.yaml) is seed 004's host script as data:
+
+  sysctls:                      # sysctl -w, checked and applied
+    net.ipv4.ip_forward: 1
+    net.core.busy_poll: 50
+    net.core.netdev_budget: 600
+  thp: never                    # transparent_hugepage enabled and defrag
+  cmdline:                      # kernel command line: checked, never edited
+    isolcpus: managed_irq,domain,4-23
+    nohz_full: 4-23
+    irqaffinity: 0-3
+  interfaces:
+    p0:
+      rx-queues: 10             # ethtool -L p0 combined 10
+      cpus: 4-13                # rx queue i's IRQ pinned to the i-th CPU
+      rss-equal: 10             # ethtool -X p0 equal 10
+      rings: {rx: 8192, tx: 8192}
+      coalesce: {adaptive-rx: false, adaptive-tx: false, rx-usecs: 8, rx-frames: 64, tx-usecs: 8}
+      features: {gro: false, lro: false, gso: false, tso: false, hw-tc-offload: true, ntuple: true}
+      private-flags: {rx_striding_rq: true, rx_cqe_compress: true}
+      pcie-max-read-req: 2048   # setpci CAP_EXP+8.w, bits 14:12
+
+See docs/tune.md.`
+
+func newTuneCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "tune",
+		Short: "Plan, apply and check a host tuning profile (IRQ pinning, rings, sysctls, ...)",
+		Long:  "Keep a host tuned as a declarative profile says.\n\n" + tuneLong,
+		Example: `  sluice tune plan -f tune.yaml     # the commands apply would run
+  sluice tune apply -f tune.yaml    # change what differs, nothing else
+  sluice tune check -f tune.yaml    # every drift, live vs wanted; exit 1 on drift`,
+		Args: cobra.NoArgs,
+	}
+	cmd.AddCommand(newTuneSub("plan"), newTuneSub("apply"), newTuneSub("check"))
+	return cmd
+}
+
+type tuneReport struct {
+	Changed []tune.Item `json:"changed,omitempty"`
+	Drift   []tune.Item `json:"drift"`
+	Items   []tune.Item `json:"items,omitempty"`
+}
+
+func newTuneSub(verb string) *cobra.Command {
+	var file, root string
+	var asJSON bool
+	short := map[string]string{
+		"plan":  "Print the commands that would bring the host to the profile (changes nothing)",
+		"apply": "Change what differs from the profile, then check again",
+		"check": "Report every setting that differs from the profile, live vs wanted",
+	}[verb]
+	cmd := &cobra.Command{
+		Use:   verb + " -f tune.yaml",
+		Short: short,
+		Long: short + `.
+
+plan prints one command per difference (ethtool, sysctl, echo > /proc/irq/N/
+smp_affinity_list, setpci), kernel command line items as comments. apply
+changes only the settings that differ (so a second apply changes nothing),
+channels before the IRQs they create, and never the kernel command line.
+check prints "[DRIFT] key: live X, want Y" per difference ("[CHECK]" for
+command line items, which need a reboot) and exits 1 when there is any.
+
+With --sysroot the profile is checked against a captured tree: sysctls, THP,
+command line and IRQ affinity only (no ethtool).
+
+` + tuneLong,
+		Example: "  sluice tune " + verb + " -f /etc/sluice/tune.yaml",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if file == "" {
+				return errors.New("tune " + verb + ": -f tune.yaml is required (see sluice tune --help for the format)")
+			}
+			p, err := tune.Load(file)
+			if err != nil {
+				return err
+			}
+			h := &tune.Host{FS: diag.FS{Root: root}, NoEthtool: root != "/" && root != ""}
+			w := cmd.OutOrStdout()
+			var rep tuneReport
+			switch verb {
+			case "apply":
+				changed, remaining, aerr := h.Apply(p)
+				rep.Changed, rep.Drift = changed, nonNil(remaining)
+				if err := emitTune(w, asJSON, rep, func() {
+					for _, it := range changed {
+						fmt.Fprintf(w, "[APPLIED] %s: %s -> %s (%s)\n", it.Key, it.Live, it.Want, it.Command)
+					}
+					if len(changed) == 0 {
+						fmt.Fprintln(w, "nothing to change")
+					}
+					tune.WriteDrift(w, remaining)
+				}); err != nil {
+					return err
+				}
+				if aerr != nil {
+					return aerr
+				}
+				for _, it := range remaining {
+					if !it.ReportOnly {
+						return &ExitError{Code: 1, Err: fmt.Errorf("tune apply: %d setting(s) still differ", len(remaining))}
+					}
+				}
+				return nil
+			default:
+				items, err := h.Collect(p)
+				if err != nil {
+					return err
+				}
+				rep.Drift = nonNil(tune.Drift(items))
+				if verb == "check" {
+					rep.Items = items
+				}
+				if err := emitTune(w, asJSON, rep, func() {
+					if verb == "plan" {
+						tune.WritePlan(w, items)
+						if len(rep.Drift) == 0 {
+							fmt.Fprintln(w, "# nothing to change")
+						}
+						return
+					}
+					tune.WriteDrift(w, rep.Drift)
+					fmt.Fprintf(w, "%d setting(s) checked, %d drift\n", len(items), len(rep.Drift))
+				}); err != nil {
+					return err
+				}
+				if verb == "check" && len(rep.Drift) > 0 {
+					return &ExitError{Code: 1, Err: fmt.Errorf("tune check: %d setting(s) differ from %s", len(rep.Drift), file)}
+				}
+				return nil
+			}
+		},
+	}
+	cmd.Flags().StringVarP(&file, "file", "f", "", "tuning profile (YAML)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
+	cmd.Flags().StringVar(&root, "sysroot", "/", "act on sys/ and proc/ under this directory (no ethtool)")
+	return cmd
+}
+
+func nonNil(items []tune.Item) []tune.Item {
+	if items == nil {
+		return []tune.Item{}
+	}
+	return items
+}
+
+func emitTune(w io.Writer, asJSON bool, rep tuneReport, text func()) error {
+	if asJSON {
+		return writeIndentedJSON(w, rep)
+	}
+	text()
+	return nil
+}

@@ -1,0 +1,70 @@
+package tune
+
+import (
+	"fmt"
+	"io"
+	"strings"
+)
+
+// Drift returns the items whose live value differs from the profile's.
+func Drift(items []Item) []Item {
+	var out []Item
+	for _, it := range items {
+		if it.Drift() {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// Apply changes every drifted item that may be changed, then reads the host
+// again (twice: channel changes create new IRQs to pin) and returns the
+// items that still differ. Items apply in order; the first error stops
+// nothing: every item is tried and all errors are returned together.
+func (h *Host) Apply(p *Profile) (changed []Item, remaining []Item, err error) {
+	var errs []string
+	for pass := 0; pass < 2; pass++ {
+		items, err := h.Collect(p)
+		if err != nil {
+			return changed, nil, err
+		}
+		for _, it := range Drift(items) {
+			if it.ReportOnly || it.apply == nil {
+				continue
+			}
+			if err := it.apply(); err != nil {
+				errs = append(errs, fmt.Sprintf("%s: %v", it.Key, err))
+				continue
+			}
+			changed = append(changed, it)
+		}
+	}
+	items, err := h.Collect(p)
+	if err != nil {
+		return changed, nil, err
+	}
+	remaining = Drift(items)
+	if len(errs) > 0 {
+		return changed, remaining, fmt.Errorf("apply: %s", strings.Join(errs, "; "))
+	}
+	return changed, remaining, nil
+}
+
+// WriteDrift prints one line per drifted item: key, live and wanted value.
+func WriteDrift(w io.Writer, items []Item) {
+	for _, it := range items {
+		tag := "[DRIFT]"
+		if it.ReportOnly {
+			tag = "[CHECK]"
+		}
+		fmt.Fprintf(w, "%s %s: live %s, want %s\n", tag, it.Key, it.Live, it.Want)
+	}
+}
+
+// WritePlan prints the commands that would remove the drift; command line
+// items are comments (they need a reboot).
+func WritePlan(w io.Writer, items []Item) {
+	for _, it := range Drift(items) {
+		fmt.Fprintf(w, "%s\t# %s: %s -> %s\n", it.Command, it.Key, it.Live, it.Want)
+	}
+}

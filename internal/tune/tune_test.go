@@ -1,0 +1,224 @@
+package tune
+
+import (
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netns"
+
+	"sluice/internal/diag"
+)
+
+// copyTree copies the seed 004 fixture host (internal/diag/testdata/cx7)
+// into a temporary directory, symbolic links kept.
+func copyTree(t *testing.T) diag.FS {
+	t.Helper()
+	src, dst := "../diag/testdata/cx7", t.TempDir()
+	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(src, p)
+		out := filepath.Join(dst, rel)
+		switch {
+		case d.Type()&fs.ModeSymlink != 0:
+			target, err := os.Readlink(p)
+			if err != nil {
+				return err
+			}
+			return os.Symlink(target, out)
+		case d.IsDir():
+			return os.MkdirAll(out, 0o755)
+		default:
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			return os.WriteFile(out, b, 0o644)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return diag.FS{Root: dst}
+}
+
+func write(t *testing.T, f diag.FS, p, v string) {
+	t.Helper()
+	full := filepath.Join(f.Root, p)
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(full, []byte(v+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func driftKeys(items []Item) string {
+	var ks []string
+	for _, it := range Drift(items) {
+		ks = append(ks, it.Key+": "+it.Live+" -> "+it.Want)
+	}
+	return strings.Join(ks, "\n")
+}
+
+// IRQ pinning and THP on the seed host's fixture tree: drift by hand is
+// reported with live and wanted values; apply fixes exactly that; a second
+// apply changes nothing; the command line is reported, never edited.
+func TestTuneFixtureIRQAndTHP(t *testing.T) {
+	f := copyTree(t)
+	write(t, f, "/sys/kernel/mm/transparent_hugepage/enabled", "always [madvise] never")
+	write(t, f, "/sys/kernel/mm/transparent_hugepage/defrag", "always defer defer+madvise [madvise] never")
+	p, err := Load("testdata/seed004.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Host{FS: f, NoEthtool: true}
+
+	items, err := h.Collect(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := driftKeys(items), "thp enabled: madvise -> never\nthp defrag: madvise -> never"; got != want {
+		t.Fatalf("drift on the seed host:\n%s\nwant only THP:\n%s", got, want)
+	}
+
+	// Drift by hand: p0 rx-3 on CPU 17, p1 rx-9 on CPUs 0-47.
+	write(t, f, "/proc/irq/178/smp_affinity_list", "17")
+	write(t, f, "/proc/irq/231/smp_affinity_list", "0-47")
+	items, _ = h.Collect(p)
+	want := []string{"p0 rx-3 irq 178 affinity: 17 -> 7", "p1 rx-9 irq 231 affinity: 0-47 -> 23"}
+	for _, w := range want {
+		if !strings.Contains(driftKeys(items), w) {
+			t.Errorf("drift lacks %q:\n%s", w, driftKeys(items))
+		}
+	}
+
+	changed, remaining, err := h.Apply(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changed) != 4 || len(remaining) != 0 {
+		t.Fatalf("apply changed %d (want 4: two IRQs, two THP files), left:\n%s", len(changed), driftKeys(remaining))
+	}
+	if s, _ := f.ReadString("/proc/irq/178/smp_affinity_list"); s != "7" {
+		t.Errorf("irq 178 affinity %q after apply, want 7", s)
+	}
+	changed, remaining, err = h.Apply(p)
+	if err != nil || len(changed) != 0 || len(remaining) != 0 {
+		t.Fatalf("second apply: changed %d, remaining %d, err %v: not idempotent", len(changed), len(remaining), err)
+	}
+
+	// The command line is checked only.
+	p.Cmdline["nohz_full"] = "2-23"
+	items, _ = h.Collect(p)
+	d := Drift(items)
+	if len(d) != 1 || !d[0].ReportOnly || d[0].Live != "4-23" {
+		t.Fatalf("drift %+v, want one report-only cmdline item", d)
+	}
+	changed, remaining, _ = h.Apply(p)
+	if len(changed) != 0 || len(remaining) != 1 {
+		t.Fatalf("apply touched the command line: changed %v", changed)
+	}
+}
+
+func TestTuneProfileErrors(t *testing.T) {
+	for _, tc := range []struct{ yaml, want string }{
+		{"thp: sometimes\n", "t.yaml:1: thp: \"sometimes\": want always, madvise or never"},
+		{"interfaces:\n  p0:\n    rx-queues: 10\n    cpus: 4-12\n", "t.yaml:4: interfaces.p0.cpus: 4-12 has 9 CPUs for 10 rx-queues"},
+		{"interfaces:\n  p0:\n    pcie-max-read-req: 3000\n", "t.yaml:3: interfaces.p0.pcie-max-read-req: 3000: want 128"},
+		{"interfaces:\n  p0:\n    ringz: {rx: 1}\n", "field ringz not found"},
+		{"sysctls:\n  net/core/busy_poll: 50\n", "t.yaml:2: sysctls.net/core/busy_poll: not a sysctl name"},
+	} {
+		_, err := Parse("t.yaml", []byte(tc.yaml))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: err = %v, want %q", tc.yaml, err, tc.want)
+		}
+	}
+}
+
+// Sysctls and ethtool features in a real network namespace: apply, then
+// check shows no drift; a change by hand shows up as drift.
+func TestTuneNetns(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root for a network namespace")
+	}
+	name := "sluice-tune-" + strings.ReplaceAll(t.Name(), "/", "-")
+	ip := func(args ...string) {
+		t.Helper()
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Fatalf("ip %v: %v\n%s", args, err, out)
+		}
+	}
+	exec.Command("ip", "netns", "del", name).Run()
+	ip("netns", "add", name)
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	ip("-n", name, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
+
+	p, err := Parse("netns.yaml", []byte(`
+sysctls:
+  net.ipv4.ip_forward: 1
+  net.ipv4.conf.all.rp_filter: 0
+  net.core.somaxconn: 1024
+interfaces:
+  v0:
+    features: {gro: true, tso: false}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := func(fn func()) {
+		t.Helper()
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		orig, err := netns.Get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer orig.Close()
+		ns, err := netns.GetFromName(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ns.Close()
+		if err := netns.Set(ns); err != nil {
+			t.Fatal(err)
+		}
+		defer netns.Set(orig)
+		fn()
+	}
+	h := &Host{FS: diag.Host}
+	in(func() {
+		items, err := h.Collect(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(Drift(items)) == 0 {
+			t.Fatalf("a fresh namespace already matches the profile: the test cannot tell apply from no-op\n%+v", items)
+		}
+		if _, remaining, err := h.Apply(p); err != nil || len(remaining) != 0 {
+			t.Fatalf("apply: err %v, still differing:\n%s", err, driftKeys(remaining))
+		}
+	})
+	// By hand, as an operator would.
+	for _, c := range [][]string{{"sysctl", "-qw", "net.core.somaxconn=4096"}, {"ethtool", "-K", "v0", "gro", "off"}} {
+		if out, err := exec.Command("ip", append([]string{"netns", "exec", name}, c...)...).CombinedOutput(); err != nil {
+			t.Fatalf("%v: %v\n%s", c, err, out)
+		}
+	}
+	in(func() {
+		items, err := h.Collect(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := driftKeys(items)
+		if got != "sysctl net.core.somaxconn: 4096 -> 1024\nv0 feature rx-gro: off -> on" {
+			t.Fatalf("drift after changes by hand:\n%s", got)
+		}
+	})
+}
