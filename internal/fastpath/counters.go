@@ -69,3 +69,24 @@ func (dp *Datapath) PolicyCounts() ([]PolicyCounter, error) {
 	}
 	return out, it.Err()
 }
+
+// PruneCounters deletes the counters of policies for which keep is false
+// (policies the kernel no longer has), so churn cannot fill the map.
+func (dp *Datapath) PruneCounters(keep func(index uint32) bool) error {
+	var k uint32
+	var stale []uint32
+	var perCPU []fastpathFpCounter
+	it := dp.objs.PolicyCounts.Iterate()
+	for it.Next(&k, &perCPU) {
+		if !keep(k) {
+			stale = append(stale, k)
+		}
+	}
+	if err := it.Err(); err != nil {
+		return err
+	}
+	for _, k := range stale {
+		dp.objs.PolicyCounts.Delete(k)
+	}
+	return nil
+}

@@ -260,6 +260,9 @@ func (m *Mirror) publish() error {
 		m.setStatus(func(s *MirrorStatus) { s.InSync = false; s.LastError = err.Error() })
 		return err
 	}
+	if err := m.DP.PruneCounters(func(i uint32) bool { _, ok := m.policies[i]; return ok }); err != nil {
+		m.Log.Warn("pruning per-policy counters", "err", err)
+	}
 	byIndex := make(map[uint32]kernel.Policy, len(m.policies))
 	for i, p := range m.policies {
 		byIndex[i] = p

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cilium/ebpf"
 	"github.com/vishvananda/netns"
 
 	"sluice/internal/kernel"
@@ -138,5 +139,30 @@ func TestMirrorFollowsKernelPolicies(t *testing.T) {
 	e.waitFor("flush", func(s MirrorStatus) bool { return s.MirroredPolicies == 0 })
 	if d := e.decide("16.1.2.3", "48.255.255.9"); d.Reason != ReasonNoPolicy {
 		t.Fatalf("after flush: %s", d.ReasonName)
+	}
+}
+
+// TestMirrorPrunesCountersOfDeletedPolicies: counters of policies the
+// kernel no longer has are dropped at the next sync.
+func TestMirrorPrunesCountersOfDeletedPolicies(t *testing.T) {
+	e := newMirrorEnv(t)
+	e.waitFor("empty initial sync", func(s MirrorStatus) bool { return s.KernelPolicies == 0 })
+	if err := e.dp.SetCounters(true); err != nil {
+		t.Fatal(err)
+	}
+	e.ip("xfrm", "policy", "add", "src", "10.0.0.0/8", "dst", "48.0.0.0/16", "dir", "out",
+		"tmpl", "src", "123.0.0.1", "dst", "123.2.0.1", "proto", "esp", "mode", "tunnel")
+	e.waitFor("policy add", func(s MirrorStatus) bool { return s.MirroredPolicies == 1 })
+	frame, _ := udp("10.0.0.1", "48.0.0.1", 64).Marshal()
+	if _, err := e.dp.objs.XdpFastpath.Run(&ebpf.RunOptions{Data: frame}); err != nil {
+		t.Fatal(err)
+	}
+	if pcs, _ := e.dp.PolicyCounts(); len(pcs) != 1 {
+		t.Fatalf("counters before delete: %+v, want one policy", pcs)
+	}
+	e.ip("xfrm", "policy", "flush")
+	e.waitFor("flush", func(s MirrorStatus) bool { return s.MirroredPolicies == 0 })
+	if pcs, _ := e.dp.PolicyCounts(); len(pcs) != 0 {
+		t.Fatalf("counters of a deleted policy survived the sync: %+v", pcs)
 	}
 }
