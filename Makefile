@@ -49,9 +49,13 @@ vmtest:
 ## test: everything CI runs, on a machine where nothing is installed yet
 test: setup lint check-generated test-host vmtest
 
-## demo: build and show what sluice sees of this kernel
+## demo: build, show what sluice sees of this kernel, then benchmark kernel vs XDP vs sluice forwarding (bin/demo-report)
 demo: build
 	./$(BIN) version
+	@echo
+	@echo "== the same iMIX through Linux forwarding, a bare XDP redirect and sluice's fast path (about 90 s) =="
+	./$(BIN) bench compare --topology forwarder --forwarders kernel,xdp-redirect,sluice \
+		--profile imix-mno-1 --steps 10 --step-seconds 2 --rate-max 3Mpps --out bin/demo-report
 
 clean:
 	rm -rf bin .vmtest

@@ -13,7 +13,7 @@ PKGS=(
   iproute2 ethtool iperf3 tcpdump kmod xz-utils cpio pciutils iputils-ping
   strongswan strongswan-swanctl charon-systemd libcharon-extra-plugins
   libstrongswan-standard-plugins libstrongswan-extra-plugins
-  qemu-system-x86 busybox-static
+  qemu-system-x86 busybox-static chromium
 )
 # Test kernel for the VM: bookworm-backports 6.12 (closer to what users run than bookworm's 6.1).
 BPO_PKGS=(linux-image-amd64 linux-headers-amd64 linux-source)

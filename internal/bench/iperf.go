@@ -1,0 +1,267 @@
+package bench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os/exec"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Seed 000's method, as code: one warm-up, then N runs of
+// `iperf3 --bidi --parallel P --json`; each run gives one received rate per
+// direction, and the result is the mean and the *sample* standard deviation
+// over all of them (2N values). Latency: a flood ping as warm-up, then a
+// second flood ping whose mean and *population* standard deviation (ping's
+// own mdev) are reported.
+
+// IperfRun is one iperf3 --bidi run: what each side received.
+type IperfRun struct {
+	ForwardBPS float64 `json:"forward_bps"` // client -> server, received by the server
+	ReverseBPS float64 `json:"reverse_bps"` // server -> client, received by the client
+}
+
+// IperfResult is the statistics of N runs.
+type IperfResult struct {
+	Command   string     `json:"command"`
+	Warmup    *IperfRun  `json:"warmup,omitempty"`
+	Runs      []IperfRun `json:"runs"`
+	N         int        `json:"n"` // values: 2 per run
+	MeanBPS   float64    `json:"mean_bps"`
+	StdDevBPS float64    `json:"stddev_bps"` // sample standard deviation (n-1)
+}
+
+// ParseIperf3 reads one `iperf3 --bidi --json` output.
+func ParseIperf3(b []byte) (IperfRun, error) {
+	type sum struct {
+		BitsPerSecond float64 `json:"bits_per_second"`
+	}
+	var doc struct {
+		Error string `json:"error"`
+		End   struct {
+			Fwd *sum `json:"sum_received"`
+			Rev *sum `json:"sum_received_bidir_reverse"`
+		} `json:"end"`
+	}
+	if err := json.Unmarshal(b, &doc); err != nil {
+		return IperfRun{}, fmt.Errorf("iperf3 JSON: %w", err)
+	}
+	if doc.Error != "" {
+		return IperfRun{}, fmt.Errorf("iperf3: %s", doc.Error)
+	}
+	fwd, rev := doc.End.Fwd, doc.End.Rev
+	if fwd == nil || rev == nil {
+		return IperfRun{}, errors.New("iperf3 JSON has no sum_received and sum_received_bidir_reverse: run iperf3 with --bidi (3.7 or later)")
+	}
+	return IperfRun{ForwardBPS: fwd.BitsPerSecond, ReverseBPS: rev.BitsPerSecond}, nil
+}
+
+// IperfStats computes the mean and sample standard deviation over both
+// directions of every run.
+func IperfStats(runs []IperfRun) IperfResult {
+	r := IperfResult{Runs: runs}
+	var v []float64
+	for _, x := range runs {
+		v = append(v, x.ForwardBPS, x.ReverseBPS)
+	}
+	r.N = len(v)
+	r.MeanBPS, r.StdDevBPS = meanStd(v, 1)
+	return r
+}
+
+// meanStd returns the mean and the standard deviation with ddof degrees of
+// freedom removed (1: sample, 0: population).
+func meanStd(v []float64, ddof int) (float64, float64) {
+	if len(v) == 0 {
+		return 0, 0
+	}
+	var sum float64
+	for _, x := range v {
+		sum += x
+	}
+	mean := sum / float64(len(v))
+	if len(v) <= ddof {
+		return mean, 0
+	}
+	var ss float64
+	for _, x := range v {
+		ss += (x - mean) * (x - mean)
+	}
+	return mean, math.Sqrt(ss / float64(len(v)-ddof))
+}
+
+// Where iperf3 and ping run: on this host towards Target, or in a lab's
+// namespaces (client in the generator's, server in the sink's).
+type Endpoints struct {
+	Target   string
+	ClientNS string
+	ServerNS string
+}
+
+func (e Endpoints) cmd(ns string, name string, args ...string) *exec.Cmd {
+	if ns == "" {
+		return exec.Command(name, args...)
+	}
+	return exec.Command("ip", append([]string{"netns", "exec", ns, name}, args...)...)
+}
+
+// IperfOptions configure `bench iperf3`.
+type IperfOptions struct {
+	Endpoints
+	Runs     int
+	Parallel int
+	Seconds  int
+	Progress func(i int, r IperfRun) // i = 0 is the warm-up
+}
+
+// RunIperf3 runs the warm-up and the runs. With a ServerNS it starts and
+// stops its own server there.
+func RunIperf3(ctx context.Context, o IperfOptions) (*IperfResult, error) {
+	if o.Runs < 2 {
+		return nil, fmt.Errorf("--runs %d: at least 2 (a sample standard deviation needs them)", o.Runs)
+	}
+	if o.Parallel < 1 || o.Parallel > 128 {
+		return nil, fmt.Errorf("--parallel %d: use 1 to 128", o.Parallel)
+	}
+	if o.Seconds < 1 {
+		return nil, fmt.Errorf("--time %d: at least 1 second", o.Seconds)
+	}
+	if _, err := exec.LookPath("iperf3"); err != nil {
+		return nil, errors.New("iperf3 is not installed: run 'make setup' (or apt-get install iperf3)")
+	}
+	if o.ServerNS != "" {
+		srv := o.cmd(o.ServerNS, "iperf3", "--server", "--bind", o.Target)
+		if err := srv.Start(); err != nil {
+			return nil, fmt.Errorf("starting the iperf3 server: %w", err)
+		}
+		defer func() { srv.Process.Kill(); srv.Wait() }()
+		time.Sleep(300 * time.Millisecond)
+	}
+	args := []string{"--client", o.Target, "--bidi", "--parallel", strconv.Itoa(o.Parallel), "--time", strconv.Itoa(o.Seconds), "--json"}
+	one := func() (IperfRun, error) {
+		c := o.cmd(o.ClientNS, "iperf3", args...)
+		out, err := c.Output()
+		if r, perr := ParseIperf3(out); perr == nil {
+			return r, nil
+		} else if err == nil {
+			err = perr
+		}
+		return IperfRun{}, fmt.Errorf("iperf3 %s: %w", strings.Join(args, " "), err)
+	}
+	warm, err := one()
+	if err != nil {
+		return nil, err
+	}
+	if o.Progress != nil {
+		o.Progress(0, warm)
+	}
+	var runs []IperfRun
+	for i := 1; i <= o.Runs; i++ {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		r, err := one()
+		if err != nil {
+			return nil, err
+		}
+		runs = append(runs, r)
+		if o.Progress != nil {
+			o.Progress(i, r)
+		}
+	}
+	res := IperfStats(runs)
+	res.Warmup = &warm
+	res.Command = "iperf3 " + strings.Join(args, " ")
+	return &res, nil
+}
+
+// PingStats is one flood ping's summary. StdDevUs is ping's mdev: the
+// population standard deviation of the round-trip times.
+type PingStats struct {
+	Sent     int     `json:"sent"`
+	Received int     `json:"received"`
+	MinUs    float64 `json:"min_us"`
+	MeanUs   float64 `json:"mean_us"`
+	MaxUs    float64 `json:"max_us"`
+	StdDevUs float64 `json:"stddev_us"`
+}
+
+// PingResult is the warm-up and the measured run.
+type PingResult struct {
+	Command string    `json:"command"`
+	Warmup  PingStats `json:"warmup"`
+	Run     PingStats `json:"run"`
+}
+
+var (
+	pingCounts = regexp.MustCompile(`(\d+) packets transmitted, (\d+) (?:packets )?received`)
+	pingRTT    = regexp.MustCompile(`(?:rtt|round-trip) min/avg/max/(?:mdev|stddev) = ([\d.]+)/([\d.]+)/([\d.]+)/([\d.]+) ms`)
+)
+
+// ParsePing reads the summary of iputils ping.
+func ParsePing(out string) (PingStats, error) {
+	var s PingStats
+	m := pingCounts.FindStringSubmatch(out)
+	if m == nil {
+		return s, fmt.Errorf("no ping summary in: %q", lastLines(out, 3))
+	}
+	s.Sent, _ = strconv.Atoi(m[1])
+	s.Received, _ = strconv.Atoi(m[2])
+	r := pingRTT.FindStringSubmatch(out)
+	if r == nil {
+		if s.Received == 0 {
+			return s, fmt.Errorf("ping: none of %d echo requests was answered", s.Sent)
+		}
+		return s, fmt.Errorf("no rtt line in: %q", lastLines(out, 3))
+	}
+	v := make([]float64, 4)
+	for i := range v {
+		v[i], _ = strconv.ParseFloat(r[i+1], 64)
+		v[i] *= 1000 // ms -> µs
+	}
+	s.MinUs, s.MeanUs, s.MaxUs, s.StdDevUs = v[0], v[1], v[2], v[3]
+	return s, nil
+}
+
+func lastLines(s string, n int) string {
+	l := strings.Split(strings.TrimSpace(s), "\n")
+	if len(l) > n {
+		l = l[len(l)-n:]
+	}
+	return strings.Join(l, "\n")
+}
+
+// PingOptions configure `bench ping`.
+type PingOptions struct {
+	Endpoints
+	Count int
+}
+
+// RunPing runs a flood ping to warm up and a second one to measure.
+func RunPing(ctx context.Context, o PingOptions) (*PingResult, error) {
+	if o.Count < 2 {
+		return nil, fmt.Errorf("--count %d: at least 2", o.Count)
+	}
+	args := []string{"-f", "-c", strconv.Itoa(o.Count), "-W", "1", o.Target}
+	one := func() (PingStats, error) {
+		out, _ := o.cmd(o.ClientNS, "ping", args...).CombinedOutput()
+		return ParsePing(string(out))
+	}
+	res := &PingResult{Command: "ping " + strings.Join(args, " ")}
+	var err error
+	if res.Warmup, err = one(); err != nil {
+		return nil, err
+	}
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	if res.Run, err = one(); err != nil {
+		return nil, err
+	}
+	return res, nil
+}

@@ -1,0 +1,114 @@
+package bench
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"strings"
+	"text/template"
+)
+
+// TRexOptions shape the TRex STL profile.
+type TRexOptions struct {
+	// Tunnels is the number of remote subnets 48.x.y.0/24 the
+	// destinations spread over (the lab's --tunnels).
+	Tunnels int
+	// TotalPPS, when > 0, scales the streams to this total rate at
+	// multiplier 1; otherwise each stream keeps its weight as pps (the
+	// MNO tables then run at their measured rates).
+	TotalPPS float64
+}
+
+// TRexProfile writes the profile as a TRex STL Python profile, so that a
+// hardware lab sends the same mix, sizes and flows with TRex (and its -m
+// multiplier or trex-runner's steps).
+//
+// TRex builds frames without the FCS and its NIC adds it, so the sizes are
+// the profile's frame lengths without FCS. The destination walks the
+// tunnels' subnets like the built-in generator: the third octet over the
+// first min(Tunnels, 255) tunnels (and the second octet beyond), the host
+// over .1 to .dst-hosts.
+func TRexProfile(p *Profile, o TRexOptions) ([]byte, error) {
+	if o.Tunnels < 1 {
+		o.Tunnels = 1
+	}
+	src := netip.MustParseAddr(p.Flows.Src)
+	last := src
+	for i := 1; i < p.Flows.SrcCount; i++ {
+		last = last.Next()
+	}
+	type stream struct {
+		Size int
+		PPS  float64
+	}
+	var streams []stream
+	shares := p.Shares()
+	for i, s := range p.Streams {
+		pps := s.share()
+		if o.TotalPPS > 0 {
+			pps = o.TotalPPS * shares[i]
+		}
+		streams = append(streams, stream{Size: p.FrameLen(s), PPS: pps})
+	}
+	oct3 := min(o.Tunnels, 255) - 1
+	oct2 := (o.Tunnels - 1) / 255
+	var buf bytes.Buffer
+	err := trexTmpl.Execute(&buf, map[string]any{
+		"P": p, "Streams": streams, "SrcFirst": src.String(), "SrcLast": last.String(),
+		"Oct2Max": oct2, "Oct3Max": oct3, "Tunnels": o.Tunnels,
+		"SPortMax": p.Flows.SPort + p.Flows.SPortCount - 1, "DPortMax": p.Flows.DPort + p.Flows.DPortCount - 1,
+		"Desc": strings.ReplaceAll(p.Description, `"`, `'`),
+	})
+	return buf.Bytes(), err
+}
+
+var trexTmpl = template.Must(template.New("trex").Funcs(template.FuncMap{
+	"f": func(v float64) string { return fmt.Sprintf("%g", v) },
+}).Parse(`# TRex STL profile written by 'sluice bench trex-profile' from {{.P.Name}}
+# ({{.Desc}}; source {{.P.Source}}).
+# Sizes are frames without FCS (TRex's NIC appends it); the profile file states
+# its sizes {{if eq .P.FCS "included"}}with{{else}}without{{end}} FCS.
+# Flows: sources {{.SrcFirst}}-{{.SrcLast}}, destinations 48.<a>.<b>.<h> over {{.Tunnels}} tunnel subnet(s)
+# (a = 0-{{.Oct2Max}}, b = 0-{{.Oct3Max}}, h = 1-{{.P.Flows.DstHosts}}), source ports {{.P.Flows.SPort}}-{{.SPortMax}},
+# destination ports {{.P.Flows.DPort}}-{{.DPortMax}}.
+#
+#   trex-console> start -f {{.P.Name}}.py -m 1 --port 0
+from trex_stl_lib.api import *
+
+
+class SluiceProfile(object):
+    streams_def = [
+{{- range .Streams}}
+        {"size": {{.Size}}, "pps": {{f .PPS}}},
+{{- end}}
+    ]
+
+    def vm(self):
+        return STLScVmRaw([
+            STLVmFlowVar(name="src", min_value="{{.SrcFirst}}", max_value="{{.SrcLast}}", size=4, op="inc"),
+            STLVmWrFlowVar(fv_name="src", pkt_offset="IP.src"),
+            STLVmFlowVar(name="oct2", min_value=0, max_value={{.Oct2Max}}, size=1, op="inc"),
+            STLVmWrFlowVar(fv_name="oct2", pkt_offset="IP.dst", offset_fixup=1),
+            STLVmFlowVar(name="oct3", min_value=0, max_value={{.Oct3Max}}, size=1, op="inc"),
+            STLVmWrFlowVar(fv_name="oct3", pkt_offset="IP.dst", offset_fixup=2),
+            STLVmFlowVar(name="host", min_value=1, max_value={{.P.Flows.DstHosts}}, size=1, op="inc"),
+            STLVmWrFlowVar(fv_name="host", pkt_offset="IP.dst", offset_fixup=3),
+            STLVmFlowVar(name="sport", min_value={{.P.Flows.SPort}}, max_value={{.SPortMax}}, size=2, op="inc"),
+            STLVmWrFlowVar(fv_name="sport", pkt_offset="UDP.sport"),
+            STLVmFlowVar(name="dport", min_value={{.P.Flows.DPort}}, max_value={{.DPortMax}}, size=2, op="inc"),
+            STLVmWrFlowVar(fv_name="dport", pkt_offset="UDP.dport"),
+            STLVmFixIpv4(offset="IP"),
+        ])
+
+    def create_stream(self, size, pps):
+        base = Ether() / IP(src="{{.SrcFirst}}", dst="48.0.0.1") / UDP(sport={{.P.Flows.SPort}}, dport={{.P.Flows.DPort}}, chksum=0)
+        pad = max(0, size - len(base)) * "x"
+        return STLStream(packet=STLPktBuilder(pkt=base / pad, vm=self.vm()), mode=STLTXCont(pps=pps))
+
+    def get_streams(self, direction=0, **kwargs):
+        return [self.create_stream(s["size"], s["pps"]) for s in self.streams_def]
+
+
+def register():
+    return SluiceProfile()
+`))

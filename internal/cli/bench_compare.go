@@ -1,0 +1,101 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"sluice/internal/bench"
+	"sluice/internal/lab"
+)
+
+func newBenchCompareCmd() *cobra.Command {
+	var (
+		f          loadFlags
+		forwarders string
+	)
+	cmd := &cobra.Command{
+		Use:   "compare",
+		Short: "The same stepped load through several forwarders, in one report",
+		Long: `Run the same traffic, with the same steps, through each forwarder in turn in one
+lab, and write one report with every run overlaid:
+
+  kernel        Linux IP forwarding
+  xdp-redirect  a bare XDP redirect forwarder: the ceiling of XDP forwarding
+                on this machine
+  sluice        sluice's gateway fast path with the lab's tunnels as static,
+                packet-offloaded policies
+
+The summary gives each forwarder's max-clean rate (pps and L2 Gbps) and its
+ratio to the first forwarder (put kernel first). On veth nothing encrypts:
+the comparison measures the forwarding path; on a packet-offload NIC the NIC
+encrypts. The generator, the forwarder and the sink share the machine's
+CPUs, so a forwarder's rate includes their cost; see docs/bench.md. Needs
+root.`,
+		Example: `  sluice bench compare --topology forwarder --forwarders kernel,xdp-redirect,sluice --profile imix-mno-1
+  sluice bench compare --topology gateway-pair --tunnels 1024 --forwarders kernel,sluice --rate-max 2Mpps --steps 8 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			var fwds []string
+			for _, fw := range strings.Split(forwarders, ",") {
+				fw = strings.TrimSpace(fw)
+				if !benchContains(lab.Forwarders, fw) {
+					return fmt.Errorf("--forwarders: %q is not one of %s", fw, strings.Join(lab.Forwarders, ", "))
+				}
+				if benchContains(fwds, fw) {
+					return fmt.Errorf("--forwarders: %s is listed twice", fw)
+				}
+				fwds = append(fwds, fw)
+			}
+			o, err := f.runOptions()
+			if err != nil {
+				return err
+			}
+			log := cmd.ErrOrStderr()
+			progress := func(s string) { fmt.Fprintln(log, s) }
+			l, cleanup, err := f.tempLab(progress)
+			if err != nil {
+				return err
+			}
+			defer cleanup()
+			ctx, stop := benchSignalContext(cmd.Context())
+			defer stop()
+			rep := bench.NewReport("compare", "sluice "+strings.Join(os.Args[1:], " "), benchVersion(), f.settings(o))
+			var runErr error
+			for _, fw := range fwds {
+				if err := l.SetForwarder(fw, lab.ForwarderOptions{}, progress); err != nil {
+					runErr = err
+					break
+				}
+				o.Label = fw
+				o.Progress = benchStepPrinter(log, fw, o.Steps)
+				o.Tick = benchTicker(log, fw, o.Steps)
+				run, err := bench.Run(ctx, l, o)
+				if run != nil && len(run.Steps) > 0 {
+					rep.Runs = append(rep.Runs, run)
+				}
+				if err != nil {
+					runErr = err
+					break
+				}
+			}
+			if len(rep.Runs) == 0 {
+				if runErr == nil {
+					runErr = errors.New("no run completed")
+				}
+				return runErr
+			}
+			dir := f.outDir("compare")
+			if err := rep.WriteDir(dir); err != nil {
+				return errors.Join(runErr, err)
+			}
+			return benchFinishReport(cmd, rep, dir, f.asJSON, runErr)
+		},
+	}
+	f.register(cmd, true)
+	cmd.Flags().StringVar(&forwarders, "forwarders", strings.Join(lab.Forwarders, ","), "forwarders to compare, in order (the first is the reference)")
+	return cmd
+}

@@ -1,0 +1,315 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"sluice/internal/bench"
+	"sluice/internal/lab"
+)
+
+// loadFlags are the traffic flags shared by 'bench run' and 'bench compare'.
+type loadFlags struct {
+	labName       string
+	topology      string
+	tunnels       int
+	profile       string
+	steps         int
+	stepSeconds   float64
+	rateMax       string
+	lossThreshold float64
+	genCPUs       string
+	out           string
+	asJSON        bool
+}
+
+func (f *loadFlags) register(cmd *cobra.Command, withLab bool) {
+	fl := cmd.Flags()
+	if withLab {
+		fl.StringVar(&f.labName, "lab", "", "use this lab (from 'sluice lab up'); default: build a temporary one from --topology")
+	}
+	fl.StringVar(&f.topology, "topology", lab.Forwarder, "topology of the temporary lab: "+lab.Forwarder+", "+lab.GatewayPair+" or "+lab.Direct+" (generator straight into the sink)")
+	fl.IntVar(&f.tunnels, "tunnels", 1, fmt.Sprintf("tunnels of the temporary lab (1-%d)", lab.MaxTunnels))
+	fl.StringVar(&f.profile, "profile", "imix-mno-1", "traffic profile: built-in name ("+strings.Join(bench.ListProfiles(), ", ")+"), fixed-N, or a file")
+	fl.IntVar(&f.steps, "steps", 10, "load steps, linear from rate-max/steps to rate-max")
+	fl.Float64Var(&f.stepSeconds, "step-seconds", 2, "seconds per step")
+	fl.StringVar(&f.rateMax, "rate-max", "3Mpps", "load of the last step, in pps (2Mpps, 500kpps) or L2 bits per second (10Gbps)")
+	fl.Float64Var(&f.lossThreshold, "loss-threshold", 0, "loss in percent at or below which a step counts as clean")
+	fl.StringVar(&f.genCPUs, "gen-cpus", "0", "CPUs the generator's threads run on, comma-separated (each below 8)")
+	fl.StringVar(&f.out, "out", "", "report directory (default ./sluice-reports/KIND-YYYYmmdd-HHMMSS)")
+	fl.BoolVar(&f.asJSON, "json", false, "print report.json to stdout instead of the summary")
+}
+
+func (f *loadFlags) runOptions() (bench.RunOptions, error) {
+	var o bench.RunOptions
+	prof, err := bench.LoadProfile(f.profile)
+	if err != nil {
+		return o, err
+	}
+	rate, err := bench.ParseRate("--rate-max", f.rateMax)
+	if err != nil {
+		return o, err
+	}
+	if f.stepSeconds < 0.1 || f.stepSeconds > 3600 {
+		return o, fmt.Errorf("--step-seconds %g: use 0.1 to 3600", f.stepSeconds)
+	}
+	var cpus []int
+	for _, c := range strings.Split(f.genCPUs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(c))
+		if err != nil {
+			return o, fmt.Errorf("--gen-cpus %q: write CPU numbers separated by commas, e.g. 0 or 0,1", f.genCPUs)
+		}
+		cpus = append(cpus, n)
+	}
+	o = bench.RunOptions{Profile: prof, Steps: f.steps, StepDuration: time.Duration(f.stepSeconds * float64(time.Second)),
+		RateMax: rate, LossThreshold: f.lossThreshold, GenCPUs: cpus}
+	return o, o.Validate()
+}
+
+func (f *loadFlags) settings(o bench.RunOptions) bench.Settings {
+	return bench.Settings{Profile: o.Profile, Steps: o.Steps, StepSeconds: o.StepDuration.Seconds(), RateMax: o.RateMax,
+		LossThreshold: o.LossThreshold, GenCPUs: o.GenCPUs}
+}
+
+func (f *loadFlags) outDir(kind string) string {
+	if f.out != "" {
+		return f.out
+	}
+	return filepath.Join("sluice-reports", kind+"-"+time.Now().Format("20060102-150405"))
+}
+
+// tempLab builds the lab a run uses when --lab is not given.
+func (f *loadFlags) tempLab(progress func(string)) (*lab.Lab, func(), error) {
+	if f.labName != "" {
+		l, err := lab.Load(f.labName)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--lab %s: %w", f.labName, err)
+		}
+		return l, func() {}, nil
+	}
+	if f.topology != lab.Forwarder && f.topology != lab.GatewayPair && f.topology != lab.Direct {
+		return nil, nil, fmt.Errorf("--topology %q: use %s, %s or %s (overlay-pair needs the test VM)", f.topology, lab.Forwarder, lab.GatewayPair, lab.Direct)
+	}
+	name := "b" + strconv.Itoa(os.Getpid())
+	if len(name) > 12 {
+		name = name[:12]
+	}
+	l, err := lab.Up(lab.Spec{Name: name, Topology: f.topology, Tunnels: f.tunnels}, progress)
+	if err != nil {
+		lab.Down(name)
+		return nil, nil, err
+	}
+	return l, func() {
+		if _, err := lab.Down(name); err != nil {
+			fmt.Fprintf(os.Stderr, "sluice: removing the temporary lab %s: %v (run 'sluice lab down %s')\n", name, err, name)
+		}
+	}, nil
+}
+
+// benchIsTerminal reports whether w is a terminal (for the live line).
+func benchIsTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// benchTicker draws a live progress line for the running step on a
+// terminal; the step's final line overwrites it.
+func benchTicker(w io.Writer, label string, total int) func(int, time.Duration, time.Duration) {
+	if !benchIsTerminal(w) {
+		return nil
+	}
+	return func(step int, el, d time.Duration) {
+		const width = 30
+		n := int(float64(width) * el.Seconds() / d.Seconds())
+		fmt.Fprintf(w, "\r%-12s step %2d/%d  [%s%s] %4.1f/%.1f s ", label, step, total,
+			strings.Repeat("#", n), strings.Repeat(" ", width-n), el.Seconds(), d.Seconds())
+	}
+}
+
+// benchStepPrinter prints one line per finished step.
+func benchStepPrinter(w io.Writer, label string, total int) func(bench.Step) {
+	tty := benchIsTerminal(w)
+	return func(s bench.Step) {
+		if tty {
+			fmt.Fprint(w, "\r\033[K")
+		}
+		mark := ""
+		if s.GenLimited {
+			mark = "  (generator below target)"
+		}
+		fmt.Fprintf(w, "%-12s step %2d/%d  target %-12s tx %-12s rx %-12s loss %7.3f%%  p50 %8.1f µs  p99 %8.1f µs%s\n",
+			label, s.Index, total, bench.FormatPPS(s.TargetPPS), bench.FormatPPS(s.TxPPS), bench.FormatPPS(s.RxPPS),
+			s.LossPct, s.Latency.P50Us, s.Latency.P99Us, mark)
+	}
+}
+
+func benchSignalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
+}
+
+func newBenchRunCmd() *cobra.Command {
+	var (
+		f         loadFlags
+		forwarder string
+		label     string
+		search    string
+	)
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Stepped load through a lab: throughput, loss and latency per step, with a report",
+		Long: `Send a traffic profile through a lab in linear steps (trex-runner style): step i
+of N offers i/N of --rate-max for --step-seconds, and every step is measured
+exactly: frames sent, received and lost (sent = received + lost), reordering,
+and one-way latency (min, mean, p50, p99, p99.9, max).
+
+The generator is an XDP program run with BPF_PROG_RUN in live-frame mode on
+the generator's port; every frame carries a stream id, a sequence number and
+its send time. The sink is an XDP program on the sink's port that counts and
+drops. A step is "clean" when its loss is at most --loss-threshold; the
+max-clean step is the clean step with the highest received rate.
+
+Without --lab, a temporary lab of --topology is built and removed afterwards.
+With --search ndr (zero loss) or pdr (loss at most --loss-threshold, default
+0.5%), the steps are an RFC 2544 binary search between 0 and --rate-max
+instead (--steps is the number of trials).
+
+The report directory holds report.json (docs/bench.md), steps.csv, the plots
+(PNG and SVG) and report.html. Needs root.`,
+		Example: `  sluice bench run --profile imix-mno-1 --rate-max 2Mpps --steps 10 --step-seconds 2
+  sluice lab up forwarder --name fw --forwarder xdp-redirect
+  sluice bench run --lab fw --profile imix-simple --rate-max 20Gbps --out /tmp/r1
+  sluice bench run --forwarder sluice --topology gateway-pair --tunnels 1024 --search ndr --rate-max 3Mpps`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o, err := f.runOptions()
+			if err != nil {
+				return err
+			}
+			kind := "run"
+			switch search {
+			case "":
+			case "ndr", "pdr":
+				kind = search
+				if search == "pdr" && !cmd.Flags().Changed("loss-threshold") {
+					o.LossThreshold = 0.5
+				}
+			default:
+				return fmt.Errorf("--search %q: use ndr (no drop rate) or pdr (partial drop rate, loss <= --loss-threshold)", search)
+			}
+			if forwarder != "" && !benchContains(lab.Forwarders, forwarder) {
+				return fmt.Errorf("--forwarder %q: use one of %s", forwarder, strings.Join(lab.Forwarders, ", "))
+			}
+			log := cmd.ErrOrStderr()
+			progress := func(s string) { fmt.Fprintln(log, s) }
+			l, cleanup, err := f.tempLab(progress)
+			if err != nil {
+				return err
+			}
+			defer cleanup()
+			if forwarder != "" {
+				if err := l.SetForwarder(forwarder, l.ForwarderOpts, progress); err != nil {
+					return err
+				}
+			}
+			ctx, stop := benchSignalContext(cmd.Context())
+			defer stop()
+			o.Label = label
+			if o.Label == "" {
+				o.Label = l.Forwarder
+				if l.Topology == lab.Direct {
+					o.Label = "direct"
+				}
+			}
+			total := o.Steps
+			o.Progress = benchStepPrinter(log, o.Label, total)
+			o.Tick = benchTicker(log, o.Label, total)
+			rep := bench.NewReport(kind, "sluice "+strings.Join(os.Args[1:], " "), benchVersion(), f.settings(o))
+			var run *bench.RunResult
+			if kind == "run" {
+				run, err = bench.Run(ctx, l, o)
+			} else {
+				rep.Settings.Search = kind
+				run, err = bench.Search(ctx, l, o, kind)
+			}
+			if run != nil {
+				rep.Runs = append(rep.Runs, run)
+			}
+			if err != nil && run == nil {
+				return err
+			}
+			dir := f.outDir(kind)
+			if werr := rep.WriteDir(dir); werr != nil {
+				return errors.Join(err, werr)
+			}
+			return benchFinishReport(cmd, rep, dir, f.asJSON, err)
+		},
+	}
+	f.register(cmd, true)
+	cmd.Flags().StringVar(&forwarder, "forwarder", "", "install this forwarder first: "+strings.Join(lab.Forwarders, ", ")+" (default: the lab's)")
+	cmd.Flags().StringVar(&label, "label", "", "name of the run in the report (default: the forwarder)")
+	cmd.Flags().StringVar(&search, "search", "", "ndr or pdr: RFC 2544 binary search instead of linear steps")
+	return cmd
+}
+
+// benchFinishReport prints the summary (or the JSON) and where the report is.
+func benchFinishReport(cmd *cobra.Command, rep *bench.Report, dir string, asJSON bool, runErr error) error {
+	if asJSON {
+		if err := labWriteJSON(cmd, rep); err != nil {
+			return err
+		}
+		fmt.Fprintf(cmd.ErrOrStderr(), "report: %s\n", filepath.Join(dir, "report.html"))
+		return runErr
+	}
+	w := cmd.OutOrStdout()
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
+	sums := rep.Summaries()
+	vs := "VS FIRST"
+	if len(sums) > 0 {
+		vs = "VS " + strings.ToUpper(sums[0].Label)
+	}
+	fmt.Fprintf(tw, "RUN\tMAX CLEAN PPS\tMAX CLEAN GBPS\tP99 AT MAX CLEAN\tPEAK RX PPS\t%s\t\n", vs)
+	for _, s := range sums {
+		ratio := "-"
+		if s.RatioToFirst > 0 {
+			ratio = fmt.Sprintf("%.2fx", s.RatioToFirst)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.1f µs\t%s\t%s\t\n", s.Label, bench.FormatPPS(s.MaxCleanPPS), s.MaxCleanBPS/1e9,
+			s.P99AtClean, bench.FormatPPS(s.PeakRxPPS), ratio)
+	}
+	tw.Flush()
+	abs, _ := filepath.Abs(filepath.Join(dir, "report.html"))
+	fmt.Fprintf(w, "report: %s\n", abs)
+	return runErr
+}
+
+func benchVersion() string {
+	if commit != "" {
+		return version + " (" + commit + ")"
+	}
+	return version
+}
+
+func benchContains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

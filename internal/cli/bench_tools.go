@@ -1,0 +1,193 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"sluice/internal/bench"
+	"sluice/internal/lab"
+)
+
+// benchEndpoints resolves --lab or --target for iperf3 and ping.
+func benchEndpoints(labName, target string) (bench.Endpoints, error) {
+	switch {
+	case labName != "" && target != "":
+		return bench.Endpoints{}, errors.New("--lab and --target: give one (--lab runs both ends in the lab, --target measures towards a host from here)")
+	case labName != "":
+		l, err := lab.Load(labName)
+		if err != nil {
+			return bench.Endpoints{}, fmt.Errorf("--lab %s: %w", labName, err)
+		}
+		e := l.Ends()
+		return bench.Endpoints{Target: lab.SinkAddr.String(), ClientNS: e.GenNS, ServerNS: e.SinkNS}, nil
+	case target != "":
+		return bench.Endpoints{Target: target}, nil
+	}
+	return bench.Endpoints{}, errors.New("--lab or --target: say where to measure (a lab from 'sluice lab up', or a host running 'iperf3 -s')")
+}
+
+func newBenchIperf3Cmd() *cobra.Command {
+	var (
+		o               bench.IperfOptions
+		labName, target string
+		asJSON          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "iperf3",
+		Short: "Throughput as mean ± sample standard deviation over repeated iperf3 --bidi runs",
+		Long: `Measure TCP throughput the way seed 000 does: one warm-up run, then --runs runs
+of 'iperf3 --bidi --parallel P --json'. Each run gives two values, the rate
+each side received; the result is their mean and *sample* standard deviation
+(n - 1) over all 2 x runs values.
+
+With --lab, the server runs in the lab's sink namespace (on 11.0.0.1) and the
+client in its generator namespace, so the traffic crosses the lab's
+forwarder. With --target, the client runs here against a host where
+'iperf3 -s' runs.`,
+		Example: `  sluice bench iperf3 --lab lab --runs 10 --parallel 2
+  sluice bench iperf3 --target 192.168.90.3 --runs 10 --parallel 2 --time 10 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ep, err := benchEndpoints(labName, target)
+			if err != nil {
+				return err
+			}
+			o.Endpoints = ep
+			if !asJSON {
+				o.Progress = func(i int, r bench.IperfRun) {
+					what := fmt.Sprintf("run %d/%d", i, o.Runs)
+					if i == 0 {
+						what = "warm-up"
+					}
+					fmt.Fprintf(cmd.ErrOrStderr(), "%-10s forward %8.3f Gbit/s  reverse %8.3f Gbit/s\n", what, r.ForwardBPS/1e9, r.ReverseBPS/1e9)
+				}
+			}
+			ctx, stop := benchSignalContext(cmd.Context())
+			defer stop()
+			res, err := bench.RunIperf3(ctx, o)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return labWriteJSON(cmd, res)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%.3g ± %.2g Gbit/s (mean ± sample std dev of %d values: %d runs x 2 directions; %s)\n",
+				res.MeanBPS/1e9, res.StdDevBPS/1e9, res.N, len(res.Runs), res.Command)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&labName, "lab", "", "measure across this lab (client in gen, server in sink)")
+	cmd.Flags().StringVar(&target, "target", "", "measure from here towards this host (running iperf3 -s)")
+	cmd.Flags().IntVar(&o.Runs, "runs", 10, "measured runs after the warm-up")
+	cmd.Flags().IntVar(&o.Parallel, "parallel", 2, "iperf3 --parallel streams")
+	cmd.Flags().IntVar(&o.Seconds, "time", 10, "seconds per run")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newBenchPingCmd() *cobra.Command {
+	var (
+		o               bench.PingOptions
+		labName, target string
+		asJSON          bool
+	)
+	cmd := &cobra.Command{
+		Use:   "ping",
+		Short: "Round-trip time as mean ± population standard deviation of a flood ping",
+		Long: `Measure latency the way seed 000 does: a flood ping (ping -f -c COUNT) to warm
+up the path, then a second one whose mean and *population* standard deviation
+(ping's mdev) are reported. Flood ping needs root.
+
+With --lab, the ping runs from the lab's generator namespace to the sink
+(11.0.0.1) across the lab's forwarder; with --target, from here.`,
+		Example: `  sluice bench ping --lab lab
+  sluice bench ping --target 192.168.90.3 --count 10000 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ep, err := benchEndpoints(labName, target)
+			if err != nil {
+				return err
+			}
+			o.Endpoints = ep
+			ctx, stop := benchSignalContext(cmd.Context())
+			defer stop()
+			res, err := bench.RunPing(ctx, o)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return labWriteJSON(cmd, res)
+			}
+			r := res.Run
+			fmt.Fprintf(cmd.OutOrStdout(), "%.1f ± %.1f µs round trip (mean ± population std dev of %d replies to %d; min %.1f, max %.1f µs; after a warm-up of %d; %s)\n",
+				r.MeanUs, r.StdDevUs, r.Received, r.Sent, r.MinUs, r.MaxUs, res.Warmup.Sent, res.Command)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&labName, "lab", "", "measure across this lab (from gen to sink)")
+	cmd.Flags().StringVar(&target, "target", "", "measure from here towards this host")
+	cmd.Flags().IntVar(&o.Count, "count", 10000, "echo requests per flood ping")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func newBenchTRexProfileCmd() *cobra.Command {
+	var (
+		o   bench.TRexOptions
+		out string
+		pps string
+	)
+	cmd := &cobra.Command{
+		Use:   "trex-profile PROFILE",
+		Short: "Write a sluice traffic profile as a TRex STL Python profile",
+		Long: `Write PROFILE (a built-in name, fixed-N or a file) as a TRex STL profile, so a
+hardware lab sends the same frame sizes, mix and flows with TRex (and
+trex-runner's stepped multiplier) as 'sluice bench run' does on veth.
+
+Frame sizes are written without FCS, as TRex builds them (its NIC appends the
+FCS). Each stream's rate is its weight in pps (the MNO tables then run at their
+measured rates at -m 1), or its share of --pps. Destinations walk the tunnels'
+subnets 48.x.y.0/24 of the seeds' plan.`,
+		Example: `  sluice bench trex-profile imix-mno-1 --tunnels 50 -o imix-mno-1.py
+  sluice bench trex-profile imix-simple --pps 1Mpps`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			p, err := bench.LoadProfile(args[0])
+			if err != nil {
+				return err
+			}
+			if o.Tunnels < 1 || o.Tunnels > lab.MaxTunnels {
+				return fmt.Errorf("--tunnels %d: use 1 to %d", o.Tunnels, lab.MaxTunnels)
+			}
+			if pps != "" {
+				r, err := bench.ParseRate("--pps", pps)
+				if err != nil {
+					return err
+				}
+				o.TotalPPS = r.PPS(p)
+			}
+			b, err := bench.TRexProfile(p, o)
+			if err != nil {
+				return err
+			}
+			if out == "" || out == "-" {
+				_, err = cmd.OutOrStdout().Write(b)
+				return err
+			}
+			if err := os.WriteFile(out, b, 0o644); err != nil {
+				return err
+			}
+			abs, _ := filepath.Abs(out)
+			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", abs)
+			return nil
+		},
+	}
+	cmd.Flags().IntVar(&o.Tunnels, "tunnels", 1, "tunnel subnets the destinations spread over")
+	cmd.Flags().StringVar(&pps, "pps", "", "total rate at multiplier 1 (default: each stream's weight as pps)")
+	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (default: stdout)")
+	return cmd
+}

@@ -1,0 +1,226 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"sluice/internal/bench"
+	"sluice/internal/lab"
+)
+
+func init() { register(newLabCmd) }
+
+func newLabCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "lab",
+		Short: "Build, inspect and remove network-namespace labs for benchmarks",
+		Long: `A lab is a set of network namespaces joined by veth pairs, addressed with the
+seeds' plan, with a forwarder in the device under test:
+
+  forwarder     gen --g0|lan0-- dut --wan0|s0-- sink
+  gateway-pair  gen --g0|p1-- gw0 --p0|p0-- gw1 --p1|s0-- sink
+  overlay-pair  two hosts with an encrypted VXLAN overlay (needs ESP: test VM)
+
+Addresses (seed 002): the generator 10.0.0.1/24 behind 10.0.0.254 sends from
+clients in 16.0.0.0/8 to 48.x.y.0/24, one /24 per tunnel; the sink is
+11.0.0.1/24 behind 11.0.0.254; tunnel i runs between 123.0.0.1 and
+123.0.(i/255).(i%255+1). Namespaces are named sl-NAME-ROLE; the lab's state
+is under /run/sluice/lab/NAME. 'sluice bench run --lab NAME' sends traffic
+through it.`,
+		Example: `  sluice lab up gateway-pair --tunnels 1024 --forwarder sluice
+  sluice lab status
+  sluice bench run --lab lab --profile imix-mno-1 --rate-max 2Mpps
+  sluice lab down`,
+	}
+	cmd.AddCommand(newLabUpCmd(), newLabDownCmd(), newLabStatusCmd())
+	return cmd
+}
+
+func newLabUpCmd() *cobra.Command {
+	var (
+		s         lab.Spec
+		asJSON    bool
+		vm        bool
+		rateLimit string
+	)
+	cmd := &cobra.Command{
+		Use:   "up TOPOLOGY",
+		Short: "Build a lab (idempotent) and install its forwarder",
+		Long: `Build the lab's namespaces, veth pairs, addresses, routes and neighbours, and
+install the forwarder in the device under test (dut, or gw0 and gw1):
+
+  kernel        Linux IP forwarding (always on underneath the others)
+  xdp-redirect  a bare XDP forwarder: MAC rewrite, TTL - 1, devmap redirect;
+                the ceiling of XDP forwarding on this machine
+  sluice        'sluice gateway run' with the lab's tunnels as static,
+                packet-offloaded policies (on veth nothing encrypts; on a
+                packet-offload NIC the NIC does)
+
+Running it again on a lab that is up checks and completes it, and switches the
+forwarder if --forwarder changed. A different topology or tunnel count under
+the same --name is refused: take the lab down first. Needs root.`,
+		Example: `  sluice lab up forwarder
+  sluice lab up gateway-pair --tunnels 1024 --forwarder sluice --name gp
+  sluice lab up forwarder --forwarder xdp-redirect --json`,
+		Args:      cobra.ExactArgs(1),
+		ValidArgs: lab.Topologies,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s.Topology = args[0]
+			if rateLimit != "" {
+				r, err := bench.ParseRate("--rate-limit", rateLimit)
+				if err != nil || r.Unit != "pps" {
+					return fmt.Errorf("--rate-limit %q: write a packet rate such as 200kpps", rateLimit)
+				}
+				s.Opts.RatePPS = uint64(r.Value)
+			}
+			if (s.Opts.DropEvery > 0 || s.Opts.RatePPS > 0) && s.Forwarder != lab.FwdXDPRedirect {
+				return fmt.Errorf("--drop-every and --rate-limit apply to --forwarder %s only", lab.FwdXDPRedirect)
+			}
+			if s.Opts.DropEvery == 1 {
+				return fmt.Errorf("--drop-every 1 would drop everything: use 2 or more (0: never)")
+			}
+			if vm {
+				return fmt.Errorf("--vm: a lab inside the test VM lives only as long as one command; run the benchmark there instead, e.g. sluice vm run -- sluice bench run --topology %s", s.Topology)
+			}
+			progress := func(line string) {
+				if !asJSON {
+					fmt.Fprintln(cmd.OutOrStdout(), line)
+				}
+			}
+			l, err := lab.Up(s, progress)
+			if err != nil {
+				var nv *lab.NeedsVMError
+				if errors.As(err, &nv) {
+					return &ExitError{Code: 2, Err: err}
+				}
+				return err
+			}
+			if asJSON {
+				return labWriteJSON(cmd, l)
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "lab %s is up: %s, %d tunnel(s), forwarder %s\n", l.Name, l.Topology, l.Tunnels, l.Forwarder)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&s.Name, "name", "lab", "lab name (1-12 of a-z, 0-9, -)")
+	cmd.Flags().IntVar(&s.Tunnels, "tunnels", 1, fmt.Sprintf("tunnels: remote subnets 48.x.y.0/24 and their endpoints (1-%d)", lab.MaxTunnels))
+	cmd.Flags().StringVar(&s.Forwarder, "forwarder", lab.FwdKernel, "forwarder in the device under test: "+strings.Join(lab.Forwarders, ", "))
+	cmd.Flags().Uint32Var(&s.Opts.DropEvery, "drop-every", 0, "xdp-redirect only: drop every Nth frame (a known loss, to test the benchmark)")
+	cmd.Flags().StringVar(&rateLimit, "rate-limit", "", "xdp-redirect only: forward at most this rate, e.g. 200kpps (a known bottleneck, to test the benchmark)")
+	cmd.Flags().BoolVar(&vm, "vm", false, "run the lab in the test VM (for topologies the host kernel cannot build)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the lab as JSON")
+	return cmd
+}
+
+func newLabDownCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "down [NAME]",
+		Short: "Remove a lab: daemons, XDP links, pins, namespaces, state",
+		Long: `Remove everything 'sluice lab up' made for the lab NAME (default "lab"): stop
+its gateway daemons, detach its XDP programs, delete its namespaces (and with
+them their veths), unmount its bpffs and remove /run/sluice/lab/NAME. It
+works on a half-built lab too, and removing a lab that does not exist is not
+an error.`,
+		Example: "  sluice lab down\n  sluice lab down gp --json",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			name := "lab"
+			if len(args) == 1 {
+				name = args[0]
+			}
+			res, err := lab.Down(name)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				return labWriteJSON(cmd, res)
+			}
+			if len(res.Namespaces) == 0 && len(res.Daemons) == 0 && len(res.Detached) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "lab %s: nothing to remove\n", name)
+				return nil
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "lab %s removed: %d namespace(s), %d daemon(s) stopped, %d XDP link(s) detached\n",
+				name, len(res.Namespaces), len(res.Daemons), len(res.Detached))
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was removed as JSON")
+	return cmd
+}
+
+func newLabStatusCmd() *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "status [NAME]",
+		Short: "List the labs that exist and whether they are whole",
+		Long: `List every lab (or only NAME): topology, tunnels, forwarder, namespaces, and
+what is missing (a namespace deleted by hand, a gateway daemon that died).
+Namespaces named sl-NAME-* without lab state are listed too, as leftovers
+for 'sluice lab down NAME'. Exits 1 when NAME is given and not up.`,
+		Example: "  sluice lab status\n  sluice lab status gp --json",
+		Args:    cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			all, err := lab.List()
+			if err != nil {
+				return err
+			}
+			if len(args) == 1 {
+				var only []lab.Status
+				for _, s := range all {
+					if s.Name == args[0] {
+						only = append(only, s)
+					}
+				}
+				if len(only) == 0 {
+					return fmt.Errorf("lab %q is not up (start it with 'sluice lab up TOPOLOGY --name %s')", args[0], args[0])
+				}
+				all = only
+			}
+			if asJSON {
+				if all == nil {
+					all = []lab.Status{}
+				}
+				return labWriteJSON(cmd, all)
+			}
+			if len(all) == 0 {
+				fmt.Fprintln(cmd.OutOrStdout(), "no labs")
+				return nil
+			}
+			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+			fmt.Fprintln(tw, "NAME\tTOPOLOGY\tTUNNELS\tFORWARDER\tSTATE\tNAMESPACES")
+			for _, s := range all {
+				state := "up"
+				switch {
+				case s.Topology == "":
+					state = "leftover (lab down " + s.Name + ")"
+				case len(s.Missing) > 0:
+					state = "broken: missing " + strings.Join(s.Missing, ",")
+				case len(s.DeadDaemon) > 0:
+					state = "broken: gateway died in " + strings.Join(s.DeadDaemon, ",")
+				}
+				var nss []string
+				for _, n := range s.Namespaces {
+					nss = append(nss, n)
+				}
+				sort.Strings(nss)
+				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Name, s.Topology, s.Tunnels, s.Forwarder, state, strings.Join(nss, " "))
+			}
+			return tw.Flush()
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	return cmd
+}
+
+func labWriteJSON(cmd *cobra.Command, v any) error {
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
