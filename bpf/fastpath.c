@@ -40,7 +40,7 @@ struct {
 		__uint(type, BPF_MAP_TYPE_HASH);
 		__uint(max_entries, 1); /* the control plane sizes each table */
 		__type(key, struct fp_pkey);
-		__type(value, struct fp_policy);
+		__type(value, struct fp_pentry);
 	});
 } policy_tables SEC(".maps");
 
@@ -101,20 +101,13 @@ struct classify_ctx {
 	struct best b[FP_DIRS];
 };
 
-static __always_inline void consider(struct classify_ctx *c, void *table, struct fp_pkey *key,
+static __always_inline void consider(struct classify_ctx *c, struct fp_pentry *e,
 				     struct fp_tuple *t, __u32 dir)
 {
 	struct best *b = &c->b[dir];
-	if (!(t->dirs & (1 << dir)))
+	if (!(e->present & (1 << dir)))
 		return;
-	/* Tuples are sorted by their best priority: once ours is strictly
-	 * better, this tuple can neither win nor tie. */
-	if (b->found && b->pol.priority < t->min_prio[dir])
-		return;
-	key->dir = dir;
-	struct fp_policy *pol = bpf_map_lookup_elem(table, key);
-	if (!pol)
-		return;
+	struct fp_policy *pol = &e->dir[dir];
 	if (!b->found || pol->priority < b->pol.priority) {
 		b->pol = *pol;
 		b->found = 1;
@@ -122,6 +115,18 @@ static __always_inline void consider(struct classify_ctx *c, void *table, struct
 	} else if (pol->priority == b->pol.priority) {
 		b->tie = 1;
 	}
+}
+
+/* worth reports whether the tuple can still win or tie in some direction:
+ * tuples are sorted by best priority, so once every direction it holds
+ * already has a strictly better match, its lookup is skipped. */
+static __always_inline int worth(struct classify_ctx *c, struct fp_tuple *t)
+{
+	for (int dir = 0; dir < FP_DIRS; dir++)
+		if ((t->dirs & (1 << dir)) &&
+		    (!c->b[dir].found || c->b[dir].pol.priority >= t->min_prio[dir]))
+			return 1;
+	return 0;
 }
 
 static long classify_tuple(__u32 i, void *data)
@@ -136,6 +141,8 @@ static long classify_tuple(__u32 i, void *data)
 		c->err = 1;
 		return 1;
 	}
+	if (!worth(c, t))
+		return 0;
 	struct fp_pkey key;
 	__builtin_memset(&key, 0, sizeof(key));
 	key.family = p->family;
@@ -155,9 +162,12 @@ static long classify_tuple(__u32 i, void *data)
 	key.dst[2] = p->dst[2] & t->dst_mask[2];
 	key.src[3] = p->src[3] & t->src_mask[3];
 	key.dst[3] = p->dst[3] & t->dst_mask[3];
-	consider(c, c->table, &key, t, 0);
-	consider(c, c->table, &key, t, 1);
-	consider(c, c->table, &key, t, 2);
+	struct fp_pentry *e = bpf_map_lookup_elem(c->table, &key);
+	if (!e)
+		return 0;
+	consider(c, e, t, 0);
+	consider(c, e, t, 1);
+	consider(c, e, t, 2);
 	return 0;
 }
 
@@ -311,7 +321,10 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct pkt *p, struct
 		d->reason = FP_R_NOT_CONFIGURED;
 		return XDP_PASS;
 	}
-	if (!bpf_map_lookup_elem(&tx_ports, &dev) && dev != ctx->ingress_ifindex) {
+	/* Every configured port that is not a VLAN child is in tx_ports (the
+	 * control plane keeps it so), so the redirect below cannot miss and
+	 * this path needs no devmap lookup of its own. */
+	if (dev_if->parent_ifindex) {
 		d->reason = FP_R_NO_TX_PORT;
 		return XDP_PASS;
 	}
@@ -391,17 +404,16 @@ static __always_inline int forward_in(struct xdp_md *ctx, struct pkt *p, struct 
 	return send(ctx, egress, d);
 }
 
-static __always_inline int decide(struct xdp_md *ctx, struct pkt *p, struct fp_decision *d)
+static __always_inline int decide(struct xdp_md *ctx, struct fp_config *cfg, struct pkt *p,
+				  struct fp_decision *d)
 {
-	__u32 zero = 0;
-	struct fp_config *cfg = bpf_map_lookup_elem(&config, &zero);
 	if (!cfg || !cfg->ready) {
 		d->reason = FP_R_NOT_READY;
 		return XDP_PASS;
 	}
 	/* A daemon that stopped renewing its lease may have missed an SA
 	 * going away: stop forwarding rather than trust stale maps. */
-	if (cfg->lease_until_ns && bpf_ktime_get_ns() > cfg->lease_until_ns) {
+	if (cfg->lease_until_ns && bpf_ktime_get_coarse_ns() > cfg->lease_until_ns) {
 		d->reason = FP_R_NOT_READY;
 		return XDP_PASS;
 	}
@@ -411,6 +423,7 @@ static __always_inline int decide(struct xdp_md *ctx, struct pkt *p, struct fp_d
 		d->reason = FP_R_NOT_CONFIGURED;
 		return XDP_PASS;
 	}
+	d->slot = in_if->slot;
 	int r = parse_packet(ctx, p);
 	if (r != FP_R_MAX) {
 		d->reason = r;
@@ -510,33 +523,27 @@ int xdp_fastpath(struct xdp_md *ctx)
 	struct fp_decision d = {};
 	struct pkt p = {};
 	__u64 len = ctx->data_end - ctx->data;
-	int act = decide(ctx, &p, &d);
+	__u32 zero = 0;
+	struct fp_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	int act = decide(ctx, cfg, &p, &d);
 
 	d.action = act;
 	if (explain_mode) {
-		__u32 zero = 0;
 		bpf_map_update_elem(&explain_out, &zero, &d, BPF_ANY);
 		return act;
 	}
-	__u32 ifindex = ctx->ingress_ifindex;
-	struct fp_iface *in_if = bpf_map_lookup_elem(&ifaces, &ifindex);
-	__u32 slot = in_if ? in_if->slot : 0;
-	__u32 reason = (slot % FP_MAX_IFACE_SLOTS) * FP_R_MAX + d.reason % FP_R_MAX;
+	__u32 reason = (d.slot % FP_MAX_IFACE_SLOTS) * FP_R_MAX + d.reason % FP_R_MAX;
 	__u64 *rc = bpf_map_lookup_elem(&reason_counts, &reason);
 	if (rc)
 		(*rc)++;
-	if (d.policy_index) {
-		__u32 zero = 0;
-		struct fp_config *cfg = bpf_map_lookup_elem(&config, &zero);
-		if (cfg && cfg->counters) {
-			struct fp_counter *c = bpf_map_lookup_elem(&policy_counts, &d.policy_index);
-			if (c) {
-				c->packets++;
-				c->bytes += len;
-			} else {
-				struct fp_counter nc = {.packets = 1, .bytes = len};
-				bpf_map_update_elem(&policy_counts, &d.policy_index, &nc, BPF_NOEXIST);
-			}
+	if (d.policy_index && cfg && cfg->counters) {
+		struct fp_counter *c = bpf_map_lookup_elem(&policy_counts, &d.policy_index);
+		if (c) {
+			c->packets++;
+			c->bytes += len;
+		} else {
+			struct fp_counter nc = {.packets = 1, .bytes = len};
+			bpf_map_update_elem(&policy_counts, &d.policy_index, &nc, BPF_NOEXIST);
 		}
 	}
 	return act;
@@ -545,6 +552,7 @@ int xdp_fastpath(struct xdp_md *ctx)
 /* Anchors so clang emits full BTF for the types bpf2go turns into Go. */
 const struct fp_pkey *_fp_pkey __attribute__((unused));
 const struct fp_policy *_fp_policy __attribute__((unused));
+const struct fp_pentry *_fp_pentry __attribute__((unused));
 const struct fp_tuple *_fp_tuple __attribute__((unused));
 const struct fp_iface *_fp_iface __attribute__((unused));
 const struct fp_vlan_key *_fp_vlan_key __attribute__((unused));

@@ -75,8 +75,9 @@ struct fp_config {
 	__u32 fwd_default_block;  /* `ip xfrm policy setdefault fwd block` */
 	__u32 counters;           /* per-policy counters on/off */
 	__u32 ntuples[2][2];      /* [gen][family] */
-	/* CLOCK_MONOTONIC ns after which the control plane is presumed dead
-	 * and everything goes to the kernel; 0: no lease (tests, explain). */
+	/* CLOCK_MONOTONIC_COARSE ns after which the control plane is presumed
+	 * dead and everything goes to the kernel; 0: no lease (tests). The
+	 * coarse clock is a memory read, not a TSC read, on every packet. */
 	__u64 lease_until_ns;
 };
 
@@ -92,10 +93,12 @@ struct fp_tuple {
 	__be16 dport_mask;
 };
 
-/* Key of a policy table: the selector, masked to its tuple's shape. */
+/* Key of a policy table: the selector, masked to its tuple's shape. One
+ * key holds the policies of all three directions (struct fp_pentry), so a
+ * shape costs one hash lookup, not three. */
 struct fp_pkey {
 	__u8 family;
-	__u8 dir;
+	__u8 pad;
 	__u8 tuple;
 	__u8 proto;
 	__be16 sport;
@@ -111,6 +114,12 @@ struct fp_policy {
 	__u8 action;              /* enum fp_action */
 	__u8 flags;               /* enum fp_policy_flags */
 	__u16 pad;
+};
+
+/* Value of a policy table: the best policy per direction for one key. */
+struct fp_pentry {
+	struct fp_policy dir[FP_DIRS];
+	__u32 present;            /* bit per direction with a policy */
 };
 
 struct fp_iface {
@@ -143,7 +152,7 @@ struct fp_decision {
 	__u32 policy_priority;
 	__u32 egress_ifindex;
 	__u32 matched;            /* bit per dir with a match */
-	__u32 pad;
+	__u32 slot;               /* counter slot of the ingress interface */
 };
 
 #endif

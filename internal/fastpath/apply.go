@@ -26,7 +26,7 @@ func (dp *Datapath) Apply(t *Tables) error {
 	defer inner.Close() // the outer map holds its own reference
 	if len(t.Entries) > 0 {
 		keys := make([]fastpathFpPkey, 0, len(t.Entries))
-		vals := make([]fastpathFpPolicy, 0, len(t.Entries))
+		vals := make([]fastpathFpPentry, 0, len(t.Entries))
 		for k, v := range t.Entries {
 			keys = append(keys, k)
 			vals = append(vals, v)
@@ -115,7 +115,8 @@ func (dp *Datapath) RenewLease(d time.Duration) error {
 		return err
 	}
 	var ts unix.Timespec
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+	// The program reads bpf_ktime_get_coarse_ns(): CLOCK_MONOTONIC_COARSE.
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
 		return err
 	}
 	cfg.LeaseUntilNs = uint64(ts.Nano()) + uint64(d.Nanoseconds())

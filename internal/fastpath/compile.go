@@ -24,7 +24,7 @@ type Snapshot struct {
 // Tables is a compiled snapshot, ready to be written to the maps.
 type Tables struct {
 	Tuples  [2][]fastpathFpTuple // per family (0 = IPv4, 1 = IPv6)
-	Entries map[fastpathFpPkey]fastpathFpPolicy
+	Entries map[fastpathFpPkey]fastpathFpPentry
 	// Mirrored counts the policies that can match traffic the program sees.
 	Mirrored        int
 	FwdDefaultBlock bool
@@ -58,19 +58,23 @@ func familyOf(sel kernel.Selector) int {
 
 // Compile turns the kernel's policies and SAs into fast-path tables.
 func Compile(s Snapshot) (*Tables, error) {
-	t := &Tables{Entries: map[fastpathFpPkey]fastpathFpPolicy{}, FwdDefaultBlock: s.FwdDefaultBlock}
+	t := &Tables{Entries: map[fastpathFpPkey]fastpathFpPentry{}, FwdDefaultBlock: s.FwdDefaultBlock}
 	shapeIndex := [2]map[shape]int{{}, {}}
 	var shapes [2][]shape
 	minPrio := [2][]([3]uint32){}
 
 	type placed struct {
 		key fastpathFpPkey
+		dir kernel.Dir
 		val fastpathFpPolicy
 	}
 	var all []placed
 	for i := range s.Policies {
 		p := &s.Policies[i]
-		if neverMatches(p) {
+		if neverMatches(p) || p.Dir > kernel.DirFwd {
+			// Directions 3 and 4 are per-socket policies (charon's IKE
+			// bypass): they apply to their own socket's packets only,
+			// never to forwarded traffic.
 			continue
 		}
 		fam := familyOf(p.Sel)
@@ -88,7 +92,7 @@ func Compile(s Snapshot) (*Tables, error) {
 		if p.Priority < minPrio[fam][ti][p.Dir] {
 			minPrio[fam][ti][p.Dir] = p.Priority
 		}
-		all = append(all, placed{key: policyKey(p, fam, ti), val: policyValue(p, s.States)})
+		all = append(all, placed{key: policyKey(p, fam, ti), dir: p.Dir, val: policyValue(p, s.States)})
 		t.Mirrored++
 	}
 
@@ -124,16 +128,19 @@ func Compile(s Snapshot) (*Tables, error) {
 
 	for _, pl := range all {
 		pl.key.Tuple = uint8(remap[pl.key.Family][pl.key.Tuple])
-		prev, dup := t.Entries[pl.key]
+		e := t.Entries[pl.key]
+		bit := uint32(1) << pl.dir
+		prev := &e.Dir[pl.dir]
 		switch {
-		case !dup || pl.val.Priority < prev.Priority:
-			t.Entries[pl.key] = pl.val
+		case e.Present&bit == 0 || pl.val.Priority < prev.Priority:
+			*prev = pl.val
+			e.Present |= bit
 		case pl.val.Priority == prev.Priority:
 			// Same selector, same priority: the kernel's order between
 			// them is not ours to guess.
 			prev.Flags |= flagUncertain
-			t.Entries[pl.key] = prev
 		}
+		t.Entries[pl.key] = e
 	}
 	return t, nil
 }
@@ -156,7 +163,7 @@ func uncertain(p *kernel.Policy) bool {
 }
 
 func policyKey(p *kernel.Policy, fam, tuple int) fastpathFpPkey {
-	k := fastpathFpPkey{Family: uint8(fam), Dir: uint8(p.Dir), Tuple: uint8(tuple), Proto: p.Sel.Proto}
+	k := fastpathFpPkey{Family: uint8(fam), Tuple: uint8(tuple), Proto: p.Sel.Proto}
 	k.Sport = htons(p.Sel.SPort & p.Sel.SPortMask)
 	k.Dport = htons(p.Sel.DPort & p.Sel.DPortMask)
 	k.Src = addrWords(p.Sel.Src.Masked().Addr())

@@ -38,7 +38,7 @@ type fastpathFpDecision struct {
 	PolicyPriority uint32
 	EgressIfindex  uint32
 	Matched        uint32
-	Pad            uint32
+	Slot           uint32
 }
 
 type fastpathFpIface struct {
@@ -53,10 +53,16 @@ type fastpathFpIface struct {
 	HairpinSmac    [6]uint8
 }
 
+type fastpathFpPentry struct {
+	_       structs.HostLayout
+	Dir     [3]fastpathFpPolicy
+	Present uint32
+}
+
 type fastpathFpPkey struct {
 	_      structs.HostLayout
 	Family uint8
-	Dir    uint8
+	Pad    uint8
 	Tuple  uint8
 	Proto  uint8
 	Sport  uint16
@@ -142,6 +148,7 @@ const (
 	fastpathVarFpCounter    = "_fp_counter"
 	fastpathVarFpDecision   = "_fp_decision"
 	fastpathVarFpIface      = "_fp_iface"
+	fastpathVarFpPentry     = "_fp_pentry"
 	fastpathVarFpPkey       = "_fp_pkey"
 	fastpathVarFpPolicy     = "_fp_policy"
 	fastpathVarFpReason     = "_fp_reason"
@@ -217,6 +224,7 @@ type fastpathVariableSpecs struct {
 	FpCounter   *ebpf.VariableSpec `ebpf:"_fp_counter"`
 	FpDecision  *ebpf.VariableSpec `ebpf:"_fp_decision"`
 	FpIface     *ebpf.VariableSpec `ebpf:"_fp_iface"`
+	FpPentry    *ebpf.VariableSpec `ebpf:"_fp_pentry"`
 	FpPkey      *ebpf.VariableSpec `ebpf:"_fp_pkey"`
 	FpPolicy    *ebpf.VariableSpec `ebpf:"_fp_policy"`
 	FpReason    *ebpf.VariableSpec `ebpf:"_fp_reason"`
@@ -277,6 +285,7 @@ type fastpathVariables struct {
 	FpCounter   *ebpf.Variable `ebpf:"_fp_counter"`
 	FpDecision  *ebpf.Variable `ebpf:"_fp_decision"`
 	FpIface     *ebpf.Variable `ebpf:"_fp_iface"`
+	FpPentry    *ebpf.Variable `ebpf:"_fp_pentry"`
 	FpPkey      *ebpf.Variable `ebpf:"_fp_pkey"`
 	FpPolicy    *ebpf.Variable `ebpf:"_fp_policy"`
 	FpReason    *ebpf.Variable `ebpf:"_fp_reason"`
