@@ -1,0 +1,422 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"sluice/internal/config"
+	"sluice/internal/overlay"
+)
+
+// The encrypted overlay: sluice plan|apply|verify|teardown -f host.yaml.
+
+func init() {
+	register(newPlanCmd)
+	register(newApplyCmd)
+	register(newVerifyCmd)
+	register(newTeardownCmd)
+}
+
+const hostFileHelp = `host.yaml declares one host's encrypted overlay: uplinks (ports, MTU, an
+active-backup bond), SR-IOV (VF count, eswitch mode, flow steering, per-VF
+MAC/VLAN/trust/spoofchk and IPsec capability), VTEPs (VXLAN or Geneve, the
+local address on lo as a /32, remotes and the routes to them) and IPsec
+(manually keyed rfc4106(gcm(aes)) SAs and policies in transport or tunnel
+mode, ESN, replay window, offload none|crypto|packet|auto). Keys come from
+the key file named in the file, which must be readable by its owner only;
+keys never appear in plans, logs or errors. Schema and one full example
+per seed: docs/overlay.md.
+
+Commands act on the network namespace sluice runs in (use ip netns exec).`
+
+// overlayInputs loads the file, its keys (when it has peers) and the live
+// host.
+func overlayInputs(file string, needKeys bool) (*config.Host, *config.Keys, *overlay.Live, error) {
+	h, err := config.LoadHost(file)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var keys *config.Keys
+	if needKeys && h.IPsec != nil && len(h.IPsec.Peers) > 0 {
+		if keys, err = config.LoadKeys(h.KeysPath()); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: ipsec.keys (line %d): %w", h.File, h.IPsec.KeysLine, err)
+		}
+	}
+	live, err := overlay.ReadLive(h)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return h, keys, live, nil
+}
+
+func addFileFlag(cmd *cobra.Command, file *string) {
+	cmd.Flags().StringVarP(file, "file", "f", "", "host file (host.yaml)")
+	_ = cmd.MarkFlagRequired("file")
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// printPlan prints steps with their equivalent commands.
+func printPlan(w io.Writer, p *overlay.Plan, verb string) {
+	if p.Empty() {
+		fmt.Fprintf(w, "%s: nothing to do: the host matches the file\n", p.File)
+	} else {
+		fmt.Fprintf(w, "%s (overlay %s): %d step(s) to %s\n", p.File, p.Name, len(p.Steps), verb)
+		for i, s := range p.Steps {
+			fmt.Fprintf(w, "%3d. [%s] %s %s: %s\n", i+1, s.Section, s.Action, s.Object, s.Why)
+			for _, c := range s.Commands {
+				fmt.Fprintf(w, "       %s\n", c)
+			}
+		}
+	}
+	if len(p.Notes) > 0 {
+		fmt.Fprintln(w, "notes:")
+		for _, n := range p.Notes {
+			fmt.Fprintf(w, "  - %s\n", n)
+		}
+	}
+}
+
+func newPlanCmd() *cobra.Command {
+	var (
+		file     string
+		asJSON   bool
+		exitCode bool
+	)
+	cmd := &cobra.Command{
+		Use:   "plan -f host.yaml",
+		Short: "Compare host.yaml with the live host and list the steps apply would run",
+		Long: `Compare host.yaml with the live host and list, in order, the steps that
+would make the host match it, each with the equivalent ip, bridge, devlink,
+ethtool or sysfs command (keys shown as <redacted>), or say "nothing to do".
+Nothing is changed.
+
+The order is the order apply uses: SR-IOV (VFs to 0 before the eswitch mode
+or flow steering change), uplinks (bond, ports, MTU, addresses), then
+encryption (SAs before policies), and only then connectivity (the VTEP
+address on lo, the routes to remote VTEPs, the VTEP devices), so no VTEP
+packet can leave unencrypted while apply runs.
+
+` + hostFileHelp,
+		Example: `  sluice plan -f /etc/sluice/host.yaml
+  sluice plan -f host.yaml --json
+  ip netns exec node-a sluice plan -f node-a.yaml --exit-code  # 2: changes pending`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, keys, live, err := overlayInputs(file, true)
+			if err != nil {
+				return err
+			}
+			p, err := overlay.NewPlan(h, keys, live)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				if err := writeJSON(cmd.OutOrStdout(), p); err != nil {
+					return err
+				}
+			} else {
+				printPlan(cmd.OutOrStdout(), p, "apply")
+			}
+			if exitCode && !p.Empty() {
+				return &ExitError{Code: 2, Err: fmt.Errorf("%d step(s) pending", len(p.Steps))}
+			}
+			return nil
+		},
+	}
+	addFileFlag(cmd, &file)
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
+	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 2 when there are steps to apply (0: nothing to do)")
+	return cmd
+}
+
+func newApplyCmd() *cobra.Command {
+	var (
+		file, stateDir string
+		dryRun, asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "apply -f host.yaml",
+		Short: "Make the host match host.yaml (idempotent; --dry-run prints the plan)",
+		Long: `Make the host match host.yaml: run the plan's steps through netlink, sysfs,
+devlink and ethtool ioctls (never by running ip). A second apply does
+nothing. Apply stops at the first failing step and says which, with the
+kernel's reason and the equivalent command; what was done before it is kept
+and journaled, so applying again after fixing the cause completes the job
+and teardown can undo it.
+
+The journal (in --state-dir, on tmpfs) records what apply created and the
+previous value of what it changed, so that teardown removes exactly that.
+
+Offload: none, crypto and packet are taken as asked; the SA is read back
+after it is added, because the kernel silently installs a crypto-offload SA
+without offload when the device cannot offload it, and apply fails then.
+auto tries packet, then crypto, then none, and reports what it obtained and
+why the others were refused.
+
+` + hostFileHelp,
+		Example: `  sluice apply -f /etc/sluice/host.yaml
+  sluice apply -f host.yaml --dry-run
+  ip netns exec node-a sluice apply -f node-a.yaml --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, keys, live, err := overlayInputs(file, true)
+			if err != nil {
+				return err
+			}
+			p, err := overlay.NewPlan(h, keys, live)
+			if err != nil {
+				return err
+			}
+			w := cmd.OutOrStdout()
+			if dryRun {
+				if asJSON {
+					return writeJSON(w, p)
+				}
+				printPlan(w, p, "apply (dry run: nothing changed)")
+				return nil
+			}
+			var progress io.Writer
+			if !asJSON {
+				progress = w
+				for _, n := range p.Notes {
+					fmt.Fprintf(w, "note: %s\n", n)
+				}
+			}
+			res, err := overlay.Apply(p, stateDir, progress)
+			if asJSON {
+				out := struct {
+					Plan   *overlay.Plan   `json:"plan"`
+					Result *overlay.Result `json:"result"`
+					Error  string          `json:"error,omitempty"`
+				}{p, res, ""}
+				if err != nil {
+					out.Error = err.Error()
+				}
+				if jerr := writeJSON(w, out); jerr != nil {
+					return jerr
+				}
+				if err != nil {
+					return &ExitError{Code: 1, Err: err}
+				}
+				return nil
+			}
+			if res != nil {
+				for _, o := range res.Offload {
+					fmt.Fprintf(w, "offload: %s\n", o)
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if p.Empty() {
+				fmt.Fprintf(w, "%s: nothing to do: the host matches the file\n", h.File)
+			} else {
+				fmt.Fprintf(w, "applied %d step(s); journal %s\n", res.Done, res.Journal)
+			}
+			return nil
+		},
+	}
+	addFileFlag(cmd, &file)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing (same as sluice plan)")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan and the result as JSON")
+	cmd.Flags().StringVar(&stateDir, "state-dir", overlay.DefaultStateDir, "where apply journals what it did (tmpfs)")
+	return cmd
+}
+
+func newTeardownCmd() *cobra.Command {
+	var (
+		file, stateDir string
+		dryRun, asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "teardown -f host.yaml",
+		Short: "Remove what apply created from host.yaml, and put back what it changed",
+		Long: `Remove exactly what apply created for host.yaml, and nothing else, in the
+reverse order: VTEP devices, routes and the lo address first (so no VTEP
+packet leaves unencrypted), then policies and SAs, then the bond (its ports
+get their MTU and MAC back), then what apply changed on devices it did not
+create (MTU, up/down, VF count, eswitch mode, flow steering, features),
+restored from the journal where the value is still the one apply set.
+
+Without a journal (an overlay set up by hand, or /run lost) teardown removes
+the objects the file declares that match it, and says that attributes of
+existing devices are left as they are. Keys are not needed.
+
+` + hostFileHelp,
+		Example: `  sluice teardown -f /etc/sluice/host.yaml
+  sluice teardown -f host.yaml --dry-run`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, _, live, err := overlayInputs(file, false)
+			if err != nil {
+				return err
+			}
+			j, has, err := overlay.LoadJournal(stateDir, h.Name, h.File)
+			if err != nil {
+				return err
+			}
+			p := overlay.NewTeardown(h, live, j, has)
+			w := cmd.OutOrStdout()
+			if dryRun {
+				if asJSON {
+					return writeJSON(w, p)
+				}
+				printPlan(w, p, "tear down (dry run: nothing changed)")
+				return nil
+			}
+			n, err := overlay.Teardown(p, j, func(i int, s overlay.Step) {
+				if !asJSON {
+					fmt.Fprintf(w, "[%d/%d] %s %s\n", i+1, len(p.Steps), s.Action, s.Object)
+				}
+			})
+			if asJSON {
+				out := struct {
+					Plan  *overlay.Plan `json:"plan"`
+					Done  int           `json:"steps_done"`
+					Error string        `json:"error,omitempty"`
+				}{p, n, ""}
+				if err != nil {
+					out.Error = err.Error()
+				}
+				if jerr := writeJSON(w, out); jerr != nil {
+					return jerr
+				}
+				if err != nil {
+					return &ExitError{Code: 1, Err: err}
+				}
+				return nil
+			}
+			for _, note := range p.Notes {
+				fmt.Fprintf(w, "note: %s\n", note)
+			}
+			if err != nil {
+				return err
+			}
+			if p.Empty() {
+				fmt.Fprintf(w, "%s: nothing to tear down\n", h.File)
+			} else {
+				fmt.Fprintf(w, "tore down %d step(s)\n", n)
+			}
+			return nil
+		},
+	}
+	addFileFlag(cmd, &file)
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the teardown plan and change nothing")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan and the result as JSON")
+	cmd.Flags().StringVar(&stateDir, "state-dir", overlay.DefaultStateDir, "where apply journaled what it did")
+	return cmd
+}
+
+func newVerifyCmd() *cobra.Command {
+	var (
+		file, sendTo    string
+		traffic, asJSON bool
+		window          time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "verify -f host.yaml [--traffic [--send-to ADDR]]",
+		Short: "Prove the host matches host.yaml and its overlay traffic is encrypted; exit 1 if not",
+		Long: `Check that the live host matches host.yaml (no step left to apply), that
+every SA is installed with the offload the file asks for (for auto: which
+one it got), and that every VTEP's traffic is covered by an SA pair.
+
+With --traffic, also prove it with counters (seed 000's "confirming ipsec is
+being used"): the SA packet counters (ip -s xfrm state) and the offload
+devices' ethtool IPsec counters are read, again after --window, and every SA
+of the file must have counted packets in between. Traffic is whatever flows
+during the window; --send-to ADDR sends UDP datagrams to ADDR (an overlay
+address of a peer, port 9) during the window, whose packets (and the
+peer's ICMP port-unreachable replies) cross both SAs.
+
+Exit code 0: everything passed; 1: something failed (each check says what).
+
+` + hostFileHelp,
+		Example: `  sluice verify -f /etc/sluice/host.yaml
+  sluice verify -f host.yaml --traffic --window 5s   # while iperf3 runs
+  sluice verify -f host.yaml --traffic --send-to 192.168.90.3 --json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			h, keys, live, err := overlayInputs(file, true)
+			if err != nil {
+				return err
+			}
+			r := overlay.Verify(h, keys, live)
+			if traffic {
+				var gen func() error
+				if sendTo != "" {
+					gen = func() error { return sendUDP(sendTo, window) }
+				}
+				if err := overlay.VerifyTraffic(h, r, window, gen); err != nil {
+					return err
+				}
+			}
+			w := cmd.OutOrStdout()
+			if asJSON {
+				if err := writeJSON(w, r); err != nil {
+					return err
+				}
+			} else {
+				printVerify(w, r)
+			}
+			if !r.OK {
+				return &ExitError{Code: 1, Err: fmt.Errorf("%s: verify failed", h.File)}
+			}
+			return nil
+		},
+	}
+	addFileFlag(cmd, &file)
+	cmd.Flags().BoolVar(&traffic, "traffic", false, "also check that the SA (and ethtool IPsec) counters rise while traffic flows")
+	cmd.Flags().DurationVar(&window, "window", 3*time.Second, "how long to watch the counters with --traffic")
+	cmd.Flags().StringVar(&sendTo, "send-to", "", "with --traffic: send UDP datagrams to this overlay address during the window")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
+	return cmd
+}
+
+func printVerify(w io.Writer, r *overlay.VerifyReport) {
+	for _, c := range r.Checks {
+		mark := "ok  "
+		if !c.OK {
+			mark = "FAIL"
+		}
+		fmt.Fprintf(w, "%s %-9s %s\n", mark, c.Name, c.Detail)
+	}
+	for dev, cs := range r.Counters {
+		var parts []string
+		for k, v := range cs {
+			parts = append(parts, fmt.Sprintf("%s +%d", k, v))
+		}
+		fmt.Fprintf(w, "ethtool -S %s: %s\n", dev, strings.Join(parts, ", "))
+	}
+	if r.OK {
+		fmt.Fprintln(w, "verify: passed")
+	} else {
+		fmt.Fprintln(w, "verify: FAILED")
+	}
+}
+
+// sendUDP sends small datagrams to addr:9 (discard) for d, 50 per second.
+func sendUDP(addr string, d time.Duration) error {
+	c, err := net.Dial("udp", net.JoinHostPort(addr, "9"))
+	if err != nil {
+		return fmt.Errorf("--send-to %s: %w", addr, err)
+	}
+	defer c.Close()
+	end := time.Now().Add(d - 200*time.Millisecond)
+	payload := []byte("sluice verify --traffic")
+	for time.Now().Before(end) {
+		_, _ = c.Write(payload) // ICMP errors from the peer are expected
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}

@@ -1,0 +1,372 @@
+package config
+
+import (
+	"fmt"
+	"net/netip"
+	"path/filepath"
+	"strings"
+)
+
+func (m *hostMeta) applyDefaults(p *parser, h *Host) {
+	if !p.given["name"] {
+		base := filepath.Base(h.File)
+		h.Name = strings.TrimSuffix(base, filepath.Ext(base))
+		if !hostNameRE.MatchString(h.Name) {
+			h.Name = "host"
+		}
+	}
+	if u := h.Uplinks; u != nil && u.Bond != nil {
+		if !p.given[m.bond.path+".mode"] {
+			u.Bond.Mode = BondModeActiveBackup
+		}
+		if !p.given[m.bond.path+".miimon"] {
+			u.Bond.MIIMon = DefaultMIIMon
+		}
+	}
+	for i, it := range m.vteps {
+		v := &h.VTEPs[i]
+		if !p.given[it.path+".type"] {
+			v.Type = VTEPVXLAN
+		}
+		if !p.given[it.path+".port"] {
+			v.Port = DefaultVXLANPort
+			if v.Type == VTEPGeneve {
+				v.Port = DefaultGenevePort
+			}
+		}
+	}
+	for i, it := range m.peers {
+		pr := &h.IPsec.Peers[i]
+		if !p.given[it.path+".mode"] {
+			pr.Mode = ModeTransport
+		}
+		if !p.given[it.path+".key-bits"] {
+			pr.KeyBits = 128
+		}
+		if !p.given[it.path+".offload"] {
+			pr.Offload = OffloadModeNone
+		}
+		if !p.given[it.path+".replay-window"] {
+			pr.ReplayWindow = MaxLegacyReplay
+			if pr.ESN {
+				pr.ReplayWindow = DefaultReplayWindow
+			}
+		}
+		if !p.given[it.path+".reqid-out"] {
+			pr.ReqidOut = pr.SPIOut
+		}
+		if !p.given[it.path+".reqid-in"] {
+			pr.ReqidIn = pr.SPIIn
+		}
+	}
+}
+
+func (m *hostMeta) validate(p *parser, h *Host) {
+	if h.Uplinks == nil && len(h.SRIOV) == 0 && len(h.VTEPs) == 0 && h.IPsec == nil && len(p.errs) == 0 {
+		p.errorf(m.rootLine, "", "nothing to set up; write at least one of uplinks:, sriov:, vteps: or ipsec: (see docs/overlay.md)")
+	}
+	names := map[string]string{} // device name -> path that declares it
+	claim := func(name, path string, line int, what string) {
+		if name == "" {
+			return
+		}
+		if first, dup := names[name]; dup {
+			p.errorf(line, path, "%s is already used by %s; give the %s another name", show(name), first, what)
+			return
+		}
+		names[name] = path
+	}
+	if u := h.Uplinks; u != nil {
+		m.validateUplinks(p, u, claim)
+	}
+	m.validateSRIOV(p, h)
+	for i := range h.VTEPs {
+		m.validateVTEP(p, h, i, claim)
+	}
+	if h.IPsec != nil {
+		m.validateIPsec(p, h)
+	}
+}
+
+func (m *hostMeta) validateUplinks(p *parser, u *Uplinks, claim func(string, string, int, string)) {
+	at := func(key string) (int, string) {
+		return p.lineOf(m.uplinks.path+"."+key, m.uplinks.line), m.uplinks.path + "." + key
+	}
+	if len(u.Ports) == 0 && !p.bad[m.uplinks.path+".ports"] {
+		l, path := at("ports")
+		p.errorf(l, path, "missing or empty; list the physical ports, such as ports: [enp3s0f0np0, enp3s0f1np1]")
+	}
+	for i, port := range u.Ports {
+		path := fmt.Sprintf("%s.ports[%d]", m.uplinks.path, i)
+		if len(u.Ports) == 1 {
+			path = m.uplinks.path + ".ports"
+		}
+		claim(port, path, m.portLines[i], "port")
+	}
+	if b := u.Bond; b != nil {
+		bl := func(key string) (int, string) {
+			return p.lineOf(m.bond.path+"."+key, m.bond.line), m.bond.path + "." + key
+		}
+		if b.Name == "" && !p.bad[m.bond.path+".name"] {
+			l, path := bl("name")
+			p.errorf(l, path, "missing; name the bond device, such as name: bond0")
+		}
+		l, path := bl("name")
+		claim(b.Name, path, l, "bond")
+		if b.Primary != "" && !containsStr(u.Ports, b.Primary) {
+			l, path := bl("primary")
+			p.errorf(l, path, "%s is not one of uplinks.ports (%s); name one of them or remove primary", show(b.Primary), strings.Join(u.Ports, ", "))
+		}
+	} else if len(u.Addresses) > 0 && len(u.Ports) > 1 {
+		l, path := at("addresses")
+		p.errorf(l, path, "with %d ports and no bond the addresses have no single device; add bond: {name: bond0}, or keep one port", len(u.Ports))
+	}
+	seen := map[netip.Addr]int{}
+	for i, a := range u.Addresses {
+		if !a.IsValid() {
+			continue
+		}
+		if first, dup := seen[a.Addr()]; dup {
+			p.errorf(m.addrLines[i], fmt.Sprintf("%s.addresses[%d]", m.uplinks.path, i), "%s is listed twice (first on line %d)", a.Addr(), first)
+		}
+		seen[a.Addr()] = m.addrLines[i]
+	}
+}
+
+func (m *hostMeta) validateSRIOV(p *parser, h *Host) {
+	pfs := map[string]int{}
+	for i, it := range m.sriov {
+		s := &h.SRIOV[i]
+		at := func(key string) (int, string) { return p.lineOf(it.path+"."+key, it.line), it.path + "." + key }
+		if s.PF == "" {
+			if !p.bad[it.path+".pf"] {
+				l, path := at("pf")
+				p.errorf(l, path, "missing; name the physical function by netdev name or PCI address, such as pf: enp3s0f0np0")
+			}
+		} else if first, dup := pfs[s.PF]; dup {
+			l, path := at("pf")
+			p.errorf(l, path, "%s is configured twice (first on line %d); merge the entries", show(s.PF), first)
+		} else {
+			pfs[s.PF], _ = at("pf")
+		}
+		idx := map[int]int{}
+		for j, vi := range m.vfs[i] {
+			vf := &s.VF[j]
+			vat := func(key string) (int, string) { return p.lineOf(vi.path+"."+key, vi.line), vi.path + "." + key }
+			if vf.Index < 0 {
+				if !p.bad[vi.path+".index"] {
+					l, path := vat("index")
+					p.errorf(l, path, "missing; say which VF this is, counting from 0, such as index: 0")
+				}
+				continue
+			}
+			l, path := vat("index")
+			if first, dup := idx[vf.Index]; dup {
+				p.errorf(l, path, "VF %d is configured twice (first on line %d); merge the entries", vf.Index, first)
+			}
+			idx[vf.Index] = l
+			if s.VFs != nil && vf.Index >= *s.VFs {
+				p.errorf(l, path, "VF %d does not exist with vfs: %d (VFs count from 0 to %d); raise vfs or remove this entry", vf.Index, *s.VFs, *s.VFs-1)
+			}
+			caps := map[string]bool{}
+			for _, c := range vf.IPsec {
+				if caps[c] {
+					l, path := vat("ipsec")
+					p.errorf(l, path, "%s is listed twice", c)
+				}
+				caps[c] = true
+			}
+		}
+		if len(s.VF) > 0 && s.VFs == nil && !p.bad[it.path+".vfs"] {
+			l, path := at("vfs")
+			p.errorf(l, path, "missing; per-VF settings need the number of VFs, such as vfs: %d", maxVF(s.VF)+1)
+		}
+	}
+}
+
+func maxVF(vfs []VFConfig) int {
+	m := 0
+	for _, v := range vfs {
+		m = max(m, v.Index)
+	}
+	return m
+}
+
+func (m *hostMeta) validateVTEP(p *parser, h *Host, i int, claim func(string, string, int, string)) {
+	it, v := m.vteps[i], &h.VTEPs[i]
+	at := func(key string) (int, string) { return p.lineOf(it.path+"."+key, it.line), it.path + "." + key }
+	missing := func(key, msg string) {
+		if !p.bad[it.path+"."+key] {
+			l, path := at(key)
+			p.errorf(l, path, "missing; %s", msg)
+		}
+	}
+	if v.Name == "" {
+		missing("name", "name the VTEP device, such as name: vx0")
+	}
+	l, path := at("name")
+	claim(v.Name, path, l, "VTEP")
+	if v.VNI == 0 && !p.given[it.path+".vni"] {
+		missing("vni", "give the VXLAN/Geneve network identifier, such as vni: 1024")
+	}
+	if !v.Local.IsValid() {
+		missing("local", "give this host's VTEP address (placed on lo as a /32), such as local: 192.168.80.2")
+	}
+	if len(v.Remotes) == 0 {
+		missing("remotes", "list the remote VTEPs, such as remotes: [{address: 192.168.80.3, via: 192.168.70.3}]")
+	}
+	if v.Type == VTEPGeneve && len(v.Remotes) > 1 {
+		l, path := at("remotes")
+		p.errorf(l, path, "a Geneve device has one remote; %d are listed: make one VTEP per remote (each with its own name and VNI or port)", len(v.Remotes))
+	}
+	if v.GeneveOptions > 0 && v.Type != VTEPGeneve {
+		l, path := at("geneve-options")
+		p.errorf(l, path, "only applies to type: geneve; remove it")
+	}
+	seen := map[netip.Addr]int{}
+	for j, r := range v.Remotes {
+		ri := m.remotes[i][j]
+		rl := func(key string) (int, string) { return p.lineOf(ri.path+"."+key, ri.line), ri.path + "." + key }
+		if !r.Address.IsValid() {
+			if !p.bad[ri.path+".address"] && !p.bad[ri.path] {
+				l, path := rl("address")
+				p.errorf(l, path, "missing; give the remote VTEP's address, such as address: 192.168.80.3")
+			}
+			continue
+		}
+		if first, dup := seen[r.Address]; dup {
+			l, path := rl("address")
+			p.errorf(l, path, "%s is listed twice (first on line %d)", r.Address, first)
+		}
+		seen[r.Address] = r.Line
+		if v.Local.IsValid() && r.Address.Is4() != v.Local.Is4() {
+			l, path := rl("address")
+			p.errorf(l, path, "%s and local %s are of different IP families; a VTEP talks IPv4 or IPv6", r.Address, v.Local)
+		}
+		if v.Local.IsValid() && r.Address == v.Local {
+			l, path := rl("address")
+			p.errorf(l, path, "%s is this host's own VTEP address (local)", r.Address)
+		}
+		if r.Via.IsValid() && r.Via.Is4() != r.Address.Is4() {
+			l, path := rl("via")
+			p.errorf(l, path, "next hop %s and remote %s are of different IP families", r.Via, r.Address)
+		}
+	}
+	for j, o := range h.VTEPs[:i] {
+		if o.Type == v.Type && o.VNI == v.VNI && o.Port == v.Port && o.Local == v.Local && v.VNI != 0 {
+			l, path := at("vni")
+			p.errorf(l, path, "%s VNI %d on UDP port %d from %s is already vteps[%d] (%s); the kernel allows one device per VNI and port: change vni or port", v.Type, v.VNI, v.Port, v.Local, j, o.Name)
+		}
+	}
+}
+
+func (m *hostMeta) validateIPsec(p *parser, h *Host) {
+	s := h.IPsec
+	ipath := m.ipsec.path
+	if len(s.Peers) > 0 && s.Keys == "" && !p.bad[ipath+".keys"] {
+		p.errorf(p.lineOf(ipath+".keys", m.ipsec.line), ipath+".keys", "missing; name the key file (mode 0600), such as keys: /etc/sluice/%s.keys", h.Name)
+	}
+	names := map[string]int{}
+	outSPI := map[string]int{} // remote/spi -> line
+	inSPI := map[string]int{}
+	for i, it := range m.peers {
+		pr := &s.Peers[i]
+		at := func(key string) (int, string) { return p.lineOf(it.path+"."+key, it.line), it.path + "." + key }
+		missing := func(key, msg string) {
+			if !p.bad[it.path+"."+key] {
+				l, path := at(key)
+				p.errorf(l, path, "missing; %s", msg)
+			}
+		}
+		if pr.Name == "" {
+			missing("name", "name the peer (the key file uses the name), such as name: node-b")
+		} else if first, dup := names[pr.Name]; dup {
+			l, path := at("name")
+			p.errorf(l, path, "%s is already a peer (line %d); peer names must be unique (the key file uses them)", show(pr.Name), first)
+		} else {
+			names[pr.Name], _ = at("name")
+		}
+		if !pr.Local.IsValid() {
+			missing("local", "give this host's address for the SAs (usually the VTEP address), such as local: 192.168.80.2")
+		}
+		if !pr.Remote.IsValid() {
+			missing("remote", "give the peer's address, such as remote: 192.168.80.3")
+		}
+		if pr.Local.IsValid() && pr.Remote.IsValid() {
+			if pr.Local.Is4() != pr.Remote.Is4() {
+				l, path := at("remote")
+				p.errorf(l, path, "%s and local %s are of different IP families", pr.Remote, pr.Local)
+			} else if pr.Local == pr.Remote {
+				l, path := at("remote")
+				p.errorf(l, path, "is the same as local (%s)", pr.Local)
+			}
+		}
+		if pr.SPIOut == 0 {
+			missing("spi-out", "give the SPI of the outbound SA (the peer's spi-in), such as spi-out: 0x1001")
+		}
+		if pr.SPIIn == 0 {
+			missing("spi-in", "give the SPI of the inbound SA (the peer's spi-out), such as spi-in: 0x1002")
+		}
+		if pr.SPIOut != 0 && pr.Remote.IsValid() {
+			k := fmt.Sprintf("%s/%d", pr.Remote, pr.SPIOut)
+			l, path := at("spi-out")
+			if first, dup := outSPI[k]; dup {
+				p.errorf(l, path, "SPI %#x to %s is already used (line %d); an SA is identified by destination and SPI", pr.SPIOut, pr.Remote, first)
+			}
+			outSPI[k] = l
+		}
+		if pr.SPIIn != 0 && pr.Local.IsValid() {
+			k := fmt.Sprintf("%s/%d", pr.Local, pr.SPIIn)
+			l, path := at("spi-in")
+			if first, dup := inSPI[k]; dup {
+				p.errorf(l, path, "SPI %#x to %s is already used (line %d); an SA is identified by destination and SPI", pr.SPIIn, pr.Local, first)
+			}
+			inSPI[k] = l
+		}
+		if pr.ESN && pr.ReplayWindow == 0 {
+			l, path := at("replay-window")
+			p.errorf(l, path, "esn needs a replay window; use 32 to %d (64 is usual)", MaxESNReplay)
+		}
+		if !pr.ESN && pr.ReplayWindow > MaxLegacyReplay {
+			l, path := at("replay-window")
+			p.errorf(l, path, "%d is larger than %d, the most the kernel keeps without ESN; set esn: true for a window of up to %d, or use %d or less", pr.ReplayWindow, MaxLegacyReplay, MaxESNReplay, MaxLegacyReplay)
+		}
+		switch {
+		case pr.Offload != "" && pr.Offload != OffloadModeNone && pr.OffloadDev == "" && !p.bad[it.path+".offload-dev"]:
+			l, path := at("offload")
+			p.errorf(l, path, "offload: %s needs offload-dev: the port or bond whose NIC does the work, such as offload-dev: bond0", pr.Offload)
+		case pr.Offload == OffloadModeNone && pr.OffloadDev != "":
+			l, path := at("offload-dev")
+			p.errorf(l, path, "has no effect with offload: none; remove it, or set offload: crypto, packet or auto")
+		}
+		if len(pr.Selectors) > 0 && pr.Mode != ModeTunnel {
+			l, path := at("selectors")
+			p.errorf(l, path, "selectors apply to tunnel mode; transport mode protects traffic between local and remote themselves: remove selectors or set mode: tunnel")
+		}
+		for j, si := range m.sels[i] {
+			sel := pr.Selectors[j]
+			sl := func(key string) (int, string) { return p.lineOf(si.path+"."+key, si.line), si.path + "." + key }
+			if !sel.Local.IsValid() && !p.bad[si.path+".local"] {
+				l, path := sl("local")
+				p.errorf(l, path, "missing; give the local prefix, such as local: 10.0.0.0/24")
+			}
+			if !sel.Remote.IsValid() && !p.bad[si.path+".remote"] {
+				l, path := sl("remote")
+				p.errorf(l, path, "missing; give the remote prefix, such as remote: 10.1.0.0/24")
+			}
+			if sel.Local.IsValid() && sel.Remote.IsValid() && sel.Local.Addr().Is4() != sel.Remote.Addr().Is4() {
+				l, path := sl("remote")
+				p.errorf(l, path, "%s and local %s are of different IP families", sel.Remote, sel.Local)
+			}
+		}
+	}
+}
+
+func containsStr(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,160 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+)
+
+// devlink through vishvananda/netlink's devlink support (eswitch mode,
+// device parameters): it is already sluice's netlink library, is used by
+// the SR-IOV network operator for exactly these calls, and speaks the
+// generic netlink family directly, so no devlink binary is needed. The one
+// thing it lacks, port function capabilities (mlx5's ipsec_crypto and
+// ipsec_packet, Linux 6.6+), is encoded here with its request helpers.
+
+// DevlinkEswitchMode is `devlink dev eswitch show BUS/DEV`.
+func DevlinkEswitchMode(bus, dev string) (string, error) {
+	d, err := netlink.DevLinkGetDeviceByName(bus, dev)
+	if err != nil {
+		return "", fmt.Errorf("devlink dev eswitch show %s/%s: %w", bus, dev, err)
+	}
+	return d.Attrs.Eswitch.Mode, nil
+}
+
+// DevlinkParam reads the runtime value of a device parameter (`devlink
+// dev param show BUS/DEV name NAME`); found is false when the device has no
+// such parameter.
+func DevlinkParam(bus, dev, name string) (value string, found bool, err error) {
+	p, err := netlink.DevlinkGetDeviceParamByName(bus, dev, name)
+	if err != nil {
+		if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EOPNOTSUPP) {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("devlink dev param show %s/%s name %s: %w", bus, dev, name, err)
+	}
+	for _, v := range p.Values {
+		if v.CMODE == nl.DEVLINK_PARAM_CMODE_RUNTIME {
+			return fmt.Sprint(v.Data), true, nil
+		}
+	}
+	return "", true, nil
+}
+
+// DevlinkSetParam sets a string parameter's runtime value (`devlink dev
+// param set BUS/DEV name NAME value V cmode runtime`).
+func DevlinkSetParam(bus, dev, name, value string) error {
+	if err := netlink.DevlinkSetDeviceParam(bus, dev, name, nl.DEVLINK_PARAM_CMODE_RUNTIME, value); err != nil {
+		return fmt.Errorf("devlink dev param set %s/%s name %s value %s cmode runtime: %w", bus, dev, name, value, err)
+	}
+	return nil
+}
+
+// Devlink port function capability bits (enum devlink_port_fn_attr_cap).
+const (
+	PortFnCapIPsecCrypto uint32 = 1 << 2
+	PortFnCapIPsecPacket uint32 = 1 << 3
+)
+
+const (
+	devlinkAttrPortPCIVFNumber = 128 // DEVLINK_ATTR_PORT_PCI_VF_NUMBER
+	devlinkPortFnAttrCaps      = 4   // DEVLINK_PORT_FN_ATTR_CAPS
+	devlinkPortFlavourPCIVF    = 4   // DEVLINK_PORT_FLAVOUR_PCI_VF
+)
+
+// VFPort is a VF's eswitch port: its devlink index and function caps.
+type VFPort struct {
+	Index uint32
+	// Caps holds the capability bits; CapsKnown is false when the driver
+	// reports none (it does not support port function caps).
+	Caps      uint32
+	CapsKnown bool
+}
+
+// DevlinkVFPort finds VF vf's eswitch port of device BUS/DEV (switchdev
+// mode creates them) and reads its function capabilities (`devlink port
+// show BUS/DEV/N`).
+func DevlinkVFPort(bus, dev string, vf int) (*VFPort, error) {
+	fam, err := netlink.GenlFamilyGet(nl.GENL_DEVLINK_NAME)
+	if err != nil {
+		return nil, fmt.Errorf("devlink: %w", err)
+	}
+	req := nl.NewNetlinkRequest(int(fam.ID), unix.NLM_F_DUMP)
+	req.AddData(&nl.Genlmsg{Command: nl.DEVLINK_CMD_PORT_GET, Version: nl.GENL_DEVLINK_VERSION})
+	req.AddData(nl.NewRtAttr(nl.DEVLINK_ATTR_BUS_NAME, nl.ZeroTerminated(bus)))
+	req.AddData(nl.NewRtAttr(nl.DEVLINK_ATTR_DEV_NAME, nl.ZeroTerminated(dev)))
+	msgs, err := req.Execute(unix.NETLINK_GENERIC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("devlink port show %s/%s: %w", bus, dev, err)
+	}
+	for _, m := range msgs {
+		attrs, err := nl.ParseRouteAttr(m[nl.SizeofGenlmsg:])
+		if err != nil {
+			return nil, err
+		}
+		var p VFPort
+		flavour, vfn, isVF := -1, -1, false
+		var busName, devName string
+		for _, a := range attrs {
+			switch a.Attr.Type {
+			case nl.DEVLINK_ATTR_BUS_NAME:
+				busName = string(trimZero(a.Value))
+			case nl.DEVLINK_ATTR_DEV_NAME:
+				devName = string(trimZero(a.Value))
+			case nl.DEVLINK_ATTR_PORT_INDEX:
+				p.Index = ne.Uint32(a.Value)
+			case nl.DEVLINK_ATTR_PORT_FLAVOUR:
+				flavour = int(ne.Uint16(a.Value))
+			case devlinkAttrPortPCIVFNumber:
+				vfn, isVF = int(ne.Uint16(a.Value)), true
+			case nl.DEVLINK_ATTR_PORT_FUNCTION:
+				fn, err := nl.ParseRouteAttr(a.Value)
+				if err != nil {
+					return nil, err
+				}
+				for _, f := range fn {
+					if f.Attr.Type&nlaTypeMask == devlinkPortFnAttrCaps && len(f.Value) >= 8 {
+						p.Caps, p.CapsKnown = ne.Uint32(f.Value), true
+					}
+				}
+			}
+		}
+		if busName == bus && devName == dev && flavour == devlinkPortFlavourPCIVF && isVF && vfn == vf {
+			return &p, nil
+		}
+	}
+	return nil, fmt.Errorf("devlink %s/%s has no eswitch port for VF %d (is the eswitch in switchdev mode, and does the VF exist?)", bus, dev, vf)
+}
+
+// DevlinkSetVFPortCaps sets the capability bits in mask to value on a
+// port (`devlink port function set BUS/DEV/N ipsec_crypto enable ...`,
+// iproute2 6.6+). The VF must not be bound to a driver while it changes.
+func DevlinkSetVFPortCaps(bus, dev string, port, value, mask uint32) error {
+	fam, err := netlink.GenlFamilyGet(nl.GENL_DEVLINK_NAME)
+	if err != nil {
+		return fmt.Errorf("devlink: %w", err)
+	}
+	req := nl.NewNetlinkRequest(int(fam.ID), unix.NLM_F_ACK)
+	req.AddData(&nl.Genlmsg{Command: nl.DEVLINK_CMD_PORT_SET, Version: nl.GENL_DEVLINK_VERSION})
+	req.AddData(nl.NewRtAttr(nl.DEVLINK_ATTR_BUS_NAME, nl.ZeroTerminated(bus)))
+	req.AddData(nl.NewRtAttr(nl.DEVLINK_ATTR_DEV_NAME, nl.ZeroTerminated(dev)))
+	req.AddData(nl.NewRtAttr(nl.DEVLINK_ATTR_PORT_INDEX, nl.Uint32Attr(port)))
+	fn := nl.NewRtAttr(nl.DEVLINK_ATTR_PORT_FUNCTION|unix.NLA_F_NESTED, nil)
+	fn.AddRtAttr(devlinkPortFnAttrCaps, append(nl.Uint32Attr(value), nl.Uint32Attr(mask)...))
+	req.AddData(fn)
+	if _, err := req.Execute(unix.NETLINK_GENERIC, 0); err != nil {
+		return fmt.Errorf("devlink port function set %s/%s/%d caps: %w", bus, dev, port, err)
+	}
+	return nil
+}
+
+func trimZero(b []byte) []byte {
+	for len(b) > 0 && b[len(b)-1] == 0 {
+		b = b[:len(b)-1]
+	}
+	return b
+}

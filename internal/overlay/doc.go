@@ -1,0 +1,14 @@
+// Package overlay turns host.yaml (an encrypted overlay: active-backup bond
+// over the uplinks, SR-IOV VFs, VXLAN/Geneve VTEPs on a loopback /32, XFRM
+// SAs and policies with NIC offload) into a plan of steps by comparing the
+// file with the live host, applies the plan through internal/kernel
+// (netlink, sysfs, devlink, ethtool ioctls; never by running ip), verifies
+// the result and tears down exactly what it created.
+//
+// It also holds the MTU calculator behind `sluice mtu`: the byte-by-byte
+// overhead of each layer of an encrypted overlay packet.
+//
+// Every step carries the equivalent ip/devlink/ethtool/sysfs command so a
+// plan can be read, reviewed and pasted; keys never appear in a step, a
+// message or an error (they print as <redacted>).
+package overlay
