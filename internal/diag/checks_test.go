@@ -210,3 +210,13 @@ func TestKernelAtLeast(t *testing.T) {
 		}
 	}
 }
+
+// A bond on a kernel where offloaded SAs corrupt its state is not probed;
+// doctor says so instead of passing or failing it.
+func TestOffloadProbeSkippedOnBrokenBondKernels(t *testing.T) {
+	f := &Facts{Probes: map[string]kernel.OffloadProbe{"bond0": {Skipped: "ESP offload through a bond is broken on Linux 6.12.95"}}}
+	rs := checkOffloadProbe(f, nil)
+	if len(rs) != 1 || rs[0].Verdict != Warn || !strings.Contains(rs[0].Summary, "not probed") || rs[0].Fix == "" {
+		t.Fatalf("got %+v, want one WARN saying the bond was not probed, with a fix", rs)
+	}
+}

@@ -1,6 +1,7 @@
 package diag
 
 import (
+	"fmt"
 	"os/exec"
 
 	"sluice/internal/kernel"
@@ -96,6 +97,12 @@ func Gather(o GatherOptions) *Facts {
 		f.Probes = map[string]kernel.OffloadProbe{}
 		for _, n := range f.Netdevs {
 			if f.Features[n.Name]["esp-hw-offload"].Active {
+				if n.Kind == "bond" && kernel.BondOffloadBroken(f.Kernel.Release) {
+					// Adding and deleting an offloaded SA on a bond corrupts
+					// the bond's state on these kernels: never probe there.
+					f.Probes[n.Name] = kernel.OffloadProbe{Skipped: fmt.Sprintf("ESP offload through a bond is broken on Linux %s (6.11-6.15: the port driver is handed the bond's device, and adding or removing an SA there corrupts the bond's state)", f.Kernel.Release)}
+					continue
+				}
 				p, err := kernel.ProbeOffload(n.Name)
 				if err != nil {
 					f.fail("offload probe "+n.Name, err)

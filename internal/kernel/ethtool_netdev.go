@@ -153,6 +153,8 @@ type OffloadProbe struct {
 	// offload (and it was removed again), else the kernel's refusal.
 	Crypto string `json:"crypto"`
 	Packet string `json:"packet"`
+	// Skipped, when set, says why the device was not probed at all.
+	Skipped string `json:"skipped,omitempty"`
 }
 
 // ProbeOffload installs, then removes, two outbound ESP SAs bound to
