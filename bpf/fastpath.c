@@ -86,6 +86,44 @@ struct {
 	__type(value, struct fp_decision);
 } explain_out SEC(".maps");
 
+/* Per CPU, so the hot path never contends; LRU, so a flood of new flows
+ * only evicts old entries (a miss costs the full path, never a wrong
+ * answer). */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct fp_flow_key);
+	__type(value, struct fp_flow);
+} flow_cache SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FP_CACHE_MAX);
+	__type(key, __u32);
+	__type(value, __u64);
+} cache_stats SEC(".maps");
+
+static __always_inline void cache_stat(__u32 which)
+{
+	__u64 *n = bpf_map_lookup_elem(&cache_stats, &which);
+	if (n)
+		(*n)++;
+}
+
+static __always_inline void flow_key(struct fp_flow_key *k, struct pkt *p, __u32 ifindex)
+{
+	__builtin_memset(k, 0, sizeof(*k));
+	k->ifindex = ifindex;
+	k->vid = p->tagged ? p->vid : 0xffff;
+	k->family = p->family;
+	k->proto = p->proto;
+	k->sport = p->sport;
+	k->dport = p->dport;
+	k->tos = p->family == FP_FAM_V4 ? p->tos : p->flowinfo;
+	__builtin_memcpy(k->src, p->src, sizeof(k->src));
+	__builtin_memcpy(k->dst, p->dst, sizeof(k->dst));
+}
+
 struct best {
 	struct fp_policy pol;
 	__u8 found;
@@ -309,9 +347,11 @@ static __always_inline int send(struct xdp_md *ctx, __u32 egress, struct fp_deci
 
 /* forward_out sends cleartext matching an allow OUT policy to the device
  * that packet-offloads the policy's SA. */
-static __always_inline int forward_out(struct xdp_md *ctx, struct pkt *p, struct fp_iface *in_if,
-				       struct fp_policy *out, __u32 logical_in, struct fp_decision *d)
+static __always_inline int forward_out(struct xdp_md *ctx, struct fp_config *cfg, struct pkt *p,
+				       struct fp_policy *out, __u32 logical_in, struct fp_flow_key *fk,
+				       struct fp_decision *d)
 {
+	struct fp_flow nf = {};
 	__u32 dev = out->offload_ifindex;
 	struct fp_iface *dev_if = bpf_map_lookup_elem(&ifaces, &dev);
 	struct bpf_fib_lookup fp;
@@ -344,6 +384,9 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct pkt *p, struct
 			d->reason = FP_R_MALFORMED;
 			return XDP_PASS;
 		}
+		nf.l2_fib = 1;
+		__builtin_memcpy(nf.dmac, fp.dmac, ETH_ALEN);
+		__builtin_memcpy(nf.smac, fp.smac, ETH_ALEN);
 	} else {
 		if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
 			d->reason = fib_reason(rc);
@@ -354,8 +397,46 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct pkt *p, struct
 			return XDP_PASS;
 		}
 	}
+	if (!explain_mode) {
+		nf.gen = cfg->gen;
+		nf.epoch = cfg->route_epoch;
+		nf.egress = dev;
+		nf.policy_index = out->index;
+		nf.policy_priority = out->priority;
+		nf.max_len = p->tot_len;
+		bpf_map_update_elem(&flow_cache, fk, &nf, BPF_ANY);
+		cache_stat(FP_CACHE_FILL);
+	}
 	d->reason = FP_R_FWD_OUT;
 	return send(ctx, dev, d);
+}
+
+/* forward_cached replays a cached outbound forward. The entry is only
+ * trusted while nothing it was derived from changed: the policy tables
+ * (generation), routes/neighbours/interfaces (epoch), and only for packets
+ * no larger than one the FIB already accepted (MTU). */
+static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *cfg, struct pkt *p,
+					  struct fp_flow_key *fk, struct fp_decision *d)
+{
+	struct fp_flow *fl = bpf_map_lookup_elem(&flow_cache, fk);
+	if (!fl || fl->gen != cfg->gen || fl->epoch != cfg->route_epoch || p->tot_len > fl->max_len)
+		return -1;
+	__u8 dmac[ETH_ALEN], smac[ETH_ALEN];
+	__builtin_memcpy(dmac, fl->dmac, ETH_ALEN);
+	__builtin_memcpy(smac, fl->smac, ETH_ALEN);
+	__u32 egress = fl->egress;
+	int l2_fib = fl->l2_fib;
+	d->dir = 1;
+	d->matched = 1 << 1;
+	d->policy_index = fl->policy_index;
+	d->policy_priority = fl->policy_priority;
+	if (rewrite(ctx, p, 0, l2_fib ? dmac : 0, smac)) {
+		d->reason = FP_R_MALFORMED;
+		return XDP_PASS;
+	}
+	cache_stat(FP_CACHE_HIT);
+	d->reason = FP_R_FWD_OUT;
+	return send(ctx, egress, d);
 }
 
 /* forward_in: opt-in inbound forwarding of traffic the NIC decrypted. */
@@ -446,6 +527,13 @@ static __always_inline int decide(struct xdp_md *ctx, struct fp_config *cfg, str
 		d->reason = FP_R_TTL;
 		return XDP_PASS;
 	}
+	struct fp_flow_key fk;
+	flow_key(&fk, p, phys);
+	if (!explain_mode) {
+		int act = forward_cached(ctx, cfg, p, &fk, d);
+		if (act >= 0)
+			return act;
+	}
 
 	struct classify_ctx c = {.p = p};
 	if (classify(cfg, &c)) {
@@ -514,7 +602,7 @@ static __always_inline int decide(struct xdp_md *ctx, struct fp_config *cfg, str
 		d->reason = FP_R_FWD_CHECK;
 		return XDP_PASS;
 	}
-	return forward_out(ctx, p, in_if, &out->pol, logical_in, d);
+	return forward_out(ctx, cfg, p, &out->pol, logical_in, &fk, d);
 }
 
 SEC("xdp")
@@ -558,6 +646,8 @@ const struct fp_iface *_fp_iface __attribute__((unused));
 const struct fp_vlan_key *_fp_vlan_key __attribute__((unused));
 const struct fp_decision *_fp_decision __attribute__((unused));
 const struct fp_counter *_fp_counter __attribute__((unused));
+const struct fp_flow_key *_fp_flow_key __attribute__((unused));
+const struct fp_flow *_fp_flow __attribute__((unused));
 const enum fp_reason *_fp_reason __attribute__((unused));
 
 char LICENSE[] SEC("license") = "GPL";

@@ -75,6 +75,10 @@ struct fp_config {
 	__u32 fwd_default_block;  /* `ip xfrm policy setdefault fwd block` */
 	__u32 counters;           /* per-policy counters on/off */
 	__u32 ntuples[2][2];      /* [gen][family] */
+	/* Bumped by the control plane on every route, neighbour or interface
+	 * change: flow-cache entries from an older epoch are ignored. */
+	__u32 route_epoch;
+	__u32 pad;
 	/* CLOCK_MONOTONIC_COARSE ns after which the control plane is presumed
 	 * dead and everything goes to the kernel; 0: no lease (tests). The
 	 * coarse clock is a memory read, not a TSC read, on every packet. */
@@ -141,6 +145,39 @@ struct fp_vlan_key {
 struct fp_counter {
 	__u64 packets;
 	__u64 bytes;
+};
+
+/* Flow cache: outbound forwards of one flow reuse the classification and
+ * FIB result while the policy generation and route epoch are unchanged. */
+struct fp_flow_key {
+	__u32 ifindex;            /* physical ingress */
+	__u16 vid;
+	__u8 family;
+	__u8 proto;
+	__be16 sport;
+	__be16 dport;
+	__u32 tos;                /* IPv4 TOS or IPv6 flowinfo: both can steer routing */
+	__be32 src[4];
+	__be32 dst[4];
+};
+
+struct fp_flow {
+	__u32 gen;
+	__u32 epoch;
+	__u32 egress;
+	__u32 policy_index;
+	__u32 policy_priority;
+	__u16 max_len;            /* largest L3 length the FIB accepted for this flow */
+	__u8 l2_fib;
+	__u8 pad;
+	__u8 dmac[6];
+	__u8 smac[6];
+};
+
+enum fp_cache_stat {
+	FP_CACHE_HIT = 0,
+	FP_CACHE_FILL = 1,
+	FP_CACHE_MAX,
 };
 
 /* What the explain instance of the program reports for one packet. */

@@ -122,3 +122,15 @@ func (dp *Datapath) RenewLease(d time.Duration) error {
 	cfg.LeaseUntilNs = uint64(ts.Nano()) + uint64(d.Nanoseconds())
 	return dp.objs.Config.Put(uint32(0), cfg)
 }
+
+// BumpRouteEpoch invalidates every flow-cache entry: call it when routes,
+// neighbours or interfaces change, since cached forwards carry a FIB
+// result.
+func (dp *Datapath) BumpRouteEpoch() error {
+	cfg, err := dp.config()
+	if err != nil {
+		return err
+	}
+	cfg.RouteEpoch++
+	return dp.objs.Config.Put(uint32(0), cfg)
+}

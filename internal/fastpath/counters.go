@@ -90,3 +90,18 @@ func (dp *Datapath) PruneCounters(keep func(index uint32) bool) error {
 	}
 	return nil
 }
+
+// CacheStats returns how many outbound forwards were replayed from the flow
+// cache (hits) and how many entries were written (fills), over all CPUs.
+func (dp *Datapath) CacheStats() (hits, fills uint64, err error) {
+	var perCPU []uint64
+	for i, dst := range []*uint64{&hits, &fills} {
+		if err := dp.objs.CacheStats.Lookup(uint32(i), &perCPU); err != nil {
+			return 0, 0, err
+		}
+		for _, n := range perCPU {
+			*dst += n
+		}
+	}
+	return hits, fills, nil
+}

@@ -20,6 +20,8 @@ type fastpathFpConfig struct {
 	FwdDefaultBlock uint32
 	Counters        uint32
 	Ntuples         [2][2]uint32
+	RouteEpoch      uint32
+	Pad             uint32
 	LeaseUntilNs    uint64
 }
 
@@ -39,6 +41,33 @@ type fastpathFpDecision struct {
 	EgressIfindex  uint32
 	Matched        uint32
 	Slot           uint32
+}
+
+type fastpathFpFlow struct {
+	_              structs.HostLayout
+	Gen            uint32
+	Epoch          uint32
+	Egress         uint32
+	PolicyIndex    uint32
+	PolicyPriority uint32
+	MaxLen         uint16
+	L2Fib          uint8
+	Pad            uint8
+	Dmac           [6]uint8
+	Smac           [6]uint8
+}
+
+type fastpathFpFlowKey struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Vid     uint16
+	Family  uint8
+	Proto   uint8
+	Sport   uint16
+	Dport   uint16
+	Tos     uint32
+	Src     [4]uint32
+	Dst     [4]uint32
 }
 
 type fastpathFpIface struct {
@@ -135,8 +164,10 @@ type fastpathFpVlanKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	fastpathMapCacheStats   = "cache_stats"
 	fastpathMapConfig       = "config"
 	fastpathMapExplainOut   = "explain_out"
+	fastpathMapFlowCache    = "flow_cache"
 	fastpathMapIfaces       = "ifaces"
 	fastpathMapPolicyCounts = "policy_counts"
 	fastpathMapPolicyTables = "policy_tables"
@@ -147,6 +178,8 @@ const (
 	fastpathProgXdpFastpath = "xdp_fastpath"
 	fastpathVarFpCounter    = "_fp_counter"
 	fastpathVarFpDecision   = "_fp_decision"
+	fastpathVarFpFlow       = "_fp_flow"
+	fastpathVarFpFlowKey    = "_fp_flow_key"
 	fastpathVarFpIface      = "_fp_iface"
 	fastpathVarFpPentry     = "_fp_pentry"
 	fastpathVarFpPkey       = "_fp_pkey"
@@ -206,8 +239,10 @@ type fastpathProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fastpathMapSpecs struct {
+	CacheStats   *ebpf.MapSpec `ebpf:"cache_stats"`
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	ExplainOut   *ebpf.MapSpec `ebpf:"explain_out"`
+	FlowCache    *ebpf.MapSpec `ebpf:"flow_cache"`
 	Ifaces       *ebpf.MapSpec `ebpf:"ifaces"`
 	PolicyCounts *ebpf.MapSpec `ebpf:"policy_counts"`
 	PolicyTables *ebpf.MapSpec `ebpf:"policy_tables"`
@@ -223,6 +258,8 @@ type fastpathMapSpecs struct {
 type fastpathVariableSpecs struct {
 	FpCounter   *ebpf.VariableSpec `ebpf:"_fp_counter"`
 	FpDecision  *ebpf.VariableSpec `ebpf:"_fp_decision"`
+	FpFlow      *ebpf.VariableSpec `ebpf:"_fp_flow"`
+	FpFlowKey   *ebpf.VariableSpec `ebpf:"_fp_flow_key"`
 	FpIface     *ebpf.VariableSpec `ebpf:"_fp_iface"`
 	FpPentry    *ebpf.VariableSpec `ebpf:"_fp_pentry"`
 	FpPkey      *ebpf.VariableSpec `ebpf:"_fp_pkey"`
@@ -253,8 +290,10 @@ func (o *fastpathObjects) Close() error {
 //
 // It can be passed to loadFastpathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fastpathMaps struct {
+	CacheStats   *ebpf.Map `ebpf:"cache_stats"`
 	Config       *ebpf.Map `ebpf:"config"`
 	ExplainOut   *ebpf.Map `ebpf:"explain_out"`
+	FlowCache    *ebpf.Map `ebpf:"flow_cache"`
 	Ifaces       *ebpf.Map `ebpf:"ifaces"`
 	PolicyCounts *ebpf.Map `ebpf:"policy_counts"`
 	PolicyTables *ebpf.Map `ebpf:"policy_tables"`
@@ -266,8 +305,10 @@ type fastpathMaps struct {
 
 func (m *fastpathMaps) Close() error {
 	return _FastpathClose(
+		m.CacheStats,
 		m.Config,
 		m.ExplainOut,
+		m.FlowCache,
 		m.Ifaces,
 		m.PolicyCounts,
 		m.PolicyTables,
@@ -284,6 +325,8 @@ func (m *fastpathMaps) Close() error {
 type fastpathVariables struct {
 	FpCounter   *ebpf.Variable `ebpf:"_fp_counter"`
 	FpDecision  *ebpf.Variable `ebpf:"_fp_decision"`
+	FpFlow      *ebpf.Variable `ebpf:"_fp_flow"`
+	FpFlowKey   *ebpf.Variable `ebpf:"_fp_flow_key"`
 	FpIface     *ebpf.Variable `ebpf:"_fp_iface"`
 	FpPentry    *ebpf.Variable `ebpf:"_fp_pentry"`
 	FpPkey      *ebpf.Variable `ebpf:"_fp_pkey"`

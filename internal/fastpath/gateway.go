@@ -159,21 +159,41 @@ func ResolveIfaces(gis []GatewayIface) ([]Iface, error) {
 }
 
 // refreshNextHops re-resolves hairpin next hops when neighbours or routes
-// change.
+// change, which also invalidates the flow cache (SetIfaces bumps the route
+// epoch). A one-second tick bumps the epoch regardless, so a lost event
+// (or a watcher that could not start) leaves cached forwards at most a
+// second stale.
 func refreshNextHops(ctx context.Context, dp *Datapath, resolve func() ([]Iface, error), log *slog.Logger) {
 	ch, err := kernel.WatchNeighRoutes(ctx)
 	if err != nil {
-		log.Warn("not following neighbour/route changes; hairpin next hops are resolved once", "err", err)
-		return
+		log.Warn("not following neighbour/route changes; next hops resolve once and the flow cache expires every second", "err", err)
 	}
-	for range ch {
-		ifs, err := resolve()
-		if err != nil {
-			log.Warn("re-resolving next hops", "err", err)
-			continue
-		}
-		if err := dp.SetIfaces(ifs); err != nil {
-			log.Error("updating interfaces", "err", err)
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+			if err := dp.BumpRouteEpoch(); err != nil {
+				log.Error("expiring the flow cache", "err", err)
+			}
+		case _, ok := <-ch:
+			if !ok {
+				ch = nil
+				continue
+			}
+			ifs, err := resolve()
+			if err != nil {
+				log.Warn("re-resolving next hops", "err", err)
+				if err := dp.BumpRouteEpoch(); err != nil {
+					log.Error("expiring the flow cache", "err", err)
+				}
+				continue
+			}
+			if err := dp.SetIfaces(ifs); err != nil {
+				log.Error("updating interfaces", "err", err)
+			}
 		}
 	}
 }

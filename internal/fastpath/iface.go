@@ -82,6 +82,11 @@ func (dp *Datapath) SetIfaces(ifs []Iface) error {
 			return fmt.Errorf("fastpath: redirect port %d: %w", k, err)
 		}
 	}
+	// Interfaces (and, through the caller, routes and neighbours) changed:
+	// flow-cache entries derived from the old state must not be replayed.
+	if err := dp.BumpRouteEpoch(); err != nil {
+		return err
+	}
 	if err := prune(dp.objs.Ifaces, func(k uint32) bool { _, ok := want[k]; return ok }); err != nil {
 		return err
 	}
