@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -220,21 +221,35 @@ func tmplString(ts []kernel.Tmpl) string {
 }
 
 func newShowIPsecStatsCmd() *cobra.Command {
-	var asJSON bool
+	var (
+		asJSON bool
+		dev    string
+	)
 	cmd := &cobra.Command{
 		Use:   "stats",
-		Short: "The kernel's XFRM error counters (/proc/net/xfrm_stat)",
-		Long: `Print the kernel's XFRM counters. Non-zero errors are listed first: they
-say why IPsec traffic is dropped (no state, template mismatch, policy block,
-integrity failures...).`,
-		Args: cobra.NoArgs,
+		Short: "The kernel's XFRM error counters and the NICs' IPsec counters",
+		Long: `Print the kernel's XFRM counters (/proc/net/xfrm_stat) and every interface's
+driver counters whose name mentions ipsec (ethtool -S: mlx5's ipsec_rx_pkts,
+ipsec_tx_drop..., ixgbe's rx_ipsec/tx_ipsec). Non-zero XFRM errors come first:
+they say why IPsec traffic is dropped (no state, template mismatch, policy
+block, integrity failures...); rising NIC counters show the crypto really runs
+on the NIC.`,
+		Example: "  sluice show ipsec stats\n  sluice show ipsec stats --dev p0 --json",
+		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			st, err := kernel.XFRMStats()
 			if err != nil {
 				return fmt.Errorf("reading /proc/net/xfrm_stat (is XFRM built into this kernel?): %w", err)
 			}
+			nics, err := nicIPsecCounters(dev)
+			if err != nil {
+				return err
+			}
 			if asJSON {
-				return printJSON(cmd.OutOrStdout(), st)
+				return printJSON(cmd.OutOrStdout(), struct {
+					XFRM    map[string]uint64            `json:"xfrm"`
+					Devices map[string]map[string]uint64 `json:"devices"`
+				}{st, nics})
 			}
 			names := make([]string, 0, len(st))
 			for n := range st {
@@ -250,11 +265,61 @@ integrity failures...).`,
 			for _, n := range names {
 				fmt.Fprintf(tw, "%s\t%d\n", n, st[n])
 			}
+			devs := make([]string, 0, len(nics))
+			for d := range nics {
+				devs = append(devs, d)
+			}
+			sort.Strings(devs)
+			for _, d := range devs {
+				cs := make([]string, 0, len(nics[d]))
+				for c := range nics[d] {
+					cs = append(cs, c)
+				}
+				sort.Strings(cs)
+				for _, c := range cs {
+					fmt.Fprintf(tw, "%s %s\t%d\n", d, c, nics[d][c])
+				}
+			}
+			if len(devs) == 0 {
+				fmt.Fprintln(tw, "(no interface reports IPsec counters)")
+			}
 			return tw.Flush()
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&dev, "dev", "", "only this interface's NIC counters")
 	return cmd
+}
+
+// nicIPsecCounters returns, per interface, the ethtool counters whose name
+// mentions ipsec. Interfaces without ethtool statistics are skipped.
+func nicIPsecCounters(only string) (map[string]map[string]uint64, error) {
+	ifs, err := net.Interfaces()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]map[string]uint64{}
+	for _, ifc := range ifs {
+		if only != "" && ifc.Name != only {
+			continue
+		}
+		all, err := kernel.EthtoolStats(ifc.Name)
+		if err != nil {
+			if only != "" {
+				return nil, fmt.Errorf("--dev %s: %w", only, err)
+			}
+			continue
+		}
+		for name, v := range all {
+			if strings.Contains(strings.ToLower(name), "ipsec") {
+				if out[ifc.Name] == nil {
+					out[ifc.Name] = map[string]uint64{}
+				}
+				out[ifc.Name][name] = v
+			}
+		}
+	}
+	return out, nil
 }
 
 func printJSON(w io.Writer, v any) error {

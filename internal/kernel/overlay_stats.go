@@ -6,9 +6,9 @@ import (
 	"github.com/safchain/ethtool"
 )
 
-// OverlayEthtoolStats is `ethtool -S IF`: the driver's counters (mlx5's
+// EthtoolStats is `ethtool -S IF`: the driver's counters (mlx5's
 // ipsec_* among them). Devices without statistics give an empty map.
-func OverlayEthtoolStats(ifname string) (map[string]uint64, error) {
+func EthtoolStats(ifname string) (map[string]uint64, error) {
 	return withEthtool(func(e *ethtool.Ethtool) (map[string]uint64, error) {
 		s, err := e.Stats(ifname)
 		if err != nil {

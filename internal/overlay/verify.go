@@ -206,7 +206,7 @@ func ethtoolIPsec(devs map[string]bool) map[string]map[string]uint64 {
 	}
 	sort.Strings(names)
 	for _, d := range names {
-		s, err := kernel.OverlayEthtoolStats(d)
+		s, err := kernel.EthtoolStats(d)
 		if err != nil {
 			continue
 		}

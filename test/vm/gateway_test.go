@@ -77,6 +77,14 @@ func TestGatewayLeavesSoftwareSAsToTheKernel(t *testing.T) {
 			"tmpl", "src", "123.0.0.1", "dst", "123.0.9.9", "proto", "esp", "mode", "tunnel", "reqid", "9")
 		g.explainUntil(t, notOffloaded, "--iface", "lan0", "src", "10.0.0.1", "dst", "48.0.9.1")
 	})
+	step(t, "show ipsec sa: offload, counters, and keys only when asked", func(t *testing.T) {
+		out := nsRun(t, dut, g.bin, "show", "ipsec", "sa")
+		mustContain(t, out, "0x00002001", "crypto dev ", "dir out", "rfc4106(gcm(aes))", "0x00001001", "none")
+		if strings.Contains(out, strings.TrimPrefix(key, "0x")) {
+			t.Fatalf("show ipsec sa printed key material without --keys:\n%s", out)
+		}
+		mustContain(t, nsRun(t, dut, g.bin, "show", "ipsec", "sa", "--spi", "0x1001", "--keys"), strings.TrimPrefix(key, "0x"))
+	})
 }
 
 // netdevsim loads the module if needed and creates a one-port device whose
