@@ -21,6 +21,13 @@ func gatewayOptions(g *config.Gateway) (fastpath.GatewayOptions, error) {
 		APIOptions:  api.SocketOptions{Mode: 0o660, UID: -1, GID: -1},
 		Build:       api.Build{Version: version, Commit: buildCommit(), GoVersion: goruntime.Version()},
 	}
+	if g.APIOwner != "" {
+		u, err := user.Lookup(g.APIOwner)
+		if err != nil {
+			return o, fmt.Errorf("%s: api-owner: %w (create the user or choose an existing one)", g.File, err)
+		}
+		o.APIOptions.UID, _ = strconv.Atoi(u.Uid)
+	}
 	if g.APIGroup != "" {
 		grp, err := user.LookupGroup(g.APIGroup)
 		if err != nil {

@@ -29,8 +29,10 @@ type Gateway struct {
 	// Default DefaultLease, between MinLease and MaxLease.
 	Lease time.Duration
 	// APISocket is the daemon's API socket ("" : no API; default
-	// DefaultAPISocket). APIGroup, when set, may use it (mode 0660).
+	// DefaultAPISocket). APIOwner and APIGroup, when set, own it (mode
+	// 0660: the owner and the group's members may use it).
 	APISocket string
+	APIOwner  string
 	APIGroup  string
 	// MetricsListen is the TCP address of the Prometheus endpoint (""
 	// default: off). MetricsTopPolicies bounds the per-policy series

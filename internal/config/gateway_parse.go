@@ -15,7 +15,7 @@ import (
 )
 
 var (
-	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "api-socket", "api-group", "metrics-listen", "metrics-top-policies", "interfaces", "policies"}
+	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "api-socket", "api-owner", "api-group", "metrics-listen", "metrics-top-policies", "interfaces", "policies"}
 	interfaceKeys = []string{"name", "l2", "xdp-mode", "inbound", "wan-antispoof", "hairpin-to-nexthop"}
 	policyKeys    = []string{"dir", "src", "dst", "proto", "sport", "dport", "priority", "action", "peer", "local", "reqid", "offload", "offload-dev", "optional"}
 )
@@ -50,6 +50,8 @@ func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
 			g.Lease = p.lease(f)
 		case "api-socket":
 			g.APISocket = p.apiSocket(f)
+		case "api-owner":
+			g.APIOwner, _ = p.str(f, "a user name such as sluice")
 		case "api-group":
 			g.APIGroup, _ = p.str(f, "a group name such as sluice")
 		case "metrics-listen":

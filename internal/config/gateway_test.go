@@ -105,6 +105,7 @@ var fullExample = doc(
 	"    peer: 123.2.0.1",
 	"    local: 123.0.0.1",
 	"api-socket: /run/sluice-test/api.sock",
+	"api-owner: daemon",
 	"api-group: adm",
 	"metrics-listen: 127.0.0.1:9108",
 	"metrics-top-policies: 20",
@@ -122,7 +123,7 @@ func TestParseGatewayFullExample(t *testing.T) {
 		Counters:     false,
 		PinDir:       "/sys/fs/bpf/sluice-test",
 		Lease:        30 * time.Second,
-		APISocket:    "/run/sluice-test/api.sock", APIGroup: "adm",
+		APISocket:    "/run/sluice-test/api.sock", APIOwner: "daemon", APIGroup: "adm",
 		MetricsListen: "127.0.0.1:9108", MetricsTopPolicies: 20,
 		Interfaces: []Interface{
 			{Name: "p0", L2: L2FIB, XDPMode: XDPGeneric, Inbound: InboundForward, WANAntispoof: AntispoofUpstream,
