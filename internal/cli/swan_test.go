@@ -216,8 +216,18 @@ func TestSwanUpDownOverLibipsec(t *testing.T) {
 		if !strings.Contains(out, "initiated 1 children") || !strings.Contains(out, fmt.Sprintf("%d were already up", n-1)) {
 			t.Fatalf("second up:\n%s", out)
 		}
-		if st := status(t, 0); st.ChildInstalled != n || st.IKEEstablished != n {
-			t.Fatalf("after the second up: %+v", st)
+		// charon may list the new SA a moment after VICI's initiate
+		// returned; wait for it (bounded), as an operator would.
+		deadline := time.Now().Add(15 * time.Second)
+		for {
+			st := status(t, 0)
+			if st.ChildInstalled == n && st.IKEEstablished == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after the second up: %+v", st)
+			}
+			time.Sleep(200 * time.Millisecond)
 		}
 	})
 
