@@ -97,10 +97,15 @@ func (f *loadFlags) tempLab(progress func(string)) (*lab.Lab, func(), error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("--lab %s: %w", f.labName, err)
 		}
+		if l.Topology == lab.OverlayPair {
+			// The generator writes frames onto a wire; an overlay's
+			// traffic must enter through the hosts' stacks.
+			return nil, nil, fmt.Errorf("--lab %s is an overlay-pair: its traffic must start in a host's stack to be encapsulated and encrypted; measure it with 'sluice bench iperf3 --lab %s' and 'sluice bench ping --lab %s'", f.labName, f.labName, f.labName)
+		}
 		return l, func() {}, nil
 	}
 	if f.topology != lab.Forwarder && f.topology != lab.GatewayPair && f.topology != lab.Direct {
-		return nil, nil, fmt.Errorf("--topology %q: use %s, %s or %s (overlay-pair needs the test VM)", f.topology, lab.Forwarder, lab.GatewayPair, lab.Direct)
+		return nil, nil, fmt.Errorf("--topology %q: use %s, %s or %s (overlay-pair: 'sluice bench iperf3' and 'ping' measure it)", f.topology, lab.Forwarder, lab.GatewayPair, lab.Direct)
 	}
 	name := "b" + strconv.Itoa(os.Getpid())
 	if len(name) > 12 {

@@ -23,7 +23,7 @@ func benchEndpoints(labName, target string) (bench.Endpoints, error) {
 			return bench.Endpoints{}, fmt.Errorf("--lab %s: %w", labName, err)
 		}
 		e := l.Ends()
-		return bench.Endpoints{Target: lab.SinkAddr.String(), ClientNS: e.GenNS, ServerNS: e.SinkNS}, nil
+		return bench.Endpoints{Target: e.Target.String(), ClientNS: e.GenNS, ServerNS: e.SinkNS}, nil
 	case target != "":
 		return bench.Endpoints{Target: target}, nil
 	}

@@ -7,6 +7,7 @@ import (
 	"sort"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -25,7 +26,7 @@ seeds' plan, with a forwarder in the device under test:
 
   forwarder     gen --g0|lan0-- dut --wan0|s0-- sink
   gateway-pair  gen --g0|p1-- gw0 --p0|p0-- gw1 --p1|s0-- sink
-  overlay-pair  two hosts with an encrypted VXLAN overlay (needs ESP: test VM)
+  overlay-pair  h0 --p0|p0-- h1, a VXLAN per tunnel over ESP (needs ESP: --vm)
 
 Addresses (seed 002): the generator 10.0.0.1/24 behind 10.0.0.254 sends from
 clients in 16.0.0.0/8 to 48.x.y.0/24, one /24 per tunnel; the sink is
@@ -47,6 +48,7 @@ func newLabUpCmd() *cobra.Command {
 		s         lab.Spec
 		asJSON    bool
 		vm        bool
+		vmTimeout time.Duration
 		rateLimit string
 	)
 	cmd := &cobra.Command{
@@ -62,13 +64,29 @@ install the forwarder in the device under test (dut, or gw0 and gw1):
                 packet-offloaded policies (on veth nothing encrypts; on a
                 packet-offload NIC the NIC does)
 
+overlay-pair has no forwarder: its two hosts h0 and h1 run seed 000's
+encrypted overlay, one VXLAN per tunnel (VNI i, h0's VTEP 123.0.0.1, h1's
+123.0.x.y) in ESP transport mode with random per-lab AES-GCM keys, set up by
+'sluice apply' of host files the lab writes (overlay addresses 48.x.y.1 on h0
+and 48.x.y.2 on h1). It needs ESP, GCM and VXLAN in the kernel; where they are
+missing it says so and exits 2: use --vm.
+
 Running it again on a lab that is up checks and completes it, and switches the
 forwarder if --forwarder changed. A different topology or tunnel count under
-the same --name is refused: take the lab down first. Needs root.`,
+the same --name is refused: take the lab down first. Needs root.
+
+--vm builds the same lab inside the test VM ('sluice vm'), runs the command
+after -- there (default: 'sluice lab status'), takes the lab down and powers
+the VM off; sluice exits with the command's exit code. The VM lives for that
+one command, so give it the whole job. 'sluice' in the command is this
+binary; files it writes under the repository (or the working directory)
+appear on the host. Never read throughput from the VM: it is emulated.`,
 		Example: `  sluice lab up forwarder
   sluice lab up gateway-pair --tunnels 1024 --forwarder sluice --name gp
-  sluice lab up forwarder --forwarder xdp-redirect --json`,
-		Args:      cobra.ExactArgs(1),
+  sluice lab up forwarder --forwarder xdp-redirect --json
+  sluice lab up overlay-pair --tunnels 4 --vm -- sluice bench ping --lab lab --count 1000
+  sluice lab up overlay-pair --vm -- 'sluice bench iperf3 --lab lab --runs 3 --json > iperf.json'`,
+		Args:      cobra.MinimumNArgs(1),
 		ValidArgs: lab.Topologies,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			s.Topology = args[0]
@@ -85,8 +103,15 @@ the same --name is refused: take the lab down first. Needs root.`,
 			if s.Opts.DropEvery == 1 {
 				return fmt.Errorf("--drop-every 1 would drop everything: use 2 or more (0: never)")
 			}
+			command := args[1:]
+			if len(command) > 0 && (!vm || cmd.ArgsLenAtDash() != 1) {
+				return fmt.Errorf("a command after the topology runs only with --vm, after --: sluice lab up %s --vm -- COMMAND", s.Topology)
+			}
 			if vm {
-				return fmt.Errorf("--vm: a lab inside the test VM lives only as long as one command; run the benchmark there instead, e.g. sluice vm run -- sluice bench run --topology %s", s.Topology)
+				if err := s.Validate(); err != nil {
+					return err
+				}
+				return labUpInVM(cmd, s, command, vmTimeout)
 			}
 			progress := func(line string) {
 				if !asJSON {
@@ -113,7 +138,8 @@ the same --name is refused: take the lab down first. Needs root.`,
 	cmd.Flags().StringVar(&s.Forwarder, "forwarder", lab.FwdKernel, "forwarder in the device under test: "+strings.Join(lab.Forwarders, ", "))
 	cmd.Flags().Uint32Var(&s.Opts.DropEvery, "drop-every", 0, "xdp-redirect only: drop every Nth frame (a known loss, to test the benchmark)")
 	cmd.Flags().StringVar(&rateLimit, "rate-limit", "", "xdp-redirect only: forward at most this rate, e.g. 200kpps (a known bottleneck, to test the benchmark)")
-	cmd.Flags().BoolVar(&vm, "vm", false, "run the lab in the test VM (for topologies the host kernel cannot build)")
+	cmd.Flags().BoolVar(&vm, "vm", false, "build the lab in the test VM, run the command after -- there (default: lab status), take the lab down and power off")
+	cmd.Flags().DurationVar(&vmTimeout, "vm-timeout", 10*time.Minute, "with --vm: limit for the whole VM run, boot included")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the lab as JSON")
 	return cmd
 }

@@ -292,12 +292,9 @@ func daemonAlive(pid int, cfg string) bool {
 }
 
 func (l *Lab) startSluice(progress func(string)) error {
-	bin := l.SluiceBin
-	if bin == "" {
-		var err error
-		if bin, err = os.Executable(); err != nil {
-			return err
-		}
+	bin, err := l.sluiceBin()
+	if err != nil {
+		return err
 	}
 	if l.Daemons == nil {
 		l.Daemons = map[string]int{}

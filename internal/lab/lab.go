@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -71,6 +72,9 @@ func (s *Spec) Validate() error {
 	if !validForwarder(s.Forwarder) {
 		return fmt.Errorf("--forwarder %q: use one of %s", s.Forwarder, strings.Join(Forwarders, ", "))
 	}
+	if s.Topology == OverlayPair && s.Forwarder != FwdKernel {
+		return fmt.Errorf("--forwarder %s: overlay-pair has no forwarder to replace (its hosts encapsulate and encrypt in the kernel); leave --forwarder out", s.Forwarder)
+	}
 	_, err := buildPlan(*s)
 	return err
 }
@@ -101,6 +105,11 @@ func Up(s Spec, progress func(string)) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
+	if p.overlay {
+		if err := needOverlayKernel(); err != nil {
+			return nil, err
+		}
+	}
 	l := &Lab{Spec: s, Namespaces: map[string]string{}, Roles: p.roles, Created: time.Now().UTC(), plan: p}
 	l.Forwarder = "" // none installed yet
 	if old, err := Load(s.Name); err == nil {
@@ -122,6 +131,11 @@ func Up(s Spec, progress func(string)) (*Lab, error) {
 	}
 	if err := l.build(progress); err != nil {
 		return nil, fmt.Errorf("building lab %s: %w (run 'sluice lab down %s' to remove what was made)", s.Name, err, s.Name)
+	}
+	if p.overlay {
+		if err := l.applyOverlay(progress); err != nil {
+			return nil, fmt.Errorf("building lab %s: %w (run 'sluice lab down %s' to remove what was made)", s.Name, err, s.Name)
+		}
 	}
 	if err := l.SetForwarder(s.Forwarder, s.Opts, progress); err != nil {
 		return nil, err
@@ -478,12 +492,15 @@ type Ends struct {
 	Forwarding []string
 	// Tunnels is the number of remote subnets (TunnelSubnet(1..Tunnels)).
 	Tunnels int
+	// Target is the sink side's address for iperf3 and ping (11.0.0.1;
+	// on overlay-pair h1's overlay address of tunnel 1).
+	Target netip.Addr
 }
 
 // Ends returns the lab's traffic ends.
 func (l *Lab) Ends() Ends {
 	p := l.plan
-	e := Ends{GenNS: l.NS(p.genRole), GenIf: p.genIf, SinkNS: l.NS(p.sinkRole), SinkIf: p.sinkIf, Tunnels: l.Tunnels}
+	e := Ends{GenNS: l.NS(p.genRole), GenIf: p.genIf, SinkNS: l.NS(p.sinkRole), SinkIf: p.sinkIf, Tunnels: l.Tunnels, Target: p.target}
 	for _, seg := range p.segments {
 		if seg.A.Role == p.genRole && seg.A.If == p.genIf {
 			e.GenMAC, e.FirstHopMAC = seg.A.MAC, seg.B.MAC

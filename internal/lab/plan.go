@@ -72,12 +72,16 @@ type plan struct {
 	genIf    string
 	sinkRole string
 	sinkIf   string
+	// target is where iperf3 and ping reach the sink side.
+	target netip.Addr
+	// overlay: the VTEPs and SAs come from 'sluice apply' (overlay.go).
+	overlay bool
 }
 
 func mac(seg, side int) string { return fmt.Sprintf("02:51:ce:00:%02x:%02x", seg, side) }
 
 func buildPlan(s Spec) (*plan, error) {
-	p := &plan{batch: map[string][]string{}, genRole: "gen", genIf: "g0", sinkRole: "sink", sinkIf: "s0"}
+	p := &plan{batch: map[string][]string{}, genRole: "gen", genIf: "g0", sinkRole: "sink", sinkIf: "s0", target: SinkAddr}
 	add := func(role string, lines ...string) { p.batch[role] = append(p.batch[role], lines...) }
 	switch s.Topology {
 	case Forwarder:
@@ -139,10 +143,22 @@ func buildPlan(s Spec) (*plan, error) {
 		add("gen", "addr replace 10.0.0.1/24 dev g0",
 			"route replace default via 10.0.0.254 dev g0",
 			"neigh replace 10.0.0.254 lladdr "+s0.MAC+" dev g0 nud permanent")
+		p.target = GenGateway
 		add("sink", "addr replace 10.0.0.254/24 dev s0",
 			"neigh replace 10.0.0.1 lladdr "+g0.MAC+" dev s0 nud permanent")
 	case OverlayPair:
-		return nil, &NeedsVMError{Topology: s.Topology, Feature: "ESP (xfrm esp4) for the encrypted VXLAN overlay"}
+		// Only the underlay is the lab's: the VTEPs, routes to them and
+		// SAs are 'sluice apply' of generated host files (overlay.go).
+		p.roles = []string{"h0", "h1"}
+		p.genRole, p.genIf, p.sinkRole, p.sinkIf = "h0", "p0", "h1", "p0"
+		h0, h1 := endpoint{"h0", "p0", mac(1, 1)}, endpoint{"h1", "p0", mac(1, 2)}
+		p.segments = []segment{{h0, h1}}
+		p.overlay = true
+		add("h0", fmt.Sprintf("addr replace %s/24 dev p0", OverlayUnderlay0),
+			fmt.Sprintf("route replace 123.0.0.0/16 via %s dev p0", OverlayUnderlay1))
+		add("h1", fmt.Sprintf("addr replace %s/24 dev p0", OverlayUnderlay1),
+			fmt.Sprintf("route replace %s/32 via %s dev p0", LocalTunnel, OverlayUnderlay0))
+		p.target = OverlayAddr(1, 1)
 	default:
 		return nil, fmt.Errorf("topology %q is unknown: use one of %s", s.Topology, strings.Join(Topologies, ", "))
 	}
@@ -168,5 +184,5 @@ type NeedsVMError struct {
 }
 
 func (e *NeedsVMError) Error() string {
-	return fmt.Sprintf("topology %s needs %s, which the host kernel lacks: run it in the test VM, e.g. 'sluice vm run -- sluice lab up %s' (or --vm)", e.Topology, e.Feature, e.Topology)
+	return fmt.Sprintf("topology %s needs what this kernel lacks: %s; run it in the test VM with --vm, e.g. 'sluice lab up %s --vm -- sluice bench ping --lab lab'", e.Topology, e.Feature, e.Topology)
 }

@@ -49,6 +49,9 @@ type planner struct {
 	ports    []string
 	// uplinkMTU is the MTU the uplinks will have (0: unknown).
 	uplinkMTU int
+	// addrPlanned holds "dev prefix" of addresses already planned: VTEPs
+	// with different VNIs may share one local address on lo.
+	addrPlanned map[string]bool
 }
 
 func (p *planner) fail(format string, args ...any) {
@@ -264,10 +267,14 @@ func (p *planner) setUp(section, dev string) {
 
 func (p *planner) addresses(section, dev string, addrs []netip.Prefix) {
 	k := p.live.link(dev)
+	if p.addrPlanned == nil {
+		p.addrPlanned = map[string]bool{}
+	}
 	for _, a := range addrs {
-		if hasAddr(k, a) {
+		if hasAddr(k, a) || p.addrPlanned[dev+" "+a.String()] {
 			continue
 		}
+		p.addrPlanned[dev+" "+a.String()] = true
 		a := a
 		p.add(Step{Section: section, Action: "create", Object: fmt.Sprintf("address %s on %s", a, dev), Why: "missing",
 			Commands: []string{fmt.Sprintf("ip addr add %s dev %s", a, dev)}, run: func(r *runner) error {

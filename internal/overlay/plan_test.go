@@ -493,3 +493,42 @@ func TestBondOffloadBroken(t *testing.T) {
 		}
 	}
 }
+
+// Two VTEPs with different VNIs may share one local address (the lab's
+// overlay-pair: one VTEP address on h0, one VXLAN per tunnel): the address
+// is added to lo once and, in a teardown, deleted once.
+func TestPlanSharedVTEPLocal(t *testing.T) {
+	body := strings.Replace(seedHost("none", ""), "    mtu: 3986\n", `    mtu: 3986
+  - name: vxlan2
+    vni: 1025
+    local: 192.168.80.2
+    remotes: [{address: 192.168.80.3}]
+    mtu: 3986
+`, 1)
+	h, ks := load(t, body)
+	p, err := NewPlan(h, ks, bareLive("6.12.95"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	count := func(steps []Step, cmd string) (n int) {
+		for _, s := range steps {
+			for _, c := range s.Commands {
+				if c == cmd {
+					n++
+				}
+			}
+		}
+		return n
+	}
+	if n := count(p.Steps, "ip addr add 192.168.80.2/32 dev lo"); n != 1 {
+		t.Errorf("the shared local is added %d times, want once", n)
+	}
+	if stepIndex(p, "ip link add vxlan2 type vxlan id 1025 local 192.168.80.2") < 0 {
+		t.Errorf("no second VTEP in the plan")
+	}
+	live := matchingLive(t)
+	td := NewTeardown(h, live, &Journal{}, false)
+	if n := count(td.Steps, "ip addr del 192.168.80.2/32 dev lo"); n != 1 {
+		t.Errorf("the shared local is deleted %d times, want once", n)
+	}
+}

@@ -62,6 +62,7 @@ func (t *tearer) deleteLink(section, name, why string) {
 }
 
 func (t *tearer) vteps() {
+	loDone := map[netip.Prefix]bool{}
 	for _, v := range t.h.VTEPs {
 		k := t.live.link(v.Name)
 		if k != nil && k.Kind == v.Type && vtepDiff(&v, k) == "" {
@@ -85,6 +86,10 @@ func (t *tearer) vteps() {
 		}
 		lo := t.live.link("lo")
 		a := hostPrefix(v.Local)
+		if loDone[a] {
+			continue // shared by VTEPs with different VNIs
+		}
+		loDone[a] = true
 		if hasAddr(lo, a) && t.ours(kindAddr, func(e entry) bool { return e.Link == "lo" && e.Prefix == a.String() }, "address "+a.String()+" on lo") {
 			t.add(Step{Section: "vteps", Action: "delete", Object: fmt.Sprintf("address %s on lo", a), Why: "declared by the file",
 				Commands: []string{fmt.Sprintf("ip addr del %s dev lo", a)}, run: func(r *runner) error {

@@ -156,3 +156,22 @@ func TestRunTimeout(t *testing.T) {
 		t.Fatalf("timeout took %v to take effect", d)
 	}
 }
+
+func TestHiddenInGuest(t *testing.T) {
+	for _, c := range []struct {
+		path, share string
+		hidden      bool
+	}{
+		{"/tmp/x/sluice", "", true},
+		{"/tmp/x/sluice", "/tmp/x", false},
+		{"/tmpfoo/sluice", "", false},
+		{"/run/sluice", "/work/main", true},
+		{"/root/go/bin/sluice", "/work/main", true},
+		{"/work/main/bin/sluice", "/work/main", false},
+		{"/usr/local/bin/sluice", "/work/main", false},
+	} {
+		if got := HiddenInGuest(c.path, c.share); got != c.hidden {
+			t.Errorf("HiddenInGuest(%q, %q) = %v, want %v", c.path, c.share, got, c.hidden)
+		}
+	}
+}

@@ -417,3 +417,42 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestLabOverlayPairNeedsVM: on this host (no ESP) overlay-pair says what
+// the kernel lacks and how to run it, and --vm runs the same lab in the
+// test VM, with a command that measures across it, and brings the
+// command's output and exit code back. The overlay itself is tested in
+// the VM suite (test/vm/lab_test.go).
+func TestLabOverlayPairNeedsVM(t *testing.T) {
+	labNeedsRoot(t)
+	bin := sluiceBin(t)
+	features := run(t, bin, "version", "--json")
+	if strings.Contains(features, `"esp": true`) {
+		t.Skip("this kernel has ESP: overlay-pair builds here, nothing to refuse")
+	}
+	name := labName("o")
+	cmd := exec.Command(bin, "lab", "up", "overlay-pair", "--name", name)
+	out, err := cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); err == nil || code != 2 ||
+		!strings.Contains(string(out), "esp (") || !strings.Contains(string(out), "--vm") {
+		t.Errorf("lab up overlay-pair on a kernel without ESP: exit %d, want 2 naming esp and --vm:\n%s", code, out)
+	}
+	if strings.Contains(netnsList(t), "sl-"+name+"-") {
+		t.Errorf("a refused lab left namespaces behind")
+	}
+
+	// One boot: the command measures, lists the lab, and exits 7, which
+	// must come back as sluice's own exit code.
+	cmd = exec.Command(bin, "lab", "up", "overlay-pair", "--name", name, "--tunnels", "2", "--vm", "--",
+		"sluice", "bench", "ping", "--lab", name, "--count", "100", "--json", "&&", "sluice", "lab", "status", name, "--json", "&&", "exit", "7")
+	out, _ = cmd.CombinedOutput()
+	if code := cmd.ProcessState.ExitCode(); code != 7 {
+		t.Errorf("--vm must pass the command's exit code back: got %d, want 7:\n%s", code, out)
+	}
+	text := string(out)
+	for _, want := range []string{"applied and verified", `"received": 100`, `"topology": "overlay-pair"`, `"healthy": true`} {
+		if !strings.Contains(text, want) {
+			t.Errorf("--vm output lacks %q:\n%s", want, text)
+		}
+	}
+}
