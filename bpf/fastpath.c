@@ -86,12 +86,16 @@ struct {
 	__type(value, struct fp_decision);
 } explain_out SEC(".maps");
 
-/* Per CPU, so the hot path never contends; LRU, so a flood of new flows
- * only evicts old entries (a miss costs the full path, never a wrong
- * answer). */
+/* One table for all CPUs, so the value sits inline in the element (a
+ * per-CPU hash keeps it in a separate per-CPU area: a second cache miss on
+ * every hit); lookups take no lock and an update replaces the element
+ * whole, so a reader never sees half an entry. LRU lists per CPU
+ * (BPF_F_NO_COMMON_LRU): a flood of new flows evicts on its own CPU
+ * without a global lock. A miss costs the full path, never a wrong answer. */
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_PERCPU_HASH);
-	__uint(max_entries, 65536);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(map_flags, BPF_F_NO_COMMON_LRU);
+	__uint(max_entries, 131072);
 	__type(key, struct fp_flow_key);
 	__type(value, struct fp_flow);
 } flow_cache SEC(".maps");
@@ -110,15 +114,17 @@ static __always_inline void cache_stat(__u32 which)
 		(*n)++;
 }
 
-static __always_inline void flow_key(struct fp_flow_key *k, struct pkt *p, __u32 ifindex)
+static __always_inline void flow_key(struct fp_flow_key *k, struct pkt *p, __u32 ifindex, __u32 l4)
 {
 	__builtin_memset(k, 0, sizeof(*k));
 	k->ifindex = ifindex;
 	k->vid = p->tagged ? p->vid : 0xffff;
 	k->family = p->family;
-	k->proto = p->proto;
-	k->sport = p->sport;
-	k->dport = p->dport;
+	if (l4) {
+		k->proto = p->proto;
+		k->sport = p->sport;
+		k->dport = p->dport;
+	}
 	k->tos = p->family == FP_FAM_V4 ? p->tos : p->flowinfo;
 	__builtin_memcpy(k->src, p->src, sizeof(k->src));
 	__builtin_memcpy(k->dst, p->dst, sizeof(k->dst));
@@ -528,7 +534,7 @@ static __always_inline int decide(struct xdp_md *ctx, struct fp_config *cfg, str
 		return XDP_PASS;
 	}
 	struct fp_flow_key fk;
-	flow_key(&fk, p, phys);
+	flow_key(&fk, p, phys, cfg->flow_l4);
 	if (!explain_mode) {
 		int act = forward_cached(ctx, cfg, p, &fk, d);
 		if (act >= 0)

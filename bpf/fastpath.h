@@ -78,7 +78,10 @@ struct fp_config {
 	/* Bumped by the control plane on every route, neighbour or interface
 	 * change: flow-cache entries from an older epoch are ignored. */
 	__u32 route_epoch;
-	__u32 pad;
+	/* 1: flow-cache keys carry protocol and ports; 0: they do not,
+	 * because no policy selects on them and the FIB does not hash or
+	 * route on them (one entry per host pair, not per connection). */
+	__u32 flow_l4;
 	/* CLOCK_MONOTONIC_COARSE ns after which the control plane is presumed
 	 * dead and everything goes to the kernel; 0: no lease (tests). The
 	 * coarse clock is a memory read, not a TSC read, on every packet. */

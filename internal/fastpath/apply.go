@@ -13,6 +13,8 @@ import (
 // old tables or the new ones, never a mix. It also marks the fast path
 // ready.
 func (dp *Datapath) Apply(t *Tables) error {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
 	cfg, err := dp.config()
 	if err != nil {
 		return err
@@ -54,30 +56,81 @@ func (dp *Datapath) Apply(t *Tables) error {
 	if err := dp.objs.Config.Put(uint32(0), cfg); err != nil {
 		return err
 	}
+	// The flip retires every flow-cache entry (they carry the
+	// generation), so the key's shape can change with it.
+	dp.policyL4 = t.selectsL4()
+	cfg.FlowL4 = b2u(dp.policyL4 || dp.fibL4)
 	cfg.Gen = idle
 	cfg.Ready = 1
+	return dp.objs.Config.Put(uint32(0), cfg)
+}
+
+// selectsL4 reports whether any selector shape names a protocol or ports:
+// then two packets between the same hosts may be decided differently.
+func (t *Tables) selectsL4() bool {
+	for _, fam := range t.Tuples {
+		for _, tu := range fam {
+			if tu.ProtoSet != 0 || tu.SportMask != 0 || tu.DportMask != 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// SetFIBUsesL4 says whether the kernel's FIB may route or hash on protocol
+// and ports (policy rules on them, an L4 multipath hash): then the flow
+// cache keys on them too. A change expires every cached entry.
+func (dp *Datapath) SetFIBUsesL4(l4 bool) (changed bool, err error) {
+	err = dp.updateConfig(func(cfg *fastpathFpConfig) bool {
+		if dp.fibL4 == l4 && cfg.FlowL4 == b2u(dp.policyL4 || l4) {
+			return false
+		}
+		changed = dp.fibL4 != l4
+		dp.fibL4 = l4
+		cfg.FlowL4 = b2u(dp.policyL4 || dp.fibL4)
+		cfg.RouteEpoch++
+		return true
+	})
+	return changed, err
+}
+
+// FlowCacheKeysL4 reports whether flow-cache keys carry protocol and ports.
+func (dp *Datapath) FlowCacheKeysL4() (bool, error) {
+	cfg, err := dp.config()
+	return cfg.FlowL4 != 0, err
+}
+
+// updateConfig applies change to the config under the lock and writes it
+// back when change says it changed something.
+func (dp *Datapath) updateConfig(change func(*fastpathFpConfig) bool) error {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	cfg, err := dp.config()
+	if err != nil {
+		return err
+	}
+	if !change(&cfg) {
+		return nil
+	}
 	return dp.objs.Config.Put(uint32(0), cfg)
 }
 
 // SetReady opens (true) or closes (false) the fast path. Closed, every
 // packet goes to the kernel: the state while the mirror resynchronises.
 func (dp *Datapath) SetReady(ready bool) error {
-	cfg, err := dp.config()
-	if err != nil {
-		return err
-	}
-	cfg.Ready = b2u(ready)
-	return dp.objs.Config.Put(uint32(0), cfg)
+	return dp.updateConfig(func(cfg *fastpathFpConfig) bool {
+		cfg.Ready = b2u(ready)
+		return true
+	})
 }
 
 // SetCounters turns per-policy counters on or off.
 func (dp *Datapath) SetCounters(on bool) error {
-	cfg, err := dp.config()
-	if err != nil {
-		return err
-	}
-	cfg.Counters = b2u(on)
-	return dp.objs.Config.Put(uint32(0), cfg)
+	return dp.updateConfig(func(cfg *fastpathFpConfig) bool {
+		cfg.Counters = b2u(on)
+		return true
+	})
 }
 
 func (dp *Datapath) config() (fastpathFpConfig, error) {
@@ -110,27 +163,23 @@ func b2u(b bool) uint32 {
 // renewal, the program passes everything to the kernel: the daemon may have
 // died and missed an SA going away.
 func (dp *Datapath) RenewLease(d time.Duration) error {
-	cfg, err := dp.config()
-	if err != nil {
-		return err
-	}
 	var ts unix.Timespec
 	// The program reads bpf_ktime_get_coarse_ns(): CLOCK_MONOTONIC_COARSE.
 	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
 		return err
 	}
-	cfg.LeaseUntilNs = uint64(ts.Nano()) + uint64(d.Nanoseconds())
-	return dp.objs.Config.Put(uint32(0), cfg)
+	return dp.updateConfig(func(cfg *fastpathFpConfig) bool {
+		cfg.LeaseUntilNs = uint64(ts.Nano()) + uint64(d.Nanoseconds())
+		return true
+	})
 }
 
 // BumpRouteEpoch invalidates every flow-cache entry: call it when routes,
 // neighbours or interfaces change, since cached forwards carry a FIB
 // result.
 func (dp *Datapath) BumpRouteEpoch() error {
-	cfg, err := dp.config()
-	if err != nil {
-		return err
-	}
-	cfg.RouteEpoch++
-	return dp.objs.Config.Put(uint32(0), cfg)
+	return dp.updateConfig(func(cfg *fastpathFpConfig) bool {
+		cfg.RouteEpoch++
+		return true
+	})
 }

@@ -21,7 +21,7 @@ type fastpathFpConfig struct {
 	Counters        uint32
 	Ntuples         [2][2]uint32
 	RouteEpoch      uint32
-	Pad             uint32
+	FlowL4          uint32
 	LeaseUntilNs    uint64
 }
 

@@ -107,4 +107,63 @@ func TestFlowCache(t *testing.T) {
 			t.Fatalf("the small packet after the big one was not a cache hit (%d -> %d)", h0, h)
 		}
 	})
+	t.Run("keys carry ports exactly when a policy or the FIB looks at them", func(t *testing.T) {
+		// g.snap blocks TCP 443 to 48.0.3.0/24, which g.wide forwards
+		// otherwise: two connections between the same hosts differ.
+		e.apply(g.snap)
+		if l4, _ := e.dp.FlowCacheKeysL4(); !l4 {
+			t.Fatalf("a port selector is mirrored, but flow-cache keys ignore ports")
+		}
+		web := Packet{Src: addr("10.0.0.5"), Dst: addr("48.0.3.9"), Proto: 6, SPort: 40000, DPort: 80, TTL: 64, Payload: 18}
+		if ret, _ := e.liveRun(web, e.lan); ret != XDPRedirect {
+			t.Fatalf("TCP 80 to 48.0.3.9: %s, want a forward (policy wide)", ActionName(ret))
+		}
+		tls := web
+		tls.DPort = 443
+		if ret, _ := e.liveRun(tls, e.lan); ret != XDPPass {
+			t.Fatalf("TCP 443 between the same hosts, after TCP 80 was cached: %s, want XDP_PASS (blocked)", ActionName(ret))
+		}
+
+		// Without the port selector, one entry serves every connection
+		// between two hosts.
+		addrOnly := g.snap
+		addrOnly.Policies = nil
+		for _, p := range g.snap.Policies {
+			if p.Index != g.block.Index {
+				addrOnly.Policies = append(addrOnly.Policies, p)
+			}
+		}
+		e.apply(addrOnly)
+		if l4, _ := e.dp.FlowCacheKeysL4(); l4 {
+			t.Fatalf("no policy selects on protocol or ports, yet keys carry them")
+		}
+		e.liveRun(small, e.lan)
+		h0, f0 := e.cacheStats()
+		other := small
+		other.SPort, other.DPort = 999, 53
+		if ret, _ := e.liveRun(other, e.lan); ret != XDPRedirect {
+			t.Fatalf("another connection between the same hosts: %s", ActionName(ret))
+		}
+		if h, f := e.cacheStats(); h != h0+1 || f != f0 {
+			t.Fatalf("another connection between cached hosts: hits %d -> %d, fills %d -> %d; want one hit", h0, h, f0, f)
+		}
+
+		// Once the FIB may look at ports (a rule, an L4 multipath
+		// hash), keys carry them again and old entries expire.
+		if changed, err := e.dp.SetFIBUsesL4(true); err != nil || !changed {
+			t.Fatalf("SetFIBUsesL4(true): changed %v, %v", changed, err)
+		}
+		if l4, _ := e.dp.FlowCacheKeysL4(); !l4 {
+			t.Fatalf("the FIB uses ports, yet keys ignore them")
+		}
+		h1, f1 := e.cacheStats()
+		e.liveRun(other, e.lan)
+		if h, f := e.cacheStats(); h != h1 || f != f1+1 {
+			t.Fatalf("after the FIB started to use ports: hits %d -> %d, fills %d -> %d; want a fill, no hit", h1, h, f1, f)
+		}
+		if _, err := e.dp.SetFIBUsesL4(false); err != nil {
+			t.Fatal(err)
+		}
+		e.apply(g.snap)
+	})
 }

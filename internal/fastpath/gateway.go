@@ -70,6 +70,7 @@ func RunGateway(ctx context.Context, o GatewayOptions) error {
 	if err := dp.SetCounters(o.Counters); err != nil {
 		return err
 	}
+	followFIBL4(dp, log)
 	resolve := func() ([]Iface, error) { return ResolveIfaces(o.Ifaces) }
 	ifs, err := resolve()
 	if err != nil {
@@ -175,6 +176,9 @@ func refreshNextHops(ctx context.Context, dp *Datapath, resolve func() ([]Iface,
 		case <-ctx.Done():
 			return
 		case <-tick.C:
+			// Rules have no watcher here: the tick catches a new
+			// port-based rule within a second, as it does lost events.
+			followFIBL4(dp, log)
 			if err := dp.BumpRouteEpoch(); err != nil {
 				log.Error("expiring the flow cache", "err", err)
 			}
@@ -183,6 +187,7 @@ func refreshNextHops(ctx context.Context, dp *Datapath, resolve func() ([]Iface,
 				ch = nil
 				continue
 			}
+			followFIBL4(dp, log)
 			ifs, err := resolve()
 			if err != nil {
 				log.Warn("re-resolving next hops", "err", err)
@@ -195,5 +200,21 @@ func refreshNextHops(ctx context.Context, dp *Datapath, resolve func() ([]Iface,
 				log.Error("updating interfaces", "err", err)
 			}
 		}
+	}
+}
+
+// followFIBL4 keeps the flow cache's key in step with the FIB: per host
+// pair while routing ignores protocol and ports, per connection once a
+// rule or the multipath hash looks at them.
+func followFIBL4(dp *Datapath, log *slog.Logger) {
+	l4, why := kernel.FIBUsesL4()
+	changed, err := dp.SetFIBUsesL4(l4)
+	switch {
+	case err != nil:
+		log.Error("setting the flow cache's key", "err", err)
+	case changed && l4:
+		log.Info("flow cache keys on protocol and ports", "because", why)
+	case changed:
+		log.Info("flow cache keys on addresses only: routing no longer looks at protocol or ports")
 	}
 }

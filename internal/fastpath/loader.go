@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	"github.com/cilium/ebpf"
 )
@@ -16,6 +17,15 @@ type Datapath struct {
 	objs      fastpathObjects
 	explain   *ebpf.Program // same code with explain_mode=1: reports, never counts
 	innerSpec *ebpf.MapSpec // shape of one generation's policy table
+
+	// mu serialises read-modify-writes of the config word set: the
+	// mirror's Apply, the lease renewal and the route epoch run in
+	// different goroutines, and a lost update could undo a generation
+	// flip.
+	mu sync.Mutex
+	// policyL4 (the active tables select on protocol or ports) and fibL4
+	// (the FIB may route or hash on them) decide config.flow_l4.
+	policyL4, fibL4 bool
 }
 
 // LoadOptions select where the maps live.

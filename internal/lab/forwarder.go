@@ -299,6 +299,7 @@ func (l *Lab) startSluice(progress func(string)) error {
 	if l.Daemons == nil {
 		l.Daemons = map[string]int{}
 	}
+	exited := map[string]chan struct{}{}
 	for _, h := range l.plan.hops {
 		cfg := l.gatewayConfig(h.Role)
 		if err := os.WriteFile(cfg, []byte(l.gatewayYAML(h)), 0o644); err != nil {
@@ -317,13 +318,17 @@ func (l *Lab) startSluice(progress func(string)) error {
 			return err
 		}
 		l.Daemons[h.Role] = cmd.Process.Pid
-		go cmd.Wait() // reap it if it exits while we run
+		// Wait both reaps it and says, exactly, that it exited: its
+		// /proc entry can read empty while 'ip netns exec' execs it.
+		done := make(chan struct{})
+		exited[h.Role] = done
+		go func() { cmd.Wait(); close(done) }()
 		if err := l.save(); err != nil {
 			return err
 		}
 	}
 	for _, h := range l.plan.hops {
-		if err := l.waitGateway(bin, h); err != nil {
+		if err := l.waitGateway(bin, h, exited[h.Role]); err != nil {
 			return err
 		}
 		progress(fmt.Sprintf("sluice gateway running in %s (pid %d, %d tunnels)", l.NS(h.Role), l.Daemons[h.Role], l.Tunnels))
@@ -332,7 +337,7 @@ func (l *Lab) startSluice(progress func(string)) error {
 }
 
 // waitGateway waits until the hop's fast path forwards the lab's traffic.
-func (l *Lab) waitGateway(bin string, h hop) error {
+func (l *Lab) waitGateway(bin string, h hop, exited <-chan struct{}) error {
 	want := "forward-out"
 	if h.Role == "gw1" {
 		want = "forward-in"
@@ -341,9 +346,11 @@ func (l *Lab) waitGateway(bin string, h hop) error {
 	deadline := time.Now().Add(30 * time.Second)
 	var last []byte
 	for time.Now().Before(deadline) {
-		if !daemonAlive(l.Daemons[h.Role], l.gatewayConfig(h.Role)) {
+		select {
+		case <-exited:
 			log, _ := os.ReadFile(filepath.Join(l.Dir(), "gateway-"+h.Role+".log"))
 			return fmt.Errorf("the gateway in %s exited:\n%s", l.NS(h.Role), log)
+		default:
 		}
 		last, _ = exec.Command("ip", "netns", "exec", l.NS(h.Role), bin, "gateway", "explain", "--pin-dir", l.gatewayPinDir(h.Role),
 			"--iface", h.In, "src", "16.0.0.1", "dst", dst, "proto", "udp", "sport", "1024", "dport", "4791").CombinedOutput()
