@@ -114,6 +114,47 @@ static __always_inline void cache_stat(__u32 which)
 		(*n)++;
 }
 
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_cache_gate);
+} cache_gate SEC(".maps");
+
+/* A window of this many cache decisions (hits + fills) judges the cache;
+ * a cache that lost it stays off this long. */
+#define FP_CACHE_WINDOW 16384
+#define FP_CACHE_OFF_NS (100ULL * 1000 * 1000)
+
+/* cache_on says whether this CPU uses the cache for this packet. */
+static __always_inline struct fp_cache_gate *cache_on(void)
+{
+	__u32 zero = 0;
+	struct fp_cache_gate *g = bpf_map_lookup_elem(&cache_gate, &zero);
+	if (!g)
+		return 0;
+	if (g->off_until_ns) {
+		if (bpf_ktime_get_coarse_ns() < g->off_until_ns) {
+			cache_stat(FP_CACHE_BYPASS);
+			return 0;
+		}
+		g->off_until_ns = 0;
+		g->hits = 0;
+		g->fills = 0;
+	}
+	return g;
+}
+
+static __always_inline void cache_judge(struct fp_cache_gate *g)
+{
+	if (g->hits + g->fills < FP_CACHE_WINDOW)
+		return;
+	if (g->fills > g->hits)
+		g->off_until_ns = bpf_ktime_get_coarse_ns() + FP_CACHE_OFF_NS;
+	g->hits = 0;
+	g->fills = 0;
+}
+
 static __always_inline void flow_key(struct fp_flow_key *k, struct pkt *p, __u32 ifindex, __u32 l4)
 {
 	__builtin_memset(k, 0, sizeof(*k));
@@ -351,6 +392,30 @@ static __always_inline int send(struct xdp_md *ctx, __u32 egress, struct fp_deci
 	return bpf_redirect_map(&tx_ports, egress, XDP_PASS);
 }
 
+/* cache_fill remembers a forward for the next packets of the flow. */
+static __always_inline void cache_fill(struct fp_config *cfg, struct pkt *p, struct fp_flow_key *fk,
+				       struct fp_flow *nf, __u32 egress, struct fp_decision *d)
+{
+	if (explain_mode || !fk->ifindex)
+		return;
+	__u32 zero = 0;
+	struct fp_cache_gate *g = bpf_map_lookup_elem(&cache_gate, &zero);
+	if (!g)
+		return;
+	nf->gen = cfg->gen;
+	nf->epoch = cfg->route_epoch;
+	nf->egress = egress;
+	nf->policy_index = d->policy_index;
+	nf->policy_priority = d->policy_priority;
+	nf->dir = d->dir;
+	nf->matched = d->matched;
+	nf->max_len = p->tot_len;
+	bpf_map_update_elem(&flow_cache, fk, nf, BPF_ANY);
+	cache_stat(FP_CACHE_FILL);
+	g->fills++;
+	cache_judge(g);
+}
+
 /* forward_out sends cleartext matching an allow OUT policy to the device
  * that packet-offloads the policy's SA. */
 static __always_inline int forward_out(struct xdp_md *ctx, struct fp_config *cfg, struct pkt *p,
@@ -403,27 +468,25 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct fp_config *cfg
 			return XDP_PASS;
 		}
 	}
-	if (!explain_mode) {
-		nf.gen = cfg->gen;
-		nf.epoch = cfg->route_epoch;
-		nf.egress = dev;
-		nf.policy_index = out->index;
-		nf.policy_priority = out->priority;
-		nf.max_len = p->tot_len;
-		bpf_map_update_elem(&flow_cache, fk, &nf, BPF_ANY);
-		cache_stat(FP_CACHE_FILL);
-	}
+	cache_fill(cfg, p, fk, &nf, dev, d);
 	d->reason = FP_R_FWD_OUT;
 	return send(ctx, dev, d);
 }
 
-/* forward_cached replays a cached outbound forward. The entry is only
- * trusted while nothing it was derived from changed: the policy tables
- * (generation), routes/neighbours/interfaces (epoch), and only for packets
- * no larger than one the FIB already accepted (MTU). */
+/* forward_cached replays a cached forward (outbound, or inbound where the
+ * interface opted in). The entry is only trusted while nothing it was
+ * derived from changed: the policy tables (generation), routes,
+ * neighbours and interfaces — including the inbound opt-in and hairpin
+ * next hops (epoch) — and only for packets no larger than one the FIB
+ * already accepted (MTU). */
 static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *cfg, struct pkt *p,
 					  struct fp_flow_key *fk, struct fp_decision *d)
 {
+	struct fp_cache_gate *g = cache_on();
+	if (!g) {
+		fk->ifindex = 0; /* tells cache_fill not to fill either */
+		return -1;
+	}
 	struct fp_flow *fl = bpf_map_lookup_elem(&flow_cache, fk);
 	if (!fl || fl->gen != cfg->gen || fl->epoch != cfg->route_epoch || p->tot_len > fl->max_len)
 		return -1;
@@ -432,22 +495,26 @@ static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *
 	__builtin_memcpy(smac, fl->smac, ETH_ALEN);
 	__u32 egress = fl->egress;
 	int l2_fib = fl->l2_fib;
-	d->dir = 1;
-	d->matched = 1 << 1;
+	__u16 vid = fl->vid;
+	d->dir = fl->dir;
+	d->matched = fl->matched;
 	d->policy_index = fl->policy_index;
 	d->policy_priority = fl->policy_priority;
-	if (rewrite(ctx, p, 0, l2_fib ? dmac : 0, smac)) {
+	if (rewrite(ctx, p, vid, l2_fib ? dmac : 0, smac)) {
 		d->reason = FP_R_MALFORMED;
 		return XDP_PASS;
 	}
 	cache_stat(FP_CACHE_HIT);
-	d->reason = FP_R_FWD_OUT;
+	g->hits++;
+	cache_judge(g);
+	d->reason = fl->dir == 1 ? FP_R_FWD_OUT : FP_R_FWD_IN;
 	return send(ctx, egress, d);
 }
 
 /* forward_in: opt-in inbound forwarding of traffic the NIC decrypted. */
-static __always_inline int forward_in(struct xdp_md *ctx, struct pkt *p, struct fp_iface *in_if,
-				      __u32 logical_in, struct fp_decision *d)
+static __always_inline int forward_in(struct xdp_md *ctx, struct fp_config *cfg, struct pkt *p,
+				      struct fp_iface *in_if, __u32 logical_in, struct fp_flow_key *fk,
+				      struct fp_decision *d)
 {
 	struct bpf_fib_lookup fp;
 	__u32 egress;
@@ -483,10 +550,14 @@ static __always_inline int forward_in(struct xdp_md *ctx, struct pkt *p, struct 
 		d->reason = FP_R_NO_TX_PORT;
 		return XDP_PASS;
 	}
+	struct fp_flow nf = {.l2_fib = 1, .vid = vid};
+	__builtin_memcpy(nf.dmac, dmac, ETH_ALEN);
+	__builtin_memcpy(nf.smac, smac, ETH_ALEN);
 	if (rewrite(ctx, p, vid, dmac, smac)) {
 		d->reason = FP_R_MALFORMED;
 		return XDP_PASS;
 	}
+	cache_fill(cfg, p, fk, &nf, egress, d);
 	d->reason = FP_R_FWD_IN;
 	return send(ctx, egress, d);
 }
@@ -573,7 +644,7 @@ static __always_inline int decide(struct xdp_md *ctx, struct fp_config *cfg, str
 			d->reason = FP_R_INBOUND;
 			return XDP_PASS;
 		}
-		return forward_in(ctx, p, in_if, logical_in, d);
+		return forward_in(ctx, cfg, p, in_if, logical_in, &fk, d);
 	}
 
 	if (!out->found) {

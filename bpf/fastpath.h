@@ -172,15 +172,30 @@ struct fp_flow {
 	__u32 policy_priority;
 	__u16 max_len;            /* largest L3 length the FIB accepted for this flow */
 	__u8 l2_fib;
-	__u8 pad;
+	__u8 dir;                 /* of the deciding policy: 1 out (forward-out), 0 in or 2 fwd (forward-in) */
 	__u8 dmac[6];
 	__u8 smac[6];
+	__u16 vid;                /* forward-in to a VLAN child: the tag to push */
+	__u8 matched;             /* fp_decision.matched, for counters and explain parity */
+	__u8 pad;
 };
 
 enum fp_cache_stat {
 	FP_CACHE_HIT = 0,
 	FP_CACHE_FILL = 1,
+	FP_CACHE_BYPASS = 2,      /* packets decided without the cache: it was thrashing */
 	FP_CACHE_MAX,
+};
+
+/* Per CPU: whether the flow cache earns its keep. Traffic whose flows do
+ * not repeat within the cache's reach (more live flows than entries) makes
+ * every packet a miss plus an eviction, slower than no cache at all; so a
+ * window in which fills outnumber hits turns the cache off on that CPU for
+ * a while, then it is tried again. */
+struct fp_cache_gate {
+	__u64 off_until_ns;       /* CLOCK_MONOTONIC_COARSE; 0: on */
+	__u32 hits;
+	__u32 fills;
 };
 
 /* What the explain instance of the program reports for one packet. */

@@ -91,17 +91,28 @@ func (dp *Datapath) PruneCounters(keep func(index uint32) bool) error {
 	return nil
 }
 
-// CacheStats returns how many outbound forwards were replayed from the flow
-// cache (hits) and how many entries were written (fills), over all CPUs.
-func (dp *Datapath) CacheStats() (hits, fills uint64, err error) {
+// CacheStats returns the flow cache's counters over all CPUs: forwards
+// replayed (hits), entries written (fills), packets that went around it
+// while it was off for thrashing (bypassed).
+func (dp *Datapath) CacheStats() (CacheCounters, error) {
+	var c CacheCounters
 	var perCPU []uint64
-	for i, dst := range []*uint64{&hits, &fills} {
+	for i, dst := range []*uint64{&c.Hits, &c.Fills, &c.Bypassed} {
 		if err := dp.objs.CacheStats.Lookup(uint32(i), &perCPU); err != nil {
-			return 0, 0, err
+			return c, err
 		}
 		for _, n := range perCPU {
 			*dst += n
 		}
 	}
-	return hits, fills, nil
+	return c, nil
+}
+
+// CacheCounters are the flow cache's counters, summed over CPUs.
+type CacheCounters struct {
+	Hits  uint64 `json:"hits"`
+	Fills uint64 `json:"fills"`
+	// Bypassed counts packets decided without the cache because it was
+	// thrashing on their CPU (more live flows than it holds).
+	Bypassed uint64 `json:"bypassed"`
 }

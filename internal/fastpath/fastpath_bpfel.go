@@ -13,6 +13,13 @@ import (
 	"github.com/cilium/ebpf"
 )
 
+type fastpathFpCacheGate struct {
+	_          structs.HostLayout
+	OffUntilNs uint64
+	Hits       uint32
+	Fills      uint32
+}
+
 type fastpathFpConfig struct {
 	_               structs.HostLayout
 	Gen             uint32
@@ -52,9 +59,12 @@ type fastpathFpFlow struct {
 	PolicyPriority uint32
 	MaxLen         uint16
 	L2Fib          uint8
-	Pad            uint8
+	Dir            uint8
 	Dmac           [6]uint8
 	Smac           [6]uint8
+	Vid            uint16
+	Matched        uint8
+	Pad            uint8
 }
 
 type fastpathFpFlowKey struct {
@@ -164,6 +174,7 @@ type fastpathFpVlanKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
+	fastpathMapCacheGate    = "cache_gate"
 	fastpathMapCacheStats   = "cache_stats"
 	fastpathMapConfig       = "config"
 	fastpathMapExplainOut   = "explain_out"
@@ -239,6 +250,7 @@ type fastpathProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fastpathMapSpecs struct {
+	CacheGate    *ebpf.MapSpec `ebpf:"cache_gate"`
 	CacheStats   *ebpf.MapSpec `ebpf:"cache_stats"`
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	ExplainOut   *ebpf.MapSpec `ebpf:"explain_out"`
@@ -290,6 +302,7 @@ func (o *fastpathObjects) Close() error {
 //
 // It can be passed to loadFastpathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fastpathMaps struct {
+	CacheGate    *ebpf.Map `ebpf:"cache_gate"`
 	CacheStats   *ebpf.Map `ebpf:"cache_stats"`
 	Config       *ebpf.Map `ebpf:"config"`
 	ExplainOut   *ebpf.Map `ebpf:"explain_out"`
@@ -305,6 +318,7 @@ type fastpathMaps struct {
 
 func (m *fastpathMaps) Close() error {
 	return _FastpathClose(
+		m.CacheGate,
 		m.CacheStats,
 		m.Config,
 		m.ExplainOut,

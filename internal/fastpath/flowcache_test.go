@@ -2,9 +2,13 @@ package fastpath
 
 import (
 	"bytes"
+	"encoding/binary"
+	"fmt"
 	"testing"
+	"time"
 
 	"github.com/cilium/ebpf"
+	"golang.org/x/sys/unix"
 
 	"sluice/internal/kernel"
 )
@@ -33,11 +37,11 @@ func (e *testEnv) liveRun(p Packet, ingress int) (uint32, []byte) {
 
 func (e *testEnv) cacheStats() (uint64, uint64) {
 	e.t.Helper()
-	h, f, err := e.dp.CacheStats()
+	c, err := e.dp.CacheStats()
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	return h, f
+	return c.Hits, c.Fills
 }
 
 // TestFlowCache: a cached forward is replayed byte for byte, and never
@@ -165,5 +169,127 @@ func TestFlowCache(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.apply(g.snap)
+	})
+}
+
+// TestFlowCacheInbound: an opted-in inbound forward is cached like an
+// outbound one — replayed byte for byte, VLAN push included — and the
+// cache never outlives the opt-in or the hairpin next hop.
+func TestFlowCacheInbound(t *testing.T) {
+	e := newTestEnv(t)
+	g := newGateway(e)
+	e.apply(g.snap)
+	decrypted := udp("48.0.1.7", "10.1.0.5", 64)
+	hairpin := []Iface{{Ifindex: e.lan, L2: L2FIB},
+		{Ifindex: e.lan1, L2: L2FIB, VLANID: 504, ParentIfindex: e.lan},
+		{Ifindex: e.wan, L2: L2FIB, InboundForward: true, HairpinIfindex: e.lan1,
+			HairpinDstMAC: lanRouterMAC, HairpinSrcMAC: e.lanMAC}}
+	e.setIfaces(hairpin...)
+
+	h0, f0 := e.cacheStats()
+	ret1, out1 := e.liveRun(decrypted, e.wan)
+	ret2, out2 := e.liveRun(decrypted, e.wan)
+	if h, f := e.cacheStats(); ret1 != XDPRedirect || ret2 != XDPRedirect || h != h0+1 || f != f0+1 {
+		t.Fatalf("verdicts %s, %s; hits %d -> %d, fills %d -> %d; want two redirects, the second from the cache",
+			ActionName(ret1), ActionName(ret2), h0, h, f0, f)
+	}
+	if !bytes.Equal(out1, out2) {
+		t.Fatalf("the cached inbound forward rewrote the frame differently:\nfull   % x\ncached % x", out1[:38], out2[:38])
+	}
+	if binary.BigEndian.Uint16(out2[12:]) != 0x8100 || binary.BigEndian.Uint16(out2[14:])&0xfff != 504 {
+		t.Fatalf("cached replay lost the VLAN push: % x", out2[12:18])
+	}
+
+	// The operator withdraws the opt-in: from the next packet on, the
+	// kernel's FWD check decides again.
+	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB})
+	if ret, _ := e.liveRun(decrypted, e.wan); ret != XDPPass {
+		t.Fatalf("after inbound: forward was withdrawn: %s, want XDP_PASS", ActionName(ret))
+	}
+	// Opted in again without a hairpin: the FIB's next hop, untagged.
+	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB, InboundForward: true})
+	e.liveRun(decrypted, e.wan)
+	if ret, out := e.liveRun(decrypted, e.wan); ret != XDPRedirect || binary.BigEndian.Uint16(out[12:]) != 0x0800 {
+		t.Fatalf("without the hairpin: %s, ethertype % x; want an untagged redirect", ActionName(ret), out[12:14])
+	}
+}
+
+// TestFlowCacheTurnsItselfOffWhenThrashing: traffic whose flows never
+// repeat makes every packet a fill; after a window of that, the CPU stops
+// using the cache (packets are counted as bypassed, a repeat is not a
+// hit), and turns it back on after the pause.
+func TestFlowCacheTurnsItselfOffWhenThrashing(t *testing.T) {
+	e := newTestEnv(t)
+	g := newGateway(e)
+	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB})
+	e.apply(g.snap)
+
+	// The gate is per CPU: keep every run on CPU 0.
+	onCPU0 := func(fn func()) {
+		e.in(func() {
+			var old unix.CPUSet
+			if err := unix.SchedGetaffinity(0, &old); err != nil {
+				t.Fatal(err)
+			}
+			var one unix.CPUSet
+			one.Set(0)
+			if err := unix.SchedSetaffinity(0, &one); err != nil {
+				t.Fatal(err)
+			}
+			defer unix.SchedSetaffinity(0, &old)
+			fn()
+		})
+	}
+	run := func(p Packet) uint32 {
+		frame, err := p.Marshal()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ret, err := e.dp.objs.XdpFastpath.Run(&ebpf.RunOptions{Data: frame,
+			Context: xdpMD{DataEnd: uint32(len(frame)), IngressIfindex: uint32(e.lan)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ret
+	}
+	stats := func() CacheCounters {
+		c, err := e.dp.CacheStats()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	repeat := udp("10.0.0.5", "48.0.1.9", 64)
+	onCPU0(func() {
+		run(repeat)
+		if ret := run(repeat); ret != XDPRedirect {
+			t.Fatalf("warm-up: %s", ActionName(ret))
+		}
+		// 17,000 flows, each seen once: all fills, no hits.
+		for i := 0; i < 17000; i++ {
+			if ret := run(udp(fmt.Sprintf("10.2.%d.%d", i/256, i%256), "48.0.1.9", 64)); ret != XDPRedirect {
+				t.Fatalf("flow %d: %s", i, ActionName(ret))
+			}
+		}
+		before := stats()
+		for i := 0; i < 3; i++ {
+			if ret := run(repeat); ret != XDPRedirect {
+				t.Fatalf("with the cache off: %s, want the full path's redirect", ActionName(ret))
+			}
+		}
+		after := stats()
+		if after.Bypassed-before.Bypassed != 3 || after.Hits != before.Hits || after.Fills != before.Fills {
+			t.Fatalf("after a thrashing window: %+v -> %+v; want 3 bypassed, no hit, no fill", before, after)
+		}
+	})
+	time.Sleep(150 * time.Millisecond) // FP_CACHE_OFF_NS is 100 ms
+	onCPU0(func() {
+		before := stats()
+		run(repeat)
+		run(repeat)
+		// The warm-up's entry is still valid: two hits.
+		if after := stats(); after.Hits != before.Hits+2 || after.Bypassed != before.Bypassed {
+			t.Fatalf("after the pause: %+v -> %+v; want the cache back on (two hits, nothing bypassed)", before, after)
+		}
 	})
 }
