@@ -24,7 +24,8 @@ func (f fakeProvider) Status() (*GatewayStatus, error) {
 	return &GatewayStatus{Version: "test", PolicySource: "kernel",
 		Interfaces: []InterfaceStatus{{Name: "p0", Ifindex: 2, Reasons: map[string]uint64{"forward-out": 7, "no-policy": 3}},
 			{Name: "p1", Ifindex: 3, NextHop: &NextHop{Addr: "10.0.0.1", Resolved: true}, Reasons: map[string]uint64{}}},
-		Mirror: MirrorStatus{InSync: true, KernelPolicies: f.policies, MirroredPolicies: f.policies, Resyncs: 2}}, nil
+		Mirror:    MirrorStatus{InSync: true, KernelPolicies: f.policies, MirroredPolicies: f.policies, Resyncs: 2},
+		FlowCache: FlowCacheStatus{KeysL4: true, Hits: 40, Fills: 5, Bypassed: 1}}, nil
 }
 
 func (f fakeProvider) Policies() ([]PolicyStat, error) {
@@ -172,7 +173,7 @@ func TestMetricsParseAndBoundCardinality(t *testing.T) {
 	if want := float64(70 * 71 / 2); other != want {
 		t.Fatalf("other = %v, want the 70 quietest policies' %v", other, want)
 	}
-	checks := map[string]float64{"sluice_mirror_in_sync": 1, "sluice_mirror_resyncs_total": 2, "sluice_build_info": 1}
+	checks := map[string]float64{"sluice_mirror_in_sync": 1, "sluice_mirror_resyncs_total": 2, "sluice_build_info": 1, "sluice_flow_cache_keys_l4": 1}
 	for name, want := range checks {
 		f := fams[name]
 		if f == nil || len(f.Metric) != 1 {
@@ -194,5 +195,12 @@ func TestMetricsParseAndBoundCardinality(t *testing.T) {
 	}
 	if !found {
 		t.Fatalf("no sluice_fastpath_packets_total{iface=p0,reason=forward-out} 7 in %v", pk)
+	}
+	cache := map[string]float64{}
+	for _, m := range fams["sluice_flow_cache_packets_total"].GetMetric() {
+		cache[m.Label[0].GetValue()] = m.GetCounter().GetValue()
+	}
+	if cache["hit"] != 40 || cache["fill"] != 5 || cache["bypass"] != 1 {
+		t.Fatalf("sluice_flow_cache_packets_total by result: %v, want hit 40, fill 5, bypass 1", cache)
 	}
 }

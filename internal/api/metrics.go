@@ -30,6 +30,8 @@ var (
 	descResyncs  = prometheus.NewDesc("sluice_mirror_resyncs_total", "Full resynchronisations after lost XFRM events.", nil, nil)
 	descSyncs    = prometheus.NewDesc("sluice_mirror_syncs_total", "Fast-path table rebuilds.", nil, nil)
 	descNextHop  = prometheus.NewDesc("sluice_nexthop_resolved", "1 when the interface's hairpin next hop is resolved.", []string{"iface", "nexthop"}, nil)
+	descCache    = prometheus.NewDesc("sluice_flow_cache_packets_total", "Packets by what the flow cache did: hit (replayed), fill (decided in full, remembered), bypass (decided in full while the cache was off for thrashing).", []string{"result"}, nil)
+	descCacheL4  = prometheus.NewDesc("sluice_flow_cache_keys_l4", "1 when flow-cache entries are per connection (a policy or the FIB looks at ports), 0 when per host pair.", nil, nil)
 	descBuild    = prometheus.NewDesc("sluice_build_info", "Build information; always 1.", []string{"version", "commit", "goversion"}, nil)
 )
 
@@ -40,7 +42,7 @@ type collector struct {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPackets, descPolPkts, descPolBytes, descPolicies, descInSync, descResyncs, descSyncs, descNextHop, descBuild} {
+	for _, d := range []*prometheus.Desc{descPackets, descPolPkts, descPolBytes, descPolicies, descInSync, descResyncs, descSyncs, descNextHop, descCache, descCacheL4, descBuild} {
 		ch <- d
 	}
 }
@@ -68,6 +70,14 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descInSync, prometheus.GaugeValue, b2f(s.Mirror.InSync))
 	ch <- prometheus.MustNewConstMetric(descResyncs, prometheus.CounterValue, float64(s.Mirror.Resyncs))
 	ch <- prometheus.MustNewConstMetric(descSyncs, prometheus.CounterValue, float64(s.Mirror.Syncs))
+	fc := s.FlowCache
+	for _, r := range []struct {
+		name string
+		n    uint64
+	}{{"hit", fc.Hits}, {"fill", fc.Fills}, {"bypass", fc.Bypassed}} {
+		ch <- prometheus.MustNewConstMetric(descCache, prometheus.CounterValue, float64(r.n), r.name)
+	}
+	ch <- prometheus.MustNewConstMetric(descCacheL4, prometheus.GaugeValue, b2f(fc.KeysL4))
 
 	ps, err := c.p.Policies()
 	if err != nil {

@@ -14,6 +14,7 @@ type GatewayStatus struct {
 	PinDir       string            `json:"pin_dir"`
 	Interfaces   []InterfaceStatus `json:"interfaces"`
 	Mirror       MirrorStatus      `json:"mirror"`
+	FlowCache    FlowCacheStatus   `json:"flow_cache"`
 	// Unknown counts packets from interfaces the gateway does not know.
 	Unknown map[string]uint64 `json:"unknown_interface_reasons,omitempty"`
 }
@@ -38,6 +39,18 @@ type NextHop struct {
 	MAC      string `json:"mac,omitempty"`
 	Via      string `json:"via,omitempty"`
 	Error    string `json:"error,omitempty"`
+}
+
+// FlowCacheStatus is the fast path's flow cache (docs/fastpath.md).
+type FlowCacheStatus struct {
+	// KeysL4: entries are per connection (a policy or the FIB looks at
+	// protocol or ports), not per host pair.
+	KeysL4 bool   `json:"keys_l4"`
+	Hits   uint64 `json:"hits"`
+	Fills  uint64 `json:"fills"`
+	// Bypassed counts packets decided without the cache while it was off
+	// for thrashing (more live flows than it holds).
+	Bypassed uint64 `json:"bypassed"`
 }
 
 // MirrorStatus is the kernel mirror's state.

@@ -59,6 +59,12 @@ busiest policies.`,
 			if m.LastError != "" {
 				fmt.Fprintf(w, "error:   %s\n", m.LastError)
 			}
+			fc := s.FlowCache
+			keys := "per host pair"
+			if fc.KeysL4 {
+				keys = "per connection (a policy or the FIB looks at ports)"
+			}
+			fmt.Fprintf(w, "cache:   %s; %d hits, %d fills, %d bypassed\n", keys, fc.Hits, fc.Fills, fc.Bypassed)
 			fmt.Fprintln(w)
 			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "INTERFACE\tIFINDEX\tXDP\tL2\tINBOUND\tNEXT HOP\tFORWARDED\tTO KERNEL\tTOP REASONS")

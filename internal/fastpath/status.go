@@ -36,6 +36,12 @@ func (r *gatewayRuntime) Status() (*api.GatewayStatus, error) {
 		},
 		Unknown: reasonMap(counts[0]),
 	}
+	if c, err := r.dp.CacheStats(); err == nil {
+		s.FlowCache = api.FlowCacheStatus{Hits: c.Hits, Fills: c.Fills, Bypassed: c.Bypassed}
+	}
+	if l4, err := r.dp.FlowCacheKeysL4(); err == nil {
+		s.FlowCache.KeysL4 = l4
+	}
 	for _, gi := range r.opts.Ifaces {
 		is := api.InterfaceStatus{Name: gi.Name, XDPMode: gi.Mode.String(), L2: [...]string{"nic", "fib"}[gi.L2],
 			InboundForward: gi.InboundForward}

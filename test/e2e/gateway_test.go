@@ -240,9 +240,22 @@ policies:
 			TopPolicies []struct {
 				Packets uint64 `json:"packets"`
 			} `json:"top_policies"`
+			FlowCache struct {
+				KeysL4 bool   `json:"keys_l4"`
+				Hits   uint64 `json:"hits"`
+				Fills  uint64 `json:"fills"`
+			} `json:"flow_cache"`
 		}
 		if err := json.Unmarshal([]byte(out), &st); err != nil {
 			t.Fatalf("show gateway --json: %v\n%s", err, out)
+		}
+		// The pings are one host pair under subnet policies: one entry,
+		// refilled at most once a second, answers the rest.
+		if fc := st.FlowCache; fc.KeysL4 || fc.Fills == 0 || fc.Hits < fc.Fills {
+			t.Fatalf("flow cache %+v: want keys per host pair, and more hits than fills", fc)
+		}
+		if text := run(t, bin, "show", "gateway", "--socket", apiSock); !strings.Contains(text, "cache:   per host pair;") {
+			t.Fatalf("show gateway lacks the cache line:\n%s", text)
 		}
 		if !st.Mirror.InSync || st.Mirror.MirroredPolicies != 2 {
 			t.Fatalf("mirror state %+v, want in sync with 2 policies", st.Mirror)
