@@ -129,6 +129,11 @@ appear on the host. Never read throughput from the VM: it is emulated.`,
 			if asJSON {
 				return labWriteJSON(cmd, l)
 			}
+			if l.Topology == lab.OverlayPair {
+				fmt.Fprintf(cmd.OutOrStdout(), "lab %s is up: %s, %d tunnel(s); measure across it with 'sluice bench ping --lab %s' or 'sluice bench iperf3 --lab %s'\n",
+					l.Name, l.Topology, l.Tunnels, l.Name, l.Name)
+				return nil
+			}
 			fmt.Fprintf(cmd.OutOrStdout(), "lab %s is up: %s, %d tunnel(s), forwarder %s\n", l.Name, l.Topology, l.Tunnels, l.Forwarder)
 			return nil
 		},

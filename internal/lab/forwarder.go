@@ -78,7 +78,9 @@ func (l *Lab) SetForwarder(kind string, opts ForwarderOptions, progress func(str
 		return fmt.Errorf("forwarder %s: %w", kind, err)
 	}
 	l.Forwarder, l.ForwarderOpts = kind, opts
-	progress("forwarder: " + kind)
+	if !l.plan.overlay { // the overlay's hosts forward nothing
+		progress("forwarder: " + kind)
+	}
 	return l.save()
 }
 
