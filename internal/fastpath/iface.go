@@ -82,11 +82,6 @@ func (dp *Datapath) SetIfaces(ifs []Iface) error {
 			return fmt.Errorf("fastpath: redirect port %d: %w", k, err)
 		}
 	}
-	// Interfaces (and, through the caller, routes and neighbours) changed:
-	// flow-cache entries derived from the old state must not be replayed.
-	if err := dp.BumpRouteEpoch(); err != nil {
-		return err
-	}
 	if err := prune(dp.objs.Ifaces, func(k uint32) bool { _, ok := want[k]; return ok }); err != nil {
 		return err
 	}
@@ -105,7 +100,13 @@ func (dp *Datapath) SetIfaces(ifs []Iface) error {
 	for _, k := range stale {
 		_ = dp.objs.Vlans.Delete(k)
 	}
-	return it.Err()
+	if err := it.Err(); err != nil {
+		return err
+	}
+	// Interfaces (and, through the caller, routes and neighbours) changed:
+	// flow-cache entries derived from the old state must not be replayed.
+	// Last, so that no entry is filled from a state still being pruned.
+	return dp.BumpRouteEpoch()
 }
 
 func prune(m *ebpf.Map, keep func(uint32) bool) error {
