@@ -52,7 +52,7 @@ func newLabUpCmd() *cobra.Command {
 		rateLimit string
 	)
 	cmd := &cobra.Command{
-		Use:   "up TOPOLOGY",
+		Use:   "up TOPOLOGY [--vm [-- COMMAND...]]",
 		Short: "Build a lab (idempotent) and install its forwarder",
 		Long: `Build the lab's namespaces, veth pairs, addresses, routes and neighbours, and
 install the forwarder in the device under test (dut, or gw0 and gw1):
@@ -111,7 +111,7 @@ appear on the host. Never read throughput from the VM: it is emulated.`,
 				if err := s.Validate(); err != nil {
 					return err
 				}
-				return labUpInVM(cmd, s, command, vmTimeout)
+				return labUpInVM(cmd, s, command, vmTimeout, asJSON)
 			}
 			progress := func(line string) {
 				if !asJSON {

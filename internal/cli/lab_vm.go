@@ -19,7 +19,7 @@ import (
 // labUpInVM runs 'lab up' with the same spec inside the test VM, then
 // command (default: lab status), then 'lab down', and passes the command's
 // exit code back. A lab in the VM cannot outlive the VM, hence one command.
-func labUpInVM(cmd *cobra.Command, s lab.Spec, command []string, timeout time.Duration) error {
+func labUpInVM(cmd *cobra.Command, s lab.Spec, command []string, timeout time.Duration, asJSON bool) error {
 	if err := testlab.Available(); err != nil {
 		return fmt.Errorf("--vm: the test VM cannot run here: %w", err)
 	}
@@ -40,6 +40,9 @@ func labUpInVM(cmd *cobra.Command, s lab.Spec, command []string, timeout time.Du
 	}
 	if s.Opts.RatePPS > 0 {
 		up = append(up, "--rate-limit", strconv.FormatUint(s.Opts.RatePPS, 10)+"pps")
+	}
+	if asJSON {
+		up = append(up, "--json")
 	}
 	inner := "sluice lab status " + q(s.Name)
 	if len(command) > 0 {
