@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -19,7 +20,16 @@ import (
 
 func init() { register(newGatewayCmd) }
 
-const gatewayPIDFile = "/run/sluice/gateway.pid"
+// gatewayPIDFile is where 'gateway run' with pinDir records its pid for
+// 'gateway stop --pin-dir': one file per pin dir, so that stopping one
+// gateway (a lab's, another namespace's) never signals another.
+func gatewayPIDFile(pinDir string) string {
+	if filepath.Clean(pinDir) == filepath.Clean(config.DefaultPinDir) {
+		return "/run/sluice/gateway.pid"
+	}
+	sum := sha256.Sum256([]byte(filepath.Clean(pinDir)))
+	return fmt.Sprintf("/run/sluice/gateway-%x.pid", sum[:6])
+}
 
 func newGatewayCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -58,10 +68,11 @@ If this process dies, the fast path closes by itself after the lease.`,
 				return err
 			}
 			opts.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			if err := writePIDFile(); err != nil {
+			pidFile := gatewayPIDFile(g.PinDir)
+			if err := writePIDFile(pidFile); err != nil {
 				opts.Log.Warn("no pid file; 'sluice gateway stop' will detach but cannot signal this process", "err", err)
 			}
-			defer os.Remove(gatewayPIDFile)
+			defer removePIDFile(pidFile)
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			opts.Log.Info("sluice gateway starting", "config", cfgPath, "policy-source", string(g.PolicySource), "pin-dir", g.PinDir, "lease", g.Lease)
@@ -72,11 +83,44 @@ If this process dies, the fast path closes by itself after the lease.`,
 	return cmd
 }
 
-func writePIDFile() error {
-	if err := os.MkdirAll(filepath.Dir(gatewayPIDFile), 0o755); err != nil {
+func writePIDFile(path string) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return err
 	}
-	return os.WriteFile(gatewayPIDFile, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+	return os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+}
+
+// removePIDFile removes path if it still names this process (a newer
+// gateway on the same pin dir may have replaced it).
+func removePIDFile(path string) {
+	if pid, ok := readPIDFile(path); ok && pid == os.Getpid() {
+		os.Remove(path)
+	}
+}
+
+func readPIDFile(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	return pid, err == nil && pid > 0
+}
+
+// isGatewayRun reports whether pid is a 'sluice ... gateway run': a stale
+// pid file must not make stop signal whatever process reused the pid.
+func isGatewayRun(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return false
+	}
+	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "gateway" && args[i+1] == "run" {
+			return true
+		}
+	}
+	return false
 }
 
 func newGatewayStopCmd() *cobra.Command {
@@ -84,16 +128,19 @@ func newGatewayStopCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "stop",
 		Short: "Stop the daemon and detach the fast path from every interface",
-		Long: `Signal a running 'sluice gateway run' to stop, then detach the XDP program
-from every interface it was pinned on and remove the pinned maps. Traffic is
-forwarded by the kernel from then on.`,
+		Long: `Signal the 'sluice gateway run' of --pin-dir to stop, then detach the XDP
+program from every interface it was pinned on and remove the pinned maps.
+Traffic is forwarded by the kernel from then on.
+
+Each gateway records its pid per pin dir (/run/sluice/gateway.pid for the
+default one, /run/sluice/gateway-<hash>.pid for others), and stop signals
+the pid only if it still is a 'gateway run': stopping one gateway never
+touches another's daemon.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if b, err := os.ReadFile(gatewayPIDFile); err == nil {
-				if pid, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil {
-					if p, err := os.FindProcess(pid); err == nil && p.Signal(syscall.SIGTERM) == nil {
-						fmt.Fprintf(cmd.OutOrStdout(), "signalled daemon (pid %d)\n", pid)
-					}
+			if pid, ok := readPIDFile(gatewayPIDFile(pinDir)); ok && isGatewayRun(pid) {
+				if p, err := os.FindProcess(pid); err == nil && p.Signal(syscall.SIGTERM) == nil {
+					fmt.Fprintf(cmd.OutOrStdout(), "signalled daemon (pid %d)\n", pid)
 				}
 			}
 			detached, err := fastpath.Detach(pinDir)

@@ -252,9 +252,9 @@ func (l *Lab) stopForwarder() (stopped []int, detached []string, err error) {
 				detached = append(detached, strings.TrimPrefix(e.Name(), redirPinPrefix))
 			}
 		case strings.HasPrefix(e.Name(), "gw-"):
-			// Our own daemons' pins: detach in-process rather than with
-			// 'sluice gateway stop', which signals whatever pid the
-			// host-wide /run/sluice/gateway.pid names.
+			// Our own daemons' pins (the daemons were stopped by pid
+			// above): detach in-process, all 'sluice gateway stop'
+			// would add.
 			d, err := fastpath.Detach(path)
 			for _, x := range d {
 				detached = append(detached, e.Name()+"/"+x)

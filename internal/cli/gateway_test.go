@@ -1,0 +1,49 @@
+package cli
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"sluice/internal/config"
+)
+
+// Two gateways on different pin dirs have different pid files, and stop
+// signals only a process that is a 'gateway run': a stale pid file naming
+// some other process (here a sleep) leaves it alone.
+func TestGatewayStopSignalsOnlyItsOwnDaemon(t *testing.T) {
+	if gatewayPIDFile(config.DefaultPinDir) != "/run/sluice/gateway.pid" {
+		t.Errorf("default pid file moved: %s", gatewayPIDFile(config.DefaultPinDir))
+	}
+	a, b := gatewayPIDFile("/run/sluice/lab/x/bpf/gw-dut"), gatewayPIDFile("/run/sluice/lab/y/bpf/gw-dut")
+	if a == b || a == gatewayPIDFile(config.DefaultPinDir) {
+		t.Fatalf("pid files collide: %s, %s", a, b)
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("writes /run/sluice: needs root")
+	}
+	sleeper := exec.Command("sleep", "30")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sleeper.Process.Kill()
+	pinDir := t.TempDir() // no pins: stop only looks at the pid file
+	pidFile := gatewayPIDFile(pinDir)
+	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(sleeper.Process.Pid)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(pidFile)
+	out, err := runCLI(t, "gateway", "stop", "--pin-dir", pinDir)
+	if err != nil || strings.Contains(out, "signalled") {
+		t.Fatalf("stop with a stale pid file: %v\n%s", err, out)
+	}
+	if err := sleeper.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("stop signalled a process that is not a gateway: %v", err)
+	}
+	if isGatewayRun(os.Getpid()) {
+		t.Errorf("the test binary is taken for a gateway")
+	}
+}
