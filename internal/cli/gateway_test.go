@@ -3,6 +3,7 @@ package cli
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -32,6 +33,10 @@ func TestGatewayStopSignalsOnlyItsOwnDaemon(t *testing.T) {
 	defer sleeper.Process.Kill()
 	pinDir := t.TempDir() // no pins: stop only looks at the pid file
 	pidFile := gatewayPIDFile(pinDir)
+	// A fresh machine has no /run/sluice until a daemon made one.
+	if err := os.MkdirAll(filepath.Dir(pidFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	if err := os.WriteFile(pidFile, []byte(strconv.Itoa(sleeper.Process.Pid)+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -532,3 +532,28 @@ func TestPlanSharedVTEPLocal(t *testing.T) {
 		t.Errorf("the shared local is deleted %d times, want once", n)
 	}
 }
+
+// A VF that existed before apply gets its own settings back on teardown:
+// the oldest recorded value (apply may have run twice), after the VF count
+// is restored.
+func TestTeardownRestoresVFSettings(t *testing.T) {
+	h, _ := load(t, seedHost("none", ""))
+	j := &Journal{path: "/nonexistent", Changed: []entry{
+		{Kind: kindVF, Link: "p0", VF: 1, Old: "mac=02:00:00:00:00:09 vlan=0 trust=off spoofchk=on"},
+		{Kind: kindVF, Link: "p0", VF: 1, Old: "mac=02:00:00:00:00:aa"}, // the second apply's
+		{Kind: kindNumVFs, Link: "p0", Old: "2", New: "4"},
+	}}
+	p := NewTeardown(h, matchingLive(t), j, true)
+	var got []string
+	for _, s := range p.Steps {
+		got = append(got, s.Commands...)
+	}
+	text := strings.Join(got, "\n")
+	want := "ip link set p0 vf 1 mac 02:00:00:00:00:09 vlan 0 trust off spoofchk on"
+	if !strings.Contains(text, want) || strings.Contains(text, "02:00:00:00:00:aa") {
+		t.Fatalf("teardown:\n%s\nwant %q (the value before the first apply)", text, want)
+	}
+	if strings.Index(text, "echo 2 > /sys/class/net/p0/device/sriov_numvfs") > strings.Index(text, want) {
+		t.Fatalf("VF settings restored before the VF count:\n%s", text)
+	}
+}

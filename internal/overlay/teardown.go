@@ -3,6 +3,7 @@ package overlay
 import (
 	"fmt"
 	"net/netip"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -258,8 +259,9 @@ func (t *tearer) restore() {
 		return
 	}
 	ch := t.j.Changed
-	// SR-IOV: VFs to 0 before eswitch/param, count last.
-	var numvfs []entry
+	// SR-IOV: VFs to 0 before eswitch/param, count last, then the
+	// settings of the VFs that existed before apply.
+	var numvfs, vfs []entry
 	for i := len(ch) - 1; i >= 0; i-- {
 		e := ch[i]
 		switch e.Kind {
@@ -305,9 +307,12 @@ func (t *tearer) restore() {
 				}})
 		case kindNumVFs, kindEswitch, kindParam:
 			numvfs = append(numvfs, e)
+		case kindVF:
+			vfs = append(vfs, e)
 		}
 	}
 	t.restoreSRIOV(numvfs)
+	t.restoreVFs(vfs)
 	t.add(Step{Section: "restore", Action: "delete", Object: "journal", Why: "everything it recorded is undone",
 		Commands: []string{"rm " + t.j.path}, run: func(r *runner) error { return r.j.remove() }})
 }
@@ -369,6 +374,78 @@ func (t *tearer) restoreSRIOV(es []entry) {
 				return kernel.SRIOVSetNumVFs(pf, n)
 			}})
 	}
+}
+
+// restoreVFs puts back the MAC, VLAN, trust and spoof check that VFs had
+// before apply changed them (es newest first: the oldest value wins). A VF
+// that no longer exists when the step runs (the count went back below it)
+// took its settings with it: nothing to restore.
+func (t *tearer) restoreVFs(es []entry) {
+	type key struct {
+		pf string
+		vf int
+	}
+	first := map[key]string{}
+	var order []key
+	for _, e := range es {
+		k := key{e.Link, e.VF}
+		if _, ok := first[k]; !ok {
+			order = append(order, k)
+		}
+		first[k] = e.Old
+	}
+	sort.Slice(order, func(i, j int) bool {
+		if order[i].pf != order[j].pf {
+			return order[i].pf < order[j].pf
+		}
+		return order[i].vf < order[j].vf
+	})
+	for _, k := range order {
+		set, args := parseVFOld(first[k])
+		if len(args) == 0 {
+			continue
+		}
+		pf, vf := k.pf, k.vf
+		t.add(Step{Section: "restore", Action: "change", Object: fmt.Sprintf("VF %d of %s", vf, pf), Why: first[k] + " before apply",
+			Commands: []string{fmt.Sprintf("ip link set %s vf %d %s", pf, vf, strings.Join(args, " "))}, run: func(*runner) error {
+				if n, ok, err := kernel.SRIOVNumVFs(pf); err == nil && ok && vf >= n {
+					return nil
+				}
+				return kernel.SRIOVSetVF(pf, vf, set)
+			}})
+	}
+}
+
+// parseVFOld reads a kindVF entry's Old ("mac=M vlan=V trust=on
+// spoofchk=off", any subset) back into settings and ip arguments.
+func parseVFOld(old string) (kernel.VFSettings, []string) {
+	var set kernel.VFSettings
+	var args []string
+	for _, f := range strings.Fields(old) {
+		name, v, _ := strings.Cut(f, "=")
+		switch name {
+		case "mac":
+			m := v
+			set.MAC = &m
+			args = append(args, "mac "+v)
+		case "vlan":
+			n, err := strconv.Atoi(v)
+			if err != nil {
+				continue
+			}
+			set.VLAN = &n
+			args = append(args, "vlan "+v)
+		case "trust":
+			b := v == "on"
+			set.Trust = &b
+			args = append(args, "trust "+v)
+		case "spoofchk":
+			b := v == "on"
+			set.SpoofChk = &b
+			args = append(args, "spoofchk "+v)
+		}
+	}
+	return set, args
 }
 
 // Teardown runs a teardown plan; like Apply it stops at the first failure
