@@ -25,6 +25,13 @@ struct {
 
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct fp_lease);
+} lease SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 2 * 2 * FP_MAX_TUPLES); /* [gen][family][i] */
 	__type(key, __u32);
 	__type(value, struct fp_tuple);
@@ -171,6 +178,23 @@ static __always_inline void flow_key(struct fp_flow_key *k, struct pkt *p, __u32
 	__builtin_memcpy(k->dst, p->dst, sizeof(k->dst));
 }
 
+/* The configuration a decision was derived from, read once before any
+ * table: an entry cached from it is dropped by the first packet that sees
+ * a newer generation or epoch, even when the control plane moved on while
+ * this packet was being decided. */
+struct snap {
+	__u32 gen;
+	__u32 epoch;
+};
+
+/* Scratch space of the full decision, shared by its forward paths: the
+ * verifier allows 512 bytes of stack for the whole call chain. */
+struct scratch {
+	struct snap sn;
+	struct bpf_fib_lookup fp;
+	struct fp_flow nf;
+};
+
 struct best {
 	struct fp_policy pol;
 	__u8 found;
@@ -261,9 +285,9 @@ static long classify_tuple(__u32 i, void *data)
  * kernel breaks those by insertion order and offload type, which the mirror
  * does not reproduce, so a tie sends the packet to the kernel. bpf_loop
  * keeps verification cost independent of FP_MAX_TUPLES. */
-static __always_inline int classify(struct fp_config *cfg, struct classify_ctx *c)
+static __always_inline int classify(struct fp_config *cfg, struct snap *s, struct classify_ctx *c)
 {
-	c->gen = cfg->gen & 1;
+	c->gen = s->gen & 1;
 	c->n = cfg->ntuples[c->gen][c->p->family & 1];
 	c->table = bpf_map_lookup_elem(&policy_tables, &c->gen);
 	if (!c->table)
@@ -393,7 +417,7 @@ static __always_inline int send(struct xdp_md *ctx, __u32 egress, struct fp_deci
 }
 
 /* cache_fill remembers a forward for the next packets of the flow. */
-static __always_inline void cache_fill(struct fp_config *cfg, struct pkt *p, struct fp_flow_key *fk,
+static __always_inline void cache_fill(struct snap *s, struct pkt *p, struct fp_flow_key *fk,
 				       struct fp_flow *nf, __u32 egress, struct fp_decision *d)
 {
 	if (explain_mode || !fk->ifindex)
@@ -402,8 +426,9 @@ static __always_inline void cache_fill(struct fp_config *cfg, struct pkt *p, str
 	struct fp_cache_gate *g = bpf_map_lookup_elem(&cache_gate, &zero);
 	if (!g)
 		return;
-	nf->gen = cfg->gen;
-	nf->epoch = cfg->route_epoch;
+	nf->gen = s->gen;
+	nf->epoch = s->epoch;
+	nf->slot = d->slot;
 	nf->egress = egress;
 	nf->policy_index = d->policy_index;
 	nf->policy_priority = d->policy_priority;
@@ -418,15 +443,17 @@ static __always_inline void cache_fill(struct fp_config *cfg, struct pkt *p, str
 
 /* forward_out sends cleartext matching an allow OUT policy to the device
  * that packet-offloads the policy's SA. */
-static __always_inline int forward_out(struct xdp_md *ctx, struct fp_config *cfg, struct pkt *p,
+static __always_inline int forward_out(struct xdp_md *ctx, struct scratch *w, struct pkt *p,
 				       struct fp_policy *out, __u32 logical_in, struct fp_flow_key *fk,
 				       struct fp_decision *d)
 {
-	struct fp_flow nf = {};
+	struct fp_flow *nf = &w->nf;
+	struct bpf_fib_lookup *fp = &w->fp;
 	__u32 dev = out->offload_ifindex;
 	struct fp_iface *dev_if = bpf_map_lookup_elem(&ifaces, &dev);
-	struct bpf_fib_lookup fp;
 	int rc;
+
+	__builtin_memset(nf, 0, sizeof(*nf));
 
 	if (!dev_if) {
 		d->reason = FP_R_NOT_CONFIGURED;
@@ -441,23 +468,23 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct fp_config *cfg
 	}
 	/* The FIB tells local from forwarded traffic and refuses what the
 	 * kernel would not forward (unreachable, forwarding off, MTU). */
-	rc = fib(ctx, p, logical_in, &fp);
+	rc = fib(ctx, p, logical_in, fp);
 	if (dev_if->l2_mode == FP_L2_FIB) {
 		if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
 			d->reason = fib_reason(rc);
 			return XDP_PASS;
 		}
-		if (fp.ifindex != dev) {
+		if (fp->ifindex != dev) {
 			d->reason = FP_R_ROUTE_MISMATCH;
 			return XDP_PASS;
 		}
-		if (rewrite(ctx, p, 0, fp.dmac, fp.smac)) {
+		if (rewrite(ctx, p, 0, fp->dmac, fp->smac)) {
 			d->reason = FP_R_MALFORMED;
 			return XDP_PASS;
 		}
-		nf.l2_fib = 1;
-		__builtin_memcpy(nf.dmac, fp.dmac, ETH_ALEN);
-		__builtin_memcpy(nf.smac, fp.smac, ETH_ALEN);
+		nf->l2_fib = 1;
+		__builtin_memcpy(nf->dmac, fp->dmac, ETH_ALEN);
+		__builtin_memcpy(nf->smac, fp->smac, ETH_ALEN);
 	} else {
 		if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
 			d->reason = fib_reason(rc);
@@ -468,7 +495,7 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct fp_config *cfg
 			return XDP_PASS;
 		}
 	}
-	cache_fill(cfg, p, fk, &nf, dev, d);
+	cache_fill(&w->sn, p, fk, nf, dev, d);
 	d->reason = FP_R_FWD_OUT;
 	return send(ctx, dev, d);
 }
@@ -500,6 +527,7 @@ static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *
 	d->matched = fl->matched;
 	d->policy_index = fl->policy_index;
 	d->policy_priority = fl->policy_priority;
+	d->slot = fl->slot;
 	if (rewrite(ctx, p, vid, l2_fib ? dmac : 0, smac)) {
 		d->reason = FP_R_MALFORMED;
 		return XDP_PASS;
@@ -512,11 +540,12 @@ static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *
 }
 
 /* forward_in: opt-in inbound forwarding of traffic the NIC decrypted. */
-static __always_inline int forward_in(struct xdp_md *ctx, struct fp_config *cfg, struct pkt *p,
+static __always_inline int forward_in(struct xdp_md *ctx, struct scratch *w, struct pkt *p,
 				      struct fp_iface *in_if, __u32 logical_in, struct fp_flow_key *fk,
 				      struct fp_decision *d)
 {
-	struct bpf_fib_lookup fp;
+	struct bpf_fib_lookup *fp = &w->fp;
+	struct fp_flow *nf = &w->nf;
 	__u32 egress;
 	const __u8 *dmac, *smac;
 
@@ -525,20 +554,20 @@ static __always_inline int forward_in(struct xdp_md *ctx, struct fp_config *cfg,
 		dmac = in_if->hairpin_dmac;
 		smac = in_if->hairpin_smac;
 		/* still refuse what the kernel would keep (local, no route) */
-		int rc = fib(ctx, p, logical_in, &fp);
+		int rc = fib(ctx, p, logical_in, fp);
 		if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
 			d->reason = fib_reason(rc);
 			return XDP_PASS;
 		}
 	} else {
-		int rc = fib(ctx, p, logical_in, &fp);
+		int rc = fib(ctx, p, logical_in, fp);
 		if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
 			d->reason = fib_reason(rc);
 			return XDP_PASS;
 		}
-		egress = fp.ifindex;
-		dmac = fp.dmac;
-		smac = fp.smac;
+		egress = fp->ifindex;
+		dmac = fp->dmac;
+		smac = fp->smac;
 	}
 	__u16 vid = 0;
 	struct fp_iface *eg = bpf_map_lookup_elem(&ifaces, &egress);
@@ -550,31 +579,60 @@ static __always_inline int forward_in(struct xdp_md *ctx, struct fp_config *cfg,
 		d->reason = FP_R_NO_TX_PORT;
 		return XDP_PASS;
 	}
-	struct fp_flow nf = {.l2_fib = 1, .vid = vid};
-	__builtin_memcpy(nf.dmac, dmac, ETH_ALEN);
-	__builtin_memcpy(nf.smac, smac, ETH_ALEN);
+	__builtin_memset(nf, 0, sizeof(*nf));
+	nf->l2_fib = 1;
+	nf->vid = vid;
+	__builtin_memcpy(nf->dmac, dmac, ETH_ALEN);
+	__builtin_memcpy(nf->smac, smac, ETH_ALEN);
 	if (rewrite(ctx, p, vid, dmac, smac)) {
 		d->reason = FP_R_MALFORMED;
 		return XDP_PASS;
 	}
-	cache_fill(cfg, p, fk, &nf, egress, d);
+	cache_fill(&w->sn, p, fk, nf, egress, d);
 	d->reason = FP_R_FWD_IN;
 	return send(ctx, egress, d);
 }
 
-static __always_inline int decide(struct xdp_md *ctx, struct fp_config *cfg, struct pkt *p,
-				  struct fp_decision *d)
+/* usable says whether the packet may be forwarded at all: the control
+ * plane is in sync and alive. */
+static __always_inline int usable(struct fp_config *cfg, struct fp_decision *d)
 {
+	if (!cfg || !cfg->ready) {
+		d->reason = FP_R_NOT_READY;
+		return 0;
+	}
+	/* A daemon that stopped renewing its lease may have missed an SA
+	 * going away: stop forwarding rather than trust stale maps. */
+	__u32 zero = 0;
+	struct fp_lease *l = bpf_map_lookup_elem(&lease, &zero);
+	if (!l || l->expired) {
+		d->reason = FP_R_NOT_READY;
+		return 0;
+	}
+	return 1;
+}
+
+/* decide_full is the whole decision for a packet the flow cache did not
+ * answer: ingress interface, VLAN child, classification, FIB. parsed is
+ * parse_packet's result for p. A global function, so the verifier checks
+ * it once on its own instead of once per path through the cached stage
+ * (inline, the pair exceeds its 1M-instruction budget). */
+__attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, struct fp_flow_key *fk,
+					  struct fp_decision *d, int parsed)
+{
+	__u32 zero = 0;
+	if (!ctx || !p || !fk || !d)
+		return XDP_PASS;
+	struct fp_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	/* The caller checked usable() a moment ago; ready is rechecked
+	 * because it costs nothing, the lease is not. */
 	if (!cfg || !cfg->ready) {
 		d->reason = FP_R_NOT_READY;
 		return XDP_PASS;
 	}
-	/* A daemon that stopped renewing its lease may have missed an SA
-	 * going away: stop forwarding rather than trust stale maps. */
-	if (cfg->lease_until_ns && bpf_ktime_get_coarse_ns() > cfg->lease_until_ns) {
-		d->reason = FP_R_NOT_READY;
-		return XDP_PASS;
-	}
+	struct scratch w;
+	w.sn.gen = *(volatile __u32 *)&cfg->gen;
+	w.sn.epoch = *(volatile __u32 *)&cfg->route_epoch;
 	__u32 phys = ctx->ingress_ifindex;
 	struct fp_iface *in_if = bpf_map_lookup_elem(&ifaces, &phys);
 	if (!in_if) {
@@ -582,9 +640,8 @@ static __always_inline int decide(struct xdp_md *ctx, struct fp_config *cfg, str
 		return XDP_PASS;
 	}
 	d->slot = in_if->slot;
-	int r = parse_packet(ctx, p);
-	if (r != FP_R_MAX) {
-		d->reason = r;
+	if (parsed != FP_R_MAX) {
+		d->reason = (__u32)parsed;
 		return XDP_PASS;
 	}
 	__u32 logical_in = phys;
@@ -604,16 +661,9 @@ static __always_inline int decide(struct xdp_md *ctx, struct fp_config *cfg, str
 		d->reason = FP_R_TTL;
 		return XDP_PASS;
 	}
-	struct fp_flow_key fk;
-	flow_key(&fk, p, phys, cfg->flow_l4);
-	if (!explain_mode) {
-		int act = forward_cached(ctx, cfg, p, &fk, d);
-		if (act >= 0)
-			return act;
-	}
 
 	struct classify_ctx c = {.p = p};
-	if (classify(cfg, &c)) {
+	if (classify(cfg, &w.sn, &c)) {
 		d->reason = FP_R_NOT_READY;
 		return XDP_PASS;
 	}
@@ -644,7 +694,7 @@ static __always_inline int decide(struct xdp_md *ctx, struct fp_config *cfg, str
 			d->reason = FP_R_INBOUND;
 			return XDP_PASS;
 		}
-		return forward_in(ctx, cfg, p, in_if, logical_in, &fk, d);
+		return forward_in(ctx, &w, p, in_if, logical_in, fk, d);
 	}
 
 	if (!out->found) {
@@ -679,7 +729,36 @@ static __always_inline int decide(struct xdp_md *ctx, struct fp_config *cfg, str
 		d->reason = FP_R_FWD_CHECK;
 		return XDP_PASS;
 	}
-	return forward_out(ctx, cfg, p, &out->pol, logical_in, &fk, d);
+	return forward_out(ctx, &w, p, &out->pol, logical_in, fk, d);
+}
+
+/* decide_cached answers from the flow cache: a hit needs neither the
+ * interface tables nor classification (an entry exists only for a
+ * configured interface and VLAN, and any change to those bumps the epoch
+ * that invalidates it). It returns the XDP action, or FP_ASK_FULL - the
+ * parse result when the full decision must run. A global function like
+ * decide_full, so that its stack and decide_full's are never live at once
+ * (the verifier allows 512 bytes for the deepest call chain). */
+#define FP_ASK_FULL (-1)
+__attribute__((noinline)) int decide_cached(struct xdp_md *ctx, struct pkt *p, struct fp_flow_key *fk,
+					    struct fp_decision *d)
+{
+	__u32 zero = 0;
+	if (!ctx || !p || !fk || !d)
+		return XDP_PASS;
+	struct fp_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (!usable(cfg, d))
+		return XDP_PASS;
+	int parsed = parse_packet(ctx, p);
+	if (!explain_mode && parsed == FP_R_MAX && p->ttl > 1) {
+		flow_key(fk, p, ctx->ingress_ifindex, cfg->flow_l4);
+		int act = forward_cached(ctx, cfg, p, fk, d);
+		if (act >= 0)
+			return act;
+	} else {
+		__builtin_memset(fk, 0, sizeof(*fk)); /* ifindex 0: no cache fill */
+	}
+	return FP_ASK_FULL - parsed;
 }
 
 SEC("xdp")
@@ -687,10 +766,13 @@ int xdp_fastpath(struct xdp_md *ctx)
 {
 	struct fp_decision d = {};
 	struct pkt p = {};
+	struct fp_flow_key fk;
 	__u64 len = ctx->data_end - ctx->data;
 	__u32 zero = 0;
 	struct fp_config *cfg = bpf_map_lookup_elem(&config, &zero);
-	int act = decide(ctx, cfg, &p, &d);
+	int act = decide_cached(ctx, &p, &fk, &d);
+	if (act <= FP_ASK_FULL)
+		act = decide_full(ctx, &p, &fk, &d, FP_ASK_FULL - act);
 
 	d.action = act;
 	if (explain_mode) {
@@ -712,6 +794,36 @@ int xdp_fastpath(struct xdp_md *ctx)
 		}
 	}
 	return act;
+}
+
+static int lease_expired(void *map, __u32 *key, struct fp_lease *l)
+{
+	l->expired = 1;
+	return 0;
+}
+
+/* xdp_lease_renew keeps the fast path open for config.lease_ns more, or
+ * closes it now when that is <= 0. The daemon runs it with BPF_PROG_RUN;
+ * it is never attached. */
+SEC("xdp")
+int xdp_lease_renew(struct xdp_md *ctx)
+{
+	__u32 zero = 0;
+	struct fp_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	struct fp_lease *l = bpf_map_lookup_elem(&lease, &zero);
+	if (!cfg || !l)
+		return XDP_ABORTED;
+	__s64 ns = cfg->lease_ns;
+	if (ns <= 0) {
+		l->expired = 1;
+		bpf_timer_cancel(&l->timer);
+		return XDP_PASS;
+	}
+	bpf_timer_init(&l->timer, &lease, 1 /* CLOCK_MONOTONIC */); /* -EBUSY once armed before */
+	if (bpf_timer_set_callback(&l->timer, lease_expired) || bpf_timer_start(&l->timer, ns, 0))
+		return XDP_ABORTED;
+	l->expired = 0;
+	return XDP_PASS;
 }
 
 /* Anchors so clang emits full BTF for the types bpf2go turns into Go. */

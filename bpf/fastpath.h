@@ -6,6 +6,7 @@
 #define SLUICE_FASTPATH_H
 
 #include <linux/types.h>
+#include <linux/bpf.h>
 
 /* Distinct selector shapes (prefix lengths, proto, port masks) per family
  * and generation. More shapes than this and the control plane refuses the
@@ -82,10 +83,23 @@ struct fp_config {
 	 * because no policy selects on them and the FIB does not hash or
 	 * route on them (one entry per host pair, not per connection). */
 	__u32 flow_l4;
-	/* CLOCK_MONOTONIC_COARSE ns after which the control plane is presumed
-	 * dead and everything goes to the kernel; 0: no lease (tests). The
-	 * coarse clock is a memory read, not a TSC read, on every packet. */
-	__u64 lease_until_ns;
+	/* How long xdp_lease_renew keeps the fast path open (see struct
+	 * fp_lease); <= 0: close it now. Read only by the renew program. */
+	__s64 lease_ns;
+};
+
+/* The control plane's lease. xdp_lease_renew (run by the daemon through
+ * BPF_PROG_RUN) clears expired and arms the timer; a daemon that stops
+ * renewing lets the timer fire, which sets expired, and from then on
+ * everything goes to the kernel: the daemon may have missed an SA going
+ * away. A timer rather than a deadline, so a packet reads a flag instead
+ * of a clock (the coarse clock cost ~15 ns a packet: its cache line is
+ * written on every tick). Never armed: no lease (tests). Its own map,
+ * because a user-space update of a map value cancels the timer in it. */
+struct fp_lease {
+	struct bpf_timer timer;
+	__u32 expired;
+	__u32 pad;
 };
 
 struct fp_tuple {
@@ -177,7 +191,7 @@ struct fp_flow {
 	__u8 smac[6];
 	__u16 vid;                /* forward-in to a VLAN child: the tag to push */
 	__u8 matched;             /* fp_decision.matched, for counters and explain parity */
-	__u8 pad;
+	__u8 slot;                /* counter slot of the ingress interface: a hit needs no interface lookup */
 };
 
 enum fp_cache_stat {

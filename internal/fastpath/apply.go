@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"golang.org/x/sys/unix"
 )
 
 // Apply writes compiled tables into the idle generation and then flips the
@@ -159,19 +158,31 @@ func b2u(b bool) uint32 {
 	return 0
 }
 
-// RenewLease keeps the fast path open for d more. Past that, without a
-// renewal, the program passes everything to the kernel: the daemon may have
-// died and missed an SA going away.
+// RenewLease keeps the fast path open for d more; d <= 0 closes it now.
+// Past the lease, without a renewal, the program passes everything to the
+// kernel: the daemon may have died and missed an SA going away. The
+// deadline is a BPF timer armed by xdp_lease_renew (struct fp_lease), so
+// it runs out even when this process is gone.
 func (dp *Datapath) RenewLease(d time.Duration) error {
-	var ts unix.Timespec
-	// The program reads bpf_ktime_get_coarse_ns(): CLOCK_MONOTONIC_COARSE.
-	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC_COARSE, &ts); err != nil {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	cfg, err := dp.config()
+	if err != nil {
 		return err
 	}
-	return dp.updateConfig(func(cfg *fastpathFpConfig) bool {
-		cfg.LeaseUntilNs = uint64(ts.Nano()) + uint64(d.Nanoseconds())
-		return true
-	})
+	cfg.LeaseNs = d.Nanoseconds()
+	if err := dp.objs.Config.Put(uint32(0), cfg); err != nil {
+		return err
+	}
+	// XDP's BPF_PROG_RUN wants at least an Ethernet header of input.
+	ret, err := dp.objs.XdpLeaseRenew.Run(&ebpf.RunOptions{Data: make([]byte, 64)})
+	if err != nil {
+		return fmt.Errorf("fastpath: renewing the lease: %w", err)
+	}
+	if ret != XDPPass {
+		return fmt.Errorf("fastpath: renewing the lease: the kernel refused the timer (program returned %d)", ret)
+	}
+	return nil
 }
 
 // BumpRouteEpoch invalidates every flow-cache entry: call it when routes,

@@ -130,11 +130,32 @@ func TestExpiredLeaseFailsClosed(t *testing.T) {
 	if d := e.explain(pkt, e.lan); d.Reason != ReasonForwardOut {
 		t.Fatalf("live lease: %s, want forward-out", d.ReasonName)
 	}
-	if err := e.dp.RenewLease(-time.Second); err != nil { // a daemon that went silent
+	if err := e.dp.RenewLease(-time.Second); err != nil { // closed at once
 		t.Fatal(err)
 	}
 	if d := e.explain(pkt, e.lan); d.Reason != ReasonNotReady || d.Action != XDPPass {
 		t.Fatalf("expired lease: %s/%s, want XDP_PASS/not-ready", d.ActionName, d.ReasonName)
+	}
+	// A daemon that goes silent: nobody renews, the kernel's timer runs
+	// out on its own. Renewing reopens.
+	if err := e.dp.RenewLease(50 * time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	if d := e.explain(pkt, e.lan); d.Reason != ReasonForwardOut {
+		t.Fatalf("renewed lease: %s, want forward-out", d.ReasonName)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for e.explain(pkt, e.lan).Reason != ReasonNotReady {
+		if time.Now().After(deadline) {
+			t.Fatal("a 50 ms lease still open after 5 s: the timer never fired")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := e.dp.RenewLease(time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if d := e.explain(pkt, e.lan); d.Reason != ReasonForwardOut {
+		t.Fatalf("lease renewed after it ran out: %s, want forward-out", d.ReasonName)
 	}
 }
 

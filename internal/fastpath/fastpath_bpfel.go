@@ -29,7 +29,7 @@ type fastpathFpConfig struct {
 	Ntuples         [2][2]uint32
 	RouteEpoch      uint32
 	FlowL4          uint32
-	LeaseUntilNs    uint64
+	LeaseNs         int64
 }
 
 type fastpathFpCounter struct {
@@ -64,7 +64,7 @@ type fastpathFpFlow struct {
 	Smac           [6]uint8
 	Vid            uint16
 	Matched        uint8
-	Pad            uint8
+	Slot           uint8
 }
 
 type fastpathFpFlowKey struct {
@@ -90,6 +90,16 @@ type fastpathFpIface struct {
 	HairpinIfindex uint32
 	HairpinDmac    [6]uint8
 	HairpinSmac    [6]uint8
+}
+
+type fastpathFpLease struct {
+	_     structs.HostLayout
+	Timer struct {
+		_      structs.HostLayout
+		Opaque [2]uint64
+	}
+	Expired uint32
+	Pad     uint32
 }
 
 type fastpathFpPentry struct {
@@ -174,31 +184,33 @@ type fastpathFpVlanKey struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	fastpathMapCacheGate    = "cache_gate"
-	fastpathMapCacheStats   = "cache_stats"
-	fastpathMapConfig       = "config"
-	fastpathMapExplainOut   = "explain_out"
-	fastpathMapFlowCache    = "flow_cache"
-	fastpathMapIfaces       = "ifaces"
-	fastpathMapPolicyCounts = "policy_counts"
-	fastpathMapPolicyTables = "policy_tables"
-	fastpathMapReasonCounts = "reason_counts"
-	fastpathMapTuples       = "tuples"
-	fastpathMapTxPorts      = "tx_ports"
-	fastpathMapVlans        = "vlans"
-	fastpathProgXdpFastpath = "xdp_fastpath"
-	fastpathVarFpCounter    = "_fp_counter"
-	fastpathVarFpDecision   = "_fp_decision"
-	fastpathVarFpFlow       = "_fp_flow"
-	fastpathVarFpFlowKey    = "_fp_flow_key"
-	fastpathVarFpIface      = "_fp_iface"
-	fastpathVarFpPentry     = "_fp_pentry"
-	fastpathVarFpPkey       = "_fp_pkey"
-	fastpathVarFpPolicy     = "_fp_policy"
-	fastpathVarFpReason     = "_fp_reason"
-	fastpathVarFpTuple      = "_fp_tuple"
-	fastpathVarFpVlanKey    = "_fp_vlan_key"
-	fastpathVarExplainMode  = "explain_mode"
+	fastpathMapCacheGate      = "cache_gate"
+	fastpathMapCacheStats     = "cache_stats"
+	fastpathMapConfig         = "config"
+	fastpathMapExplainOut     = "explain_out"
+	fastpathMapFlowCache      = "flow_cache"
+	fastpathMapIfaces         = "ifaces"
+	fastpathMapLease          = "lease"
+	fastpathMapPolicyCounts   = "policy_counts"
+	fastpathMapPolicyTables   = "policy_tables"
+	fastpathMapReasonCounts   = "reason_counts"
+	fastpathMapTuples         = "tuples"
+	fastpathMapTxPorts        = "tx_ports"
+	fastpathMapVlans          = "vlans"
+	fastpathProgXdpFastpath   = "xdp_fastpath"
+	fastpathProgXdpLeaseRenew = "xdp_lease_renew"
+	fastpathVarFpCounter      = "_fp_counter"
+	fastpathVarFpDecision     = "_fp_decision"
+	fastpathVarFpFlow         = "_fp_flow"
+	fastpathVarFpFlowKey      = "_fp_flow_key"
+	fastpathVarFpIface        = "_fp_iface"
+	fastpathVarFpPentry       = "_fp_pentry"
+	fastpathVarFpPkey         = "_fp_pkey"
+	fastpathVarFpPolicy       = "_fp_policy"
+	fastpathVarFpReason       = "_fp_reason"
+	fastpathVarFpTuple        = "_fp_tuple"
+	fastpathVarFpVlanKey      = "_fp_vlan_key"
+	fastpathVarExplainMode    = "explain_mode"
 )
 
 // loadFastpath returns the embedded CollectionSpec for fastpath.
@@ -243,7 +255,8 @@ type fastpathSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fastpathProgramSpecs struct {
-	XdpFastpath *ebpf.ProgramSpec `ebpf:"xdp_fastpath"`
+	XdpFastpath   *ebpf.ProgramSpec `ebpf:"xdp_fastpath"`
+	XdpLeaseRenew *ebpf.ProgramSpec `ebpf:"xdp_lease_renew"`
 }
 
 // fastpathMapSpecs contains maps before they are loaded into the kernel.
@@ -256,6 +269,7 @@ type fastpathMapSpecs struct {
 	ExplainOut   *ebpf.MapSpec `ebpf:"explain_out"`
 	FlowCache    *ebpf.MapSpec `ebpf:"flow_cache"`
 	Ifaces       *ebpf.MapSpec `ebpf:"ifaces"`
+	Lease        *ebpf.MapSpec `ebpf:"lease"`
 	PolicyCounts *ebpf.MapSpec `ebpf:"policy_counts"`
 	PolicyTables *ebpf.MapSpec `ebpf:"policy_tables"`
 	ReasonCounts *ebpf.MapSpec `ebpf:"reason_counts"`
@@ -308,6 +322,7 @@ type fastpathMaps struct {
 	ExplainOut   *ebpf.Map `ebpf:"explain_out"`
 	FlowCache    *ebpf.Map `ebpf:"flow_cache"`
 	Ifaces       *ebpf.Map `ebpf:"ifaces"`
+	Lease        *ebpf.Map `ebpf:"lease"`
 	PolicyCounts *ebpf.Map `ebpf:"policy_counts"`
 	PolicyTables *ebpf.Map `ebpf:"policy_tables"`
 	ReasonCounts *ebpf.Map `ebpf:"reason_counts"`
@@ -324,6 +339,7 @@ func (m *fastpathMaps) Close() error {
 		m.ExplainOut,
 		m.FlowCache,
 		m.Ifaces,
+		m.Lease,
 		m.PolicyCounts,
 		m.PolicyTables,
 		m.ReasonCounts,
@@ -355,12 +371,14 @@ type fastpathVariables struct {
 //
 // It can be passed to loadFastpathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fastpathPrograms struct {
-	XdpFastpath *ebpf.Program `ebpf:"xdp_fastpath"`
+	XdpFastpath   *ebpf.Program `ebpf:"xdp_fastpath"`
+	XdpLeaseRenew *ebpf.Program `ebpf:"xdp_lease_renew"`
 }
 
 func (p *fastpathPrograms) Close() error {
 	return _FastpathClose(
 		p.XdpFastpath,
+		p.XdpLeaseRenew,
 	)
 }
 
