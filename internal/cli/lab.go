@@ -149,8 +149,23 @@ appear on the host. Never read throughput from the VM: it is emulated.`,
 	return cmd
 }
 
+// labNameArg is the lab a command acts on: NAME as an argument (as in
+// 'lab down gp') or --name (as 'lab up' takes it), default "lab".
+func labNameArg(args []string, flag string) (string, error) {
+	switch {
+	case len(args) == 1 && flag != "" && flag != args[0]:
+		return "", fmt.Errorf("two lab names: %q and --name %q; give one", args[0], flag)
+	case len(args) == 1:
+		return args[0], nil
+	case flag != "":
+		return flag, nil
+	}
+	return "lab", nil
+}
+
 func newLabDownCmd() *cobra.Command {
 	var asJSON bool
+	var flagName string
 	cmd := &cobra.Command{
 		Use:   "down [NAME]",
 		Short: "Remove a lab: daemons, XDP links, pins, namespaces, state",
@@ -162,9 +177,9 @@ an error.`,
 		Example: "  sluice lab down\n  sluice lab down gp --json",
 		Args:    cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			name := "lab"
-			if len(args) == 1 {
-				name = args[0]
+			name, err := labNameArg(args, flagName)
+			if err != nil {
+				return err
 			}
 			res, err := lab.Down(name)
 			if err != nil {
@@ -183,11 +198,13 @@ an error.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was removed as JSON")
+	cmd.Flags().StringVar(&flagName, "name", "", "the lab, as 'lab up --name' took it (or give NAME)")
 	return cmd
 }
 
 func newLabStatusCmd() *cobra.Command {
 	var asJSON bool
+	var flagName string
 	cmd := &cobra.Command{
 		Use:   "status [NAME]",
 		Short: "List the labs that exist and whether they are whole",
@@ -202,15 +219,19 @@ for 'sluice lab down NAME'. Exits 1 when NAME is given and not up.`,
 			if err != nil {
 				return err
 			}
-			if len(args) == 1 {
+			if len(args) == 1 || flagName != "" {
+				name, err := labNameArg(args, flagName)
+				if err != nil {
+					return err
+				}
 				var only []lab.Status
 				for _, s := range all {
-					if s.Name == args[0] {
+					if s.Name == name {
 						only = append(only, s)
 					}
 				}
 				if len(only) == 0 {
-					return fmt.Errorf("lab %q is not up (start it with 'sluice lab up TOPOLOGY --name %s')", args[0], args[0])
+					return fmt.Errorf("lab %q is not up (start it with 'sluice lab up TOPOLOGY --name %s')", name, name)
 				}
 				all = only
 			}
@@ -247,6 +268,7 @@ for 'sluice lab down NAME'. Exits 1 when NAME is given and not up.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&flagName, "name", "", "only this lab, as 'lab up --name' took it (or give NAME)")
 	return cmd
 }
 

@@ -80,6 +80,18 @@ type fastpathFpFlowKey struct {
 	Dst     [4]uint32
 }
 
+type fastpathFpFlowKey4 struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Vid     uint16
+	Proto   uint8
+	Tos     uint8
+	Sport   uint16
+	Dport   uint16
+	Src     uint32
+	Dst     uint32
+}
+
 type fastpathFpIface struct {
 	_              structs.HostLayout
 	Slot           uint32
@@ -189,6 +201,7 @@ const (
 	fastpathMapConfig         = "config"
 	fastpathMapExplainOut     = "explain_out"
 	fastpathMapFlowCache      = "flow_cache"
+	fastpathMapFlowCache4     = "flow_cache4"
 	fastpathMapIfaces         = "ifaces"
 	fastpathMapLease          = "lease"
 	fastpathMapPolicyCounts   = "policy_counts"
@@ -203,6 +216,7 @@ const (
 	fastpathVarFpDecision     = "_fp_decision"
 	fastpathVarFpFlow         = "_fp_flow"
 	fastpathVarFpFlowKey      = "_fp_flow_key"
+	fastpathVarFpFlowKey4     = "_fp_flow_key4"
 	fastpathVarFpIface        = "_fp_iface"
 	fastpathVarFpPentry       = "_fp_pentry"
 	fastpathVarFpPkey         = "_fp_pkey"
@@ -268,6 +282,7 @@ type fastpathMapSpecs struct {
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	ExplainOut   *ebpf.MapSpec `ebpf:"explain_out"`
 	FlowCache    *ebpf.MapSpec `ebpf:"flow_cache"`
+	FlowCache4   *ebpf.MapSpec `ebpf:"flow_cache4"`
 	Ifaces       *ebpf.MapSpec `ebpf:"ifaces"`
 	Lease        *ebpf.MapSpec `ebpf:"lease"`
 	PolicyCounts *ebpf.MapSpec `ebpf:"policy_counts"`
@@ -286,6 +301,7 @@ type fastpathVariableSpecs struct {
 	FpDecision  *ebpf.VariableSpec `ebpf:"_fp_decision"`
 	FpFlow      *ebpf.VariableSpec `ebpf:"_fp_flow"`
 	FpFlowKey   *ebpf.VariableSpec `ebpf:"_fp_flow_key"`
+	FpFlowKey4  *ebpf.VariableSpec `ebpf:"_fp_flow_key4"`
 	FpIface     *ebpf.VariableSpec `ebpf:"_fp_iface"`
 	FpPentry    *ebpf.VariableSpec `ebpf:"_fp_pentry"`
 	FpPkey      *ebpf.VariableSpec `ebpf:"_fp_pkey"`
@@ -321,6 +337,7 @@ type fastpathMaps struct {
 	Config       *ebpf.Map `ebpf:"config"`
 	ExplainOut   *ebpf.Map `ebpf:"explain_out"`
 	FlowCache    *ebpf.Map `ebpf:"flow_cache"`
+	FlowCache4   *ebpf.Map `ebpf:"flow_cache4"`
 	Ifaces       *ebpf.Map `ebpf:"ifaces"`
 	Lease        *ebpf.Map `ebpf:"lease"`
 	PolicyCounts *ebpf.Map `ebpf:"policy_counts"`
@@ -338,6 +355,7 @@ func (m *fastpathMaps) Close() error {
 		m.Config,
 		m.ExplainOut,
 		m.FlowCache,
+		m.FlowCache4,
 		m.Ifaces,
 		m.Lease,
 		m.PolicyCounts,
@@ -357,6 +375,7 @@ type fastpathVariables struct {
 	FpDecision  *ebpf.Variable `ebpf:"_fp_decision"`
 	FpFlow      *ebpf.Variable `ebpf:"_fp_flow"`
 	FpFlowKey   *ebpf.Variable `ebpf:"_fp_flow_key"`
+	FpFlowKey4  *ebpf.Variable `ebpf:"_fp_flow_key4"`
 	FpIface     *ebpf.Variable `ebpf:"_fp_iface"`
 	FpPentry    *ebpf.Variable `ebpf:"_fp_pentry"`
 	FpPkey      *ebpf.Variable `ebpf:"_fp_pkey"`

@@ -64,6 +64,31 @@ func TestFlowCache(t *testing.T) {
 		t.Fatalf("the cached forward rewrote the frame differently:\nfull   % x\ncached % x", out1[:34], out2[:34])
 	}
 
+	t.Run("IPv4 and IPv6 forwards are cached, each family in its own table", func(t *testing.T) {
+		v6 := udp("fd00::5", "2001:db8:48:1::9", 64)
+		h0, f0 := e.cacheStats()
+		ret1, out1 := e.liveRun(v6, e.lan)
+		ret2, out2 := e.liveRun(v6, e.lan)
+		if h, f := e.cacheStats(); ret1 != XDPRedirect || ret2 != XDPRedirect || h != h0+1 || f != f0+1 {
+			t.Fatalf("IPv6: verdicts %s, %s; hits +%d fills +%d; want two redirects, the second from the cache",
+				ActionName(ret1), ActionName(ret2), h-h0, f-f0)
+		}
+		if !bytes.Equal(out1, out2) {
+			t.Fatalf("the cached IPv6 forward rewrote the frame differently:\nfull   % x\ncached % x", out1[:54], out2[:54])
+		}
+		count := func(m *ebpf.Map) int {
+			n := 0
+			var v fastpathFpFlow
+			k := make([]byte, m.KeySize())
+			for it := m.Iterate(); it.Next(&k, &v); {
+				n++
+			}
+			return n
+		}
+		if n4, n6 := count(e.dp.objs.FlowCache4), count(e.dp.objs.FlowCache); n4 != 1 || n6 != 1 {
+			t.Fatalf("entries: %d IPv4, %d IPv6; want one each (the IPv4 flow above and this one)", n4, n6)
+		}
+	})
 	t.Run("a policy change is never answered from the cache", func(t *testing.T) {
 		blocked := g.snap
 		blocked.Policies = append([]kernel.Policy{}, g.snap.Policies...)
