@@ -674,12 +674,8 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 	if (!ctx || !p || !fk || !d)
 		return XDP_PASS;
 	struct fp_config *cfg = bpf_map_lookup_elem(&config, &zero);
-	/* The caller checked usable() a moment ago; ready is rechecked
-	 * because it costs nothing, the lease is not. */
-	if (!cfg || !cfg->ready) {
-		d->reason = FP_R_NOT_READY;
+	if (!usable(cfg, d)) /* checked by the cached stage too; two loads */
 		return XDP_PASS;
-	}
 	struct scratch w;
 	w.sn.gen = *(volatile __u32 *)&cfg->gen;
 	w.sn.epoch = *(volatile __u32 *)&cfg->route_epoch;

@@ -1,0 +1,38 @@
+package bench
+
+import (
+	"os"
+	"strings"
+	"testing"
+)
+
+// The benchmark measures the path it names: every run of the outbound case
+// is a forward, although each forward decrements the TTL of the buffer
+// BPF_PROG_RUN reuses; and a batch long enough to run the TTL down is
+// reported as an error, not as a number.
+func TestFastpathBenchmarkMeasuresTheNamedPath(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("loads BPF and creates a namespace: needs root")
+	}
+	res, err := Fastpath([]int{1, 16}, 600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]string{"outbound-match": "forward-out", "inbound-match": "inbound", "no-match": "no-policy"}
+	if len(res) != 6 {
+		t.Fatalf("%d results, want 2 tunnel counts x 3 cases: %+v", len(res), res)
+	}
+	for _, r := range res {
+		if want[r.Case] != r.Reason || r.NsPerPacket <= 0 {
+			t.Errorf("%d tunnels, %s: %s, %.0f ns; want %s", r.Tunnels, r.Case, r.Reason, r.NsPerPacket, want[r.Case])
+		}
+	}
+
+	saved := ttlBatch
+	ttlBatch = 600
+	defer func() { ttlBatch = saved }()
+	_, err = Fastpath([]int{1}, 600)
+	if err == nil || !strings.Contains(err.Error(), "ended as ttl, not forward-out") {
+		t.Fatalf("600 forwards of one TTL-255 buffer: %v; want the TTL-expired runs reported", err)
+	}
+}
