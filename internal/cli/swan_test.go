@@ -162,7 +162,13 @@ func TestSwanUpDownOverLibipsec(t *testing.T) {
 		}
 		t.Logf("%d tunnels up in %.2fs (concurrency %d)", n, res.InitSeconds, res.Concurrency)
 		for i := range 2 {
+			// charon answers an initiate before the IKE_SA is back in its
+			// manager, where list-sas finds it: wait (bounded) for that.
 			st := status(t, i)
+			for deadline := time.Now().Add(5 * time.Second); st.ChildInstalled != n && time.Now().Before(deadline); {
+				time.Sleep(100 * time.Millisecond)
+				st = status(t, i)
+			}
 			if st.ConnsLoaded != n || st.IKEEstablished != n || st.ChildInstalled != n || st.DownCount != 0 {
 				t.Fatalf("gw%d status: %+v", i, st)
 			}
