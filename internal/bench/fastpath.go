@@ -132,13 +132,10 @@ func benchmarkVerdict(dp *fastpath.Datapath, frame []byte, repeat int, want fast
 	if err != nil {
 		return 0, 0, err
 	}
-	if want.Forwarded() {
-		repeat = min(repeat, maxForwardBatches*ttlBatch)
-	} else {
-		repeat = max(repeat, 1)
-	}
+	repeat = max(repeat, 1)
 	batch := repeat // a passed packet is left as it was: one call
 	if want.Forwarded() {
+		repeat = min(repeat, maxForwardBatches*ttlBatch)
 		batch = ttlBatch
 	}
 	var total float64

@@ -164,17 +164,16 @@ func b2u(b bool) uint32 {
 // deadline is a BPF timer armed by xdp_lease_renew (struct fp_lease), so
 // it runs out even when this process is gone.
 func (dp *Datapath) RenewLease(d time.Duration) error {
-	dp.mu.Lock()
-	defer dp.mu.Unlock()
-	cfg, err := dp.config()
+	err := dp.updateConfig(func(cfg *fastpathFpConfig) bool {
+		changed := cfg.LeaseNs != d.Nanoseconds()
+		cfg.LeaseNs = d.Nanoseconds()
+		return changed
+	})
 	if err != nil {
 		return err
 	}
-	cfg.LeaseNs = d.Nanoseconds()
-	if err := dp.objs.Config.Put(uint32(0), cfg); err != nil {
-		return err
-	}
-	// XDP's BPF_PROG_RUN wants at least an Ethernet header of input.
+	// Only the mirror renews, so nothing changes lease_ns between the
+	// write above and the run below. XDP's BPF_PROG_RUN wants at least an Ethernet header of input.
 	ret, err := dp.objs.XdpLeaseRenew.Run(&ebpf.RunOptions{Data: make([]byte, 64)})
 	if err != nil {
 		return fmt.Errorf("fastpath: renewing the lease: %w", err)
