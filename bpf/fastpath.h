@@ -207,6 +207,14 @@ struct fp_flow {
 	__u8 slot;                /* counter slot of the ingress interface: a hit needs no interface lookup */
 };
 
+/* A slot of the exact-match cache (see flow_emc in fastpath.c): an IPv4
+ * key and its forward in one 64-byte cache line. key.ifindex 0: empty. */
+struct fp_emc {
+	struct fp_flow_key4 key;
+	__u32 pad;
+	struct fp_flow flow;
+};
+
 enum fp_cache_stat {
 	FP_CACHE_HIT = 0,
 	FP_CACHE_FILL = 1,

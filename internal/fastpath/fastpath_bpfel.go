@@ -50,6 +50,13 @@ type fastpathFpDecision struct {
 	Slot           uint32
 }
 
+type fastpathFpEmc struct {
+	_    structs.HostLayout
+	Key  fastpathFpFlowKey4
+	Pad  uint32
+	Flow fastpathFpFlow
+}
+
 type fastpathFpFlow struct {
 	_              structs.HostLayout
 	Gen            uint32
@@ -202,6 +209,7 @@ const (
 	fastpathMapExplainOut     = "explain_out"
 	fastpathMapFlowCache      = "flow_cache"
 	fastpathMapFlowCache4     = "flow_cache4"
+	fastpathMapFlowEmc        = "flow_emc"
 	fastpathMapIfaces         = "ifaces"
 	fastpathMapLease          = "lease"
 	fastpathMapPolicyCounts   = "policy_counts"
@@ -283,6 +291,7 @@ type fastpathMapSpecs struct {
 	ExplainOut   *ebpf.MapSpec `ebpf:"explain_out"`
 	FlowCache    *ebpf.MapSpec `ebpf:"flow_cache"`
 	FlowCache4   *ebpf.MapSpec `ebpf:"flow_cache4"`
+	FlowEmc      *ebpf.MapSpec `ebpf:"flow_emc"`
 	Ifaces       *ebpf.MapSpec `ebpf:"ifaces"`
 	Lease        *ebpf.MapSpec `ebpf:"lease"`
 	PolicyCounts *ebpf.MapSpec `ebpf:"policy_counts"`
@@ -338,6 +347,7 @@ type fastpathMaps struct {
 	ExplainOut   *ebpf.Map `ebpf:"explain_out"`
 	FlowCache    *ebpf.Map `ebpf:"flow_cache"`
 	FlowCache4   *ebpf.Map `ebpf:"flow_cache4"`
+	FlowEmc      *ebpf.Map `ebpf:"flow_emc"`
 	Ifaces       *ebpf.Map `ebpf:"ifaces"`
 	Lease        *ebpf.Map `ebpf:"lease"`
 	PolicyCounts *ebpf.Map `ebpf:"policy_counts"`
@@ -356,6 +366,7 @@ func (m *fastpathMaps) Close() error {
 		m.ExplainOut,
 		m.FlowCache,
 		m.FlowCache4,
+		m.FlowEmc,
 		m.Ifaces,
 		m.Lease,
 		m.PolicyCounts,

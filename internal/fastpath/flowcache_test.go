@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -115,6 +116,61 @@ func TestFlowCache(t *testing.T) {
 		ip(t, "-n", e.name, "route", "del", "48.0.1.0/24")
 		if err := e.dp.BumpRouteEpoch(); err != nil {
 			t.Fatal(err)
+		}
+	})
+	t.Run("IPv4 hits are answered by this CPU's exact-match slot", func(t *testing.T) {
+		// The slots are per CPU: keep both runs on one.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		var one, all unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &all); err != nil {
+			t.Fatal(err)
+		}
+		one.Set(0)
+		if err := unix.SchedSetaffinity(0, &one); err != nil {
+			t.Fatal(err)
+		}
+		defer unix.SchedSetaffinity(0, &all)
+
+		flow := udp("10.0.0.7", "48.0.1.9", 64)
+		_, full := e.liveRun(flow, e.lan)
+		slot := e.emcSlotOf(flow)
+		cfg, err := e.dp.config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slot == nil || slot.Flow.Gen != cfg.Gen || slot.Flow.Egress != uint32(e.wan) {
+			t.Fatalf("after a fill: exact-match slot %+v, want the flow's forward to wan0 (ifindex %d)", slot, e.wan)
+		}
+		// Without its flow_cache4 entry, only the slot can answer.
+		k := make([]byte, e.dp.objs.FlowCache4.KeySize())
+		var v fastpathFpFlow
+		for it := e.dp.objs.FlowCache4.Iterate(); it.Next(&k, &v); {
+			e.dp.objs.FlowCache4.Delete(k)
+		}
+		h0, f0 := e.cacheStats()
+		ret, cached := e.liveRun(flow, e.lan)
+		if h, f := e.cacheStats(); ret != XDPRedirect || h != h0+1 || f != f0 {
+			t.Fatalf("flow_cache4 emptied: %s, hits +%d, fills +%d; want a redirect from the exact-match slot", ActionName(ret), h-h0, f-f0)
+		}
+		if !bytes.Equal(full, cached) {
+			t.Fatalf("the exact-match forward rewrote the frame differently:\nfull   % x\ncached % x", full[:34], cached[:34])
+		}
+	})
+	t.Run("a larger packet the FIB accepted is cached for its flow too", func(t *testing.T) {
+		flow := udp("10.0.0.6", "48.0.1.9", 64)
+		bigger := flow
+		bigger.Payload = 600
+		e.liveRun(flow, e.lan)
+		if ret, _ := e.liveRun(bigger, e.lan); ret != XDPRedirect {
+			t.Fatalf("600-byte payload: %s", ActionName(ret))
+		}
+		h0, f0 := e.cacheStats()
+		if ret, _ := e.liveRun(bigger, e.lan); ret != XDPRedirect {
+			t.Fatalf("600-byte payload again: %s", ActionName(ret))
+		}
+		if h, f := e.cacheStats(); h != h0+1 || f != f0 {
+			t.Fatalf("the second larger packet: hits +%d, fills +%d; want a hit (the first one raised the flow's proven size)", h-h0, f-f0)
 		}
 	})
 	t.Run("a packet larger than the flow has proven to fit takes the full path", func(t *testing.T) {
@@ -317,4 +373,19 @@ func TestFlowCacheTurnsItselfOffWhenThrashing(t *testing.T) {
 			t.Fatalf("after the pause: %+v -> %+v; want the cache back on (two hits, nothing bypassed)", before, after)
 		}
 	})
+}
+
+// emcSlotOf returns the exact-match slot holding IPv4 packet p's flow on
+// any CPU, or nil.
+func (e *testEnv) emcSlotOf(p Packet) *fastpathFpEmc {
+	e.t.Helper()
+	src, dst := p.Src.As4(), p.Dst.As4()
+	var k uint32
+	var v fastpathFpEmc
+	for it := e.dp.objs.FlowEmc.Iterate(); it.Next(&k, &v); {
+		if v.Key.Ifindex != 0 && v.Key.Src == binary.NativeEndian.Uint32(src[:]) && v.Key.Dst == binary.NativeEndian.Uint32(dst[:]) {
+			return &v
+		}
+	}
+	return nil
 }

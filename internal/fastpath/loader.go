@@ -44,6 +44,9 @@ func Load(opts LoadOptions) (*Datapath, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fastpath: reading the embedded BPF object: %w", err)
 	}
+	if err := sizeExactMatchCache(spec); err != nil {
+		return nil, err
+	}
 	var mapOpts ebpf.MapOptions
 	var repl map[string]*ebpf.Map
 	if opts.AdoptOnly {
@@ -85,6 +88,25 @@ func Load(opts LoadOptions) (*Datapath, error) {
 	return dp, nil
 }
 
+// emcSlotsPerCPU is FP_EMC_SLOTS of bpf/fastpath.c: the exact-match
+// cache's max_entries as compiled, one CPU's region.
+const emcSlotsPerCPU = 1 << 13
+
+// sizeExactMatchCache gives every possible CPU its region of the exact-match
+// cache (the program indexes it by CPU number).
+func sizeExactMatchCache(spec *ebpf.CollectionSpec) error {
+	m := spec.Maps["flow_emc"]
+	if m.MaxEntries != emcSlotsPerCPU {
+		return fmt.Errorf("fastpath: flow_emc has %d slots, the loader expects %d: update emcSlotsPerCPU with FP_EMC_SLOTS", m.MaxEntries, emcSlotsPerCPU)
+	}
+	n, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("fastpath: counting possible CPUs: %w", err)
+	}
+	m.MaxEntries = uint32(n) * emcSlotsPerCPU
+	return nil
+}
+
 // loadExplain loads the explain twin against the same maps, so explain
 // sees exactly the state the live program sees.
 func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Program, error) {
@@ -96,7 +118,7 @@ func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Progra
 		"config": objs.Config, "tuples": objs.Tuples, "policy_tables": objs.PolicyTables,
 		"ifaces": objs.Ifaces, "vlans": objs.Vlans, "tx_ports": objs.TxPorts,
 		"reason_counts": objs.ReasonCounts, "policy_counts": objs.PolicyCounts,
-		"explain_out": objs.ExplainOut, "flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "cache_stats": objs.CacheStats,
+		"explain_out": objs.ExplainOut, "flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "flow_emc": objs.FlowEmc, "cache_stats": objs.CacheStats,
 		"cache_gate": objs.CacheGate, "lease": objs.Lease,
 	}
 	coll, err := ebpf.NewCollectionWithOptions(es, ebpf.CollectionOptions{MapReplacements: repl})
