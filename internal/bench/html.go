@@ -49,6 +49,7 @@ var reportTmpl = template.Must(template.New("report").Funcs(template.FuncMap{
 	"pps":  FormatPPS,
 	"bps":  FormatBPS,
 	"f1":   func(v float64) string { return fmt.Sprintf("%.1f", v) },
+	"f2":   func(v float64) string { return fmt.Sprintf("%.2f", v) },
 	"f3":   func(v float64) string { return fmt.Sprintf("%.3f", v) },
 	"pct":  func(v float64) string { return fmt.Sprintf("%.3f", v) },
 	"pct1": func(v float64) string { return fmt.Sprintf("%.1f", 100*v) },
@@ -94,8 +95,9 @@ Command: <code>{{.R.Command}}</code></p>
 <h2>Summary</h2>
 <table>
 <tr><th class="l">run</th><th>max clean rate</th><th>max clean Gbps (L2)</th><th>p99 at max clean</th><th>peak received</th><th>vs {{with index .Summaries 0}}{{.Label}}{{end}}</th></tr>
-{{range .Summaries}}<tr><td class="l">{{.Label}}</td><td>{{pps .MaxCleanPPS}}</td><td>{{gbps .MaxCleanBPS}}</td><td>{{f1 .P99AtClean}} µs</td><td>{{pps .PeakRxPPS}}</td><td>{{ratio .RatioToFirst}}</td></tr>
+{{range .Summaries}}<tr><td class="l">{{.Label}}</td><td>{{pps .MaxCleanPPS}}</td><td>{{gbps .MaxCleanBPS}}</td><td>{{f1 .P99AtClean}} µs</td><td>{{pps .PeakRxPPS}}</td><td>{{ratio .RatioToFirst}}{{if and (gt .Rounds 1) (gt .RatioMax .RatioMin)}} ({{f2 .RatioMin}}-{{f2 .RatioMax}}){{end}}</td></tr>
 {{end}}</table>
+{{with index .Summaries 0}}{{if gt .Rounds 1}}<p>Medians of {{.Rounds}} rounds (every other round in reverse order); the ratio is the median of the per-round ratios, their range in brackets.</p>{{end}}{{end}}
 <p>A step is clean when its loss is at most {{.R.Settings.LossThreshold}}%; the max-clean rate is the highest received rate of a clean step.
 Rates in bits count Ethernet frames with their 4-byte FCS (L2), without preamble and inter-frame gap.</p>
 </section>

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -62,7 +63,9 @@ type Settings struct {
 
 // RunResult is one run: one forwarder, every step.
 type RunResult struct {
-	Label         string  `json:"label"`
+	Label string `json:"label"`
+	// Round (1-based) of a compare with --rounds > 1; 0 otherwise.
+	Round         int     `json:"round,omitempty"`
 	Forwarder     string  `json:"forwarder"`
 	Topology      string  `json:"topology"`
 	Tunnels       int     `json:"tunnels"`
@@ -291,36 +294,98 @@ func readForwDatagrams(ns string) uint64 {
 	return n
 }
 
-// Summary is one line of a compare table.
+// Summary is one line of a compare table. With several rounds it stands
+// for one forwarder: rates and latency are medians over its rounds, the
+// ratio is the median of the per-round ratios (each run against the
+// reference's run of the same round, measured minutes rather than rounds
+// apart), and RatioMin/RatioMax give their spread.
 type Summary struct {
 	Label        string  `json:"label"`
+	Rounds       int     `json:"rounds"`
 	MaxCleanPPS  float64 `json:"max_clean_pps"`
 	MaxCleanBPS  float64 `json:"max_clean_bps"`
 	PeakRxPPS    float64 `json:"peak_rx_pps"`
 	RatioToFirst float64 `json:"ratio_to_first"`
+	RatioMin     float64 `json:"ratio_min"`
+	RatioMax     float64 `json:"ratio_max"`
 	P99AtClean   float64 `json:"p99_us_at_max_clean"`
 }
 
-// Summaries returns one line per run; ratios are to the first run (the
-// kernel in a compare).
+// Summaries returns one line per run, or per forwarder when the runs are
+// rounds of a compare; ratios are to the first line (the kernel in a
+// compare).
 func (r *Report) Summaries() []Summary {
-	var out []Summary
-	for _, run := range r.Runs {
-		s := Summary{Label: run.Label}
-		if st := run.MaxCleanStep(); st != nil {
-			s.MaxCleanPPS, s.MaxCleanBPS, s.P99AtClean = st.RxPPS, st.RxBPS, st.Latency.P99Us
+	type group struct {
+		label string
+		runs  []*RunResult
+	}
+	var groups []*group
+	byKey := map[string]*group{}
+	for i, run := range r.Runs {
+		key, label := "#"+strconv.Itoa(i), run.Label
+		if run.Round > 0 {
+			key, label = "fwd "+run.Forwarder, run.Forwarder
 		}
-		for _, st := range run.Steps {
-			s.PeakRxPPS = max(s.PeakRxPPS, st.RxPPS)
+		g := byKey[key]
+		if g == nil {
+			g = &group{label: label}
+			byKey[key] = g
+			groups = append(groups, g)
+		}
+		g.runs = append(g.runs, run)
+	}
+	// the reference's max-clean rate per round
+	ref := map[int]float64{}
+	if len(groups) > 0 {
+		for _, run := range groups[0].runs {
+			ref[run.Round] = maxCleanPPS(run)
+		}
+	}
+	var out []Summary
+	for _, g := range groups {
+		s := Summary{Label: g.label, Rounds: len(g.runs)}
+		var pps, bps, p99, ratios []float64
+		for _, run := range g.runs {
+			if st := run.MaxCleanStep(); st != nil {
+				pps, bps, p99 = append(pps, st.RxPPS), append(bps, st.RxBPS), append(p99, st.Latency.P99Us)
+			} else {
+				pps, bps, p99 = append(pps, 0), append(bps, 0), append(p99, 0)
+			}
+			for _, st := range run.Steps {
+				s.PeakRxPPS = max(s.PeakRxPPS, st.RxPPS)
+			}
+			if base := ref[run.Round]; base > 0 {
+				ratios = append(ratios, maxCleanPPS(run)/base)
+			}
+		}
+		s.MaxCleanPPS, s.MaxCleanBPS, s.P99AtClean = median(pps), median(bps), median(p99)
+		if len(ratios) > 0 {
+			s.RatioToFirst = median(ratios)
+			s.RatioMin, s.RatioMax = slices.Min(ratios), slices.Max(ratios)
 		}
 		out = append(out, s)
 	}
-	if len(out) > 0 && out[0].MaxCleanPPS > 0 {
-		for i := range out {
-			out[i].RatioToFirst = out[i].MaxCleanPPS / out[0].MaxCleanPPS
-		}
-	}
 	return out
+}
+
+func maxCleanPPS(run *RunResult) float64 {
+	if st := run.MaxCleanStep(); st != nil {
+		return st.RxPPS
+	}
+	return 0
+}
+
+// median of v (the mean of the middle two for an even count); 0 for none.
+func median(v []float64) float64 {
+	if len(v) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(v))
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // FormatPPS and FormatBPS print rates for people.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -16,6 +17,7 @@ func newBenchCompareCmd() *cobra.Command {
 	var (
 		f          loadFlags
 		forwarders string
+		rounds     int
 	)
 	cmd := &cobra.Command{
 		Use:   "compare",
@@ -33,9 +35,16 @@ The summary gives each forwarder's max-clean rate (pps and L2 Gbps) and its
 ratio to the first forwarder (put kernel first). On veth nothing encrypts:
 the comparison measures the forwarding path; on a packet-offload NIC the NIC
 encrypts. The generator, the forwarder and the sink share the machine's
-CPUs, so a forwarder's rate includes their cost; see docs/bench.md. Needs
-root.`,
+CPUs, so a forwarder's rate includes their cost; see docs/bench.md.
+
+A shared or busy machine drifts by more than the difference between two
+forwarders over the minute that separates their runs. --rounds N repeats
+the comparison N times, every other round in reverse order (A B C, C B A,
+...), so slow drift weighs on every forwarder alike; the summary then gives
+each forwarder's median over the rounds and the median of its per-round
+ratios with their range. Needs root.`,
 		Example: `  sluice bench compare --topology forwarder --forwarders kernel,xdp-redirect,sluice --profile imix-mno-1
+  sluice bench compare --topology forwarder --forwarders xdp-redirect,sluice --rounds 5 --steps 10
   sluice bench compare --topology gateway-pair --tunnels 1024 --forwarders kernel,sluice --rate-max 2Mpps --steps 8 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -49,6 +58,9 @@ root.`,
 					return fmt.Errorf("--forwarders: %s is listed twice", fw)
 				}
 				fwds = append(fwds, fw)
+			}
+			if rounds < 1 || rounds > 50 {
+				return fmt.Errorf("--rounds %d: use 1 to 50", rounds)
 			}
 			o, err := f.runOptions()
 			if err != nil {
@@ -65,21 +77,30 @@ root.`,
 			defer stop()
 			rep := bench.NewReport("compare", "sluice "+strings.Join(os.Args[1:], " "), benchVersion(), f.settings(o))
 			var runErr error
-			for _, fw := range fwds {
-				if err := l.SetForwarder(fw, lab.ForwarderOptions{}, progress); err != nil {
-					runErr = err
-					break
-				}
-				o.Label = fw
-				o.Progress = benchStepPrinter(log, fw, o.Steps)
-				o.Tick = benchTicker(log, fw, o.Steps)
-				run, err := bench.Run(ctx, l, o)
-				if run != nil && len(run.Steps) > 0 {
-					rep.Runs = append(rep.Runs, run)
-				}
-				if err != nil {
-					runErr = err
-					break
+		rounds:
+			for r := 1; r <= rounds; r++ {
+				for _, fw := range compareOrder(fwds, r) {
+					if err := l.SetForwarder(fw, lab.ForwarderOptions{}, progress); err != nil {
+						runErr = err
+						break rounds
+					}
+					o.Label = fw
+					if rounds > 1 {
+						o.Label = fmt.Sprintf("%s #%d", fw, r)
+					}
+					o.Progress = benchStepPrinter(log, o.Label, o.Steps)
+					o.Tick = benchTicker(log, o.Label, o.Steps)
+					run, err := bench.Run(ctx, l, o)
+					if run != nil && len(run.Steps) > 0 {
+						if rounds > 1 {
+							run.Round = r
+						}
+						rep.Runs = append(rep.Runs, run)
+					}
+					if err != nil {
+						runErr = err
+						break rounds
+					}
 				}
 			}
 			if len(rep.Runs) == 0 {
@@ -96,6 +117,19 @@ root.`,
 		},
 	}
 	f.register(cmd, true)
+	cmd.Flags().IntVar(&rounds, "rounds", 1, "repeat the comparison this many times, alternating the order; the summary gives medians")
 	cmd.Flags().StringVar(&forwarders, "forwarders", strings.Join(lab.Forwarders, ","), "forwarders to compare, in order (the first is the reference)")
 	return cmd
+}
+
+// compareOrder is the order of round r (1-based): as given in odd rounds,
+// reversed in even ones, so a machine that slows down (or speeds up) over
+// the run favours no forwarder in the medians.
+func compareOrder(fwds []string, r int) []string {
+	if r%2 == 1 {
+		return fwds
+	}
+	rev := slices.Clone(fwds)
+	slices.Reverse(rev)
+	return rev
 }

@@ -289,15 +289,23 @@ func benchFinishReport(cmd *cobra.Command, rep *bench.Report, dir string, asJSON
 		vs = "VS " + strings.ToUpper(sums[0].Label)
 	}
 	fmt.Fprintf(tw, "RUN\tMAX CLEAN PPS\tMAX CLEAN GBPS\tP99 AT MAX CLEAN\tPEAK RX PPS\t%s\t\n", vs)
+	rounds := 1
 	for _, s := range sums {
 		ratio := "-"
 		if s.RatioToFirst > 0 {
 			ratio = fmt.Sprintf("%.2fx", s.RatioToFirst)
+			if s.Rounds > 1 && s.RatioMax > s.RatioMin {
+				ratio = fmt.Sprintf("%.2fx (%.2f-%.2f)", s.RatioToFirst, s.RatioMin, s.RatioMax)
+			}
 		}
+		rounds = max(rounds, s.Rounds)
 		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.1f µs\t%s\t%s\t\n", s.Label, bench.FormatPPS(s.MaxCleanPPS), s.MaxCleanBPS/1e9,
 			s.P99AtClean, bench.FormatPPS(s.PeakRxPPS), ratio)
 	}
 	tw.Flush()
+	if rounds > 1 {
+		fmt.Fprintf(w, "medians of %d rounds; the ratio is the median of the per-round ratios (range in brackets)\n", rounds)
+	}
 	abs, _ := filepath.Abs(filepath.Join(dir, "report.html"))
 	fmt.Fprintf(w, "report: %s\n", abs)
 	return runErr

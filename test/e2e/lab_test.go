@@ -58,6 +58,7 @@ type benchStep struct {
 
 type benchRun struct {
 	Label     string      `json:"label"`
+	Round     int         `json:"round"`
 	Forwarder string      `json:"forwarder"`
 	Steps     []benchStep `json:"steps"`
 	MaxClean  int         `json:"max_clean_step"`
@@ -339,27 +340,7 @@ func TestReportValidatesAndRendersInChromium(t *testing.T) {
 		t.Errorf("the report must say that nothing encrypts on veth: %q", r.Notes)
 	}
 	// report.json against the schema
-	c := jsonschema.NewCompiler()
-	schemaFile, err := filepath.Abs("../../internal/bench/report.schema.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sch, err := c.Compile(schemaFile)
-	if err != nil {
-		t.Fatalf("compiling the schema: %v", err)
-	}
-	f, err := os.Open(filepath.Join(dir, "report.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	inst, err := jsonschema.UnmarshalJSON(f)
-	f.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := sch.Validate(inst); err != nil {
-		t.Errorf("report.json does not validate: %v", err)
-	}
+	sch := validateReport(t, dir)
 	// and the schema is not a rubber stamp
 	var broken map[string]any
 	b, _ := os.ReadFile(filepath.Join(dir, "report.json"))
@@ -407,6 +388,60 @@ func TestReportValidatesAndRendersInChromium(t *testing.T) {
 	}
 	if st, err := os.Stat(shot); err != nil || st.Size() < 20000 {
 		t.Errorf("screenshot missing or blank (%v)", err)
+	}
+}
+
+// validateReport checks dir/report.json against the report's JSON Schema
+// and returns the compiled schema.
+func validateReport(t *testing.T, dir string) *jsonschema.Schema {
+	t.Helper()
+	c := jsonschema.NewCompiler()
+	schemaFile, err := filepath.Abs("../../internal/bench/report.schema.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch, err := c.Compile(schemaFile)
+	if err != nil {
+		t.Fatalf("compiling the schema: %v", err)
+	}
+	f, err := os.Open(filepath.Join(dir, "report.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	inst, err := jsonschema.UnmarshalJSON(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sch.Validate(inst); err != nil {
+		t.Errorf("report.json does not validate: %v", err)
+	}
+	return sch
+}
+
+// TestCompareRounds: --rounds repeats the comparison, every other round
+// reversed, labels each run with its round and summarises medians.
+func TestCompareRounds(t *testing.T) {
+	labNeedsRoot(t)
+	bin := sluiceBin(t)
+	dir := filepath.Join(t.TempDir(), "report")
+	out := run(t, bin, "bench", "compare", "--topology", "forwarder", "--forwarders", "kernel,xdp-redirect", "--rounds", "2",
+		"--profile", "fixed-64", "--rate-max", "100kpps", "--steps", "1", "--step-seconds", "0.3", "--out", dir)
+	var r benchReport
+	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "report.json")), &r); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, run := range r.Runs {
+		got = append(got, fmt.Sprintf("%s/%s/%d", run.Label, run.Forwarder, run.Round))
+	}
+	want := "kernel #1/kernel/1 xdp-redirect #1/xdp-redirect/1 xdp-redirect #2/xdp-redirect/2 kernel #2/kernel/2"
+	if strings.Join(got, " ") != want {
+		t.Errorf("runs %v, want %s", got, want)
+	}
+	validateReport(t, dir)
+	if !strings.Contains(out, "medians of 2 rounds") || strings.Count(out, "\n  xdp-redirect ") != 1 {
+		t.Errorf("the summary should have one line per forwarder and say it gives medians of 2 rounds:\n%s", out)
 	}
 }
 
