@@ -215,22 +215,20 @@ struct fp_emc {
 	struct fp_flow flow;
 };
 
-enum fp_cache_stat {
-	FP_CACHE_HIT = 0,
-	FP_CACHE_FILL = 1,
-	FP_CACHE_BYPASS = 2,      /* packets decided without the cache: it was thrashing */
-	FP_CACHE_MAX,
-};
-
-/* Per CPU: whether the flow cache earns its keep. Traffic whose flows do
- * not repeat within the cache's reach (more live flows than entries) makes
- * every packet a miss plus an eviction, slower than no cache at all; so a
- * window in which fills outnumber hits turns the cache off on that CPU for
- * a while, then it is tried again. */
+/* Per CPU: the flow cache's counters, and whether it earns its keep.
+ * Traffic whose flows do not repeat within the cache's reach (more live
+ * flows than entries) makes every packet a miss plus an eviction, slower
+ * than no cache at all; so a window in which fills outnumber hits turns
+ * the cache off on that CPU for a while, then it is tried again. The
+ * counters live here rather than in an array of their own so that a hit
+ * touches one per-CPU line, not two. */
 struct fp_cache_gate {
 	__u64 off_until_ns;       /* CLOCK_MONOTONIC_COARSE; 0: on */
-	__u32 hits;
+	__u32 hits;               /* in the current window */
 	__u32 fills;
+	__u64 total_hits;         /* forwards replayed from the cache */
+	__u64 total_fills;        /* entries written */
+	__u64 total_bypassed;     /* packets decided without it while it was off */
 };
 
 /* What the explain instance of the program reports for one packet. */

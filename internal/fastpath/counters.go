@@ -96,14 +96,14 @@ func (dp *Datapath) PruneCounters(keep func(index uint32) bool) error {
 // while it was off for thrashing (bypassed).
 func (dp *Datapath) CacheStats() (CacheCounters, error) {
 	var c CacheCounters
-	var perCPU []uint64
-	for i, dst := range []*uint64{&c.Hits, &c.Fills, &c.Bypassed} {
-		if err := dp.objs.CacheStats.Lookup(uint32(i), &perCPU); err != nil {
-			return c, err
-		}
-		for _, n := range perCPU {
-			*dst += n
-		}
+	var perCPU []fastpathFpCacheGate
+	if err := dp.objs.CacheGate.Lookup(uint32(0), &perCPU); err != nil {
+		return c, err
+	}
+	for _, g := range perCPU {
+		c.Hits += g.TotalHits
+		c.Fills += g.TotalFills
+		c.Bypassed += g.TotalBypassed
 	}
 	return c, nil
 }

@@ -14,10 +14,13 @@ import (
 )
 
 type fastpathFpCacheGate struct {
-	_          structs.HostLayout
-	OffUntilNs uint64
-	Hits       uint32
-	Fills      uint32
+	_             structs.HostLayout
+	OffUntilNs    uint64
+	Hits          uint32
+	Fills         uint32
+	TotalHits     uint64
+	TotalFills    uint64
+	TotalBypassed uint64
 }
 
 type fastpathFpConfig struct {
@@ -204,7 +207,6 @@ type fastpathFpVlanKey struct {
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
 	fastpathMapCacheGate      = "cache_gate"
-	fastpathMapCacheStats     = "cache_stats"
 	fastpathMapConfig         = "config"
 	fastpathMapExplainOut     = "explain_out"
 	fastpathMapFlowCache      = "flow_cache"
@@ -286,7 +288,6 @@ type fastpathProgramSpecs struct {
 // It can be passed ebpf.CollectionSpec.Assign.
 type fastpathMapSpecs struct {
 	CacheGate    *ebpf.MapSpec `ebpf:"cache_gate"`
-	CacheStats   *ebpf.MapSpec `ebpf:"cache_stats"`
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	ExplainOut   *ebpf.MapSpec `ebpf:"explain_out"`
 	FlowCache    *ebpf.MapSpec `ebpf:"flow_cache"`
@@ -342,7 +343,6 @@ func (o *fastpathObjects) Close() error {
 // It can be passed to loadFastpathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fastpathMaps struct {
 	CacheGate    *ebpf.Map `ebpf:"cache_gate"`
-	CacheStats   *ebpf.Map `ebpf:"cache_stats"`
 	Config       *ebpf.Map `ebpf:"config"`
 	ExplainOut   *ebpf.Map `ebpf:"explain_out"`
 	FlowCache    *ebpf.Map `ebpf:"flow_cache"`
@@ -361,7 +361,6 @@ type fastpathMaps struct {
 func (m *fastpathMaps) Close() error {
 	return _FastpathClose(
 		m.CacheGate,
-		m.CacheStats,
 		m.Config,
 		m.ExplainOut,
 		m.FlowCache,

@@ -118,7 +118,7 @@ func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Progra
 		"config": objs.Config, "tuples": objs.Tuples, "policy_tables": objs.PolicyTables,
 		"ifaces": objs.Ifaces, "vlans": objs.Vlans, "tx_ports": objs.TxPorts,
 		"reason_counts": objs.ReasonCounts, "policy_counts": objs.PolicyCounts,
-		"explain_out": objs.ExplainOut, "flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "flow_emc": objs.FlowEmc, "cache_stats": objs.CacheStats,
+		"explain_out": objs.ExplainOut, "flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "flow_emc": objs.FlowEmc,
 		"cache_gate": objs.CacheGate, "lease": objs.Lease,
 	}
 	coll, err := ebpf.NewCollectionWithOptions(es, ebpf.CollectionOptions{MapReplacements: repl})
