@@ -217,6 +217,7 @@ const (
 	fastpathMapPolicyCounts   = "policy_counts"
 	fastpathMapPolicyTables   = "policy_tables"
 	fastpathMapReasonCounts   = "reason_counts"
+	fastpathMapScratchSpace   = "scratch_space"
 	fastpathMapTuples         = "tuples"
 	fastpathMapTxPorts        = "tx_ports"
 	fastpathMapVlans          = "vlans"
@@ -298,6 +299,7 @@ type fastpathMapSpecs struct {
 	PolicyCounts *ebpf.MapSpec `ebpf:"policy_counts"`
 	PolicyTables *ebpf.MapSpec `ebpf:"policy_tables"`
 	ReasonCounts *ebpf.MapSpec `ebpf:"reason_counts"`
+	ScratchSpace *ebpf.MapSpec `ebpf:"scratch_space"`
 	Tuples       *ebpf.MapSpec `ebpf:"tuples"`
 	TxPorts      *ebpf.MapSpec `ebpf:"tx_ports"`
 	Vlans        *ebpf.MapSpec `ebpf:"vlans"`
@@ -353,6 +355,7 @@ type fastpathMaps struct {
 	PolicyCounts *ebpf.Map `ebpf:"policy_counts"`
 	PolicyTables *ebpf.Map `ebpf:"policy_tables"`
 	ReasonCounts *ebpf.Map `ebpf:"reason_counts"`
+	ScratchSpace *ebpf.Map `ebpf:"scratch_space"`
 	Tuples       *ebpf.Map `ebpf:"tuples"`
 	TxPorts      *ebpf.Map `ebpf:"tx_ports"`
 	Vlans        *ebpf.Map `ebpf:"vlans"`
@@ -371,6 +374,7 @@ func (m *fastpathMaps) Close() error {
 		m.PolicyCounts,
 		m.PolicyTables,
 		m.ReasonCounts,
+		m.ScratchSpace,
 		m.Tuples,
 		m.TxPorts,
 		m.Vlans,

@@ -121,6 +121,11 @@ func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Progra
 		"explain_out": objs.ExplainOut, "flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "flow_emc": objs.FlowEmc,
 		"cache_gate": objs.CacheGate, "lease": objs.Lease,
 	}
+	for name, m := range es.Maps {
+		if repl[name] == nil {
+			m.Pinning = ebpf.PinNone // the twin's own maps (scratch) are never pinned
+		}
+	}
 	coll, err := ebpf.NewCollectionWithOptions(es, ebpf.CollectionOptions{MapReplacements: repl})
 	if err != nil {
 		return nil, fmt.Errorf("fastpath: loading the explain program: %w", err)
