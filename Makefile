@@ -53,9 +53,9 @@ test: setup lint check-generated test-host vmtest
 demo: build
 	./$(BIN) version
 	@echo
-	@echo "== the same iMIX through Linux forwarding, a bare XDP redirect and sluice's fast path (about 90 s) =="
+	@echo "== the same iMIX through Linux forwarding, a bare XDP redirect and sluice's fast path, 3 rounds (about 100 s) =="
 	./$(BIN) bench compare --topology forwarder --forwarders kernel,xdp-redirect,sluice \
-		--profile imix-mno-1 --steps 10 --step-seconds 2 --rate-max 3Mpps --out bin/demo-report
+		--profile imix-mno-1 --steps 10 --step-seconds 1 --rounds 3 --rate-max 3Mpps --out bin/demo-report
 
 clean:
 	rm -rf bin .vmtest
