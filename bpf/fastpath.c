@@ -227,8 +227,8 @@ _Static_assert(sizeof(struct fp_flow_key4) <= sizeof(struct fp_flow_key),
 
 /* flow_key builds the flow-cache key of p. An IPv4 key is written in
  * struct fp_flow_key4's layout at the start of k, for flow_cache4 and
- * flow_emc; the rest of k is left as it was. Both layouts start with the ingress ifindex
- * (0: do not fill the cache). */
+ * flow_emc; the rest of k is left as it was. Both layouts start with the
+ * ingress ifindex (0: do not fill the cache). */
 static __always_inline void flow_key(struct fp_flow_key *k, struct pkt *p, __u32 ifindex, __u32 l4)
 {
 	if (p->family == FP_FAM_V4) {
@@ -618,18 +618,18 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct scratch *w, st
 	return send(ctx, dev, d);
 }
 
-/* forward_cached replays a cached forward (outbound, or inbound where the
- * interface opted in). The entry is only trusted while nothing it was
- * derived from changed: the policy tables (generation), routes,
- * neighbours and interfaces — including the inbound opt-in and hairpin
- * next hops (epoch) — and only for packets no larger than one the FIB
- * already accepted (MTU). */
 /* flow_fresh says whether nothing entry f was derived from has changed. */
 static __always_inline int flow_fresh(struct fp_config *cfg, const struct fp_flow *f)
 {
 	return f->gen == cfg->gen && f->epoch == cfg->route_epoch;
 }
 
+/* forward_cached replays a cached forward (outbound, or inbound where the
+ * interface opted in). The entry is only trusted while nothing it was
+ * derived from changed: the policy tables (generation), routes,
+ * neighbours and interfaces — including the inbound opt-in and hairpin
+ * next hops (epoch) — and only for packets no larger than one the FIB
+ * already accepted (MTU). */
 static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *cfg, struct pkt *p,
 					  struct fp_flow_key *fk, struct fp_decision *d)
 {
