@@ -192,6 +192,11 @@ struct fp_flow_key4 {
 };
 
 struct fp_flow {
+	/* Bits of the hash of the key the entry was written for. LRU hash
+	 * elements are recycled at once, so a reader on another CPU may find
+	 * the element it looked up rewritten for another flow: it checks the
+	 * tag before and after copying the entry. */
+	__u32 key_tag;
 	__u32 gen;
 	__u32 epoch;
 	__u32 egress;
@@ -211,7 +216,6 @@ struct fp_flow {
  * key and its forward in one 64-byte cache line. key.ifindex 0: empty. */
 struct fp_emc {
 	struct fp_flow_key4 key;
-	__u32 pad;
 	struct fp_flow flow;
 };
 

@@ -56,12 +56,12 @@ type fastpathFpDecision struct {
 type fastpathFpEmc struct {
 	_    structs.HostLayout
 	Key  fastpathFpFlowKey4
-	Pad  uint32
 	Flow fastpathFpFlow
 }
 
 type fastpathFpFlow struct {
 	_              structs.HostLayout
+	KeyTag         uint32
 	Gen            uint32
 	Epoch          uint32
 	Egress         uint32

@@ -157,6 +157,40 @@ func TestFlowCache(t *testing.T) {
 			t.Fatalf("the exact-match forward rewrote the frame differently:\nfull   % x\ncached % x", full[:34], cached[:34])
 		}
 	})
+	t.Run("an LRU entry whose tag is another key's is not replayed", func(t *testing.T) {
+		// What a reader sees when another CPU recycled the element it
+		// looked up for a different flow.
+		flow := udp("10.0.0.8", "48.0.1.9", 64)
+		e.liveRun(flow, e.lan)
+		var k fastpathFpFlowKey4
+		var v fastpathFpFlow
+		found := false
+		for it := e.dp.objs.FlowCache4.Iterate(); it.Next(&k, &v); {
+			if k.Src == binary.NativeEndian.Uint32(flow.Src.AsSlice()) {
+				found = true
+				break
+			}
+		}
+		if !found {
+			t.Fatal("no flow_cache4 entry for 10.0.0.8 after a forward")
+		}
+		v.KeyTag ^= 1
+		if err := e.dp.objs.FlowCache4.Update(&k, &v, ebpf.UpdateExist); err != nil {
+			t.Fatal(err)
+		}
+		e.clearExactMatch()
+		h0, f0 := e.cacheStats()
+		if ret, _ := e.liveRun(flow, e.lan); ret != XDPRedirect {
+			t.Fatalf("verdict %s, want a forward decided in full", ActionName(ret))
+		}
+		if h, f := e.cacheStats(); h != h0 || f != f0+1 {
+			t.Fatalf("entry with a foreign tag: hits +%d, fills +%d; want it ignored and refilled", h-h0, f-f0)
+		}
+		e.clearExactMatch()
+		if e.liveRun(flow, e.lan); func() bool { h, _ := e.cacheStats(); return h != h0+1 }() {
+			t.Fatalf("the refilled entry (right tag) was not a hit")
+		}
+	})
 	t.Run("a larger packet the FIB accepted is cached for its flow too", func(t *testing.T) {
 		flow := udp("10.0.0.6", "48.0.1.9", 64)
 		bigger := flow
@@ -388,4 +422,19 @@ func (e *testEnv) emcSlotOf(p Packet) *fastpathFpEmc {
 		}
 	}
 	return nil
+}
+
+// clearExactMatch empties every CPU's exact-match slots, so that the next
+// IPv4 packet consults flow_cache4.
+func (e *testEnv) clearExactMatch() {
+	e.t.Helper()
+	var k uint32
+	var v, empty fastpathFpEmc
+	for it := e.dp.objs.FlowEmc.Iterate(); it.Next(&k, &v); {
+		if v.Key.Ifindex != 0 {
+			if err := e.dp.objs.FlowEmc.Update(k, &empty, ebpf.UpdateExist); err != nil {
+				e.t.Fatal(err)
+			}
+		}
+	}
 }
