@@ -285,6 +285,11 @@ static __always_inline void flow_key(struct fp_flow_key *k, struct pkt *p, __u32
  * site sees a single map, and the merged call cost ~15 ns a packet. */
 #define keep_call_apart(v) asm volatile("" : "+r"(v))
 
+/* Marks v as checked against NULL: keeps clang from computing an address
+ * inside v before the check, which older verifiers (6.12) reject as
+ * arithmetic on a pointer that may be NULL. */
+#define after_null_check(v) asm volatile("" : "+r"(v))
+
 /* flow_lookup finds the cached forward for key k in its family's table. */
 static __always_inline struct fp_flow *flow_lookup(const struct fp_flow_key *k, struct pkt *p)
 {
@@ -574,6 +579,7 @@ static __always_inline void cache_fill(struct snap *s, struct pkt *p, struct fp_
 		 * packet of the flow), and a fresh slot is not looked past */
 		struct fp_emc *em = emc_slot(h);
 		if (em) {
+			after_null_check(em);
 			emc_clear(em);
 			em->flow = *nf;
 			emc_set_key(em, (void *)fk);
@@ -685,8 +691,11 @@ static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *
 	__u64 h = key_hash(fk, v4);
 	struct fp_flow *fl = 0;
 	struct fp_emc *em = v4 ? emc_slot(h) : 0;
-	if (em && emc_match(em, (void *)fk) && flow_fresh(cfg, &em->flow))
-		fl = &em->flow;
+	if (em) {
+		after_null_check(em);
+		if (emc_match(em, (void *)fk) && flow_fresh(cfg, &em->flow))
+			fl = &em->flow;
+	}
 	if (!fl) {
 		/* From flow_cache4 / flow_cache, through a verified copy: into
 		 * the slot (which this flow then owns on this CPU), or into
@@ -700,6 +709,7 @@ static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *
 			struct scratch *w = bpf_map_lookup_elem(&scratch_space, &zero);
 			if (!w)
 				return -1;
+			after_null_check(w);
 			dst = &w->nf;
 		}
 		fl = lru_copy(fk, p, key_tag(h), dst);
@@ -824,6 +834,7 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 		d->reason = FP_R_NOT_READY;
 		return XDP_PASS;
 	}
+	after_null_check(w);
 	w->sn.gen = *(volatile __u32 *)&cfg->gen;
 	w->sn.epoch = *(volatile __u32 *)&cfg->route_epoch;
 	__u32 phys = ctx->ingress_ifindex;
