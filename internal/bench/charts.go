@@ -2,9 +2,11 @@ package bench
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"image/color"
 	"math"
+	"slices"
 
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
@@ -102,6 +104,49 @@ func render(name, title string, w, h vg.Length, drawFn func(draw.Canvas)) (Chart
 
 func runColor(i int) color.Color { return plotutil.Color(i) }
 
+// runLook is how one run is drawn.
+type runLook struct {
+	col    color.Color
+	legend string // "" when an earlier run already stands for it in the legend
+	label  string // max-clean annotation prefix; "" for none
+}
+
+// looks gives every run its look. With rounds (compare --rounds), all rounds
+// of a forwarder share its colour and one legend entry, and only the round
+// whose max-clean rate is the forwarder's median is annotated, as in the
+// summary: nine labelled lines in seven colours said nothing.
+func (r *Report) looks() []runLook {
+	out := make([]runLook, len(r.Runs))
+	groups := map[string][]int{}
+	var order []string
+	for i, run := range r.Runs {
+		if run.Round == 0 {
+			out[i] = runLook{col: runColor(i), legend: run.Label, label: "max clean"}
+			continue
+		}
+		if groups[run.Forwarder] == nil {
+			order = append(order, run.Forwarder)
+		}
+		groups[run.Forwarder] = append(groups[run.Forwarder], i)
+	}
+	for g, fw := range order {
+		idx := groups[fw]
+		byRate := slices.Clone(idx)
+		slices.SortStableFunc(byRate, func(a, b int) int { return cmp.Compare(maxCleanPPS(r.Runs[a]), maxCleanPPS(r.Runs[b])) })
+		median := byRate[(len(byRate)-1)/2]
+		for k, i := range idx {
+			out[i].col = runColor(g)
+			if k == 0 {
+				out[i].legend = fmt.Sprintf("%s (%d rounds)", fw, len(idx))
+			}
+			if i == median {
+				out[i].label = fw + " median max clean"
+			}
+		}
+	}
+	return out
+}
+
 func newPlot(title, ylabel string) *plot.Plot {
 	p := plot.New()
 	p.Title.Text = title
@@ -144,15 +189,18 @@ func (r *Report) throughputPlot() (*plot.Plot, error) {
 	scale, unit := r.rateScale()
 	p := newPlot("Received rate per step (dashed: offered)", "received ("+unit+")")
 	p.Y.Min = 0
+	looks := r.looks()
 	for i, run := range r.Runs {
-		col := runColor(i)
+		col := looks[i].col
 		rx, err := plotter.NewLine(staircase(run.Steps, func(s Step) float64 { return s.RxPPS / scale }, nil))
 		if err != nil {
 			return nil, err
 		}
 		rx.Color, rx.Width = col, vg.Points(1.8)
 		p.Add(rx)
-		p.Legend.Add(run.Label, rx)
+		if looks[i].legend != "" {
+			p.Legend.Add(looks[i].legend, rx)
+		}
 		target, err := plotter.NewLine(staircase(run.Steps, func(s Step) float64 { return s.TargetPPS / scale }, func(v float64) bool { return v <= 0 }))
 		if err == nil {
 			target.Color, target.Width, target.Dashes = col, vg.Points(0.7), []vg.Length{vg.Points(3), vg.Points(3)}
@@ -166,8 +214,11 @@ func (r *Report) throughputPlot() (*plot.Plot, error) {
 			}
 			sc.GlyphStyle = draw.GlyphStyle{Color: col, Radius: vg.Points(4), Shape: draw.CircleGlyph{}}
 			p.Add(sc)
+			if looks[i].label == "" {
+				continue
+			}
 			lb, err := plotter.NewLabels(plotter.XYLabels{XYs: pt, Labels: []string{
-				fmt.Sprintf("max clean %s (%.2f Gbps)", FormatPPS(st.RxPPS), st.RxBPS/1e9)}})
+				fmt.Sprintf("%s %s (%.2f Gbps)", looks[i].label, FormatPPS(st.RxPPS), st.RxBPS/1e9)}})
 			if err != nil {
 				return nil, err
 			}
@@ -187,8 +238,9 @@ func (r *Report) latencyPlot() (*plot.Plot, error) {
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	lo, hi := math.Inf(1), 0.0
+	looks := r.looks()
 	for i, run := range r.Runs {
-		col := runColor(i)
+		col := looks[i].col
 		for k, pick := range []func(Step) float64{
 			func(s Step) float64 { return s.Latency.P50Us },
 			func(s Step) float64 { return s.Latency.P99Us },
@@ -209,7 +261,9 @@ func (r *Report) latencyPlot() (*plot.Plot, error) {
 			switch k {
 			case 0:
 				l.Width = vg.Points(1.8)
-				p.Legend.Add(run.Label, l)
+				if looks[i].legend != "" {
+					p.Legend.Add(looks[i].legend, l)
+				}
 			case 1:
 				l.Width, l.Dashes = vg.Points(1.2), []vg.Length{vg.Points(5), vg.Points(3)}
 			case 2:
@@ -229,6 +283,7 @@ func (r *Report) lossPlot() (*plot.Plot, error) {
 	p := newPlot("Loss per step", "loss (%)")
 	p.Y.Min = 0
 	maxLoss := 0.0
+	looks := r.looks()
 	for i, run := range r.Runs {
 		l, err := plotter.NewLine(staircase(run.Steps, func(s Step) float64 { return s.LossPct }, nil))
 		if err != nil {
@@ -237,9 +292,11 @@ func (r *Report) lossPlot() (*plot.Plot, error) {
 		for _, s := range run.Steps {
 			maxLoss = max(maxLoss, s.LossPct)
 		}
-		l.Color, l.Width = runColor(i), vg.Points(1.8)
+		l.Color, l.Width = looks[i].col, vg.Points(1.8)
 		p.Add(l)
-		p.Legend.Add(run.Label, l)
+		if looks[i].legend != "" {
+			p.Legend.Add(looks[i].legend, l)
+		}
 	}
 	thr := r.Settings.LossThreshold
 	if thr > 0 {

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -71,5 +72,39 @@ func TestCompareReportSaysRounds(t *testing.T) {
 	html := string(b)
 	if !strings.Contains(html, "Medians of 2 rounds") || !strings.Contains(html, "2.20x (2.00-2.40)") {
 		t.Errorf("the summary does not say it is a median of 2 rounds with the ratio's range")
+	}
+}
+
+// TestChartLooksWithRounds: every round of a forwarder in its colour, one
+// legend entry per forwarder, and only its median round annotated.
+func TestChartLooksWithRounds(t *testing.T) {
+	rep := &Report{Runs: []*RunResult{
+		roundRun("kernel", 1, 1.0e6), roundRun("sluice", 1, 2.0e6),
+		roundRun("sluice", 2, 2.7e6), roundRun("kernel", 2, 1.5e6),
+		roundRun("kernel", 3, 0.9e6), roundRun("sluice", 3, 2.25e6),
+	}}
+	looks := rep.looks()
+	var legends, labelled []string
+	for i, l := range looks {
+		if l.legend != "" {
+			legends = append(legends, l.legend)
+		}
+		if l.label != "" {
+			labelled = append(labelled, fmt.Sprintf("%s #%d", rep.Runs[i].Forwarder, rep.Runs[i].Round))
+		}
+		if same := looks[0].col; (rep.Runs[i].Forwarder == "kernel") != (l.col == same) {
+			t.Errorf("run %d (%s): colour shared with kernel = %v", i, rep.Runs[i].Forwarder, l.col == same)
+		}
+	}
+	if strings.Join(legends, ",") != "kernel (3 rounds),sluice (3 rounds)" {
+		t.Errorf("legend %v, want one entry per forwarder", legends)
+	}
+	// medians: kernel 1.0 Mpps (round 1), sluice 2.25 Mpps (round 3)
+	if strings.Join(labelled, ",") != "kernel #1,sluice #3" {
+		t.Errorf("annotated %v, want each forwarder's median round", labelled)
+	}
+	single := (&Report{Runs: []*RunResult{roundRun("kernel", 0, 1e6), roundRun("sluice", 0, 2e6)}}).looks()
+	if single[0].legend != "kernel" || single[1].legend != "sluice" || single[0].col == single[1].col || single[1].label == "" {
+		t.Errorf("without rounds every run has its own colour, legend entry and label: %+v", single)
 	}
 }
