@@ -16,16 +16,22 @@ func roundRun(fw string, r int, pps float64) *RunResult {
 	return run
 }
 
-// TestSummariesOverRounds: with rounds, one line per forwarder with the
-// medians of its rounds, and a ratio that pairs each run with the
-// reference's run of the same round (not the ratio of the medians).
-func TestSummariesOverRounds(t *testing.T) {
-	rep := &Report{Runs: []*RunResult{
-		// round 1: kernel then sluice; round 2 reversed; round 3 again
+// threeRounds is a compare of kernel and sluice over three rounds, the
+// order reversed in round 2; medians: kernel 1.0 Mpps (round 1), sluice
+// 2.25 Mpps (round 3); per-round ratios 2.0, 1.8, 2.5.
+func threeRounds() *Report {
+	return &Report{Runs: []*RunResult{
 		roundRun("kernel", 1, 1.0e6), roundRun("sluice", 1, 2.0e6),
 		roundRun("sluice", 2, 2.7e6), roundRun("kernel", 2, 1.5e6),
 		roundRun("kernel", 3, 0.9e6), roundRun("sluice", 3, 2.25e6),
 	}}
+}
+
+// TestSummariesOverRounds: with rounds, one line per forwarder with the
+// medians of its rounds, and a ratio that pairs each run with the
+// reference's run of the same round (not the ratio of the medians).
+func TestSummariesOverRounds(t *testing.T) {
+	rep := threeRounds()
 	sums := rep.Summaries()
 	if len(sums) != 2 || sums[0].Label != "kernel" || sums[1].Label != "sluice" {
 		t.Fatalf("summaries %+v, want kernel then sluice", sums)
@@ -78,11 +84,7 @@ func TestCompareReportSaysRounds(t *testing.T) {
 // TestChartLooksWithRounds: every round of a forwarder in its colour, one
 // legend entry per forwarder, and only its median round annotated.
 func TestChartLooksWithRounds(t *testing.T) {
-	rep := &Report{Runs: []*RunResult{
-		roundRun("kernel", 1, 1.0e6), roundRun("sluice", 1, 2.0e6),
-		roundRun("sluice", 2, 2.7e6), roundRun("kernel", 2, 1.5e6),
-		roundRun("kernel", 3, 0.9e6), roundRun("sluice", 3, 2.25e6),
-	}}
+	rep := threeRounds()
 	looks := rep.looks()
 	var legends, labelled []string
 	for i, l := range looks {
