@@ -957,7 +957,7 @@ static __always_inline int decide_cached(struct xdp_md *ctx, struct fp_config *c
 		if (act >= 0)
 			return act;
 	} else {
-		__builtin_memset(fk, 0, sizeof(*fk)); /* ifindex 0: no cache fill */
+		fk->ifindex = 0; /* no cache fill: the only field read then */
 	}
 	return FP_ASK_FULL - parsed;
 }

@@ -173,7 +173,8 @@ func (dp *Datapath) RenewLease(d time.Duration) error {
 		return err
 	}
 	// Only the mirror renews, so nothing changes lease_ns between the
-	// write above and the run below. XDP's BPF_PROG_RUN wants at least an Ethernet header of input.
+	// write above and the run below. XDP's BPF_PROG_RUN wants at least an
+	// Ethernet header of input.
 	ret, err := dp.objs.XdpLeaseRenew.Run(&ebpf.RunOptions{Data: make([]byte, 64)})
 	if err != nil {
 		return fmt.Errorf("fastpath: renewing the lease: %w", err)

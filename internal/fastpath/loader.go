@@ -88,22 +88,14 @@ func Load(opts LoadOptions) (*Datapath, error) {
 	return dp, nil
 }
 
-// emcSlotsPerCPU is FP_EMC_SLOTS of bpf/fastpath.c: the exact-match
-// cache's max_entries as compiled, one CPU's region.
-const emcSlotsPerCPU = 1 << 13
-
 // sizeExactMatchCache gives every possible CPU its region of the exact-match
-// cache (the program indexes it by CPU number).
+// cache: compiled with one region (FP_EMC_SLOTS), indexed by CPU number.
 func sizeExactMatchCache(spec *ebpf.CollectionSpec) error {
-	m := spec.Maps["flow_emc"]
-	if m.MaxEntries != emcSlotsPerCPU {
-		return fmt.Errorf("fastpath: flow_emc has %d slots, the loader expects %d: update emcSlotsPerCPU with FP_EMC_SLOTS", m.MaxEntries, emcSlotsPerCPU)
-	}
 	n, err := ebpf.PossibleCPU()
 	if err != nil {
 		return fmt.Errorf("fastpath: counting possible CPUs: %w", err)
 	}
-	m.MaxEntries = uint32(n) * emcSlotsPerCPU
+	spec.Maps["flow_emc"].MaxEntries *= uint32(n)
 	return nil
 }
 
