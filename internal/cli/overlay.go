@@ -43,7 +43,7 @@ func overlayInputs(file string, needKeys bool) (*config.Host, *config.Keys, *ove
 		return nil, nil, nil, err
 	}
 	var keys *config.Keys
-	if needKeys && h.IPsec != nil && len(h.IPsec.Peers) > 0 {
+	if needKeys && h.HasKeying(config.KeyingManual) {
 		if keys, err = config.LoadKeys(h.KeysPath()); err != nil {
 			return nil, nil, nil, fmt.Errorf("%s: ipsec.keys (line %d): %w", h.File, h.IPsec.KeysLine, err)
 		}

@@ -35,6 +35,8 @@ type Live struct {
 	VFCaps map[string]kernel.VFPort
 	// PCI maps PCI addresses written in the file to netdev names.
 	PCI map[string]string
+	// IKE is charon's state, for files with peers keyed by IKE.
+	IKE *IKELive
 }
 
 // link returns the link called name, or nil.
@@ -104,6 +106,9 @@ func ReadLive(h *config.Host) (*Live, error) {
 		}
 		if l.Policies, err = kernel.DumpPolicies(); err != nil {
 			return nil, err
+		}
+		if h.HasKeying(config.KeyingIKE) && h.IPsec.IKE != nil {
+			l.IKE = readIKE(h)
 		}
 	}
 	var ports []string

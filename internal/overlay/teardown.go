@@ -25,6 +25,7 @@ func NewTeardown(h *config.Host, live *Live, j *Journal, hasJournal bool) *Plan 
 		t.plan.Notes = append(t.plan.Notes, "no journal of an apply here: removing every object the file declares that matches it; attributes of existing devices (MTU, VF count, eswitch mode) are left as they are")
 	}
 	t.vteps()
+	t.ike()
 	t.ipsec()
 	t.uplinks()
 	t.restore()
@@ -156,6 +157,9 @@ func (t *tearer) ipsec() {
 	var sas []wantSA
 	for i := range t.h.IPsec.Peers {
 		pr := &t.h.IPsec.Peers[i]
+		if pr.Keying == config.KeyingIKE {
+			continue // charon's SAs: t.ike() (teardown_ike.go)
+		}
 		sas = append(sas, wantSA{peer: pr, dir: "out", src: pr.Local, dst: pr.Remote, spi: pr.SPIOut, reqid: pr.ReqidOut},
 			wantSA{peer: pr, dir: "in", src: pr.Remote, dst: pr.Local, spi: pr.SPIIn, reqid: pr.ReqidIn})
 	}
