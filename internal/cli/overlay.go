@@ -142,8 +142,8 @@ packet can leave unencrypted while apply runs.
 
 func newApplyCmd() *cobra.Command {
 	var (
-		file, stateDir string
-		dryRun, asJSON bool
+		file, stateDir        string
+		dryRun, asJSON, force bool
 	)
 	cmd := &cobra.Command{
 		Use:   "apply -f host.yaml",
@@ -164,6 +164,13 @@ without offload when the device cannot offload it, and apply fails then.
 auto tries packet, then crypto, then none, and reports what it obtained and
 why the others were refused.
 
+Manual keys: apply remembers (in a ledger beside the journal, as salted
+digests) every manual key it installed, and refuses to install one again,
+since the new SA would restart its sequence numbers under the same AES-GCM
+key; --force overrides. Peers with keying: ike get fresh keys from
+strongSwan instead: apply loads their connections into charon over VICI
+and initiates them.
+
 ` + hostFileHelp,
 		Example: `  sluice apply -f /etc/sluice/host.yaml
   sluice apply -f host.yaml --dry-run
@@ -178,6 +185,7 @@ why the others were refused.
 			if err != nil {
 				return err
 			}
+			p.Force = force
 			w := cmd.OutOrStdout()
 			if dryRun {
 				if asJSON {
@@ -229,6 +237,7 @@ why the others were refused.
 	}
 	addFileFlag(cmd, &file)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing (same as sluice plan)")
+	cmd.Flags().BoolVar(&force, "force", false, "install a manual key even though apply installed it before (its SA's sequence numbers start over under the same key: see docs/overlay.md, Keying)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan and the result as JSON")
 	cmd.Flags().StringVar(&stateDir, "state-dir", overlay.DefaultStateDir, "where apply journals what it did (tmpfs)")
 	return cmd

@@ -70,6 +70,7 @@ func (p *planner) ipsec() {
 			p.ikePeer(path, pr) // plan_ike.go
 			continue
 		}
+		p.manualKeyNote(path)
 		out, in, err := p.keys.PeerKeys(pr.Name, pr.KeyBits)
 		if err != nil {
 			p.fail("%s: %v", path, err)

@@ -117,7 +117,7 @@ func (o *OverlayConn) Message() *vici.Message {
 	child := vici.NewMessage()
 	for _, kv := range o.childSettings() {
 		var v any = kv[1]
-		if kv[0] == "local_ts" || kv[0] == "remote_ts" {
+		if kv[0] == "local_ts" || kv[0] == "remote_ts" || kv[0] == "esp_proposals" {
 			v = strings.Split(kv[1], ",")
 		}
 		_ = child.Set(kv[0], v)
@@ -206,13 +206,31 @@ func (c *Client) UnloadOverlay(name string, timeout time.Duration) error {
 	if err := c.UnloadConn(name); err != nil && !strings.Contains(err.Error(), "not found") {
 		return err
 	}
-	if err := c.Terminate(name, timeout); err != nil {
+	// force: teardown removes the route to the peer first (so no VTEP
+	// packet leaves in clear), so the peer's answer to DELETE may never
+	// come; charon sends DELETE once and removes the SAs at once.
+	_, err := c.cmd("terminate", msg("ike", name, "force", "yes", "timeout", strconv.Itoa(int(timeout/time.Millisecond)), "loglevel", "-1"))
+	if err != nil && !strings.Contains(err.Error(), "no matching SAs") {
 		return err
 	}
 	if err := c.UnloadShared("ike-" + name); err != nil && !strings.Contains(err.Error(), "not found") {
 		return err
 	}
 	return nil
+}
+
+// Reauth reauthenticates the IKE_SA of connection ike (swanctl --rekey
+// --ike NAME --reauth): its CHILD_SAs are rebuilt, break-before-make
+// unless charon.make_before_break = yes.
+func (c *Client) Reauth(ike string) error {
+	_, err := c.cmd("rekey", msg("ike", ike, "reauth", "yes"))
+	return err
+}
+
+// ReloadSettings rereads strongswan.conf (swanctl --reload-settings).
+func (c *Client) ReloadSettings() error {
+	_, err := c.cmd("reload-settings", nil)
+	return err
 }
 
 // RekeyChild rekeys the installed CHILD_SAs of child (swanctl --rekey
