@@ -33,8 +33,8 @@ type IKELive struct {
 }
 
 // ikeTimeout bounds one VICI initiate or terminate (IKE takes ~2.5 s
-// under qemu TCG, well under a second on hardware).
-const ikeTimeout = 10 * time.Second
+// under qemu TCG, more on a loaded host; well under a second on hardware).
+const ikeTimeout = 20 * time.Second
 
 // readIKE asks charon for what the file's IKE peers need.
 func readIKE(h *config.Host) *IKELive {

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"sluice/internal/swan"
 )
@@ -170,9 +171,8 @@ func TestOverlayIKE(t *testing.T) {
 	})
 	step(t, "transport+VXLAN, PSK: apply both, IKE comes up", func(t *testing.T) {
 		t.Logf("A:\n%s", ovMust(t, a.ns, "apply", "-f", a.file))
-		out := ovMust(t, b.ns, "apply", "-f", b.file)
-		t.Logf("B:\n%s", out)
-		mustContain(t, out, "IKE with peer: CHILD_SA installed")
+		t.Logf("B:\n%s", ovMust(t, b.ns, "apply", "-f", b.file))
+		waitIKE(t, a)
 		nsRun(t, a.ns, "ping", "-c", "3", "-i", "0.2", "-W", "3", "192.168.90.2")
 	})
 	step(t, "transport+VXLAN, PSK: the wire carries ESP only; verify passes on both", func(t *testing.T) {
@@ -272,6 +272,7 @@ func TestOverlayIKE(t *testing.T) {
 	step(t, "tunnel+Geneve, certificates: apply both, crypto offload on netdevsim", func(t *testing.T) {
 		t.Logf("A:\n%s", ovMust(t, a.ns, "apply", "-f", a.file))
 		t.Logf("B:\n%s", ovMust(t, b.ns, "apply", "-f", b.file))
+		waitIKE(t, a)
 		nsRun(t, a.ns, "ping", "-c", "3", "-i", "0.2", "-W", "3", "192.168.91.2")
 		mustContain(t, run(t, "ip", "-n", a.ns, "xfrm", "state"), "mode tunnel", "crypto offload parameters: dev "+nsim)
 		mustContain(t, nsimIPsec(t, id, 0), "SA count=2")
@@ -309,6 +310,23 @@ func TestOverlayIKE(t *testing.T) {
 		ovMust(t, a.ns, "apply", "--force", "-f", f)
 		ovMust(t, a.ns, "teardown", "-f", f)
 	})
+}
+
+// waitIKE waits until h's verify passes: B's apply initiates IKE, which
+// under a loaded TCG guest can take longer than apply waits for it.
+func waitIKE(t *testing.T, h ovHost) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		out, err := ovSluice(t, h.ns, "verify", "-f", h.file)
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("IKE not up after 60 s:\n%s", out)
+		}
+		time.Sleep(2 * time.Second)
+	}
 }
 
 // rekeyCount is the bench's rekeys per mode: 5 in the suite,
