@@ -37,18 +37,20 @@ type RekeyEvent struct {
 
 // RekeyReport is the result of one rekey run.
 type RekeyReport struct {
-	Kind     string       `json:"kind"` // "rekey"
-	Label    string       `json:"label"`
-	Mode     string       `json:"mode"`
-	Command  string       `json:"command"`
-	Started  time.Time    `json:"started"`
-	Duration float64      `json:"duration_seconds"`
-	Charon   string       `json:"charon,omitempty"`
-	Kernel   string       `json:"kernel,omitempty"`
-	Rate     int          `json:"rate_pps"`
-	Interval float64      `json:"interval_seconds"`
-	IKEDelay float64      `json:"ike_delay_ms,omitempty"`
-	Events   []RekeyEvent `json:"rekeys"`
+	Kind     string    `json:"kind"` // "rekey"
+	Label    string    `json:"label"`
+	Mode     string    `json:"mode"`
+	Command  string    `json:"command"`
+	Started  time.Time `json:"started"`
+	Duration float64   `json:"duration_seconds"`
+	Charon   string    `json:"charon,omitempty"`
+	Kernel   string    `json:"kernel,omitempty"`
+	Rate     int       `json:"rate_pps"`
+	// AchievedRate is what the sender managed (a slow guest falls behind).
+	AchievedRate float64      `json:"achieved_pps"`
+	Interval     float64      `json:"interval_seconds"`
+	IKEDelay     float64      `json:"ike_delay_ms,omitempty"`
+	Events       []RekeyEvent `json:"rekeys"`
 	// Totals over all rekeys (and Outside: datagrams sent outside every
 	// window, which the first and last half-intervals hold).
 	Total RekeyEvent `json:"total"`
@@ -131,8 +133,8 @@ func (r *RekeyReport) WriteTable(w io.Writer) {
 	t := r.Total
 	fmt.Fprintf(tw, "all %d\t\t%d\t%d\t%d\t%d\t%d\t%.1f\t\n", len(r.Events), t.Sent, t.Received, t.Lost, t.Duplicated, t.Reordered, t.LongestGapMS)
 	tw.Flush()
-	fmt.Fprintf(w, "%s (%s, %d pps, a rekey every %.1f s%s): %d lost, %d duplicated, %d reordered over %d rekeys",
-		r.Label, r.Mode, r.Rate, r.Interval, ikeDelayNote(r.IKEDelay), t.Lost, t.Duplicated, t.Reordered, len(r.Events))
+	fmt.Fprintf(w, "%s (%s, %d pps (achieved %.0f), a rekey every %.1f s%s): %d lost, %d duplicated, %d reordered over %d rekeys",
+		r.Label, r.Mode, r.Rate, r.AchievedRate, r.Interval, ikeDelayNote(r.IKEDelay), t.Lost, t.Duplicated, t.Reordered, len(r.Events))
 	if t.N > 0 {
 		fmt.Fprintf(w, "; %d rekey trigger(s) failed", t.N)
 	}

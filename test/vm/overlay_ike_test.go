@@ -183,21 +183,11 @@ func TestOverlayIKE(t *testing.T) {
 		}
 		mustContain(t, ovMust(t, a.ns, "apply", "-f", a.file), "nothing to do")
 	})
-	step(t, "transport+VXLAN, PSK: a forced rekey keeps verify passing with new SPIs", func(t *testing.T) {
-		before := run(t, "ip", "-n", a.ns, "xfrm", "state")
-		run(t, "swanctl", "--rekey", "--child", connName(t, a.ns, a.file), "--uri", ch[0].URI)
-		nsRun(t, a.ns, "ping", "-c", "3", "-i", "0.3", "-W", "3", "192.168.90.2")
-		after := run(t, "ip", "-n", a.ns, "xfrm", "state")
-		if before == after {
-			t.Fatalf("the SAs did not change:\n%s", after)
-		}
-		mustContain(t, ovMust(t, a.ns, "verify", "-f", a.file), "verify: passed")
-	})
-	step(t, "rekey bench: child rekeys and collisions lose nothing; reauth is break-before-make until make_before_break", func(t *testing.T) {
+	step(t, "rekey bench: CHILD_SA rekeys, alone and colliding, lose nothing; the SAs change", func(t *testing.T) {
 		n, out := rekeyCount(), os.Getenv("SLUICE_REKEY_OUT")
 		bench := func(mode, label string, rekeys int, extra ...string) (string, error) {
 			args := []string{"bench", "rekey", "--ns-a", a.ns, "--ns-b", b.ns, "--to", "192.168.90.2", "--vici-a", ch[0].URI, "--vici-b", ch[1].URI,
-				"--rekeys", strconv.Itoa(rekeys), "--interval", "2s", "--mode", mode, "--label", label}
+				"--rekeys", strconv.Itoa(rekeys), "--interval", "2s", "--rate", "200", "--mode", mode, "--label", label}
 			if out != "" {
 				args = append(args, "--out", filepath.Join(out, label))
 			}
@@ -205,27 +195,32 @@ func TestOverlayIKE(t *testing.T) {
 			t.Logf("%s:\n%s", label, res)
 			return res, err
 		}
+		spis := run(t, "ip", "-n", a.ns, "xfrm", "state")
 		if _, err := bench("child", "sluice-child", n); err != nil {
 			t.Errorf("CHILD_SA rekeys lost datagrams: %v", err)
+		}
+		if after := run(t, "ip", "-n", a.ns, "xfrm", "state"); after == spis {
+			t.Fatalf("the SAs did not change across %d rekeys:\n%s", n, after)
 		}
 		run(t, "modprobe", "sch_netem")
 		if _, err := bench("collide", "sluice-collide", n, "--ike-delay", "100ms", "--ike-dev", "bond0"); err != nil {
 			t.Errorf("colliding rekeys lost datagrams: %v", err)
 		}
-		// charon's default: reauthentication deletes the CHILD_SAs first.
-		naive := max(2, n/10)
-		bench("reauth", "naive-reauth", naive)
-		for _, c := range ch {
-			f, err := os.OpenFile(filepath.Join(c.Opts.Dir, "strongswan.conf"), os.O_APPEND|os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
+		if os.Getenv("SLUICE_REKEYS") != "" {
+			// The naive configuration, measured by hand (docs/benchmarks.md):
+			// charon's default reauthentication deletes the CHILD_SAs first.
+			naive := max(2, n/10)
+			bench("reauth", "naive-reauth", naive)
+			for _, c := range ch {
+				f, err := os.OpenFile(filepath.Join(c.Opts.Dir, "strongswan.conf"), os.O_APPEND|os.O_WRONLY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintln(f, "charon {\n  make_before_break = yes\n}")
+				f.Close()
+				run(t, "swanctl", "--reload-settings", "--uri", c.URI)
 			}
-			fmt.Fprintln(f, "charon {\n  make_before_break = yes\n}")
-			f.Close()
-			run(t, "swanctl", "--reload-settings", "--uri", c.URI)
-		}
-		if _, err := bench("reauth", "sluice-reauth-mbb", naive); err != nil {
-			t.Logf("reauthentication with make_before_break lost datagrams: %v", err)
+			bench("reauth", "reauth-make-before-break", naive)
 		}
 		mustContain(t, ovMust(t, a.ns, "verify", "-f", a.file), "verify: passed")
 	})
@@ -329,13 +324,13 @@ func waitIKE(t *testing.T, h ovHost) {
 	}
 }
 
-// rekeyCount is the bench's rekeys per mode: 5 in the suite,
+// rekeyCount is the bench's rekeys per mode: 3 in the suite,
 // SLUICE_REKEYS for the documented 100-rekey run.
 func rekeyCount() int {
 	if n, err := strconv.Atoi(os.Getenv("SLUICE_REKEYS")); err == nil && n > 0 {
 		return n
 	}
-	return 5
+	return 3
 }
 
 // connName is the IKE connection sluice loaded for the file's peer.
