@@ -277,7 +277,16 @@ func (p *planner) ikePeer(path string, pr *config.Peer) {
 	// makes; until then the trap policy holds the peer's traffic.
 	p.ikeLast = append(p.ikeLast, Step{Section: "ipsec", Action: "create", Object: "IKE SA with " + pr.Name, Why: "no CHILD_SA installed",
 		Commands: []string{"swanctl --initiate --child " + o.Name}, run: func(r *runner) error {
-			err := withVICI(uri, func(cl *swan.Client) error { return cl.Initiate(o.Name, o.Name, ikeTimeout) })
+			err := withVICI(uri, func(cl *swan.Client) error {
+				err := cl.Initiate(o.Name, o.Name, ikeTimeout)
+				if err != nil {
+					// Stop the attempt: charon would keep retransmitting
+					// it, and when the peer comes up and initiates too
+					// there would be two IKE_SAs with a CHILD_SA each.
+					_ = cl.TerminateForce(o.Name, ikeTimeout)
+				}
+				return err
+			})
 			if err != nil {
 				// The peer may not have its connection yet: the trap
 				// policy holds the traffic (never in clear) and the

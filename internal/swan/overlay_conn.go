@@ -209,11 +209,20 @@ func (c *Client) UnloadOverlay(name string, timeout time.Duration) error {
 	// force: teardown removes the route to the peer first (so no VTEP
 	// packet leaves in clear), so the peer's answer to DELETE may never
 	// come; charon sends DELETE once and removes the SAs at once.
-	_, err := c.cmd("terminate", msg("ike", name, "force", "yes", "timeout", strconv.Itoa(int(timeout/time.Millisecond)), "loglevel", "-1"))
-	if err != nil && !strings.Contains(err.Error(), "no matching SAs") {
+	if err := c.TerminateForce(name, timeout); err != nil {
 		return err
 	}
 	if err := c.UnloadShared("ike-" + name); err != nil && !strings.Contains(err.Error(), "not found") {
+		return err
+	}
+	return nil
+}
+
+// TerminateForce deletes the IKE_SAs of connection ike without waiting for
+// the peer's answer (none is not an error).
+func (c *Client) TerminateForce(ike string, timeout time.Duration) error {
+	_, err := c.cmd("terminate", msg("ike", ike, "force", "yes", "timeout", strconv.Itoa(int(timeout/time.Millisecond)), "loglevel", "-1"))
+	if err != nil && !strings.Contains(err.Error(), "no matching SAs") {
 		return err
 	}
 	return nil
