@@ -210,7 +210,15 @@ func (c *Client) UnloadOverlay(name string, timeout time.Duration) error {
 	// packet leaves in clear), so the peer's answer to DELETE may never
 	// come; charon sends DELETE once and removes the SAs at once.
 	if err := c.TerminateForce(name, timeout); err != nil {
-		return err
+		// charon 5.9 may report a forced termination whose DELETE could
+		// not be sent as failed although the SA is gone: what counts is
+		// that none is left.
+		if left, lerr := c.OverlayChildren(name); lerr != nil || len(left) > 0 {
+			return err
+		}
+		if n, _ := c.ikeSACount(name); n > 0 {
+			return err
+		}
 	}
 	if err := c.UnloadShared("ike-" + name); err != nil && !strings.Contains(err.Error(), "not found") {
 		return err
@@ -291,6 +299,21 @@ func (c *Client) OverlayChildren(name string) ([]OverlayChild, error) {
 		}
 	}
 	return out, nil
+}
+
+// ikeSACount counts the IKE_SAs of connection name.
+func (c *Client) ikeSACount(name string) (int, error) {
+	ms, err := c.s.StreamedCommandRequest("list-sas", "list-sa", msg("noblock", "yes", "ike", name))
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range ms {
+		if sub(m, name) != nil {
+			n++
+		}
+	}
+	return n, nil
 }
 
 // ConnNames lists the names of the loaded connections.
