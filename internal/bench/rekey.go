@@ -148,6 +148,7 @@ func RunRekey(ctx context.Context, o RekeyOptions) (*RekeyReport, error) {
 	}
 	defer tx.Close()
 
+	statA, statB := xfrmStat(o.NSA), xfrmStat(o.NSB)
 	start := time.Now()
 	var arrivals []uint64
 	rxDone := make(chan struct{})
@@ -184,6 +185,7 @@ func RunRekey(ctx context.Context, o RekeyOptions) (*RekeyReport, error) {
 		return nil, fmt.Errorf("sender: %w", txErr)
 	}
 	rep.Duration = time.Since(start).Seconds()
+	rep.XfrmStatA, rep.XfrmStatB = statDelta(statA, xfrmStat(o.NSA)), statDelta(statB, xfrmStat(o.NSB))
 	if len(sentAt) > 0 {
 		rep.AchievedRate = float64(len(sentAt)) / sentAt[len(sentAt)-1].Seconds()
 	}
@@ -382,4 +384,41 @@ func delayIKE(ns, dev string, d time.Duration) (func(), error) {
 		}
 	}
 	return undo, nil
+}
+
+// xfrmStat reads /proc/net/xfrm_stat in namespace ns (nil when it cannot:
+// a kernel without CONFIG_XFRM_STATISTICS): the kernel's own reason for
+// each ESP packet it dropped (XfrmOutNoStates, XfrmInStateExpired, ...).
+func xfrmStat(ns string) map[string]uint64 {
+	name, args := "cat", []string{"/proc/net/xfrm_stat"}
+	if ns != "" {
+		name, args = "ip", append([]string{"netns", "exec", ns, "cat"}, args...)
+	}
+	out, err := exec.Command(name, args...).Output()
+	if err != nil {
+		return nil
+	}
+	m := map[string]uint64{}
+	for _, l := range strings.Split(string(out), "\n") {
+		var k string
+		var v uint64
+		if n, _ := fmt.Sscan(l, &k, &v); n == 2 {
+			m[k] = v
+		}
+	}
+	return m
+}
+
+// statDelta keeps the counters that rose.
+func statDelta(before, after map[string]uint64) map[string]uint64 {
+	d := map[string]uint64{}
+	for k, v := range after {
+		if v > before[k] {
+			d[k] = v - before[k]
+		}
+	}
+	if len(d) == 0 {
+		return nil
+	}
+	return d
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -51,6 +52,10 @@ type RekeyReport struct {
 	Interval     float64      `json:"interval_seconds"`
 	IKEDelay     float64      `json:"ike_delay_ms,omitempty"`
 	Events       []RekeyEvent `json:"rekeys"`
+	// XfrmStatA and XfrmStatB are the /proc/net/xfrm_stat counters of A
+	// and B that rose during the run: where the kernel dropped ESP.
+	XfrmStatA map[string]uint64 `json:"xfrm_stat_a,omitempty"`
+	XfrmStatB map[string]uint64 `json:"xfrm_stat_b,omitempty"`
 	// Totals over all rekeys (and Outside: datagrams sent outside every
 	// window, which the first and last half-intervals hold).
 	Total RekeyEvent `json:"total"`
@@ -139,6 +144,23 @@ func (r *RekeyReport) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "; %d rekey trigger(s) failed", t.N)
 	}
 	fmt.Fprintln(w)
+	for _, s := range []struct {
+		host string
+		m    map[string]uint64
+	}{{"A", r.XfrmStatA}, {"B", r.XfrmStatB}} {
+		if len(s.m) > 0 {
+			keys := make([]string, 0, len(s.m))
+			for k := range s.m {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			var parts []string
+			for _, k := range keys {
+				parts = append(parts, fmt.Sprintf("%s +%d", k, s.m[k]))
+			}
+			fmt.Fprintf(w, "xfrm_stat on %s: %s\n", s.host, strings.Join(parts, ", "))
+		}
+	}
 }
 
 func ikeDelayNote(ms float64) string {
