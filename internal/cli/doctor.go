@@ -50,7 +50,7 @@ Checks (select some with --check):
 
 The host is read once; --save-facts writes what was read to a file, and
 --facts diagnoses such a file (from another host) instead of this one.
-Exits 1 when a check fails, 0 otherwise. Needs root for the probes.`,
+Exits 3 when a check fails, 0 otherwise. Needs root for the probes.`,
 		Example: `  sluice doctor
   sluice doctor --check bond-offload --check esp-offload
   sluice doctor --eswitch switchdev --json
@@ -58,7 +58,7 @@ Exits 1 when a check fails, 0 otherwise. Needs root for the probes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.WantEswitch != "" && opts.WantEswitch != "legacy" && opts.WantEswitch != "switchdev" {
-				return fmt.Errorf("--eswitch %q: want legacy or switchdev", opts.WantEswitch)
+				return usageErrorf("--eswitch %q: want legacy or switchdev", opts.WantEswitch)
 			}
 			var facts *diag.Facts
 			if factsIn != "" {
@@ -100,7 +100,7 @@ Exits 1 when a check fails, 0 otherwise. Needs root for the probes.`,
 						failed = append(failed, r.Check)
 					}
 				}
-				return &ExitError{Code: 1, Err: errors.New("doctor: failed checks: " + strings.Join(failed, ", "))}
+				return checkFailed(errors.New("doctor: failed checks: " + strings.Join(failed, ", ")))
 			}
 			return nil
 		},

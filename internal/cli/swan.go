@@ -86,7 +86,7 @@ func (f *specFlags) spec() (*swan.Spec, error) {
 	case "p1", "1":
 		s.Ports = []int{1}
 	default:
-		return nil, fmt.Errorf("--port %q: use p0 or p1", f.port)
+		return nil, usageErrorf("--port %q: use p0 or p1", f.port)
 	}
 	s.Normalize()
 	return s, s.Validate()
@@ -155,7 +155,7 @@ created; addresses and routes are replaced, so it can run again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
-				return errors.New("-o DIR is required: the directory for swanctl.conf, secrets.conf and routing.sh")
+				return usageErrorf("-o DIR is required: the directory for swanctl.conf, secrets.conf and routing.sh")
 			}
 			s, err := f.spec()
 			if err != nil {
@@ -281,7 +281,7 @@ first failures with charon's reason.`,
 				return err
 			}
 			if s.PSKFile == "" {
-				return errors.New("--psk-file is required with --topology/--role/--tunnels (or use --dir, which names its key)")
+				return usageErrorf("--psk-file is required with --topology/--role/--tunnels (or use --dir, which names its key)")
 			}
 			key, err := swan.ReadPSK(s.PSKFile)
 			if err != nil {
@@ -321,7 +321,7 @@ first failures with charon's reason.`,
 				return err
 			}
 			if res.Failed > 0 {
-				return &ExitError{Code: 1, Err: fmt.Errorf("%d of %d tunnels did not come up (first: %s: %s); see charon's log", res.Failed, res.Initiated, res.Failures[0].Child, res.Failures[0].Error)}
+				return fmt.Errorf("%d of %d tunnels did not come up (first: %s: %s); see charon's log", res.Failed, res.Initiated, res.Failures[0].Child, res.Failures[0].Error)
 			}
 			return nil
 		},
