@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sluice/internal/diag"
+	"sluice/internal/fileread"
 )
 
 func init() { register(newDoctorCmd) }
@@ -62,7 +63,7 @@ Exits 3 when a check fails, 0 otherwise. Needs root for the probes.`,
 			}
 			var facts *diag.Facts
 			if factsIn != "" {
-				b, err := os.ReadFile(factsIn)
+				b, err := fileread.Read(factsIn, fileread.StateLimit)
 				if err != nil {
 					return fmt.Errorf("--facts: %w", err)
 				}

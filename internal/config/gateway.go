@@ -3,9 +3,10 @@ package config
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"strconv"
 	"time"
+
+	"sluice/internal/fileread"
 )
 
 // Gateway is gateway.yaml: the configuration of `sluice gateway run`, the
@@ -246,7 +247,7 @@ const (
 
 // LoadGateway reads and validates a gateway.yaml file.
 func LoadGateway(path string) (*Gateway, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileread.Read(path, fileread.ConfigLimit)
 	if err != nil {
 		return nil, fmt.Errorf("gateway config: %w", err)
 	}

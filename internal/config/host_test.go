@@ -289,3 +289,20 @@ func TestKeyFileErrorsNeverEchoKeys(t *testing.T) {
 		t.Fatalf("same key both ways: %v", err)
 	}
 }
+
+// A very long key line: the file limit names the file and the limit (it
+// used to end in "bufio.Scanner: token too long"), and a long line within
+// the limit gets its line number.
+func TestLoadKeysLongLine(t *testing.T) {
+	_, err := LoadKeys(writeKeys(t, 0o600, lines("node-b out "+key128a, "node-b in "+strings.Repeat("ab", 1<<20))))
+	if err == nil || !strings.Contains(err.Error(), "file too large: larger than the 1 MiB limit") || strings.Contains(err.Error(), "token too long") {
+		t.Errorf("2 MiB key line: %v", err)
+	}
+	ks, err := LoadKeys(writeKeys(t, 0o600, lines("node-b out "+key128a, "node-b in "+strings.Repeat("ab", 100<<10))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ks.PeerKeys("node-b", 128); err == nil || !strings.Contains(err.Error(), ":2: peer node-b in: the key is 102400 bytes") {
+		t.Errorf("100 KiB key: %v", err)
+	}
+}

@@ -12,6 +12,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"sluice/internal/fileread"
 )
 
 // File names written by Generate into the output directory.
@@ -65,7 +67,7 @@ func ParsePSK(text string) (PSK, error) {
 
 // ReadPSK reads a key file (its first line).
 func ReadPSK(path string) (PSK, error) {
-	b, err := os.ReadFile(path)
+	b, err := fileread.Read(path, fileread.KeyLimit)
 	if err != nil {
 		return PSK{}, fmt.Errorf("--psk-file: %w", err)
 	}
@@ -249,7 +251,7 @@ func Generate(dir string, s *Spec, plan *Plan) (GenResult, error) {
 
 // LoadSpec reads dir/sluice-swan.json; its PSKFile comes back absolute.
 func LoadSpec(dir string) (*Spec, error) {
-	b, err := os.ReadFile(filepath.Join(dir, SpecFile))
+	b, err := fileread.Read(filepath.Join(dir, SpecFile), fileread.StateLimit)
 	if err != nil {
 		return nil, fmt.Errorf("--dir %s: %w (it is written by 'sluice swan gen -o DIR')", dir, err)
 	}
