@@ -40,6 +40,9 @@ type Gateway struct {
 	// (default DefaultTopPolicies).
 	MetricsListen      string
 	MetricsTopPolicies int
+	// KeyLines is the line of each top-level key as written, for the
+	// checks that run later against the host (api-owner, api-group).
+	KeyLines map[string]int
 	// Interfaces are the ports the fast path runs on; at least one.
 	Interfaces []Interface
 	// Policies are the static policies used with PolicySource static.

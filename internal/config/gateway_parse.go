@@ -34,9 +34,10 @@ type gatewayMeta struct {
 
 // gateway walks the root mapping.
 func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
-	g := &Gateway{File: p.file}
+	g := &Gateway{File: p.file, KeyLines: map[string]int{}}
 	m := &gatewayMeta{rootLine: root.Line}
 	for _, f := range p.fields(root, "", gatewayKeys) {
+		g.KeyLines[f.name] = f.line
 		switch f.name {
 		case "lab":
 			g.Lab, _ = p.boolean(f)
