@@ -57,6 +57,9 @@ measurement of another path than the one named is an error.`,
 				}
 				counts = append(counts, n)
 			}
+			if repeat < 1 {
+				return usageErrorf("--repeat %d: run the program at least once", repeat)
+			}
 			res, err := bench.Fastpath(counts, repeat)
 			if err != nil {
 				return err

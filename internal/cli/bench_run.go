@@ -60,7 +60,10 @@ func (f *loadFlags) runOptions() (bench.RunOptions, error) {
 	}
 	rate, err := bench.ParseRate("--rate-max", f.rateMax)
 	if err != nil {
-		return o, err
+		return o, usageErrorf("%w", err)
+	}
+	if f.labName == "" && (f.tunnels < 1 || f.tunnels > lab.MaxTunnels) {
+		return o, usageErrorf("--tunnels %d: use 1 to %d", f.tunnels, lab.MaxTunnels)
 	}
 	if f.stepSeconds < 0.1 || f.stepSeconds > 3600 {
 		return o, usageErrorf("--step-seconds %g: use 0.1 to 3600", f.stepSeconds)
@@ -75,7 +78,10 @@ func (f *loadFlags) runOptions() (bench.RunOptions, error) {
 	}
 	o = bench.RunOptions{Profile: prof, Steps: f.steps, StepDuration: time.Duration(f.stepSeconds * float64(time.Second)),
 		RateMax: rate, LossThreshold: f.lossThreshold, GenCPUs: cpus}
-	return o, o.Validate()
+	if err := o.Validate(); err != nil {
+		return o, usageErrorf("%w", err) // every check in Validate is about a flag
+	}
+	return o, nil
 }
 
 func (f *loadFlags) settings(o bench.RunOptions) bench.Settings {

@@ -78,6 +78,11 @@ chacha20-poly1305 (IV 8, ICV 16), aes-cbc-hmac-sha256 (IV 16, ICV 16,
 			if underlay < overlay.MinIPv4MTU || underlay > 65535 {
 				return usageErrorf("--underlay %d: use an MTU from %d to 65535", underlay, overlay.MinIPv4MTU)
 			}
+			for _, c := range checks {
+				if c < overlay.MinIPv4MTU || c > 65535 {
+					return usageErrorf("--check %d: an MTU is %d to 65535", c, overlay.MinIPv4MTU)
+				}
+			}
 			if page < 512 || page > 1<<20 {
 				return usageErrorf("--page %d: use a size from 512 to 1048576 bytes", page)
 			}
