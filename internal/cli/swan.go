@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sluice/internal/config"
 	"sluice/internal/swan"
 )
 
@@ -156,6 +157,11 @@ created; addresses and routes are replaced, so it can run again.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
 				return usageErrorf("-o DIR is required: the directory for swanctl.conf, secrets.conf and routing.sh")
+			}
+			for _, d := range [][2]string{{"--p0-dev", p0}, {"--p1-dev", p1}} {
+				if problem := config.InterfaceNameProblem(d[1]); problem != "" {
+					return usageErrorf("%s: %s", d[0], problem)
+				}
 			}
 			s, err := f.spec()
 			if err != nil {

@@ -215,6 +215,12 @@ func ifnameProblem(s string) string {
 	return ""
 }
 
+// InterfaceNameProblem says why s is not a name the kernel would accept
+// for an interface, or "". Every name that reaches a generated script or
+// a printed command goes through it: a newline in a name would start a
+// command of its own.
+func InterfaceNameProblem(s string) string { return ifnameProblem(s) }
+
 // addr parses an IP address (IPv4 or IPv6, no zone, not unspecified).
 func (p *parser) addr(f field, what string) netip.Addr {
 	s, ok := p.str(f, what+" (an IP address)")

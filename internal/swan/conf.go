@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"sluice/internal/config"
 	"sluice/internal/fileread"
 )
 
@@ -65,8 +66,18 @@ func ParsePSK(text string) (PSK, error) {
 	return PSK{raw: raw}, nil
 }
 
-// ReadPSK reads a key file (its first line).
+// ReadPSK reads a key file (its first line), which must be readable by
+// its owner only.
 func ReadPSK(path string) (PSK, error) {
+	// The same rule as host.yaml's key files: whoever reads the key can
+	// authenticate as either gateway.
+	fi, err := os.Stat(path)
+	if err != nil {
+		return PSK{}, fmt.Errorf("--psk-file: %w", err)
+	}
+	if problem := config.KeyFileProblem(path, fi); problem != "" {
+		return PSK{}, fmt.Errorf("--psk-file refused: %s", problem)
+	}
 	b, err := fileread.Read(path, fileread.KeyLimit)
 	if err != nil {
 		return PSK{}, fmt.Errorf("--psk-file: %w", err)

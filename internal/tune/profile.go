@@ -14,6 +14,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"sluice/internal/config"
 	"sluice/internal/diag"
 	"sluice/internal/fileread"
 )
@@ -150,6 +151,9 @@ func (p *Profile) validate() error {
 	for _, name := range sortedKeys(p.Interfaces) {
 		ifc := p.Interfaces[name]
 		f := "interfaces." + name
+		if problem := config.InterfaceNameProblem(name); problem != "" {
+			return p.errf(f, "%s", problem)
+		}
 		if ifc == nil {
 			return p.errf(f, "empty: give at least one setting")
 		}
