@@ -21,6 +21,8 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"mtu", "extra-argument"}, ExitUsage},
 		{[]string{"mtu", "--underlay", "10"}, ExitUsage},
 		{[]string{"tune", "check"}, ExitUsage},
+		{[]string{"lab", "up", "nosuch"}, ExitUsage},
+		{[]string{"swan", "gen", "--topology", "x", "--role", "gw0", "-o", t.TempDir()}, ExitUsage},
 		{[]string{"tune", "check", "-f", "/nonexistent/tune.yaml"}, ExitFailure},
 		{[]string{"tune", "check", "-f", prof, "--sysroot", cx7Root}, ExitCheckFailed},
 	} {

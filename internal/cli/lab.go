@@ -107,10 +107,12 @@ appear on the host. Never read throughput from the VM: it is emulated.`,
 			if len(command) > 0 && (!vm || cmd.ArgsLenAtDash() != 1) {
 				return usageErrorf("a command after the topology runs only with --vm, after --: sluice lab up %s --vm -- COMMAND", s.Topology)
 			}
+			// Validate checks the arguments and flags only (topology, name,
+			// tunnels, forwarder); lab.Up checks it again.
+			if err := s.Validate(); err != nil {
+				return usageErrorf("%w", err)
+			}
 			if vm {
-				if err := s.Validate(); err != nil {
-					return err
-				}
 				return labUpInVM(cmd, s, command, vmTimeout, asJSON)
 			}
 			progress := func(line string) {

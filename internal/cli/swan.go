@@ -90,7 +90,10 @@ func (f *specFlags) spec() (*swan.Spec, error) {
 		return nil, usageErrorf("--port %q: use p0 or p1", f.port)
 	}
 	s.Normalize()
-	return s, s.Validate()
+	if err := s.Validate(); err != nil {
+		return nil, usageErrorf("%w", err) // Validate checks the flags only
+	}
+	return s, nil
 }
 
 // resolveSpec takes the tunnel set from --dir or from the spec flags.
