@@ -157,7 +157,7 @@ type IperfOptions struct {
 	Seconds  int
 	// Direction is forward, reverse or bidi ("" is bidi).
 	Direction string
-	Progress func(i int, r IperfRun) // i = 0 is the warm-up
+	Progress  func(i int, r IperfRun) // i = 0 is the warm-up
 }
 
 // RunIperf3 runs the warm-up and the runs. With a ServerNS it starts and
