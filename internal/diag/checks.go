@@ -189,6 +189,10 @@ func checkOffloadProbe(f *Facts, _ *DoctorOptions) []Result {
 				Fix: "offload SAs to the bond's active port (offload dev <port>), or run a kernel with the bonding fix (6.16+)"})
 			continue
 		}
+		if p.Caps != nil {
+			rs = append(rs, probeResult(n, p))
+			continue
+		}
 		ev := []string{"ip xfrm state add src 192.0.2.1 dst 198.51.100.1 proto esp mode tunnel aead 'rfc4106(gcm(aes))' ... offload [packet] dev " + n + " dir out, then deleted"}
 		ev = append(ev, "crypto offload: "+acceptedOr(p.Crypto), "packet offload: "+acceptedOr(p.Packet))
 		switch {

@@ -16,6 +16,11 @@ import "fmt"
 //     and after a failover (seen on netdevsim: its tx counter stays 0).
 //     Receive is decrypted by the port's NIC only while that port carries
 //     the traffic; on the other port the kernel decrypts in software.
+//   - Taking the port down (ip link set down, ifdown, a driver reset)
+//     deletes every SA and policy offloaded to it (xfrm_dev_down flushes
+//     them on NETDEV_DOWN); a carrier loss (cable, switch) does not. Seen
+//     on netdevsim in the test VM: after `ip link set PORT down` the SAs
+//     are gone and the outbound policy drops the traffic.
 //   - A packet-offloaded SA skips that device check: its packets leave
 //     through whichever port is active; after a failover that port holds
 //     no SA and no policy, so the NIC neither encrypts nor decrypts them
@@ -26,8 +31,10 @@ func BondPortOffloadWhy(port, bond string) string {
 	return fmt.Sprintf("the SAs are programmed into %s only and the bond does not move them at failover "+
 		"(it re-offloads only SAs added on %s itself: bond_ipsec_add_sa_all); through %s, crypto offload never "+
 		"encrypts on transmit (the kernel offloads only when the route's device is the SA's device) and decrypts on "+
-		"receive only while %s is active; packet offload sends through the new active port, which holds no SA",
-		port, bond, bond, port)
+		"receive only while %s is active; packet offload sends through the new active port, which holds no SA; "+
+		"and taking %s down (ip link set down, a driver reset) deletes the SAs and policies offloaded to it (xfrm_dev_down), "+
+		"so the traffic stops until they are installed again",
+		port, bond, bond, port, port)
 }
 
 // BondPortOffloadFix is what to do instead, on kernel release.
