@@ -144,4 +144,3 @@ func TCFilters(ifname string) ([]TCFilter, error) {
 	}
 	return out, nil
 }
-
