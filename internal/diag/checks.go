@@ -186,7 +186,7 @@ func checkOffloadProbe(f *Facts, _ *DoctorOptions) []Result {
 		p := f.Probes[n]
 		if p.Skipped != "" {
 			rs = append(rs, Result{Verdict: Warn, Subject: n, Summary: "not probed: " + p.Skipped,
-				Fix: "offload SAs to the bond's active port (offload dev <port>), or run a kernel with the bonding fix (6.16+)"})
+				Fix: "run a kernel with the bonding fix (6.16+); offloading to one port of the bond instead keeps the SAs on that port at a failover (see the bond-port-offload check)"})
 			continue
 		}
 		if p.Caps != nil {

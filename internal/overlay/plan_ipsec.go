@@ -101,7 +101,7 @@ func (p *planner) ipsec() {
 						p.note("%s: %s auto -> none: %s", path, what, why)
 						modes[dir] = config.OffloadModeNone
 					} else {
-						p.fail("%s: %s %s refused: %s. Offload to the active port instead (offload-dev: <port>), use offload: none, or set ipsec.unsafe-bond-offload: true if your kernel has the fix", path, what, mode, why)
+						p.fail("%s: %s %s refused: %s. Use offload: none; or offload-dev: <port>, knowing the SAs stay on that port at a failover (plan explains); or set ipsec.unsafe-bond-offload: true if your kernel has the fix", path, what, mode, why)
 						refused = true
 					}
 					continue
