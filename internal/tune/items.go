@@ -250,7 +250,7 @@ func (h *Host) ethtoolItems(name string, ifc *Interface) ([]Item, error) {
 	if r := ifc.Rings; r != nil {
 		live, err := kernel.EthtoolRings(name)
 		if err != nil {
-			it, err := unsupported(name+" rings", fmt.Sprintf("rx %d tx %d", r.RX, r.TX), "ethtool -g", err)
+			it, err := unsupported(name+" rings", ringWant(r), "ethtool -g", err)
 			if err != nil {
 				return nil, fmt.Errorf("interfaces.%s.rings: %w", name, err)
 			}
@@ -404,4 +404,16 @@ func (h *Host) mrrsItem(name string, want int) Item {
 			}
 			return nil
 		}}
+}
+
+// ringWant is the profile's rings as ethtool -G arguments.
+func ringWant(r *Rings) string {
+	var parts []string
+	if r.RX != 0 {
+		parts = append(parts, "rx "+u32(r.RX))
+	}
+	if r.TX != 0 {
+		parts = append(parts, "tx "+u32(r.TX))
+	}
+	return strings.Join(parts, " ")
 }
