@@ -1,6 +1,7 @@
 package diag
 
 import (
+	"slices"
 	"sort"
 	"strings"
 
@@ -68,9 +69,9 @@ func (c probeCaps) fix(o string) string {
 	case len(in) == 0 && len(out) > 0:
 		fixes = append(fixes, "offload the outbound SA only: offload-out: "+o+", offload-in: none")
 	}
-	if !contains(append(append([]string{}, out...), in...), "tunnel") {
+	if !slices.Contains(slices.Concat(out, in), "tunnel") {
 		fixes = append(fixes, "use mode: transport (the device offloads no tunnel-mode SA), e.g. VXLAN over ESP transport as seed 000 does")
-	} else if !contains(append(append([]string{}, out...), in...), "transport") {
+	} else if !slices.Contains(slices.Concat(out, in), "transport") {
 		fixes = append(fixes, "use mode: tunnel (the device offloads no transport-mode SA)")
 	}
 	if len(fixes) == 0 {

@@ -2,6 +2,7 @@ package diag
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -93,7 +94,7 @@ func CountSAs(sas []SACount) []SABudget {
 			b = &SABudget{Family: s.Family, Limit: lim}
 			by[s.Family] = b
 		}
-		if !contains(b.Devices, s.Dev) {
+		if !slices.Contains(b.Devices, s.Dev) {
 			b.Devices = append(b.Devices, s.Dev)
 		}
 		switch {
@@ -114,15 +115,6 @@ func CountSAs(sas []SACount) []SABudget {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Family < out[j].Family })
 	return out
-}
-
-func contains(ss []string, s string) bool {
-	for _, x := range ss {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // saWarnShare is the share of a table at which the budget warns: SAs
