@@ -43,6 +43,9 @@ type Gateway struct {
 	// KeyLines is the line of each top-level key as written, for the
 	// checks that run later against the host (api-owner, api-group).
 	KeyLines map[string]int
+	// Daemon is how the daemon itself runs (daemon-cpu, daemon-priority,
+	// lock-memory).
+	Daemon DaemonSettings
 	// Interfaces are the ports the fast path runs on; at least one.
 	Interfaces []Interface
 	// Policies are the static policies used with PolicySource static.
