@@ -60,21 +60,19 @@ type fastpathFpEmc struct {
 }
 
 type fastpathFpFlow struct {
-	_              structs.HostLayout
-	KeyTag         uint32
-	Gen            uint32
-	Epoch          uint32
-	Egress         uint32
-	PolicyIndex    uint32
-	PolicyPriority uint32
-	MaxLen         uint16
-	L2Fib          uint8
-	Dir            uint8
-	Dmac           [6]uint8
-	Smac           [6]uint8
-	Vid            uint16
-	Matched        uint8
-	Slot           uint8
+	_           structs.HostLayout
+	KeyTag      uint32
+	Gen         uint32
+	Epoch       uint32
+	Egress      uint32
+	PolicyIndex uint32
+	MaxLen      uint16
+	DirL2       uint8
+	Slot        uint8
+	Dmac        [6]uint8
+	Smac        [6]uint8
+	Vid         uint16
+	InDmac      [6]uint8
 }
 
 type fastpathFpFlowKey struct {
@@ -112,6 +110,9 @@ type fastpathFpIface struct {
 	HairpinIfindex uint32
 	HairpinDmac    [6]uint8
 	HairpinSmac    [6]uint8
+	Mac            [6]uint8
+	RpFilter       uint8
+	Pad            uint8
 }
 
 type fastpathFpLease struct {
@@ -180,7 +181,12 @@ const (
 	fastpathFpReasonFP_R_NO_TX_PORT     fastpathFpReason = 22
 	fastpathFpReasonFP_R_FWD_OUT        fastpathFpReason = 23
 	fastpathFpReasonFP_R_FWD_IN         fastpathFpReason = 24
-	fastpathFpReasonFP_R_MAX            fastpathFpReason = 25
+	fastpathFpReasonFP_R_L2NOT_OURS     fastpathFpReason = 25
+	fastpathFpReasonFP_R_BAD_IP_HEADER  fastpathFpReason = 26
+	fastpathFpReasonFP_R_MARTIAN        fastpathFpReason = 27
+	fastpathFpReasonFP_R_ICMP_ERROR     fastpathFpReason = 28
+	fastpathFpReasonFP_R_RP_FILTER      fastpathFpReason = 29
+	fastpathFpReasonFP_R_MAX            fastpathFpReason = 30
 )
 
 type fastpathFpTuple struct {

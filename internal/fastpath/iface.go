@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"strings"
 
 	"github.com/cilium/ebpf"
 )
@@ -36,6 +38,26 @@ type Iface struct {
 	HairpinSrcMAC  net.HardwareAddr
 }
 
+// deviceFacts reads what the program checks of the device itself, in the
+// caller's network namespace: its MAC (the kernel forwards only frames
+// sent to it) and whether IPv4 reverse-path filtering is on for it (the
+// larger of net.ipv4.conf.all and the device's rp_filter, as the kernel
+// takes it). A device that is not there gets no MAC check and the "all"
+// setting: the program never sees its packets anyway.
+func deviceFacts(ifindex int) (mac net.HardwareAddr, rpFilter bool) {
+	rp := func(dev string) bool {
+		b, err := os.ReadFile("/proc/sys/net/ipv4/conf/" + dev + "/rp_filter")
+		// unreadable: assume on, so the kernel decides
+		return err != nil || strings.TrimSpace(string(b)) != "0"
+	}
+	rpFilter = rp("all")
+	ifc, err := net.InterfaceByIndex(ifindex)
+	if err != nil {
+		return nil, rpFilter
+	}
+	return ifc.HardwareAddr, rpFilter || rp(ifc.Name)
+}
+
 // SetIfaces replaces the interface, VLAN and redirect tables. Devmap
 // values are ifindexes resolved in the caller's network namespace: call it
 // from the namespace that owns the devices.
@@ -56,6 +78,11 @@ func (dp *Datapath) SetIfaces(ifs []Iface) error {
 		}
 		copy(v.HairpinDmac[:], i.HairpinDstMAC)
 		copy(v.HairpinSmac[:], i.HairpinSrcMAC)
+		mac, rpFilter := deviceFacts(i.Ifindex)
+		copy(v.Mac[:], mac)
+		if rpFilter {
+			v.RpFilter = 1
+		}
 		want[uint32(i.Ifindex)] = v
 		if i.ParentIfindex != 0 {
 			vlans[fastpathFpVlanKey{Ifindex: uint32(i.ParentIfindex), Vid: uint32(i.VLANID)}] = uint32(i.Ifindex)
