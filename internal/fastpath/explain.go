@@ -24,7 +24,7 @@ var reasonNames = map[fastpathFpReason]string{
 	fastpathFpReasonFP_R_NO_ROUTE: "no-route", fastpathFpReasonFP_R_ROUTE_MISMATCH: "route-mismatch",
 	fastpathFpReasonFP_R_NO_NEXTHOP: "no-nexthop", fastpathFpReasonFP_R_MTU: "mtu",
 	fastpathFpReasonFP_R_NO_TX_PORT: "no-tx-port", fastpathFpReasonFP_R_FWD_OUT: "forward-out",
-	fastpathFpReasonFP_R_FWD_IN: "forward-in",
+	fastpathFpReasonFP_R_FWD_IN:     "forward-in",
 	fastpathFpReasonFP_R_L2NOT_OURS: "l2-not-ours", fastpathFpReasonFP_R_BAD_IP_HEADER: "bad-ip-header",
 	fastpathFpReasonFP_R_MARTIAN: "martian", fastpathFpReasonFP_R_ICMP_ERROR: "icmp-error",
 	fastpathFpReasonFP_R_RP_FILTER: "rp-filter",

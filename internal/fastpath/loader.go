@@ -14,15 +14,15 @@ import (
 // Datapath is a loaded fast path: the XDP program, its explain twin and
 // the maps they share.
 type Datapath struct {
-	objs      fastpathObjects
-	explain   *ebpf.Program // same code with explain_mode=1: reports, never counts
+	objs    fastpathObjects
+	explain *ebpf.Program // same code with explain_mode=1: reports, never counts
 	// explainOut is the twin's own result map, never pinned or shared:
 	// two explain runs against one gateway (two processes adopting the
 	// same pins) each read their own answer. explainMu makes runs of
 	// one Datapath take turns on it.
 	explainOut *ebpf.Map
 	explainMu  sync.Mutex
-	innerSpec *ebpf.MapSpec // shape of one generation's policy table
+	innerSpec  *ebpf.MapSpec // shape of one generation's policy table
 
 	// mu serialises read-modify-writes of the config word set: the
 	// mirror's Apply, the lease renewal and the route epoch run in
