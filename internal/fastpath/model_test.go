@@ -65,7 +65,8 @@ func modelLookupType(pols []kernel.Policy, dir kernel.Dir, p modelPkt, marks mar
 		}
 		switch {
 		case b.pol == nil || q.Priority < b.pol.Priority:
-			b = modelBest{pol: q, uncertain: uncertain(q)}
+			// judged by the kernel, only a tie leaves the choice open
+			b = modelBest{pol: q, uncertain: marks == marksUncertain && uncertain(q)}
 		case q.Priority == b.pol.Priority:
 			b.uncertain = true
 		}
