@@ -3,11 +3,11 @@ package fastpath
 import (
 	"fmt"
 	"maps"
-	"slices"
 	"math/rand"
 	"net/netip"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
