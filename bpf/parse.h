@@ -154,7 +154,7 @@ static __always_inline int parse_packet(struct xdp_md *ctx, struct pkt *p)
 		/* ip6_rcv_core: a payload length beyond the frame: dropped
 		 * (0 means a jumbogram only with a hop-by-hop header, handled
 		 * above; otherwise it trims to 40 bytes). */
-		if (p->tot_len > l3_room)
+		if (l4_len + sizeof(*ip6) > l3_room) /* in 32 bits: tot_len wraps */
 			return FP_R_BAD_IP_HEADER;
 		l4 = ip6 + 1;
 	} else {
