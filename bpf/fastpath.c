@@ -58,6 +58,16 @@ struct {
 	__type(value, struct fp_iface);
 } ifaces SEC(".maps");
 
+/* The gateway's IPv4 addresses (all devices of its namespace): a source
+ * among them is a martian to the kernel (fib_validate_source). Written by
+ * the control plane with the interface table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __be32);
+	__type(value, __u8);
+} own_addrs SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -852,12 +862,10 @@ static __always_inline int martian(struct pkt *p)
  * rp_filter on, the reverse-path lookup's subtleties (multipath, the
  * device's other addresses, loose mode) are not mirrored: the kernel
  * decides. Otherwise one of this host's addresses as source is a martian
- * (inet_lookup_ifaddr_rcu): found by a FIB lookup towards the source,
- * which the local table answers with a local route (not forwarded). Run
- * only before a forward, and cached with the flow (whose key holds the
- * source; address changes bump the route epoch through their routes). */
-static __always_inline int source_ok(struct xdp_md *ctx, struct scratch *w, struct pkt *p,
-				     struct fp_iface *in_if, __u32 logical_in, struct fp_decision *d)
+ * (inet_lookup_ifaddr_rcu). Run only before a forward, and cached with the
+ * flow (whose key holds the source; the control plane rewrites own_addrs
+ * and bumps the route epoch when addresses, and so local routes, change). */
+static __always_inline int source_ok(struct pkt *p, struct fp_iface *in_if, struct fp_decision *d)
 {
 	if (p->family != FP_FAM_V4)
 		return 1;
@@ -865,13 +873,7 @@ static __always_inline int source_ok(struct xdp_md *ctx, struct scratch *w, stru
 		d->reason = FP_R_RP_FILTER;
 		return 0;
 	}
-	struct bpf_fib_lookup *fp = &w->fp;
-	__builtin_memset(fp, 0, sizeof(*fp));
-	fp->family = AF_INET;
-	fp->ifindex = logical_in;
-	fp->ipv4_src = p->dst[0];
-	fp->ipv4_dst = p->src[0];
-	if (bpf_fib_lookup(ctx, fp, sizeof(*fp), BPF_FIB_LOOKUP_SKIP_NEIGH) == BPF_FIB_LKUP_RET_NOT_FWDED) {
+	if (bpf_map_lookup_elem(&own_addrs, &p->src[0])) {
 		d->reason = FP_R_MARTIAN;
 		return 0;
 	}
@@ -1001,7 +1003,7 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 			d->reason = FP_R_INBOUND;
 			return XDP_PASS;
 		}
-		if (!source_ok(ctx, w, p, in_if, logical_in, d))
+		if (!source_ok(p, in_if, d))
 			return XDP_PASS;
 		return forward_in(ctx, w, p, in_if, logical_in, fk, d);
 	}
@@ -1038,7 +1040,7 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 		d->reason = FP_R_FWD_CHECK;
 		return XDP_PASS;
 	}
-	if (!source_ok(ctx, w, p, in_if, logical_in, d))
+	if (!source_ok(p, in_if, d))
 		return XDP_PASS;
 	return forward_out(ctx, w, p, &out->pol, logical_in, fk, d);
 }

@@ -220,6 +220,7 @@ const (
 	fastpathMapFlowEmc        = "flow_emc"
 	fastpathMapIfaces         = "ifaces"
 	fastpathMapLease          = "lease"
+	fastpathMapOwnAddrs       = "own_addrs"
 	fastpathMapPolicyCounts   = "policy_counts"
 	fastpathMapPolicyTables   = "policy_tables"
 	fastpathMapReasonCounts   = "reason_counts"
@@ -302,6 +303,7 @@ type fastpathMapSpecs struct {
 	FlowEmc      *ebpf.MapSpec `ebpf:"flow_emc"`
 	Ifaces       *ebpf.MapSpec `ebpf:"ifaces"`
 	Lease        *ebpf.MapSpec `ebpf:"lease"`
+	OwnAddrs     *ebpf.MapSpec `ebpf:"own_addrs"`
 	PolicyCounts *ebpf.MapSpec `ebpf:"policy_counts"`
 	PolicyTables *ebpf.MapSpec `ebpf:"policy_tables"`
 	ReasonCounts *ebpf.MapSpec `ebpf:"reason_counts"`
@@ -358,6 +360,7 @@ type fastpathMaps struct {
 	FlowEmc      *ebpf.Map `ebpf:"flow_emc"`
 	Ifaces       *ebpf.Map `ebpf:"ifaces"`
 	Lease        *ebpf.Map `ebpf:"lease"`
+	OwnAddrs     *ebpf.Map `ebpf:"own_addrs"`
 	PolicyCounts *ebpf.Map `ebpf:"policy_counts"`
 	PolicyTables *ebpf.Map `ebpf:"policy_tables"`
 	ReasonCounts *ebpf.Map `ebpf:"reason_counts"`
@@ -377,6 +380,7 @@ func (m *fastpathMaps) Close() error {
 		m.FlowEmc,
 		m.Ifaces,
 		m.Lease,
+		m.OwnAddrs,
 		m.PolicyCounts,
 		m.PolicyTables,
 		m.ReasonCounts,

@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -130,6 +131,9 @@ func (dp *Datapath) SetIfaces(ifs []Iface) error {
 	if err := it.Err(); err != nil {
 		return err
 	}
+	if err := dp.setOwnAddrs(); err != nil {
+		return err
+	}
 	// Interfaces (and, through the caller, routes and neighbours) changed:
 	// flow-cache entries derived from the old state must not be replayed.
 	// Last, so that no entry is filled from a state still being pruned.
@@ -155,4 +159,27 @@ func prune(m *ebpf.Map, keep func(uint32) bool) error {
 		}
 	}
 	return nil
+}
+
+// setOwnAddrs writes the namespace's IPv4 addresses (the caller's: every
+// device, as the kernel's own-source check looks at all of them) into
+// own_addrs, dropping those that went away.
+func (dp *Datapath) setOwnAddrs() error {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return fmt.Errorf("fastpath: listing this host's addresses: %w", err)
+	}
+	want := map[uint32]bool{}
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.To4() == nil {
+			continue
+		}
+		k := binary.NativeEndian.Uint32(ipn.IP.To4()) // network byte order in memory, as the program reads it
+		want[k] = true
+		if err := dp.objs.OwnAddrs.Put(k, uint8(1)); err != nil {
+			return fmt.Errorf("fastpath: own address %s: %w", ipn.IP, err)
+		}
+	}
+	return prune(dp.objs.OwnAddrs, func(k uint32) bool { return want[k] })
 }

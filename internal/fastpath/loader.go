@@ -114,7 +114,7 @@ func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Progra
 	}
 	repl := map[string]*ebpf.Map{
 		"config": objs.Config, "tuples": objs.Tuples, "policy_tables": objs.PolicyTables,
-		"ifaces": objs.Ifaces, "vlans": objs.Vlans, "tx_ports": objs.TxPorts,
+		"ifaces": objs.Ifaces, "vlans": objs.Vlans, "own_addrs": objs.OwnAddrs, "tx_ports": objs.TxPorts,
 		"reason_counts": objs.ReasonCounts, "policy_counts": objs.PolicyCounts,
 		"flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "flow_emc": objs.FlowEmc,
 		"cache_gate": objs.CacheGate, "lease": objs.Lease,
