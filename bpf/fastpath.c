@@ -858,26 +858,41 @@ static __always_inline int martian(struct pkt *p)
 	return v6_martian(p->src) || v6_martian(p->dst);
 }
 
-/* source_ok: the IPv4 source checks of fib_validate_source. With
- * rp_filter on, the reverse-path lookup's subtleties (multipath, the
- * device's other addresses, loose mode) are not mirrored: the kernel
- * decides. Otherwise one of this host's addresses as source is a martian
- * (inet_lookup_ifaddr_rcu). Run only before a forward, and cached with the
- * flow (whose key holds the source; the control plane rewrites own_addrs
- * and bumps the route epoch when addresses, and so local routes, change). */
-static __always_inline int source_ok(struct pkt *p, struct fp_iface *in_if, struct fp_decision *d)
+/* source_ok: the IPv4 source checks of fib_validate_source. One of this
+ * host's addresses as source is a martian (inet_lookup_ifaddr_rcu). Loose
+ * reverse-path filtering (rp_filter 2) wants a unicast route back to the
+ * source, through any device: a FIB lookup towards the source that
+ * succeeds; anything else (no route, local, blackhole...) the kernel
+ * decides. Strict mode (1) also wants that route's device to be the
+ * ingress one, with multipath and the device's addresses in play: not
+ * mirrored, the kernel decides. Run only before a forward, and cached with
+ * the flow (whose key holds the source; the control plane rewrites
+ * own_addrs and bumps the route epoch when addresses or routes change). */
+static __always_inline int source_ok(struct xdp_md *ctx, struct scratch *w, struct pkt *p,
+				     struct fp_iface *in_if, __u32 logical_in, struct fp_decision *d)
 {
 	if (p->family != FP_FAM_V4)
 		return 1;
-	if (in_if->rp_filter) {
-		d->reason = FP_R_RP_FILTER;
-		return 0;
-	}
 	if (bpf_map_lookup_elem(&own_addrs, &p->src[0])) {
 		d->reason = FP_R_MARTIAN;
 		return 0;
 	}
-	return 1;
+	if (!in_if->rp_filter)
+		return 1;
+	if (in_if->rp_filter == 2) {
+		struct bpf_fib_lookup *fp = &w->fp;
+		__builtin_memset(fp, 0, sizeof(*fp));
+		fp->family = AF_INET;
+		fp->ifindex = logical_in;
+		fp->tos = p->tos;
+		fp->ipv4_src = p->dst[0];
+		fp->ipv4_dst = p->src[0];
+		int rc = bpf_fib_lookup(ctx, fp, sizeof(*fp), BPF_FIB_LOOKUP_SKIP_NEIGH);
+		if (rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH)
+			return 1;
+	}
+	d->reason = FP_R_RP_FILTER;
+	return 0;
 }
 
 /* usable says whether the packet may be forwarded at all: the control
@@ -1003,7 +1018,7 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 			d->reason = FP_R_INBOUND;
 			return XDP_PASS;
 		}
-		if (!source_ok(p, in_if, d))
+		if (!source_ok(ctx, w, p, in_if, logical_in, d))
 			return XDP_PASS;
 		return forward_in(ctx, w, p, in_if, logical_in, fk, d);
 	}
@@ -1040,7 +1055,7 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 		d->reason = FP_R_FWD_CHECK;
 		return XDP_PASS;
 	}
-	if (!source_ok(p, in_if, d))
+	if (!source_ok(ctx, w, p, in_if, logical_in, d))
 		return XDP_PASS;
 	return forward_out(ctx, w, p, &out->pol, logical_in, fk, d);
 }

@@ -72,7 +72,7 @@ enum fp_reason {
 	FP_R_BAD_IP_HEADER,   /* IPv4 checksum or total length, IPv6 payload length: ip_rcv/ip6_rcv drop it */
 	FP_R_MARTIAN,         /* martian source or destination, or (IPv4) one of this host's addresses as source */
 	FP_R_ICMP_ERROR,      /* ICMP error with no FWD match: the kernel checks the quoted packet instead */
-	FP_R_RP_FILTER,       /* IPv4 on an interface with rp_filter on: the kernel's reverse-path check decides */
+	FP_R_RP_FILTER,       /* IPv4 under strict rp_filter, or loose without a route back: the kernel decides */
 	FP_R_MAX,
 };
 
@@ -161,7 +161,7 @@ struct fp_iface {
 	/* The device's own MAC: the kernel forwards only frames sent to it
 	 * (PACKET_HOST). All zero (loopback, L3 devices): not checked. */
 	__u8 mac[6];
-	__u8 rp_filter;           /* IPv4 reverse-path filter on (all or this device): pass IPv4 */
+	__u8 rp_filter;           /* IPv4 reverse-path filter: max of all and the device's (0 off, 1 strict, 2 loose) */
 	__u8 pad;
 };
 

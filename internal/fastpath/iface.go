@@ -41,22 +41,28 @@ type Iface struct {
 
 // deviceFacts reads what the program checks of the device itself, in the
 // caller's network namespace: its MAC (the kernel forwards only frames
-// sent to it) and whether IPv4 reverse-path filtering is on for it (the
-// larger of net.ipv4.conf.all and the device's rp_filter, as the kernel
-// takes it). A device that is not there gets no MAC check and the "all"
-// setting: the program never sees its packets anyway.
-func deviceFacts(ifindex int) (mac net.HardwareAddr, rpFilter bool) {
-	rp := func(dev string) bool {
+// sent to it) and its IPv4 reverse-path filter mode (the larger of
+// net.ipv4.conf.all and the device's rp_filter, as the kernel takes it:
+// 0 off, 1 strict, 2 loose). A device that is not there gets no MAC check
+// and the "all" setting: the program never sees its packets anyway.
+func deviceFacts(ifindex int) (mac net.HardwareAddr, rpFilter uint8) {
+	rp := func(dev string) uint8 {
 		b, err := os.ReadFile("/proc/sys/net/ipv4/conf/" + dev + "/rp_filter")
-		// unreadable: assume on, so the kernel decides
-		return err != nil || strings.TrimSpace(string(b)) != "0"
+		switch v := strings.TrimSpace(string(b)); {
+		case err != nil:
+			return 1 // unreadable: strict, so the kernel decides
+		case v == "0" || v == "2":
+			return v[0] - '0'
+		default:
+			return 1
+		}
 	}
 	rpFilter = rp("all")
 	ifc, err := net.InterfaceByIndex(ifindex)
 	if err != nil {
 		return nil, rpFilter
 	}
-	return ifc.HardwareAddr, rpFilter || rp(ifc.Name)
+	return ifc.HardwareAddr, max(rpFilter, rp(ifc.Name))
 }
 
 // SetIfaces replaces the interface, VLAN and redirect tables. Devmap
@@ -81,9 +87,7 @@ func (dp *Datapath) SetIfaces(ifs []Iface) error {
 		copy(v.HairpinSmac[:], i.HairpinSrcMAC)
 		mac, rpFilter := deviceFacts(i.Ifindex)
 		copy(v.Mac[:], mac)
-		if rpFilter {
-			v.RpFilter = 1
-		}
+		v.RpFilter = rpFilter
 		want[uint32(i.Ifindex)] = v
 		if i.ParentIfindex != 0 {
 			vlans[fastpathFpVlanKey{Ifindex: uint32(i.ParentIfindex), Vid: uint32(i.VLANID)}] = uint32(i.Ifindex)

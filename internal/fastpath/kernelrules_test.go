@@ -230,3 +230,31 @@ func TestExplainConcurrentRuns(t *testing.T) {
 		t.Error(msg)
 	}
 }
+
+// Reverse-path filtering: loose mode (2) is mirrored (a route back to the
+// source through any device), strict mode (1) is left to the kernel.
+func TestReversePathFilter(t *testing.T) {
+	e := newTestEnv(t)
+	w := e.wan
+	p := tunnelPolicy(kernel.DirOut, "0.0.0.0/0", "48.9.0.0/16", 1, "123.2.0.9", 1, w)
+	e.apply(Snapshot{Policies: []kernel.Policy{p}, States: []kernel.State{saFor(p, w)}})
+	routed := udp("10.1.0.5", "48.9.0.1", 64)   // 10/8 routes back via lan0
+	unrouted := udp("11.1.0.5", "48.9.0.1", 64) // no route back at all
+	for _, c := range []struct {
+		mode             string
+		routed, unrouted string
+	}{
+		{"0", "forward-out", "forward-out"},
+		{"2", "forward-out", "rp-filter"},
+		{"1", "rp-filter", "rp-filter"},
+	} {
+		ip(t, "netns", "exec", e.name, "sysctl", "-qw", "net.ipv4.conf.lan0.rp_filter="+c.mode)
+		e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB})
+		if d := e.explain(routed, e.lan); d.ReasonName != c.routed {
+			t.Errorf("rp_filter %s, source with a route back: %s, want %s", c.mode, d.ReasonName, c.routed)
+		}
+		if d := e.explain(unrouted, e.lan); d.ReasonName != c.unrouted {
+			t.Errorf("rp_filter %s, source without a route back: %s, want %s", c.mode, d.ReasonName, c.unrouted)
+		}
+	}
+}
