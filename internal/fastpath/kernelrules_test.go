@@ -210,7 +210,7 @@ func TestExplainConcurrentRuns(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			e.in(func() {
-				for n := 0; n < 2000; n++ {
+				for n := 0; n < 500; n++ {
 					d, err := run.dp.Explain(run.frame, e.lan)
 					if err != nil {
 						errs <- err.Error()
