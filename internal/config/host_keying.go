@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"time"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 // Keying: how a peer's SAs get their keys.
@@ -227,8 +227,15 @@ func (m *hostMeta) validateIKE(p *parser, h *Host) {
 
 // validateIKEPeer checks what a peer keyed by IKE must not set: its SPIs,
 // reqids and keys are chosen by IKE.
-func (m *hostMeta) validateIKEPeer(p *parser, i int) {
-	it := m.peers[i]
+func (m *hostMeta) validateIKEPeer(p *parser, h *Host, i int) {
+	it, pr := m.peers[i], &h.IPsec.Peers[i]
+	if pr.OffloadOut != pr.OffloadIn && pr.OffloadOut != "" && pr.OffloadIn != "" {
+		key := "offload-out"
+		if !p.given[it.path+"."+key] {
+			key = "offload-in"
+		}
+		p.errorf(p.lineOf(it.path+"."+key, it.line), it.path+"."+key, "keying: ike cannot offload one direction only: strongSwan's hw_offload applies to both SAs of a CHILD_SA; use offload: for both, or keying: manual for this peer")
+	}
 	for _, key := range []string{"spi-out", "spi-in", "reqid-out", "reqid-in"} {
 		if p.given[it.path+"."+key] {
 			p.errorf(p.lineOf(it.path+"."+key, it.line), it.path+"."+key, "keying: ike chooses SPIs and reqids; remove %s (or set keying: manual for this peer)", key)

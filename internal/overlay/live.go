@@ -37,6 +37,9 @@ type Live struct {
 	PCI map[string]string
 	// IKE is charon's state, for files with peers keyed by IKE.
 	IKE *IKELive
+	// OffloadHW holds the driver and SA table of offload devices, by
+	// name (plan_offload_hw.go).
+	OffloadHW map[string]OffloadHW
 }
 
 // link returns the link called name, or nil.
@@ -130,6 +133,7 @@ func ReadLive(h *config.Host) (*Live, error) {
 			l.PCI[p] = names[0]
 		}
 	}
+	readOffloadHW(l, h)
 	// ethtool features of offload devices.
 	if h.IPsec != nil {
 		for _, p := range h.IPsec.Peers {

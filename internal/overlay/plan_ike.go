@@ -160,7 +160,7 @@ func loadIKESecret(h *config.Host) (swan.OverlaySecret, error) {
 // get_interface), not to a named device, so the peer's local address must
 // be on offload-dev.
 func (p *planner) ikeOffload(path string, pr *config.Peer) (string, bool) {
-	mode := pr.Offload
+	mode := pr.OffloadOut // the same both ways: validated
 	if mode == config.OffloadModeNone {
 		return mode, true
 	}

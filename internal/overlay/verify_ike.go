@@ -62,19 +62,19 @@ func verifyIKEPeer(r *VerifyReport, h *config.Host, pr *config.Peer, live *Live)
 			continue
 		}
 		got := offloadOf(l.Offload)
-		st := SAStatus{Peer: pr.Name, Dir: s.dir, SPI: s.spi, Asked: pr.Offload, Got: got, Packets: l.Packets, Bytes: l.Bytes,
+		st := SAStatus{Peer: pr.Name, Dir: s.dir, SPI: s.spi, Asked: pr.OffloadOut, Got: got, Packets: l.Packets, Bytes: l.Bytes,
 			IKE: &IKESAInfo{Conn: conn, AgeSeconds: c.InstalledSecs, RekeyInSeconds: c.RekeyInSecs}}
 		if l.Offload != nil {
 			st.Dev = live.nameOf(l.Offload.Ifindex)
 		}
 		r.SAs = append(r.SAs, st)
 		switch {
-		case pr.Offload == config.OffloadModeAuto:
+		case pr.OffloadOut == config.OffloadModeAuto:
 			r.add("offload", true, "%s: offload auto obtained %s%s", w, got, onDev(st.Dev))
-		case got == pr.Offload && (got == config.OffloadModeNone || st.Dev == pr.OffloadDev):
+		case got == pr.OffloadOut && (got == config.OffloadModeNone || st.Dev == pr.OffloadDev):
 			r.add("offload", true, "%s: offload %s%s as asked", w, got, onDev(st.Dev))
 		default:
-			r.add("offload", false, "%s: offload %s%s, but the file asks for %s%s", w, got, onDev(st.Dev), pr.Offload, onDev(pr.OffloadDev))
+			r.add("offload", false, "%s: offload %s%s, but the file asks for %s%s", w, got, onDev(st.Dev), pr.OffloadOut, onDev(pr.OffloadDev))
 		}
 	}
 }
