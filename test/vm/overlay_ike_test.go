@@ -150,7 +150,7 @@ func TestOverlayIKE(t *testing.T) {
 		ovWrite(t, a.file, ikeVXLANHost("ike-a", ch[0].URI, 1, 2), 0o644)
 		ovWrite(t, b.file, ikeVXLANHost("ike-b", ch[1].URI, 2, 1), 0o644)
 	})
-	beforeA, beforeB := nsState(t, a.ns), nsState(t, b.ns)
+	beforeA, beforeB := ikeNSState(t, a.ns), ikeNSState(t, b.ns)
 
 	step(t, "transport+VXLAN, PSK: a group-readable PSK file is refused", func(t *testing.T) {
 		out, err := ovSluice(t, a.ns, "plan", "-f", a.file)
@@ -230,10 +230,10 @@ func TestOverlayIKE(t *testing.T) {
 		if c := run(t, "swanctl", "--list-conns", "--uri", ch[0].URI); strings.Contains(c, "sluice-") {
 			t.Fatalf("a connection is left:\n%s", c)
 		}
-		if got := nsState(t, a.ns); got != beforeA {
+		if got := ikeNSState(t, a.ns); got != beforeA {
 			t.Fatalf("A after teardown:\n%s\nbefore:\n%s", got, beforeA)
 		}
-		if got := nsState(t, b.ns); got != beforeB {
+		if got := ikeNSState(t, b.ns); got != beforeB {
 			t.Fatalf("B after teardown:\n%s\nbefore:\n%s", got, beforeB)
 		}
 	})
@@ -263,7 +263,7 @@ func TestOverlayIKE(t *testing.T) {
 		ovWrite(t, a.file, ikeGeneveHost("ike-a", ch[0].URI, 1, 2, "192.168.70.11", "192.168.70.2", "      offload: crypto\n      offload-dev: "+nsim+"\n"), 0o644)
 		ovWrite(t, b.file, ikeGeneveHost("ike-b", ch[1].URI, 2, 1, "192.168.70.2", "192.168.70.11", ""), 0o644)
 	})
-	beforeA = nsState(t, a.ns)
+	beforeA = ikeNSState(t, a.ns)
 	step(t, "tunnel+Geneve, certificates: apply both, crypto offload on netdevsim", func(t *testing.T) {
 		t.Logf("A:\n%s", ovMust(t, a.ns, "apply", "-f", a.file))
 		t.Logf("B:\n%s", ovMust(t, b.ns, "apply", "-f", b.file))
@@ -281,10 +281,10 @@ func TestOverlayIKE(t *testing.T) {
 		ovMust(t, a.ns, "teardown", "-f", a.file)
 		ovMust(t, b.ns, "teardown", "-f", b.file)
 		mustContain(t, nsimIPsec(t, id, 0), "SA count=0")
-		if got := nsState(t, a.ns); got != beforeA {
+		if got := ikeNSState(t, a.ns); got != beforeA {
 			t.Fatalf("A after teardown:\n%s\nbefore:\n%s", got, beforeA)
 		}
-		if got := nsState(t, b.ns); got != beforeB {
+		if got := ikeNSState(t, b.ns); got != beforeB {
 			t.Fatalf("B after teardown:\n%s\nbefore:\n%s", got, beforeB)
 		}
 	})
@@ -305,6 +305,31 @@ func TestOverlayIKE(t *testing.T) {
 		ovMust(t, a.ns, "apply", "--force", "-f", f)
 		ovMust(t, a.ns, "teardown", "-f", f)
 	})
+}
+
+// ikeNSState is nsState without the kernel's acquire states (spi 0): once
+// one side is torn down, the other's trap policy turns its VTEP's packets
+// into acquires, whose larval states the kernel drops by itself after
+// net.core.xfrm_acq_expires (30 s). They are not sluice's objects.
+func ikeNSState(t *testing.T, ns string) string {
+	t.Helper()
+	var out []string
+	drop := false
+	for _, l := range strings.Split(nsState(t, ns), "\n") {
+		if strings.HasPrefix(l, "src ") {
+			drop = false
+		}
+		if strings.HasPrefix(l, "\tproto esp spi 0x00000000 ") {
+			drop = true
+			if n := len(out); n > 0 && strings.HasPrefix(out[n-1], "src ") {
+				out = out[:n-1]
+			}
+		}
+		if !drop {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // waitIKE waits until h's verify passes: B's apply initiates IKE, which
