@@ -24,7 +24,10 @@ type mirrorEnv struct {
 	dp     *Datapath
 }
 
-func newMirrorEnv(t *testing.T) *mirrorEnv {
+func newMirrorEnv(t *testing.T) *mirrorEnv { return newMirrorEnvBuf(t, 0) }
+
+// newMirrorEnvBuf gives the monitor socket rcvbuf bytes (0: the default).
+func newMirrorEnvBuf(t *testing.T, rcvbuf int) *mirrorEnv {
 	requireRoot(t)
 	name := fmt.Sprintf("sluice-mirror-%d", os.Getpid())
 	exec.Command("ip", "netns", "del", name).Run()
@@ -44,7 +47,9 @@ func newMirrorEnv(t *testing.T) *mirrorEnv {
 	if err := dp.SetIfaces([]Iface{{Ifindex: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	m := &Mirror{DP: dp, Src: KernelSource{X: kernel.XFRMAt(ns)}}
+	x := kernel.XFRMAt(ns)
+	x.RcvBuf = rcvbuf
+	m := &Mirror{DP: dp, Src: KernelSource{X: x}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
