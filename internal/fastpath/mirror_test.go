@@ -171,3 +171,32 @@ func TestMirrorPrunesCountersOfDeletedPolicies(t *testing.T) {
 		t.Fatalf("counters of a deleted policy survived the sync: %+v", pcs)
 	}
 }
+
+// TestMirrorFollowsPolicyDefault: `ip xfrm policy setdefault fwd block` at
+// runtime reaches the program (which then leaves every forward to the
+// kernel's FWD check), and `fwd accept` takes it back.
+func TestMirrorFollowsPolicyDefault(t *testing.T) {
+	e := newMirrorEnv(t)
+	e.waitFor("initial sync", func(MirrorStatus) bool { return true })
+	fwdBlock := func() bool {
+		cfg, err := e.dp.config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.FwdDefaultBlock != 0
+	}
+	if fwdBlock() {
+		t.Fatal("a fresh namespace's FWD default is accept")
+	}
+	for _, c := range []struct {
+		action string
+		block  bool
+	}{{"block", true}, {"accept", false}} {
+		syncs := e.mirror.Status().Syncs
+		e.ip("xfrm", "policy", "setdefault", "fwd", c.action)
+		e.waitFor("setdefault fwd "+c.action, func(s MirrorStatus) bool { return s.Syncs > syncs })
+		if fwdBlock() != c.block {
+			t.Fatalf("after setdefault fwd %s the program's FWD default block=%v", c.action, !c.block)
+		}
+	}
+}
