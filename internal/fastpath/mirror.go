@@ -138,9 +138,11 @@ func (m *Mirror) setStatus(f func(*MirrorStatus)) {
 	m.mu.Unlock()
 }
 
-// close shuts the fast path (everything to the kernel) and says why.
+// close shuts the fast path (everything to the kernel) and says why. The
+// status changes first, as publish opens the program first: a reader may
+// see "closed" while the program is still or already open, never "in
+// sync" while it is closed.
 func (m *Mirror) close(state string, err error) {
-	m.DP.SetReady(false)
 	m.state = state
 	m.setStatus(func(s *MirrorStatus) {
 		s.InSync, s.State = false, state
@@ -148,6 +150,7 @@ func (m *Mirror) close(state string, err error) {
 			s.LastError = err.Error()
 		}
 	})
+	m.DP.SetReady(false)
 }
 
 const (
