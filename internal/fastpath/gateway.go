@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"sluice/internal/api"
@@ -70,11 +71,14 @@ func RunGateway(ctx context.Context, o GatewayOptions) (err error) {
 	if err := os.MkdirAll(o.PinDir, 0o700); err != nil {
 		return err
 	}
-	lock, err := LockPinDir(o.PinDir)
+	first, err := LockPinDir(o.PinDir)
 	if err != nil {
 		return err
 	}
-	defer func() { lock.Release() }()
+	// The pin watcher swaps in the lock of a re-created pin dir.
+	var lock atomic.Pointer[PinDirLock]
+	lock.Store(first)
+	defer func() { lock.Load().Release() }()
 	started := false
 	defer func() {
 		if !started && created {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -37,7 +38,7 @@ func (p *pinStatus) get() pinStatus {
 // it at exit. So: log, report, take the lock of a re-created directory, and
 // pin again. It returns an error only when another daemon took the pin dir
 // meanwhile; the caller then closes the fast path and exits.
-func (rt *gatewayRuntime) watchPins(ctx context.Context, lock **PinDirLock, log *slog.Logger) error {
+func (rt *gatewayRuntime) watchPins(ctx context.Context, lock *atomic.Pointer[PinDirLock], log *slog.Logger) error {
 	dir := rt.opts.PinDir
 	tick := time.NewTicker(pinCheckEvery)
 	defer tick.Stop()
@@ -48,7 +49,7 @@ func (rt *gatewayRuntime) watchPins(ctx context.Context, lock **PinDirLock, log 
 		case <-tick.C:
 		}
 		missing := rt.dp.MissingPins(dir)
-		if len(missing) == 0 && !(*lock).Stale() {
+		if len(missing) == 0 && !lock.Load().Stale() {
 			continue
 		}
 		log.Error("pins removed under the running daemon; the program stays attached (the daemon holds it), pinning again", "pin-dir", dir, "missing", strings.Join(missing, ","))
@@ -73,9 +74,9 @@ func (rt *gatewayRuntime) watchPins(ctx context.Context, lock **PinDirLock, log 
 	}
 }
 
-func (rt *gatewayRuntime) repairPins(lock **PinDirLock) error {
+func (rt *gatewayRuntime) repairPins(lock *atomic.Pointer[PinDirLock]) error {
 	dir := rt.opts.PinDir
-	if (*lock).Stale() {
+	if lock.Load().Stale() {
 		if err := EnsureBPFFS(dir); err != nil {
 			return err
 		}
@@ -86,8 +87,7 @@ func (rt *gatewayRuntime) repairPins(lock **PinDirLock) error {
 		if err != nil {
 			return err
 		}
-		(*lock).Release()
-		*lock = l
+		lock.Swap(l).Release()
 	}
 	return rt.dp.RepairPins(dir)
 }
