@@ -44,6 +44,7 @@ func TestGatewayLifecycle(t *testing.T) {
 	for _, c := range [][]string{
 		{"link", "add", "lan0", "type", "veth", "peer", "name", "lan0p"},
 		{"link", "add", "wan0", "type", "veth", "peer", "name", "wan0p"},
+		{"link", "add", "vx0", "type", "vxlan", "id", "42", "dstport", "4789", "dev", "lan0"}, {"link", "set", "vx0", "up"},
 		{"addr", "add", "10.0.0.254/24", "dev", "lan0"}, {"addr", "add", "123.0.0.1/16", "dev", "wan0"},
 		{"link", "set", "lan0", "up"}, {"link", "set", "lan0p", "up"}, {"link", "set", "wan0", "up"}, {"link", "set", "wan0p", "up"},
 		{"neigh", "add", "123.0.0.254", "lladdr", "02:bb:00:00:00:01", "dev", "wan0", "nud", "permanent"},
@@ -138,6 +139,22 @@ policies:
 		file := filepath.Join(tmp, "a-file")
 		os.WriteFile(file, nil, 0o600)
 		failedStart(t, config("badsock.yaml", "api-socket: "+filepath.Join(file, "sub", "s.sock")), "api-socket")
+	})
+
+	t.Run("a start that fails after attaching detaches and unpins what it attached", func(t *testing.T) {
+		// lan0 attaches; vx0 (vxlan) has no native XDP, so its attach fails.
+		cfg := filepath.Join(tmp, "vxlan.yaml")
+		os.WriteFile(cfg, []byte(fmt.Sprintf("lab: true\npolicy-source: static\npin-dir: %s\ninterfaces:\n  - name: lan0\n    l2: fib\n  - name: vx0\n    l2: fib\n", pinDir)), 0o600)
+		out, err := gatewayRun(cfg)
+		if err == nil || !strings.Contains(out, "vx0") {
+			t.Fatalf("gateway run: %v, want a failure naming vx0:\n%s", err, out)
+		}
+		if p := xdpProg(); p != "" {
+			t.Fatalf("XDP program %s left on lan0:\n%s", p, out)
+		}
+		if ps := pins(); len(ps) != 0 {
+			t.Fatalf("pins left: %v\n%s", ps, out)
+		}
 	})
 
 	cfg := config("gateway.yaml", "api-socket: "+apiSock)
