@@ -180,7 +180,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 		backoff = min(2*backoff, retryMax)
 	}
 	resync := func() {
-		debounce = nil
+		debounce, retry = nil, nil // this attempt supersedes a pending one
 		if err := m.resync(ctx); err != nil {
 			failed("resynchronising with the kernel", err)
 		}
@@ -202,7 +202,6 @@ func (m *Mirror) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-retry:
-			retry = nil
 			resync()
 		case <-leaseTick:
 			if err := m.renewLease(); err != nil {
