@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -125,18 +124,18 @@ func MetricsHandler(p Provider, topN int, build Build) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// ServeMetrics serves /metrics on l until ctx ends. The daemon binds l
-// (net.Listen("tcp", metrics-listen)) before it attaches anything, so a bad
-// address fails the start with nothing to undo.
+// ServeMetrics serves /metrics on l until ctx ends, within DefaultLimits.
+// The daemon binds l (net.Listen("tcp", metrics-listen)) before it attaches
+// anything, so a bad address fails the start with nothing to undo.
 func ServeMetrics(ctx context.Context, l net.Listener, h http.Handler) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", h)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := newServer(mux)
 	go func() {
 		<-ctx.Done()
 		srv.Close()
 	}()
-	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(limitConns(l)); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

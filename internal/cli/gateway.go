@@ -69,6 +69,9 @@ If this process dies, the fast path closes by itself after the lease.`,
 				return err
 			}
 			opts.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			if err := applyDaemonSettings(g, opts.Log); err != nil {
+				return err
+			}
 			// Written by RunGateway once it holds the pin dir's lock, so
 			// a refused second start never touches the first one's.
 			opts.PIDFile = gatewayPIDFile(g.PinDir)
