@@ -10,7 +10,7 @@ BIN        := bin/sluice
 # Generated BPF bindings are committed; `check-generated` proves they match the C.
 BPF_GEN    := $(wildcard internal/*/*_bpfel.go internal/*/*_bpfel.o)
 
-.PHONY: all setup build generate check-generated lint test-host vmtest test demo clean
+.PHONY: all setup build generate check-generated lint test-host vmtest test fuzz demo clean
 
 all: build
 
@@ -52,6 +52,12 @@ vmtest:
 
 ## test: everything CI runs, on a machine where nothing is installed yet
 test: setup lint check-generated test-host vmtest
+
+## fuzz: every Go fuzz target for FUZZTIME each (default 30s), one at a time; not part of test
+## (the seed corpora already run in test-host). FUZZ=word limits it: make fuzz FUZZ=FuzzParseHost
+FUZZTIME ?= 30s
+fuzz:
+	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh $(FUZZ)
 
 ## demo: build, show what sluice sees of this kernel, then benchmark kernel vs XDP vs sluice forwarding (bin/demo-report)
 demo: build

@@ -33,6 +33,7 @@ func FuzzParseHost(f *testing.F) {
 	f.Add([]byte("- a\n"))
 	f.Add([]byte(lines("ipsec:", "  keys: k", "  peers:", "    - {name: b, local: 10.0.0.1, remote: 10.0.0.2, spi-out: 1, spi-in: 2, mode: tunnel,",
 		"       selectors: [{local: 10.1.0.0/16, remote: 10.2.0.0/16}], esn: true, replay-window: 4096, key-bits: 256}")))
+	f.Add([]byte(lines("ipsec:", "  keys: k", "  peers: [{name: b, local: '::ffff:10.0.0.1', remote: '::ffff:10.0.0.2', spi-out: 1, spi-in: 2}]")))
 	f.Add([]byte(lines("vteps:", "  - {name: gv0, type: geneve, vni: 7, local: fd00::1, remotes: [{address: fd00::2, via: fe80::1}], geneve-options: 8}")))
 	addDocBlocks(f, "overlay.md", "yaml")
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -96,7 +97,7 @@ func checkHost(t *testing.T, h *Host) {
 	}
 	for _, v := range h.VTEPs {
 		claim(v.Name)
-		if (v.Type != VTEPVXLAN && v.Type != VTEPGeneve) || !v.Local.IsValid() || v.Port == 0 || len(v.Remotes) == 0 {
+		if (v.Type != VTEPVXLAN && v.Type != VTEPGeneve) || !v.Local.IsValid() || v.Local.Is4In6() || v.Port == 0 || len(v.Remotes) == 0 {
 			t.Fatalf("vtep %+v", v)
 		}
 		for _, r := range v.Remotes {
@@ -116,7 +117,7 @@ func checkHost(t *testing.T, h *Host) {
 				t.Fatalf("peer name %q", p.Name)
 			}
 			names[p.Name] = true
-			if !p.Local.IsValid() || !p.Remote.IsValid() || p.Local.Is4() != p.Remote.Is4() || p.Local == p.Remote {
+			if !p.Local.IsValid() || !p.Remote.IsValid() || p.Local.Is4() != p.Remote.Is4() || p.Local == p.Remote || p.Local.Is4In6() || p.Remote.Is4In6() {
 				t.Fatalf("peer %s: %s -> %s", p.Name, p.Local, p.Remote)
 			}
 			if p.SPIOut == 0 || p.SPIIn == 0 || (p.Mode != ModeTransport && p.Mode != ModeTunnel) || (p.KeyBits != 128 && p.KeyBits != 256) {
@@ -153,7 +154,7 @@ func checkPrefixes(t *testing.T, ps []netip.Prefix) {
 	t.Helper()
 	seen := map[netip.Addr]bool{}
 	for _, p := range ps {
-		if !p.IsValid() || seen[p.Addr()] {
+		if !p.IsValid() || seen[p.Addr()] || p.Addr().Is4In6() {
 			t.Fatalf("address %s invalid or listed twice", p)
 		}
 		seen[p.Addr()] = true

@@ -161,7 +161,8 @@ func wirePolicy(p *Policy) []byte {
 // checkStateRoundTrip re-encodes s with encodeNewSA, the encoder `sluice
 // apply` uses, and decodes it again. The selector is left out: putSelector
 // writes vishvananda's form (exact ports only). IPv4-mapped IPv6 addresses
-// are left out too: net.IP cannot tell them from IPv4 (see docs/testing.md).
+// are left out too: net.IP cannot tell them from IPv4, so encodeNewSA
+// writes them as IPv4; host.yaml refuses them for that reason.
 func checkStateRoundTrip(t *testing.T, s *State) {
 	t.Helper()
 	if s.SPI == 0 || !s.Src.IsValid() || !s.Dst.IsValid() || s.Src.Is4In6() || s.Dst.Is4In6() {

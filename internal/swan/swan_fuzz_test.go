@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // FuzzParsePSK checks --psk-file's key notations: an accepted key is not
@@ -67,6 +68,8 @@ func FuzzLoadSpec(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte(`{"topology":"test0","role":"gw0","tunnels":1,"esp_proposals":"aes\r}"}`))
+	f.Add([]byte(`{"topology":"routed","role":"gw0","tunnels":1,"ports":[1,1],"proposals":"aes\u2028x"}`))
+	f.Add([]byte(`{"topology":"routed","role":"gw0","tunnels":1,"ports":[0,0]}`))
 	dir := f.TempDir()
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if err := os.WriteFile(filepath.Join(dir, SpecFile), b, 0o600); err != nil {
@@ -78,6 +81,11 @@ func FuzzLoadSpec(f *testing.F) {
 		}
 		if err := s.Validate(); err != nil {
 			t.Fatalf("loaded, then refused: %v", err)
+		}
+		for _, v := range []string{s.ESP, s.IKE} {
+			if strings.IndexFunc(v, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+				t.Fatalf("proposal %q is not one swanctl.conf token", v)
+			}
 		}
 		if s.PSKFile != "" && !filepath.IsAbs(s.PSKFile) {
 			t.Fatalf("psk_file %q not absolute", s.PSKFile)
