@@ -11,13 +11,13 @@ import (
 	"sluice/internal/diag"
 )
 
-// FuzzParseProfile checks tune.yaml: an accepted profile passes its own
+// FuzzParseTuneProfile checks tune.yaml: an accepted profile passes its own
 // validation again, its sysctl names stay under /proc/sys, its interface
 // names are names the kernel accepts (they go into ethtool commands and
 // sysfs paths), and its CPU lists give one CPU per RX queue.
 //
-//	go test -run '^$' -fuzz '^FuzzParseProfile$' -fuzztime 30s ./internal/tune/
-func FuzzParseProfile(f *testing.F) {
+//	go test -run '^$' -fuzz '^FuzzParseTuneProfile$' -fuzztime 30s ./internal/tune/
+func FuzzParseTuneProfile(f *testing.F) {
 	for _, p := range []string{filepath.Join("testdata", "seed004.yaml"), filepath.Join("..", "..", "docs", "tune.md")} {
 		b, err := os.ReadFile(p)
 		if err != nil {
