@@ -10,7 +10,7 @@ BIN        := bin/sluice
 # Generated BPF bindings are committed; `check-generated` proves they match the C.
 BPF_GEN    := $(wildcard internal/*/*_bpfel.go internal/*/*_bpfel.o)
 
-.PHONY: all setup build generate check-generated lint test-host vmtest test fuzz demo clean
+.PHONY: all setup build generate check-generated lint test-host vmtest test demo clean
 
 all: build
 
@@ -56,6 +56,7 @@ test: setup lint check-generated test-host vmtest
 ## fuzz: every Go fuzz target for FUZZTIME each (default 30s), one at a time; not part of test
 ## (the seed corpora already run in test-host). FUZZ=word limits it: make fuzz FUZZ=FuzzParseHost
 FUZZTIME ?= 30s
+.PHONY: fuzz
 fuzz:
 	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh $(FUZZ)
 

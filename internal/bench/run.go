@@ -59,14 +59,12 @@ func ParseRate(flag, s string) (Rate, error) {
 			mult, t = 1e9, t[:len(t)-1]
 		}
 	}
-	// TrimSpace again: Rate.String prints "2.000 Mpps", and reports are
-	// where users copy rates from.
-	v, err := strconv.ParseFloat(strings.TrimSpace(t), 64)
-	v *= mult
-	if err != nil || !(v > 0) || math.IsInf(v, 0) { // !(v > 0) also refuses NaN
+	t = strings.TrimSpace(t) // Rate.String prints "2.000 Mpps"; reports are where rates are copied from
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || v <= 0 || math.IsInf(v, 0) {
 		return Rate{}, fmt.Errorf("%s %q: write a positive rate such as 2Mpps, 500kpps or 10Gbps", flag, s)
 	}
-	return Rate{Value: v, Unit: unit}, nil
+	return Rate{Value: v * mult, Unit: unit}, nil
 }
 
 // RunOptions configure one stepped run.

@@ -61,6 +61,7 @@ func FuzzParseFirmwareQuery(f *testing.F) {
 	}
 	f.Add(string(b))
 	f.Add("Configurations:   Next Boot  Current\n        SRIOV_EN      True(1)     False(0)\n")
+	f.Add("Configurations:\n        SRIOV_EN     \u00a0\n") // \S matches U+00A0; strings.Fields does not
 	f.Fuzz(func(t *testing.T, out string) {
 		for k, v := range ParseFirmwareQuery(out) {
 			if k == "" || v == "" || len(strings.Fields(v)) != 1 {
