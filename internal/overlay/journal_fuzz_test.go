@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"sluice/internal/config"
 )
 
 // FuzzLoadJournal reads apply's journal from any bytes. What loads must
@@ -34,6 +36,10 @@ func FuzzLoadJournal(f *testing.F) {
 	f.Add([]byte(`{"name":"x","created":[{"kind":"link","link":"../../x"}],"changed":[{"kind":"mtu","link":"p0","old":"1500\nrm -rf /","new":"9216"}]}`))
 	f.Add([]byte(`{"changed":null,"created":[{}]}`))
 	dir := f.TempDir()
+	h, err := config.ParseHost([]byte(seedHost("packet", "p0")), "host.yaml")
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if err := os.WriteFile(JournalPath(dir, "fuzz"), b, 0o600); err != nil {
 			t.Fatal(err)
@@ -55,7 +61,6 @@ func FuzzLoadJournal(f *testing.F) {
 		if err != nil || !reflect.DeepEqual(back, j) {
 			t.Fatalf("round trip: %v\n got %+v\nwant %+v", err, back, j)
 		}
-		h, _ := load(t, seedHost("packet", "p0"))
 		for _, s := range NewTeardown(h, matchingLive(t), j, true).Steps {
 			for _, c := range s.Commands {
 				if strings.IndexFunc(c, unicode.IsControl) >= 0 {
