@@ -39,6 +39,9 @@ type Gateway struct {
 	// (default DefaultTopPolicies).
 	MetricsListen      string
 	MetricsTopPolicies int
+	// Daemon is how the daemon itself runs (daemon-cpu, daemon-priority,
+	// lock-memory).
+	Daemon DaemonSettings
 	// Interfaces are the ports the fast path runs on; at least one.
 	Interfaces []Interface
 	// Policies are the static policies used with PolicySource static.

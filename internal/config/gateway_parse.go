@@ -15,7 +15,7 @@ import (
 )
 
 var (
-	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "api-socket", "api-owner", "api-group", "metrics-listen", "metrics-top-policies", "interfaces", "policies"}
+	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "api-socket", "api-owner", "api-group", "metrics-listen", "metrics-top-policies", "daemon-cpu", "daemon-priority", "lock-memory", "interfaces", "policies"}
 	interfaceKeys = []string{"name", "l2", "xdp-mode", "inbound", "wan-antispoof", "hairpin-to-nexthop"}
 	policyKeys    = []string{"dir", "src", "dst", "proto", "sport", "dport", "priority", "action", "peer", "local", "reqid", "offload", "offload-dev", "optional"}
 )
@@ -59,6 +59,12 @@ func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
 		case "metrics-top-policies":
 			n, _ := p.uint(f, 100000)
 			g.MetricsTopPolicies = int(n)
+		case "daemon-cpu":
+			g.Daemon.CPUs, g.Daemon.CPUList = p.daemonCPU(f)
+		case "daemon-priority":
+			g.Daemon.Priority = p.daemonPriority(f)
+		case "lock-memory":
+			g.Daemon.LockMemory, _ = p.boolean(f)
 		case "interfaces":
 			if f.val.Kind == yaml.SequenceNode {
 				m.nIfaces = len(f.val.Content)
