@@ -112,7 +112,7 @@ func profileYAML(p *Profile) string {
 //
 //	go test -run '^$' -fuzz '^FuzzParseRate$' -fuzztime 30s ./internal/bench/
 func FuzzParseRate(f *testing.F) {
-	for _, s := range []string{"2Mpps", "500kpps", "1.5M", "10Gbps", "800Mbit/s", "1000", " 3 Gpps ", "-1Mpps", "0x1p4k", "Infbps"} {
+	for _, s := range []string{"2Mpps", "500kpps", "1.5M", "10Gbps", "800Mbit/s", "1000", " 3 Gpps ", "-1Mpps", "0x1p4k", "Infbps", "NaN", "1e308Gpps"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -35,6 +35,7 @@ func FuzzParseTuneProfile(f *testing.F) {
 		f.Add(b)
 	}
 	f.Add([]byte("sysctls: {net.core.busy_poll: 50}\ninterfaces:\n  p0: {rx-queues: 2, cpus: 0-400000000, rss-equal: 2, pcie-max-read-req: 4096}\n"))
+	f.Add([]byte("interfaces:\n  ../../x: {rx-queues: 1}\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := Parse("fuzz.yaml", b)
 		if err != nil {
