@@ -236,6 +236,8 @@ func (p *parser) ifaddr(f field) netip.Prefix {
 		p.errorf(f.line, f.path, "%s has an IPv6 zone; remove it", show(s))
 	case v.Addr().IsUnspecified() || v.Addr().IsMulticast():
 		p.errorf(f.line, f.path, "%s cannot be an interface address; write a unicast address", show(s))
+	case v.Addr().Is4In6():
+		p.errorf(f.line, f.path, "%s", mappedMsg(s, v.Addr()))
 	default:
 		return v
 	}
