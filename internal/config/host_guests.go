@@ -276,7 +276,9 @@ func (m *guestMeta) applyDefaults(p *parser, h *Host) {
 // validate checks the guest sections against each other and against the
 // rest of the file; claim reserves device names across the whole file.
 func (m *guestMeta) validate(p *parser, h *Host, claim func(string, string, int, string)) {
-	at := func(it item, key string) (int, string) { return p.lineOf(it.path+"."+key, it.line), it.path + "." + key }
+	at := func(it item, key string) (int, string) {
+		return p.lineOf(it.path+"."+key, it.line), it.path + "." + key
+	}
 	missing := func(it item, key, msg string) {
 		if !p.bad[it.path+"."+key] {
 			l, path := at(it, key)
