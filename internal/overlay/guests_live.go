@@ -93,7 +93,7 @@ func ReadGuestLive(h *config.Host, l *Live) *GuestLive {
 }
 
 func ovsVsctl(args ...string) (string, error) {
-	cmd := exec.Command("ovs-vsctl", append([]string{"--timeout=5"}, args...)...)
+	cmd := exec.Command("ovs-vsctl", append([]string{"--timeout=60"}, args...)...)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
@@ -147,6 +147,8 @@ func readLinkBase(path string) string {
 // readVF reads VF index of the PF netdev pf from sysfs.
 func readVF(pf string, index int) VFLive {
 	var v VFLive
+	// netdevsim's VFs have representors but no PCI functions.
+	v.Representor = findRepresentor(pf, index)
 	v.PCI = readLinkBase(filepath.Join(sysfsRoot, "class/net", pf, "device", fmt.Sprintf("virtfn%d", index)))
 	if v.PCI == "" {
 		return v
@@ -168,7 +170,6 @@ func readVF(pf string, index int) VFLive {
 			}
 		}
 	}
-	v.Representor = findRepresentor(pf, index)
 	return v
 }
 

@@ -235,7 +235,9 @@ func (p *planner) bridgePort(br, dev string, mtu int, kind string, setUp bool) {
 					return err
 				}
 				r.created(entry{Kind: kindBridgePort, Link: dev, Name: br})
-				return nil
+				// LinkSetMaster sets the port down to enslave it (bonds
+				// need that); a bridge port is of use only up.
+				return kernel.LinkSetUp(dev, true)
 			}})
 	default:
 		if gl := p.live.Guests; gl != nil && slices.Contains(gl.Bridges[br], dev) {
