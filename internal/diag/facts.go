@@ -29,6 +29,8 @@ type Facts struct {
 	// FirmwareTool is the tool used ("" when neither is installed).
 	Firmware     map[string]map[string]string `json:"firmware,omitempty"`
 	FirmwareTool string                       `json:"firmware_tool,omitempty"`
+	// Guests holds QEMU guests, NIC interrupts and VFs (guests.go).
+	Guests *GuestFacts `json:"guests,omitempty"`
 	// Errors lists what could not be gathered, by what.
 	Errors map[string]string `json:"errors,omitempty"`
 }
@@ -113,6 +115,9 @@ func Gather(o GatherOptions) *Facts {
 		}
 	}
 	f.gatherFirmware(o)
+	if f.Guests, err = GatherGuests(o.FS, f.Netdevs); err != nil {
+		f.fail("guests", err)
+	}
 	return f
 }
 
