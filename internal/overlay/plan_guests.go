@@ -151,9 +151,6 @@ func (p *planner) ovsNetwork(path string, n *config.GuestNetwork, gl *GuestLive,
 		port := ovsTunnelPort(v, i)
 		want := map[string]string{"local_ip": v.Local.String(), "remote_ip": rem.Address.String(),
 			"key": strconv.FormatUint(uint64(v.VNI), 10), "dst_port": strconv.Itoa(int(v.Port))}
-		if v.Type == config.VTEPGeneve {
-			delete(want, "local_ip") // OVS's geneve port takes its source from the route (src = the VTEP address)
-		}
 		cur, ok := gl.Ifaces[port]
 		if ok && cur.Type == v.Type && mapsSubset(want, cur.Options) && slices.Contains(gl.Bridges[br], port) {
 			continue
