@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -20,6 +19,8 @@ const tuneLong = `A tuning profile (tune.yaml) is seed 004's host script as data
     net.core.busy_poll: 50
     net.core.netdev_budget: 600
   thp: never                    # transparent_hugepage enabled and defrag
+  daemon-cpus: 2-3              # housekeeping CPUs for the gateway daemon
+                                # (checked against rx cpus and isolcpus)
   cmdline:                      # kernel command line: checked, never edited
     isolcpus: managed_irq,domain,4-23
     nohz_full: 4-23
@@ -33,6 +34,7 @@ const tuneLong = `A tuning profile (tune.yaml) is seed 004's host script as data
       coalesce: {adaptive-rx: false, adaptive-tx: false, rx-usecs: 8, rx-frames: 64, tx-usecs: 8}
       features: {gro: false, lro: false, gso: false, tso: false, hw-tc-offload: true, ntuple: true}
       private-flags: {rx_striding_rq: true, rx_cqe_compress: true}
+      flow-control: {rx: false, tx: false}   # ethtool -A p0 rx off tx off
       pcie-max-read-req: 2048   # setpci CAP_EXP+8.w, bits 14:12
 
 See docs/tune.md.`
@@ -44,7 +46,7 @@ func newTuneCmd() *cobra.Command {
 		Long:  "Keep a host tuned as a declarative profile says.\n\n" + tuneLong,
 		Example: `  sluice tune plan -f tune.yaml     # the commands apply would run
   sluice tune apply -f tune.yaml    # change what differs, nothing else
-  sluice tune check -f tune.yaml    # every drift, live vs wanted; exit 1 on drift`,
+  sluice tune check -f tune.yaml    # every drift, live vs wanted; exit 3 on drift`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newTuneSub("plan"), newTuneSub("apply"), newTuneSub("check"))
@@ -55,6 +57,8 @@ type tuneReport struct {
 	Changed []tune.Item `json:"changed,omitempty"`
 	Drift   []tune.Item `json:"drift"`
 	Items   []tune.Item `json:"items,omitempty"`
+	// NotApplicable are the settings this host cannot have, with why.
+	NotApplicable []tune.Item `json:"not_applicable,omitempty"`
 }
 
 func newTuneSub(verb string) *cobra.Command {
@@ -75,17 +79,23 @@ smp_affinity_list, setpci), kernel command line items as comments. apply
 changes only the settings that differ (so a second apply changes nothing),
 channels before the IRQs they create, and never the kernel command line.
 check prints "[DRIFT] key: live X, want Y" per difference ("[CHECK]" for
-command line items, which need a reboot) and exits 1 when there is any.
+command line items, which need a reboot) and exits 3 when there is any.
+
+Settings a device cannot have (the driver lacks the ethtool operation, as
+veth lacks ethtool -g; a feature that is [fixed] or absent; a private flag
+the driver does not know) are reported as "[N/A] key: reason" and never
+proposed or applied; the rest of the profile goes on.
 
 With --sysroot the profile is checked against a captured tree: sysctls, THP,
-command line and IRQ affinity only (no ethtool).
+command line and IRQ affinity only; ethtool and setpci items are reported
+as not applicable, with the reason.
 
 ` + tuneLong,
 		Example: "  sluice tune " + verb + " -f /etc/sluice/tune.yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
-				return errors.New("tune " + verb + ": -f tune.yaml is required (see sluice tune --help for the format)")
+				return usageErrorf("tune %s: -f tune.yaml is required (see sluice tune --help for the format)", verb)
 			}
 			p, err := tune.Load(file)
 			if err != nil {
@@ -114,7 +124,7 @@ command line and IRQ affinity only (no ethtool).
 				}
 				for _, it := range remaining {
 					if !it.ReportOnly {
-						return &ExitError{Code: 1, Err: fmt.Errorf("tune apply: %d setting(s) still differ", len(remaining))}
+						return fmt.Errorf("tune apply: %d setting(s) still differ", len(remaining))
 					}
 				}
 				return nil
@@ -124,11 +134,13 @@ command line and IRQ affinity only (no ethtool).
 					return err
 				}
 				rep.Drift = nonNil(tune.Drift(items))
+				rep.NotApplicable = tune.NotApplicable(items)
 				if verb == "check" {
 					rep.Items = items
 				}
 				if err := emitTune(w, asJSON, rep, func() {
 					if verb == "plan" {
+						tune.WriteLayout(w, p)
 						tune.WritePlan(w, items)
 						if len(rep.Drift) == 0 {
 							fmt.Fprintln(w, "# nothing to change")
@@ -136,12 +148,13 @@ command line and IRQ affinity only (no ethtool).
 						return
 					}
 					tune.WriteDrift(w, rep.Drift)
-					fmt.Fprintf(w, "%d setting(s) checked, %d drift\n", len(items), len(rep.Drift))
+					tune.WriteNotApplicable(w, items, "")
+					fmt.Fprintf(w, "%d setting(s) checked, %d drift, %d not applicable\n", len(items), len(rep.Drift), len(tune.NotApplicable(items)))
 				}); err != nil {
 					return err
 				}
 				if verb == "check" && len(rep.Drift) > 0 {
-					return &ExitError{Code: 1, Err: fmt.Errorf("tune check: %d setting(s) differ from %s", len(rep.Drift), file)}
+					return checkFailed(fmt.Errorf("tune check: %d setting(s) differ from %s", len(rep.Drift), file))
 				}
 				return nil
 			}

@@ -3,9 +3,10 @@ package config
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"strconv"
 	"time"
+
+	"sluice/internal/fileread"
 )
 
 // Gateway is gateway.yaml: the configuration of `sluice gateway run`, the
@@ -39,6 +40,12 @@ type Gateway struct {
 	// (default DefaultTopPolicies).
 	MetricsListen      string
 	MetricsTopPolicies int
+	// KeyLines is the line of each top-level key as written, for the
+	// checks that run later against the host (api-owner, api-group).
+	KeyLines map[string]int
+	// Daemon is how the daemon itself runs (daemon-cpu, daemon-priority,
+	// lock-memory).
+	Daemon DaemonSettings
 	// Interfaces are the ports the fast path runs on; at least one.
 	Interfaces []Interface
 	// Policies are the static policies used with PolicySource static.
@@ -246,7 +253,7 @@ const (
 
 // LoadGateway reads and validates a gateway.yaml file.
 func LoadGateway(path string) (*Gateway, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileread.Read(path, fileread.ConfigLimit)
 	if err != nil {
 		return nil, fmt.Errorf("gateway config: %w", err)
 	}

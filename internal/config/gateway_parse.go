@@ -11,11 +11,11 @@ import (
 	"time"
 	"unicode"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 var (
-	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "api-socket", "api-owner", "api-group", "metrics-listen", "metrics-top-policies", "interfaces", "policies"}
+	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "api-socket", "api-owner", "api-group", "metrics-listen", "metrics-top-policies", "daemon-cpu", "daemon-priority", "lock-memory", "interfaces", "policies"}
 	interfaceKeys = []string{"name", "l2", "xdp-mode", "inbound", "wan-antispoof", "hairpin-to-nexthop"}
 	policyKeys    = []string{"dir", "src", "dst", "proto", "sport", "dport", "priority", "action", "peer", "local", "reqid", "offload", "offload-dev", "optional"}
 )
@@ -34,9 +34,10 @@ type gatewayMeta struct {
 
 // gateway walks the root mapping.
 func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
-	g := &Gateway{File: p.file}
+	g := &Gateway{File: p.file, KeyLines: map[string]int{}}
 	m := &gatewayMeta{rootLine: root.Line}
 	for _, f := range p.fields(root, "", gatewayKeys) {
+		g.KeyLines[f.name] = f.line
 		switch f.name {
 		case "lab":
 			g.Lab, _ = p.boolean(f)
@@ -59,6 +60,12 @@ func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
 		case "metrics-top-policies":
 			n, _ := p.uint(f, 100000)
 			g.MetricsTopPolicies = int(n)
+		case "daemon-cpu":
+			g.Daemon.CPUs, g.Daemon.CPUList = p.daemonCPU(f)
+		case "daemon-priority":
+			g.Daemon.Priority = p.daemonPriority(f)
+		case "lock-memory":
+			g.Daemon.LockMemory, _ = p.boolean(f)
 		case "interfaces":
 			if f.val.Kind == yaml.SequenceNode {
 				m.nIfaces = len(f.val.Content)
@@ -213,6 +220,12 @@ func ifnameProblem(s string) string {
 	}
 	return ""
 }
+
+// InterfaceNameProblem says why s is not a name the kernel would accept
+// for an interface, or "". Every name that reaches a generated script or
+// a printed command goes through it: a newline in a name would start a
+// command of its own.
+func InterfaceNameProblem(s string) string { return ifnameProblem(s) }
 
 // addr parses an IP address (IPv4 or IPv6, no zone, not unspecified).
 func (p *parser) addr(f field, what string) netip.Addr {

@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 var (
@@ -19,7 +19,7 @@ var (
 	vtepKeys     = []string{"name", "type", "vni", "local", "port", "remotes", "mtu", "geneve-options", "addresses"}
 	remoteKeys   = []string{"address", "via"}
 	ipsecKeys    = []string{"keys", "peers", "unsafe-bond-offload"}
-	peerKeys     = []string{"name", "local", "remote", "mode", "key-bits", "spi-out", "spi-in", "reqid-out", "reqid-in", "esn", "replay-window", "offload", "offload-dev", "selectors", "priority"}
+	peerKeys     = []string{"name", "local", "remote", "mode", "key-bits", "spi-out", "spi-in", "reqid-out", "reqid-in", "esn", "replay-window", "offload", "offload-out", "offload-in", "offload-dev", "selectors", "priority"}
 	selectorKeys = []string{"local", "remote"}
 )
 
@@ -436,6 +436,14 @@ func (p *parser) peer(it item) (Peer, []item) {
 		v, _ := p.uint(f, 1<<32-1)
 		return uint32(v)
 	}
+	// A policy template with reqid 0 takes any SA between the addresses.
+	reqid := func(f field) uint32 {
+		v, ok := p.uint(f, 1<<32-1)
+		if ok && v == 0 {
+			p.errorf(f.line, f.path, "0 means no reqid to the kernel: the policy would take any SA between these addresses; give a non-zero reqid, or leave it out (default: the SPI)")
+		}
+		return uint32(v)
+	}
 	for _, f := range p.fields(it.node, it.path, peerKeys) {
 		switch f.name {
 		case "name":
@@ -458,9 +466,9 @@ func (p *parser) peer(it item) (Peer, []item) {
 		case "spi-in":
 			pr.SPIIn = p.spi(f)
 		case "reqid-out":
-			pr.ReqidOut = u32(f)
+			pr.ReqidOut = reqid(f)
 		case "reqid-in":
-			pr.ReqidIn = u32(f)
+			pr.ReqidIn = reqid(f)
 		case "esn":
 			pr.ESN, _ = p.boolean(f)
 		case "replay-window":
@@ -468,6 +476,10 @@ func (p *parser) peer(it item) (Peer, []item) {
 			pr.ReplayWindow = int(v)
 		case "offload":
 			pr.Offload = enum(p, f, OffloadModeNone, OffloadModeNone, OffloadModeCrypto, OffloadModePacket, OffloadModeAuto)
+		case "offload-out":
+			pr.OffloadOut = enum(p, f, "", OffloadModeNone, OffloadModeCrypto, OffloadModePacket, OffloadModeAuto)
+		case "offload-in":
+			pr.OffloadIn = enum(p, f, "", OffloadModeNone, OffloadModeCrypto, OffloadModePacket, OffloadModeAuto)
 		case "offload-dev":
 			pr.OffloadDev = p.ifname(f)
 		case "selectors":

@@ -31,6 +31,9 @@ type Facts struct {
 	FirmwareTool string                       `json:"firmware_tool,omitempty"`
 	// Guests holds QEMU guests, NIC interrupts and VFs (guests.go).
 	Guests *GuestFacts `json:"guests,omitempty"`
+	// SAFamilies maps devices whose driver has a known SA limit to the SA
+	// table they share (sa_budget.go).
+	SAFamilies map[string]string `json:"sa_families,omitempty"`
 	// Errors lists what could not be gathered, by what.
 	Errors map[string]string `json:"errors,omitempty"`
 }
@@ -118,6 +121,7 @@ func Gather(o GatherOptions) *Facts {
 	if f.Guests, err = GatherGuests(o.FS, f.Netdevs); err != nil {
 		f.fail("guests", err)
 	}
+	f.gatherSAFamilies(o.FS)
 	return f
 }
 

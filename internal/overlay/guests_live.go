@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"sluice/internal/config"
+	"sluice/internal/fileread"
 )
 
 // GuestLive is the part of the host the guest steps compare with: Open
@@ -155,7 +156,7 @@ func readVF(pf string, index int) VFLive {
 	}
 	dev := filepath.Join(sysfsRoot, "bus/pci/devices", v.PCI)
 	v.Driver = readLinkBase(filepath.Join(dev, "driver"))
-	if b, err := os.ReadFile(filepath.Join(dev, "driver_override")); err == nil {
+	if b, err := fileread.Read(filepath.Join(dev, "driver_override"), fileread.ProcLimit); err == nil {
 		v.Override = strings.TrimSpace(string(b))
 		if v.Override == "(null)" {
 			v.Override = ""
@@ -178,7 +179,7 @@ func readVF(pf string, index int) VFLive {
 // (mlx5 and netdevsim name them pf0vf0).
 func findRepresentor(pf string, index int) string {
 	read := func(dev, attr string) string {
-		b, err := os.ReadFile(filepath.Join(sysfsRoot, "class/net", dev, attr))
+		b, err := fileread.Read(filepath.Join(sysfsRoot, "class/net", dev, attr), fileread.ProcLimit)
 		if err != nil {
 			return ""
 		}

@@ -36,6 +36,9 @@ type Live struct {
 	VFCaps map[string]kernel.VFPort
 	// PCI maps PCI addresses written in the file to netdev names.
 	PCI map[string]string
+	// OffloadHW holds the driver and SA table of offload devices, by
+	// name (plan_offload_hw.go).
+	OffloadHW map[string]OffloadHW
 	// Guests and Topology are read only for files with guest networks
 	// (guests_live.go): OVS, VF drivers, representors, NUMA placement.
 	Guests   *GuestLive
@@ -130,6 +133,7 @@ func ReadLive(h *config.Host) (*Live, error) {
 			l.PCI[p] = names[0]
 		}
 	}
+	readOffloadHW(l, h)
 	// ethtool features of offload devices.
 	if h.IPsec != nil {
 		for _, p := range h.IPsec.Peers {

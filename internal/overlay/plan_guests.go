@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"sluice/internal/config"
+	"sluice/internal/fileread"
 	"sluice/internal/kernel"
 )
 
@@ -361,7 +362,7 @@ func (p *planner) domain(path string, g *config.Guest, n *config.GuestNetwork, g
 		return
 	}
 	file := filepath.Join(DefaultGuestDir, g.Name+".xml")
-	if cur, err := os.ReadFile(file); err != nil || string(cur) != xml {
+	if cur, err := fileread.Read(file, fileread.StateLimit); err != nil || string(cur) != xml {
 		p.add(Step{Section: "guests", Action: "create", Object: "domain XML " + file, Why: "guest " + g.Name,
 			Commands: []string{"cat > " + file + " <<'EOF'\n" + xml + "EOF"}, run: func(r *runner) error {
 				if err := os.MkdirAll(DefaultGuestDir, 0o755); err != nil {

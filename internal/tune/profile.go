@@ -8,14 +8,15 @@ package tune
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
+	"sluice/internal/config"
 	"sluice/internal/diag"
+	"sluice/internal/fileread"
 )
 
 // Profile is a parsed tune.yaml.
@@ -28,6 +29,11 @@ type Profile struct {
 	// these values (checked only).
 	Cmdline    map[string]string     `yaml:"cmdline"`
 	Interfaces map[string]*Interface `yaml:"interfaces"`
+	// DaemonCPUs are the housekeeping CPUs the gateway daemon runs on
+	// (seed 004's layout: 0-1 kernel, 2-3 daemon, the rest RX queues);
+	// gateway.yaml's daemon-cpu pins it there.
+	DaemonCPUs string `yaml:"daemon-cpus"`
+	daemon     []int
 	lines      map[string]int
 	path       string
 }
@@ -46,7 +52,9 @@ type Interface struct {
 	RSSEqual int `yaml:"rss-equal"`
 	// PCIeMaxReadReq in bytes (128..4096), set with setpci.
 	PCIeMaxReadReq int `yaml:"pcie-max-read-req"`
-	cpus           []int
+	// FlowControl is `ethtool -A` (rx/tx pause frames).
+	FlowControl *FlowControl `yaml:"flow-control"`
+	cpus        []int
 }
 
 type Rings struct {
@@ -67,7 +75,7 @@ type Coalesce struct {
 // kernel reports.
 var featureAliases = map[string][]string{
 	"gro":    {"rx-gro"},
-	"lro":    {"large-receive-offload"},
+	"lro":    {"rx-lro"}, // ethtool -k shows it as large-receive-offload
 	"gso":    {"tx-generic-segmentation"},
 	"tso":    {"tx-tcp-segmentation", "tx-tcp6-segmentation"},
 	"ntuple": {"rx-ntuple-filter"},
@@ -90,7 +98,7 @@ var mrrsValues = map[int]int{128: 0, 256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
 // Load reads and validates a profile. Errors name the file, line and
 // field, and say what is allowed.
 func Load(path string) (*Profile, error) {
-	b, err := os.ReadFile(path)
+	b, err := fileread.Read(path, fileread.ConfigLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -108,7 +116,7 @@ func Parse(path string, b []byte) (*Profile, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(p); err != nil {
-		return nil, fmt.Errorf("%s: %w (known keys: sysctls, thp, cmdline, interfaces.NAME.{rx-queues, cpus, rings, coalesce, features, private-flags, rss-equal, pcie-max-read-req})", path, err)
+		return nil, fmt.Errorf("%s: %w (known keys: sysctls, thp, cmdline, daemon-cpus, interfaces.NAME.{rx-queues, cpus, rings, coalesce, features, private-flags, flow-control, rss-equal, pcie-max-read-req})", path, err)
 	}
 	return p, p.validate()
 }
@@ -150,12 +158,18 @@ func (p *Profile) validate() error {
 	for _, name := range sortedKeys(p.Interfaces) {
 		ifc := p.Interfaces[name]
 		f := "interfaces." + name
+		if problem := config.InterfaceNameProblem(name); problem != "" {
+			return p.errf(f, "%s", problem)
+		}
 		if ifc == nil {
 			return p.errf(f, "empty: give at least one setting")
 		}
 		if ifc.CPUs != "" {
 			set, err := diag.ParseCPUList(ifc.CPUs)
-			if err != nil || len(set) == 0 {
+			if err != nil {
+				return p.errf(f+".cpus", "%v; want a CPU list like 4-13", err)
+			}
+			if len(set) == 0 {
 				return p.errf(f+".cpus", "%q: want a CPU list like 4-13", ifc.CPUs)
 			}
 			ifc.cpus = set.Sorted()
@@ -173,7 +187,7 @@ func (p *Profile) validate() error {
 			return p.errf(f+".pcie-max-read-req", "%d: want 128, 256, 512, 1024, 2048 or 4096", ifc.PCIeMaxReadReq)
 		}
 	}
-	return nil
+	return p.validateLayout()
 }
 
 func sortedKeys[V any](m map[string]V) []string {
