@@ -11,7 +11,7 @@ import (
 )
 
 var (
-	hostKeys     = []string{"name", "uplinks", "sriov", "vteps", "ipsec"}
+	hostKeys     = []string{"name", "uplinks", "sriov", "vteps", "ipsec", "guest-networks", "guests"}
 	uplinkKeys   = []string{"ports", "mtu", "bond", "addresses"}
 	bondKeys     = []string{"name", "mode", "miimon", "primary"}
 	sriovKeys    = []string{"pf", "vfs", "eswitch", "flow-steering-mode", "vf-ipsec", "vf"}
@@ -37,6 +37,7 @@ type hostMeta struct {
 	sels     [][]item
 	// portItems etc. hold the line of each list element as written.
 	portLines, addrLines []int
+	guests               guestMeta
 }
 
 func (p *parser) host(root *yaml.Node) (*Host, *hostMeta) {
@@ -70,6 +71,8 @@ func (p *parser) host(root *yaml.Node) (*Host, *hostMeta) {
 				m.ipsec = it
 				h.IPsec = p.ipsec(it, m)
 			}
+		case "guest-networks", "guests":
+			p.guestSections(f, h, &m.guests)
 		}
 	}
 	return h, m
