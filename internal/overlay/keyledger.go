@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"sluice/internal/kernel"
 )
 
 // The key ledger remembers every manual key apply has installed, so that
@@ -43,8 +45,15 @@ type keyLedger struct {
 	path string
 }
 
+// ledgerPath names the ledger after the namespace's cookie, not its inode:
+// inodes are reused once a namespace is gone, and a new namespace must not
+// inherit the keys of an unrelated old one (nor be refused them).
 func ledgerPath(journalPath string) string {
-	return filepath.Join(filepath.Dir(journalPath), fmt.Sprintf("keys-used@netns-%s.json", netnsID()))
+	id := netnsID()
+	if c, err := kernel.NetnsCookie(); err == nil {
+		id = fmt.Sprintf("cookie-%d", c)
+	}
+	return filepath.Join(filepath.Dir(journalPath), fmt.Sprintf("keys-used@netns-%s.json", id))
 }
 
 func loadLedger(path string) (*keyLedger, error) {
