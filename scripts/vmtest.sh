@@ -12,7 +12,7 @@
 # the failures and a last line "N passed, N failed[, N skipped]" counting
 # tests and subtests. Exits non-zero if anything failed or the VM did.
 #
-# Environment: VMTEST_TIMEOUT (default 12m) limits the whole VM run. In the
+# Environment: VMTEST_TIMEOUT (default 25m) limits the whole VM run. In the
 # guest, tests find the sluice binary built here in $SLUICE_BIN and
 # netdevsim.ko in $SLUICE_NETDEVSIM.
 set -euo pipefail
@@ -23,7 +23,7 @@ start=$(now_ms)
 cd "$(dirname "$0")/.."
 repo=$(pwd -P)
 out=$repo/.vmtest
-timeout=${VMTEST_TIMEOUT:-12m}
+timeout=${VMTEST_TIMEOUT:-25m}
 
 log() { printf 'vmtest: %s\n' "$*" >&2; }
 # Single-quote for the guest's /bin/sh (dash: no $'...').
@@ -77,7 +77,7 @@ guest=$out/guest.sh
     for j in "${!filters[@]}"; do
       f=${filters[$j]}
       base=$out/results/${names[$i]}.$j
-      run="-test.v -test.timeout=10m"
+      run="-test.v -test.timeout=22m"
       [ -z "$f" ] || run="$run -test.run $(q "$f")"
       echo "echo $(q "=== vmtest: ${pkgdirs[$i]#"$repo"/}${f:+ (-test.run $f)}")"
       echo "cd $(q "${pkgdirs[$i]}")"
