@@ -1,0 +1,220 @@
+package flower
+
+import (
+	"net"
+	"net/netip"
+
+	"sluice/internal/fastpath"
+	"sluice/internal/kernel"
+)
+
+// Port is one configured gateway interface as the flower tier sees it.
+type Port struct {
+	Name    string
+	Ifindex int
+	// VLAN child: the port that receives its tagged frames and its tag.
+	ParentIfindex int
+	ParentName    string
+	VLANID        uint16
+	Outbound      bool // flower: outbound or both
+	Inbound       bool // flower: inbound or both (config: only with inbound: forward)
+	// InboundForward is XDP's opt-in (inbound: forward with
+	// wan-antispoof: upstream); inbound rules need it as well.
+	InboundForward bool
+	TTL            bool // flower-ttl
+	L2FIB          bool // l2: fib (sluice writes the MACs)
+	// Hairpin, when set, is where inbound traffic from this port goes
+	// (hairpin-to-nexthop) instead of the FIB's choice.
+	Hairpin *NextHop
+}
+
+// NextHop is where the FIB sends every address of a prefix.
+type NextHop struct {
+	Ifindex       int // egress interface (a VLAN child or a port)
+	Name          string
+	ParentIfindex int // VLAN child: its port
+	ParentName    string
+	VLANID        uint16
+	DstMAC        net.HardwareAddr // nil when unresolved
+	SrcMAC        net.HardwareAddr
+	MTU           int
+}
+
+// Router answers where the kernel would send every address of a prefix.
+type Router interface {
+	// Route returns the next hop of every address in dst, or a reason
+	// when the kernel would not route the whole prefix the same way
+	// (local addresses, more specific routes, policy rules, unreachable).
+	Route(dst netip.Prefix) (NextHop, string)
+}
+
+// Input is what Derive works from.
+type Input struct {
+	Views           []fastpath.PolicyView
+	FwdDefaultBlock bool
+	Ports           []Port
+	Router          Router
+	InboundChain    uint32
+}
+
+// Skip records a policy the flower tier leaves to XDP or the kernel, and
+// why (shown by `show gateway`, and tested).
+type Skip struct {
+	PolicyIndex uint32 `json:"policy_index"`
+	Port        string `json:"port"`
+	Reason      string `json:"reason"`
+}
+
+// Result is the derived rule set.
+type Result struct {
+	Rules []Rule
+	Skips []Skip
+}
+
+// Derive returns the flower rules for the policy set: one per (policy,
+// serving port) where the XDP program's decision is a forward, the same
+// forward, for every packet the rule can match; plus a TTL guard per
+// device, chain, VLAN and family that carries rules with TTL handling.
+func Derive(in Input) Result {
+	var res Result
+	guards := map[string]bool{}
+	emit := func(r Rule, ttl bool) {
+		res.Rules = append(res.Rules, r)
+		for _, k := range []Kind{KindICMPGuard, KindTTLGuard} {
+			if k == KindTTLGuard && !ttl {
+				continue
+			}
+			g := Rule{Kind: k, Dir: r.Dir, Dev: r.Dev, DevName: r.DevName, Chain: r.Chain, Pref: PrefGuard, IPv6: r.IPv6, VLANID: r.VLANID}
+			if !guards[g.Key()] {
+				guards[g.Key()] = true
+				res.Rules = append(res.Rules, g)
+			}
+		}
+	}
+	for i := range in.Views {
+		v := &in.Views[i]
+		p := &v.Policy
+		if p.Action != kernel.ActionAllow || v.OffloadIfindex == 0 || p.Dir == kernel.DirFwd {
+			continue
+		}
+		for pi := range in.Ports {
+			port := &in.Ports[pi]
+			var r Rule
+			var why string
+			switch {
+			case p.Dir == kernel.DirOut && port.Outbound:
+				r, why = in.outbound(v, port)
+			case p.Dir == kernel.DirIn && port.Inbound && port.Ifindex == v.OffloadIfindex:
+				r, why = in.inbound(v, port)
+			default:
+				continue
+			}
+			if why != "" {
+				res.Skips = append(res.Skips, Skip{PolicyIndex: p.Index, Port: port.Name, Reason: why})
+				continue
+			}
+			emit(r, port.TTL)
+		}
+	}
+	return res
+}
+
+func (in *Input) outbound(v *fastpath.PolicyView, port *Port) (Rule, string) {
+	p := &v.Policy
+	if why := matchable(p.Sel); why != "" {
+		return Rule{}, why
+	}
+	if why := in.uniform(v); why != "" {
+		return Rule{}, why
+	}
+	nh, why := in.Router.Route(p.Sel.Dst)
+	if why != "" {
+		return Rule{}, "route: " + why
+	}
+	if nh.Ifindex != v.OffloadIfindex {
+		return Rule{}, "route: the FIB sends the destination out of " + nh.Name + ", not the SA's offload device"
+	}
+	r := baseRule(v, port, Outbound)
+	if port.ParentIfindex != 0 {
+		r.Dev, r.DevName, r.VLANID, r.PopVLAN = port.ParentIfindex, port.ParentName, port.VLANID, true
+	}
+	r.Redirect, r.RedirectName, r.MTU = nh.Ifindex, nh.Name, nh.MTU
+	if in.l2FIB(v.OffloadIfindex) {
+		if nh.DstMAC == nil {
+			return Rule{}, "route: next hop not resolved yet (XDP resolves it per packet)"
+		}
+		r.DstMAC, r.SrcMAC = nh.DstMAC, nh.SrcMAC
+	}
+	return r, ""
+}
+
+func (in *Input) inbound(v *fastpath.PolicyView, port *Port) (Rule, string) {
+	p := &v.Policy
+	if !port.InboundForward {
+		return Rule{}, "inbound: the port does not have inbound: forward"
+	}
+	if why := matchable(p.Sel); why != "" {
+		return Rule{}, why
+	}
+	if why := in.uniform(v); why != "" {
+		return Rule{}, why
+	}
+	nh := port.Hairpin
+	if nh == nil {
+		route, why := in.Router.Route(p.Sel.Dst)
+		if why != "" {
+			return Rule{}, "route: " + why
+		}
+		nh = &route
+	}
+	if nh.DstMAC == nil {
+		return Rule{}, "route: next hop not resolved yet (XDP resolves it per packet)"
+	}
+	r := baseRule(v, port, Inbound)
+	r.Chain = in.InboundChain
+	r.DstMAC, r.SrcMAC, r.MTU = nh.DstMAC, nh.SrcMAC, nh.MTU
+	r.Redirect, r.RedirectName = nh.Ifindex, nh.Name
+	if nh.ParentIfindex != 0 {
+		r.PushVLAN, r.Redirect, r.RedirectName = nh.VLANID, nh.ParentIfindex, nh.ParentName
+	}
+	return r, ""
+}
+
+func baseRule(v *fastpath.PolicyView, port *Port, dir Direction) Rule {
+	s := v.Policy.Sel
+	return Rule{
+		Kind: KindForward, Dir: dir, Dev: port.Ifindex, DevName: port.Name, Pref: PrefForward,
+		IPv6: s.Dst.Addr().Is6(), Src: s.Src, Dst: s.Dst, Proto: s.Proto,
+		SPort: s.SPort & s.SPortMask, SPortMask: s.SPortMask, DPort: s.DPort & s.DPortMask, DPortMask: s.DPortMask,
+		DecTTL: port.TTL, PolicyIndex: v.Policy.Index, Port: port.Name,
+	}
+}
+
+// l2FIB reports whether sluice writes the MACs of frames leaving through
+// dev (l2: fib on the configured port dev), as the XDP program does.
+func (in *Input) l2FIB(dev int) bool {
+	for _, p := range in.Ports {
+		if p.Ifindex == dev {
+			return p.L2FIB
+		}
+	}
+	return false
+}
+
+// matchable returns "" when flower can match exactly the selector.
+func matchable(s kernel.Selector) string {
+	switch s.Proto {
+	case 1, 58:
+		return "icmp: ICMP stays with XDP and the kernel (errors match by their inner header)"
+	case 0:
+		if s.SPortMask|s.DPortMask != 0 {
+			return "selector: ports without a protocol"
+		}
+	case 6, 17, 132:
+	default:
+		if s.SPortMask|s.DPortMask != 0 {
+			return "selector: flower matches ports of TCP, UDP and SCTP only"
+		}
+	}
+	return ""
+}
