@@ -156,7 +156,7 @@ func TestParseGatewayDefaults(t *testing.T) {
 		File: "gateway.yaml", Lab: false, PolicySource: PolicySourceKernel, Counters: true,
 		PinDir: "/sys/fs/bpf/sluice", Lease: 5 * time.Second, APISocket: DefaultAPISocket, MetricsTopPolicies: DefaultTopPolicies,
 		FlowerInboundChain: DefaultFlowerInboundChain,
-		Interfaces: []Interface{{Name: "p0", L2: L2NIC, XDPMode: XDPNative, Inbound: InboundPass, WANAntispoof: AntispoofNone, Flower: FlowerOff, FlowerTTL: true, FlowerRuleBudget: DefaultFlowerRuleBudget, Line: 2}},
+		Interfaces:         []Interface{{Name: "p0", L2: L2NIC, XDPMode: XDPNative, Inbound: InboundPass, WANAntispoof: AntispoofNone, Flower: FlowerOff, FlowerTTL: true, FlowerRuleBudget: DefaultFlowerRuleBudget, Line: 2}},
 	}
 	if !reflect.DeepEqual(g, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", g, want)
