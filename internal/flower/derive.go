@@ -79,12 +79,13 @@ func Derive(in Input) Result {
 	var res Result
 	guards := map[string]bool{}
 	emit := func(r Rule, ttl bool) {
+		r.Pref = prefFor(KindForward, r.VLANID, r.IPv6)
 		res.Rules = append(res.Rules, r)
 		for _, k := range []Kind{KindICMPGuard, KindTTLGuard} {
 			if k == KindTTLGuard && !ttl {
 				continue
 			}
-			g := Rule{Kind: k, Dir: r.Dir, Dev: r.Dev, DevName: r.DevName, Chain: r.Chain, Pref: PrefGuard, IPv6: r.IPv6, VLANID: r.VLANID}
+			g := Rule{Kind: k, Dir: r.Dir, Dev: r.Dev, DevName: r.DevName, Chain: r.Chain, Pref: prefFor(k, r.VLANID, r.IPv6), IPv6: r.IPv6, VLANID: r.VLANID}
 			if !guards[g.Key()] {
 				guards[g.Key()] = true
 				res.Rules = append(res.Rules, g)
@@ -183,7 +184,7 @@ func (in *Input) inbound(v *fastpath.PolicyView, port *Port) (Rule, string) {
 func baseRule(v *fastpath.PolicyView, port *Port, dir Direction) Rule {
 	s := v.Policy.Sel
 	return Rule{
-		Kind: KindForward, Dir: dir, Dev: port.Ifindex, DevName: port.Name, Pref: PrefForward,
+		Kind: KindForward, Dir: dir, Dev: port.Ifindex, DevName: port.Name,
 		IPv6: s.Dst.Addr().Is6(), Src: s.Src, Dst: s.Dst, Proto: s.Proto,
 		SPort: s.SPort & s.SPortMask, SPortMask: s.SPortMask, DPort: s.DPort & s.DPortMask, DPortMask: s.DPortMask,
 		DecTTL: port.TTL, PolicyIndex: v.Policy.Index, Port: port.Name,

@@ -33,14 +33,32 @@ const (
 
 func (d Direction) String() string { return [...]string{"outbound", "inbound"}[d&1] }
 
-// Filter priorities (tc "pref"): the guards first, then the forwards,
-// which never overlap one another (Derive emits no two rules whose
-// selectors overlap with different outcomes), so one priority serves them
-// all.
+// Filter priorities (tc "pref"). tc keeps one protocol per priority
+// within a chain, so each protocol (802.1Q, IPv4, IPv6) has its own pair:
+// the guards in 1-3, before every forward in 4-6. Forwards never overlap
+// one another (Derive emits no two rules whose selectors overlap), so
+// their order within a priority does not matter.
 const (
-	PrefGuard   = 1
-	PrefForward = 2
+	PrefGuard   = 1 // + protocol offset
+	PrefForward = 4 // + protocol offset
+	prefMax     = 6
 )
+
+// prefFor returns the priority of a rule of this kind and protocol.
+func prefFor(k Kind, vlan uint16, v6 bool) uint16 {
+	off := uint16(0)
+	switch {
+	case vlan != 0:
+	case !v6:
+		off = 1
+	default:
+		off = 2
+	}
+	if k == KindForward {
+		return PrefForward + off
+	}
+	return PrefGuard + off
+}
 
 // Rule is one tc flower filter in the terms the installer encodes.
 type Rule struct {
