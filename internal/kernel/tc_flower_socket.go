@@ -8,6 +8,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,7 +45,7 @@ func (e *FlowerError) Unwrap() error { return e.Errno }
 
 // OpenFlowerSocket opens the socket (in the calling thread's namespace).
 func OpenFlowerSocket() (*FlowerSocket, error) {
-	s, err := nl.GetNetlinkSocketAt(0, 0, unix.NETLINK_ROUTE)
+	s, err := nl.GetNetlinkSocketAt(netns.None(), netns.None(), unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("tc flower: netlink socket: %w", err)
 	}
