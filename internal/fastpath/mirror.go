@@ -86,6 +86,10 @@ type Mirror struct {
 	Debounce time.Duration // default 20ms
 	Lease    time.Duration // 0: no lease (tests)
 	Log      *slog.Logger
+	// Tier, when set, is the hardware tier (internal/flower): it gets
+	// every published snapshot, and is closed (rules removed) whenever
+	// the fast path closes for lost or failed sync.
+	Tier HardwareTier
 
 	mu       sync.Mutex // guards status and byIndex
 	status   MirrorStatus
@@ -127,7 +131,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 	}
 	events, err := m.Src.Watch(ctx)
 	if err != nil {
-		m.DP.SetReady(false)
+		m.closeFastPath()
 		return err
 	}
 	if err := m.resync(); err != nil {
@@ -156,13 +160,13 @@ func (m *Mirror) Run(ctx context.Context) error {
 			}
 			switch ev.Kind {
 			case kernel.MonitorFailed:
-				m.DP.SetReady(false)
+				m.closeFastPath()
 				m.setStatus(func(s *MirrorStatus) { s.InSync = false; s.LastError = ev.Err.Error() })
 				return errors.Join(errors.New("XFRM monitor failed; the fast path is closed"), ev.Err)
 			case kernel.Resync:
 				// Events were lost: the maps may be wrong. Close now,
 				// reopen after a fresh dump.
-				m.DP.SetReady(false)
+				m.closeFastPath()
 				m.setStatus(func(s *MirrorStatus) { s.InSync = false; s.Resyncs++ })
 				m.Log.Warn("XFRM events lost; resynchronising", "err", ev.Err)
 				if err := m.resync(); err != nil {
@@ -187,7 +191,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 func (m *Mirror) resync() error {
 	snap, err := m.Src.Dump()
 	if err != nil {
-		m.DP.SetReady(false)
+		m.closeFastPath()
 		m.setStatus(func(s *MirrorStatus) { s.InSync = false; s.LastError = err.Error() })
 		return err
 	}
@@ -256,12 +260,15 @@ func (m *Mirror) publish() error {
 		err = m.DP.Apply(tables)
 	}
 	if err != nil {
-		m.DP.SetReady(false)
+		m.closeFastPath()
 		m.setStatus(func(s *MirrorStatus) { s.InSync = false; s.LastError = err.Error() })
 		return err
 	}
 	if err := m.DP.PruneCounters(func(i uint32) bool { _, ok := m.policies[i]; return ok }); err != nil {
 		m.Log.Warn("pruning per-policy counters", "err", err)
+	}
+	if m.Tier != nil {
+		m.Tier.Update(snap)
 	}
 	byIndex := make(map[uint32]kernel.Policy, len(m.policies))
 	for i, p := range m.policies {
@@ -280,4 +287,23 @@ func (m *Mirror) publish() error {
 		s.LastError = ""
 	})
 	return nil
+}
+
+// HardwareTier is a forwarding tier beside XDP fed by the mirror (the
+// flower tier, internal/flower).
+type HardwareTier interface {
+	// Update hands over a freshly published snapshot.
+	Update(Snapshot)
+	// Close removes everything that depends on the mirror, before it
+	// returns: the mirror lost or failed its sync.
+	Close()
+}
+
+// closeFastPath hands every packet to the kernel: XDP at once, and the
+// hardware tier's rules removed before the mirror goes on.
+func (m *Mirror) closeFastPath() {
+	m.DP.SetReady(false)
+	if m.Tier != nil {
+		m.Tier.Close()
+	}
 }

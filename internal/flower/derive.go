@@ -26,6 +26,9 @@ type Port struct {
 	// Hairpin, when set, is where inbound traffic from this port goes
 	// (hairpin-to-nexthop) instead of the FIB's choice.
 	Hairpin *NextHop
+	// Budget bounds the forwarding rules on the port's filter device
+	// (0: none); the tier applies it, Derive does not.
+	Budget int
 }
 
 // NextHop is where the FIB sends every address of a prefix.

@@ -1,0 +1,116 @@
+package kernel
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// PrefixRoute is where the kernel sends every address of a prefix.
+type PrefixRoute struct {
+	Ifindex int
+	Name    string
+	// VLAN child: its parent and tag.
+	ParentIfindex int
+	ParentName    string
+	VLANID        uint16
+	DstMAC        net.HardwareAddr // the next hop's MAC (nil: unresolved)
+	SrcMAC        net.HardwareAddr
+	MTU           int
+}
+
+// RoutePrefix returns the route the kernel's FIB takes for every address
+// in dst, or a reason why that is not one answer: policy routing rules
+// beyond the three defaults (the route may depend on the ingress, mark or
+// ports), a local or non-unicast route, or a more specific route inside
+// the prefix. It is what a hardware rule, which cannot ask the FIB per
+// packet, may rely on.
+func RoutePrefix(dst netip.Prefix) (PrefixRoute, string, error) {
+	family := netlink.FAMILY_V4
+	if dst.Addr().Is6() {
+		family = netlink.FAMILY_V6
+	}
+	rules, err := netlink.RuleList(family)
+	if err != nil {
+		return PrefixRoute{}, "", fmt.Errorf("ip rule list: %w", err)
+	}
+	for _, r := range rules {
+		if r.Priority != 0 && r.Priority != 32766 && r.Priority != 32767 {
+			return PrefixRoute{}, fmt.Sprintf("policy routing rule %d may route part of the prefix differently", r.Priority), nil
+		}
+	}
+	routes, err := netlink.RouteListFiltered(family, &netlink.Route{Table: unix.RT_TABLE_UNSPEC}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return PrefixRoute{}, "", fmt.Errorf("ip route list: %w", err)
+	}
+	var best *netlink.Route
+	bestBits := -1
+	for i := range routes {
+		r := &routes[i]
+		rp := routePrefix(r, family)
+		if !rp.Overlaps(dst) {
+			continue
+		}
+		if r.Table == unix.RT_TABLE_LOCAL && r.Type == unix.RTN_LOCAL || r.Type == unix.RTN_BROADCAST && rp.Bits() >= dst.Bits() {
+			return PrefixRoute{}, "a local address of this host is inside the prefix", nil
+		}
+		if r.Table != unix.RT_TABLE_MAIN {
+			continue
+		}
+		if rp.Bits() > dst.Bits() {
+			return PrefixRoute{}, "a more specific route (" + rp.String() + ") is inside the prefix", nil
+		}
+		if rp.Bits() > bestBits {
+			best, bestBits = r, rp.Bits()
+		}
+	}
+	if best == nil {
+		return PrefixRoute{}, "no route", nil
+	}
+	if best.Type != unix.RTN_UNICAST || best.LinkIndex == 0 || len(best.MultiPath) > 0 {
+		return PrefixRoute{}, "the route is not a single unicast next hop", nil
+	}
+	l, err := LinkByIndex(best.LinkIndex)
+	if err != nil {
+		return PrefixRoute{}, "", err
+	}
+	nl, err := netlink.LinkByIndex(best.LinkIndex)
+	if err != nil {
+		return PrefixRoute{}, "", err
+	}
+	pr := PrefixRoute{Ifindex: l.Ifindex, Name: l.Name, VLANID: l.VLANID, ParentIfindex: l.ParentIfindex, SrcMAC: l.MAC, MTU: nl.Attrs().MTU}
+	if best.MTU != 0 && best.MTU < pr.MTU {
+		pr.MTU = best.MTU
+	}
+	if l.ParentIfindex != 0 {
+		if p, err := LinkByIndex(l.ParentIfindex); err == nil {
+			pr.ParentName = p.Name
+		}
+	}
+	gw, ok := netip.AddrFromSlice(best.Gw)
+	if !ok {
+		if dst.Bits() != dst.Addr().BitLen() {
+			return PrefixRoute{}, "an on-link prefix has one MAC per host", nil
+		}
+		gw = dst.Addr()
+	}
+	if _, mac, err := ResolveNextHop(gw.Unmap()); err == nil {
+		pr.DstMAC = mac
+	}
+	return pr, "", nil
+}
+
+func routePrefix(r *netlink.Route, family int) netip.Prefix {
+	if r.Dst == nil {
+		if family == netlink.FAMILY_V6 {
+			return netip.MustParsePrefix("::/0")
+		}
+		return netip.MustParsePrefix("0.0.0.0/0")
+	}
+	a, _ := netip.AddrFromSlice(r.Dst.IP)
+	bits, _ := r.Dst.Mask.Size()
+	return netip.PrefixFrom(a.Unmap(), bits)
+}
