@@ -58,6 +58,8 @@ type Input struct {
 	Ports           []Port
 	Router          Router
 	InboundChain    uint32
+
+	idx *viewIndex
 }
 
 // Skip records a policy the flower tier leaves to XDP or the kernel, and

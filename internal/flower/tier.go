@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"sort"
 	"sync"
+	"time"
 
 	"sluice/internal/api"
 	"sluice/internal/fastpath"
@@ -98,6 +99,7 @@ func (t *Tier) Run(ctx context.Context) error {
 		t.cond.Broadcast()
 		t.mu.Unlock()
 	}()
+	go t.followRoutes(ctx)
 	for {
 		t.mu.Lock()
 		for t.applied == t.seq && ctx.Err() == nil {
@@ -284,4 +286,47 @@ func (t *Tier) apply(want *fastpath.Snapshot) {
 		t.status.Devices = append(t.status.Devices, d)
 	}
 	sort.Slice(t.status.Devices, func(a, b int) bool { return t.status.Devices[a].Name < t.status.Devices[b].Name })
+}
+
+// followRoutes re-derives from the current snapshot when routes or
+// neighbours change (a rule's egress and MACs come from them), at most
+// every 100 ms, and every RefreshEvery regardless (a lost event, a renamed
+// interface).
+func (t *Tier) followRoutes(ctx context.Context) {
+	ch, err := kernel.WatchNeighRoutes(ctx)
+	if err != nil {
+		t.Log.Warn("flower: not following route changes; rules are re-derived every "+RefreshEvery.String(), "err", err)
+	}
+	tick := time.NewTicker(RefreshEvery)
+	defer tick.Stop()
+	var debounce <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case _, ok := <-ch:
+			if !ok {
+				ch = nil
+			} else if debounce == nil {
+				debounce = time.After(100 * time.Millisecond)
+			}
+		case <-debounce:
+			debounce = nil
+			t.rederive()
+		case <-tick.C:
+			t.rederive()
+		}
+	}
+}
+
+// RefreshEvery is how often the tier re-derives without an event.
+var RefreshEvery = 10 * time.Second
+
+func (t *Tier) rederive() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.want != nil {
+		t.seq++
+		t.cond.Broadcast()
+	}
 }

@@ -19,10 +19,10 @@ func (in *Input) uniform(v *fastpath.PolicyView) string {
 	s := p.Sel
 	var fwdCover bool
 	var fwdPrios = map[uint32]int{}
-	for i := range in.Views {
+	for _, i := range in.index().overlapping(s) {
 		o := &in.Views[i]
 		q := &o.Policy
-		if q.Index == p.Index && q.Dir == p.Dir || !overlaps(q.Sel, s) {
+		if q.Index == p.Index && q.Dir == p.Dir {
 			continue
 		}
 		if !o.Certain {
