@@ -106,11 +106,11 @@ func TestDeriveOutboundAndInbound(t *testing.T) {
 	if out.Dir != Outbound {
 		out, in = in, out
 	}
-	want := "dev p0 chain 0 pref 4 protocol 802.1Q flower vlan_id 502 vlan_ethtype ip src_ip 16.0.0.0/16 dst_ip 48.0.0.0/16 ip_flags nofrag action police mtu 1500 conform-exceed pass/pipe action vlan pop action pedit ex munge ip ttl add 0xff action pedit ex munge eth dst set 02:00:00:00:00:fe munge eth src set 02:00:00:00:00:02 action csum ip action mirred egress redirect dev p0"
+	want := "dev p0 chain 0 pref 49004 protocol 802.1Q flower vlan_id 502 vlan_ethtype ip src_ip 16.0.0.0/16 dst_ip 48.0.0.0/16 ip_flags nofrag action police mtu 1500 conform-exceed pass/pipe action vlan pop action pedit ex munge ip ttl add 0xff action pedit ex munge eth dst set 02:00:00:00:00:fe munge eth src set 02:00:00:00:00:02 action csum ip action mirred egress redirect dev p0"
 	if out.String() != want {
 		t.Errorf("outbound rule\n got %s\nwant %s", out.String(), want)
 	}
-	want = "dev p0 chain 1 pref 5 protocol ip flower src_ip 48.0.0.0/16 dst_ip 16.0.0.0/16 ip_flags nofrag action police mtu 1500 conform-exceed pass/pipe action pedit ex munge ip ttl add 0xff action pedit ex munge eth dst set 02:00:00:00:00:01 munge eth src set 02:00:00:00:00:02 action csum ip action vlan push id 502 action mirred egress redirect dev p0"
+	want = "dev p0 chain 1 pref 49005 protocol ip flower src_ip 48.0.0.0/16 dst_ip 16.0.0.0/16 ip_flags nofrag action police mtu 1500 conform-exceed pass/pipe action pedit ex munge ip ttl add 0xff action pedit ex munge eth dst set 02:00:00:00:00:01 munge eth src set 02:00:00:00:00:02 action csum ip action vlan push id 502 action mirred egress redirect dev p0"
 	if in.String() != want {
 		t.Errorf("inbound rule\n got %s\nwant %s", in.String(), want)
 	}
@@ -122,10 +122,10 @@ func TestDeriveOutboundAndInbound(t *testing.T) {
 		}
 	}
 	wantGuards := []string{
-		"dev p0 chain 0 pref 1 protocol 802.1Q flower vlan_id 502 vlan_ethtype ip ip_proto 1 action pass",
-		"dev p0 chain 0 pref 1 protocol 802.1Q flower vlan_id 502 vlan_ethtype ip ip_ttl 0/0xfe action pass",
-		"dev p0 chain 1 pref 2 protocol ip flower ip_proto 1 action pass",
-		"dev p0 chain 1 pref 2 protocol ip flower ip_ttl 0/0xfe action pass",
+		"dev p0 chain 0 pref 49001 protocol 802.1Q flower vlan_id 502 vlan_ethtype ip ip_proto 1 action pass",
+		"dev p0 chain 0 pref 49001 protocol 802.1Q flower vlan_id 502 vlan_ethtype ip ip_ttl 0/0xfe action pass",
+		"dev p0 chain 1 pref 49002 protocol ip flower ip_proto 1 action pass",
+		"dev p0 chain 1 pref 49002 protocol ip flower ip_ttl 0/0xfe action pass",
 	}
 	if strings.Join(guards, "\n") != strings.Join(wantGuards, "\n") {
 		t.Errorf("guards\n got %s\nwant %s", strings.Join(guards, "\n"), strings.Join(wantGuards, "\n"))

@@ -248,3 +248,17 @@ func (in *Installer) Reconcile(devs []int) (removed, missing int, err error) {
 	}
 	return removed, missing, nil
 }
+
+// RemoveAll removes sluice's flower filters (its priority range, any
+// chain) from every device's clsact ingress in the calling thread's
+// namespace: what `sluice gateway stop` runs, so that rules a killed
+// daemon left do not outlive it. It returns how many it removed.
+func RemoveAll(fs *kernel.FlowerSocket) (int, error) {
+	devs, err := kernel.LinkIndexes()
+	if err != nil {
+		return 0, err
+	}
+	in := &Installer{FS: fs}
+	removed, _, err := in.Reconcile(devs)
+	return removed, err
+}

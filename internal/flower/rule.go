@@ -35,13 +35,16 @@ func (d Direction) String() string { return [...]string{"outbound", "inbound"}[d
 
 // Filter priorities (tc "pref"). tc keeps one protocol per priority
 // within a chain, so each protocol (802.1Q, IPv4, IPv6) has its own pair:
-// the guards in 1-3, before every forward in 4-6. Forwards never overlap
-// one another (Derive emits no two rules whose selectors overlap), so
-// their order within a priority does not matter.
+// the guards first, then every forward. Forwards never overlap one another
+// (Derive emits no two rules whose selectors overlap), so their order
+// within a priority does not matter. The range is sluice's own, far from
+// the small numbers people and tools pick, so `sluice gateway stop` and a
+// restarted daemon can remove exactly sluice's filters (a rule a killed
+// daemon left) without knowing the configuration.
 const (
-	PrefGuard   = 1 // + protocol offset
-	PrefForward = 4 // + protocol offset
-	prefMax     = 6
+	PrefGuard   = 49001 // + protocol offset 0-2
+	PrefForward = 49004 // + protocol offset 0-2
+	prefMax     = 49006
 )
 
 // prefFor returns the priority of a rule of this kind and protocol.

@@ -195,14 +195,14 @@ func TestFlowerRulesOnPackets(t *testing.T) {
 		if n := recv4(); n != 0 {
 			t.Fatalf("b received %d TTL-1 packets", n)
 		}
-		if n := pktCount(t, f.gw, "p0", "1"); n < 2 {
+		if n := pktCount(t, f.gw, "p0", "49001"); n < 2 {
 			t.Fatalf("the TTL guard counted %d, want >= 2\n%s", n, run(t, "tc", "-n", f.gw, "-s", "filter", "show", "dev", "p0", "ingress"))
 		}
 	})
 	step(t, "reconcile: a foreign filter at our priorities goes, a lost rule comes back", func(t *testing.T) {
-		run(t, "tc", "-n", f.gw, "filter", "add", "dev", "p0", "ingress", "protocol", "ip", "pref", "5", "handle", "0x999",
+		run(t, "tc", "-n", f.gw, "filter", "add", "dev", "p0", "ingress", "protocol", "ip", "pref", "49005", "handle", "0x999",
 			"flower", "skip_hw", "dst_ip", "48.0.0.0/8", "action", "drop")
-		out := run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress", "pref", "4")
+		out := run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress", "pref", "49004")
 		var ipv6Handle string
 		for _, blk := range strings.Split(out, "filter protocol") {
 			if strings.Contains(blk, "eth_type ipv6") && strings.Contains(blk, "handle") {
@@ -213,7 +213,7 @@ func TestFlowerRulesOnPackets(t *testing.T) {
 		if ipv6Handle == "" {
 			t.Fatalf("no IPv6 forward in:\n%s", out)
 		}
-		run(t, "tc", "-n", f.gw, "filter", "del", "dev", "p0", "ingress", "protocol", "802.1Q", "pref", "4", "handle", ipv6Handle, "flower")
+		run(t, "tc", "-n", f.gw, "filter", "del", "dev", "p0", "ingress", "protocol", "802.1Q", "pref", "49004", "handle", ipv6Handle, "flower")
 		var removed, missing int
 		var err error
 		inNetns(t, f.gw, func() { removed, missing, err = inst.Reconcile([]int{f.p0}) })
@@ -297,4 +297,3 @@ func loadNetdevsim(t *testing.T, ko string) {
 	}
 	run(t, "insmod", ko)
 }
-
