@@ -8,6 +8,8 @@ type FlowerStatus struct {
 	RulesAdded     uint64         `json:"rules_added"`
 	RulesRemoved   uint64         `json:"rules_removed"`
 	RulesRefused   uint64         `json:"rules_refused"`
+	Promotions     uint64         `json:"promotions"`
+	Demotions      uint64         `json:"demotions"`
 	Devices        []FlowerDevice `json:"devices,omitempty"`
 	Rules          []FlowerRule   `json:"rules,omitempty"`
 	Skips          []FlowerSkip   `json:"skips,omitempty"`

@@ -32,6 +32,8 @@ var (
 	descNextHop  = prometheus.NewDesc("sluice_nexthop_resolved", "1 when the interface's hairpin next hop is resolved.", []string{"iface", "nexthop"}, nil)
 	descCache    = prometheus.NewDesc("sluice_flow_cache_packets_total", "Packets by what the flow cache did: hit (replayed), fill (decided in full, remembered), bypass (decided in full while the cache was off for thrashing).", []string{"result"}, nil)
 	descCacheL4  = prometheus.NewDesc("sluice_flow_cache_keys_l4", "1 when flow-cache entries are per connection (a policy or the FIB looks at ports), 0 when per host pair.", nil, nil)
+	descFlower   = prometheus.NewDesc("sluice_flower_rules", "Flower tier: hardware rules installed now.", nil, nil)
+	descFlowerEv = prometheus.NewDesc("sluice_flower_events_total", "Flower tier events: rules added, removed, refused (by the device), tunnels promoted into the NIC and demoted back to XDP.", []string{"event"}, nil)
 	descBuild    = prometheus.NewDesc("sluice_build_info", "Build information; always 1.", []string{"version", "commit", "goversion"}, nil)
 )
 
@@ -42,7 +44,7 @@ type collector struct {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPackets, descPolPkts, descPolBytes, descPolicies, descInSync, descResyncs, descSyncs, descNextHop, descCache, descCacheL4, descBuild} {
+	for _, d := range []*prometheus.Desc{descPackets, descPolPkts, descPolBytes, descPolicies, descInSync, descResyncs, descSyncs, descNextHop, descCache, descCacheL4, descFlower, descFlowerEv, descBuild} {
 		ch <- d
 	}
 }
@@ -78,6 +80,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descCache, prometheus.CounterValue, float64(r.n), r.name)
 	}
 	ch <- prometheus.MustNewConstMetric(descCacheL4, prometheus.GaugeValue, b2f(fc.KeysL4))
+	if f := s.Flower; f != nil {
+		ch <- prometheus.MustNewConstMetric(descFlower, prometheus.GaugeValue, float64(f.RulesInstalled))
+		for _, e := range []struct {
+			name string
+			n    uint64
+		}{{"added", f.RulesAdded}, {"removed", f.RulesRemoved}, {"refused", f.RulesRefused}, {"promoted", f.Promotions}, {"demoted", f.Demotions}} {
+			ch <- prometheus.MustNewConstMetric(descFlowerEv, prometheus.CounterValue, float64(e.n), e.name)
+		}
+	}
 
 	ps, err := c.p.Policies()
 	if err != nil {

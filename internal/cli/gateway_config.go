@@ -42,6 +42,9 @@ func gatewayOptions(g *config.Gateway) (fastpath.GatewayOptions, error) {
 		return o, fmt.Errorf("%s: flower-test-skip-hw needs lab: true", g.File)
 	}
 	tier := &flower.Tier{SkipHW: g.FlowerTestSkipHW, InboundChain: g.FlowerInboundChain}
+	if g.FlowerPromotePPS > 0 {
+		tier.Placement = flower.DefaultPlacement(float64(g.FlowerPromotePPS))
+	}
 	for _, i := range g.Interfaces {
 		gi := fastpath.GatewayIface{
 			Name:           i.Name,

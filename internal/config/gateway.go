@@ -48,6 +48,11 @@ type Gateway struct {
 	// FlowerInboundChain is the tc chain the NIC runs on packets it has
 	// decrypted (the post-decrypt chain; default DefaultFlowerInboundChain).
 	FlowerInboundChain uint32
+	// FlowerPromotePPS, when not 0, turns on placement: a tunnel moves into
+	// the NIC after steady traffic at this rate or more, and back to XDP
+	// below a tenth of it (docs/flower.md, "Placement"). 0 (default): every
+	// eligible tunnel gets its rule, within each port's budget.
+	FlowerPromotePPS int
 	// Interfaces are the ports the fast path runs on; at least one.
 	Interfaces []Interface
 	// Policies are the static policies used with PolicySource static.

@@ -15,7 +15,7 @@ import (
 )
 
 var (
-	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "api-socket", "api-owner", "api-group", "metrics-listen", "metrics-top-policies", "flower-test-skip-hw", "flower-inbound-chain", "interfaces", "policies"}
+	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "api-socket", "api-owner", "api-group", "metrics-listen", "metrics-top-policies", "flower-test-skip-hw", "flower-inbound-chain", "flower-promote-pps", "interfaces", "policies"}
 	interfaceKeys = []string{"name", "l2", "xdp-mode", "inbound", "wan-antispoof", "hairpin-to-nexthop", "flower", "flower-ttl", "flower-rule-budget"}
 	policyKeys    = []string{"dir", "src", "dst", "proto", "sport", "dport", "priority", "action", "peer", "local", "reqid", "offload", "offload-dev", "optional"}
 )
@@ -61,6 +61,9 @@ func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
 			g.MetricsTopPolicies = int(n)
 		case "flower-test-skip-hw":
 			g.FlowerTestSkipHW, _ = p.boolean(f)
+		case "flower-promote-pps":
+			n, _ := p.uint(f, 1<<32-1)
+			g.FlowerPromotePPS = int(n)
 		case "flower-inbound-chain":
 			n, _ := p.uint(f, MaxFlowerChain)
 			g.FlowerInboundChain = uint32(n)

@@ -109,6 +109,14 @@ func RunGateway(ctx context.Context, o GatewayOptions) error {
 	hwDone := make(chan struct{})
 	if o.Hardware != nil {
 		m.Tier = o.Hardware
+		o.Hardware.UseCounters(func() (map[uint32]uint64, error) {
+			cs, err := dp.PolicyCounts()
+			out := make(map[uint32]uint64, len(cs))
+			for _, c := range cs {
+				out[c.Index] = c.Packets
+			}
+			return out, err
+		})
 		go func() {
 			defer close(hwDone)
 			if err := o.Hardware.Run(mctx); err != nil {
@@ -241,4 +249,7 @@ type HardwareRunner interface {
 	// Run works until ctx ends, then removes its rules and returns.
 	Run(ctx context.Context) error
 	FlowerStatus() api.FlowerStatus
+	// UseCounters gives the tier the XDP per-policy packet counters, which
+	// its placement reads (call before Run).
+	UseCounters(func() (map[uint32]uint64, error))
 }

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 
 	"sluice/internal/kernel"
@@ -111,6 +112,7 @@ type Installer struct {
 	FS     *kernel.FlowerSocket
 	SkipHW bool // labs only
 	// installed: rule key -> handle and the rule it was built from.
+	mu        sync.Mutex // serialises Apply, Reconcile and RulePackets
 	installed map[string]installed
 	next      uint32
 }
@@ -130,6 +132,8 @@ type Stats struct {
 // replacement is added, so no stale forward outlives the change. Removals
 // go first: a rule is gone before what it depended on changes further.
 func (in *Installer) Apply(rules []Rule) (Stats, []error, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
 	if in.installed == nil {
 		in.installed = map[string]installed{}
 	}
@@ -190,7 +194,11 @@ func (in *Installer) Apply(rules []Rule) (Stats, []error, error) {
 }
 
 // Installed returns how many filters the installer believes are in place.
-func (in *Installer) Installed() int { return len(in.installed) }
+func (in *Installer) Installed() int {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return len(in.installed)
+}
 
 // Reconcile compares the devices' filters at sluice's priorities with what
 // the installer believes it installed: filters it does not know are
@@ -198,6 +206,8 @@ func (in *Installer) Installed() int { return len(in.installed) }
 // adds them again). Run it after a socket error, on ENOBUFS, and at start
 // (a previous daemon's rules).
 func (in *Installer) Reconcile(devs []int) (removed, missing int, err error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
 	if in.installed == nil {
 		in.installed = map[string]installed{}
 	}
@@ -261,4 +271,38 @@ func RemoveAll(fs *kernel.FlowerSocket) (int, error) {
 	in := &Installer{FS: fs}
 	removed, _, err := in.Reconcile(devs)
 	return removed, err
+}
+
+// RulePackets returns, per policy, the packets its installed forwarding
+// rules counted (summed over ports), from a dump of the devices.
+func (in *Installer) RulePackets() (map[uint32]uint64, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	type id struct {
+		dev    int
+		chain  uint32
+		pref   uint16
+		handle uint32
+	}
+	byID := map[id]uint32{}
+	devs := map[int]bool{}
+	for _, v := range in.installed {
+		if v.rule.Kind == KindForward {
+			byID[id{v.rule.Dev, v.rule.Chain, v.rule.Pref, v.handle}] = v.rule.PolicyIndex
+			devs[v.rule.Dev] = true
+		}
+	}
+	out := map[uint32]uint64{}
+	for dev := range devs {
+		hs, err := kernel.DumpFlower(dev)
+		if err != nil {
+			return nil, err
+		}
+		for _, h := range hs {
+			if idx, ok := byID[id{dev, h.Chain, h.Pref, h.Handle}]; ok {
+				out[idx] += h.Packets
+			}
+		}
+	}
+	return out, nil
 }

@@ -39,6 +39,11 @@ type Tier struct {
 	Log          *slog.Logger
 	// Router answers the FIB per prefix (default: the kernel's).
 	Router Router
+	// Placement, when set, puts only tunnels with steady traffic in the
+	// NIC; nil: every eligible tunnel (within the budget).
+	Placement *Placement
+	// Counters returns the XDP per-policy packet counters (placement).
+	Counters func() (map[uint32]uint64, error)
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -48,6 +53,10 @@ type Tier struct {
 	status  api.FlowerStatus
 	inst    *Installer
 	probes  map[string]ProbeResult // "ifindex/chain"
+	// eligible: policy index -> filter device, from the last apply
+	// (placement reads it between applies, under mu).
+	eligible map[uint32]int
+	room     map[int]bool
 }
 
 // KernelRouter is the kernel's FIB as a Router.
@@ -100,6 +109,9 @@ func (t *Tier) Run(ctx context.Context) error {
 		t.mu.Unlock()
 	}()
 	go t.followRoutes(ctx)
+	if t.Placement != nil && t.Counters != nil {
+		go t.place(ctx)
+	}
 	for {
 		t.mu.Lock()
 		for t.applied == t.seq && ctx.Err() == nil {
@@ -218,6 +230,7 @@ func (t *Tier) apply(want *fastpath.Snapshot) {
 	}
 	var rules []Rule
 	perDev := map[int]int{}
+	eligible := map[uint32]int{}
 	devs := map[string]api.FlowerDevice{}
 	sort.SliceStable(res.Rules, func(a, b int) bool { return res.Rules[a].PolicyIndex < res.Rules[b].PolicyIndex })
 	for _, r := range res.Rules {
@@ -244,6 +257,16 @@ func (t *Tier) apply(want *fastpath.Snapshot) {
 			continue
 		}
 		if r.Kind == KindForward {
+			eligible[r.PolicyIndex] = r.Dev
+			if t.Placement != nil {
+				t.mu.Lock()
+				on, why := t.Placement.OnFlower(r.PolicyIndex)
+				t.mu.Unlock()
+				if !on {
+					res.Skips = append(res.Skips, Skip{PolicyIndex: r.PolicyIndex, Port: r.Port, Reason: why})
+					continue
+				}
+			}
 			if b := t.budget(r.Dev, ports); b > 0 && perDev[r.Dev] >= b {
 				res.Skips = append(res.Skips, Skip{PolicyIndex: r.PolicyIndex, Port: r.Port, Reason: fmt.Sprintf("budget: %d rules on %s already; XDP serves it", b, r.DevName)})
 				continue
@@ -252,6 +275,7 @@ func (t *Tier) apply(want *fastpath.Snapshot) {
 		}
 		rules = append(rules, r)
 	}
+	rules = withGuardsInUse(rules)
 	st, errs, err := t.inst.Apply(rules)
 	for _, e := range errs {
 		t.Log.Warn("flower: rule refused; XDP serves its traffic", "err", e)
@@ -265,6 +289,12 @@ func (t *Tier) apply(want *fastpath.Snapshot) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.eligible = eligible
+	t.room = map[int]bool{}
+	for _, dev := range eligible {
+		b := t.budget(dev, ports)
+		t.room[dev] = b == 0 || perDev[dev] < b
+	}
 	t.status.Enabled = true
 	t.status.SkipHW = t.SkipHW
 	t.status.RulesInstalled = t.inst.Installed()
@@ -330,3 +360,85 @@ func (t *Tier) rederive() {
 		t.cond.Broadcast()
 	}
 }
+
+// withGuardsInUse drops guards whose device, chain, VLAN and family carry
+// no forwarding rule (placement or the budget left them empty): a guard
+// only matters in front of a forward, and each costs a flow-table slot.
+func withGuardsInUse(rules []Rule) []Rule {
+	type group struct {
+		dev   int
+		chain uint32
+		vlan  uint16
+		v6    bool
+	}
+	used := map[group]bool{}
+	for _, r := range rules {
+		if r.Kind == KindForward {
+			used[group{r.Dev, r.Chain, r.VLANID, r.IPv6}] = true
+		}
+	}
+	out := rules[:0]
+	for _, r := range rules {
+		if r.Kind == KindForward || used[group{r.Dev, r.Chain, r.VLANID, r.IPv6}] {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// place feeds the placement with counters every interval and re-derives
+// when a tunnel changes tier.
+func (t *Tier) place(ctx context.Context) {
+	tick := time.NewTicker(t.Placement.Interval)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			dt := now.Sub(last)
+			last = now
+			xdp, err := t.Counters()
+			if err != nil {
+				t.Log.Warn("flower placement: XDP counters", "err", err)
+				continue
+			}
+			// The installer is the worker's: read rule stats through it
+			// only while no apply runs.
+			t.mu.Lock()
+			busy := t.applied != t.seq
+			t.mu.Unlock()
+			if busy {
+				continue
+			}
+			hw, err := t.inst.RulePackets()
+			if err != nil {
+				t.Log.Warn("flower placement: rule statistics", "err", err)
+				continue
+			}
+			changed := false
+			t.mu.Lock()
+			for idx, dev := range t.eligible {
+				on, _ := t.Placement.OnFlower(idx)
+				pk := xdp[idx]
+				if on {
+					pk = hw[idx]
+				}
+				if t.Placement.Observe(idx, pk, dt, t.room[dev]) {
+					changed = true
+				}
+			}
+			t.Placement.Forget(func(i uint32) bool { _, ok := t.eligible[i]; return ok })
+			t.status.Promotions, t.status.Demotions = t.Placement.Promotions, t.Placement.Demoted
+			if changed && t.want != nil {
+				t.seq++
+				t.cond.Broadcast()
+			}
+			t.mu.Unlock()
+		}
+	}
+}
+
+// UseCounters implements fastpath.HardwareRunner.
+func (t *Tier) UseCounters(f func() (map[uint32]uint64, error)) { t.Counters = f }

@@ -155,7 +155,9 @@ type FlowerHandle struct {
 	Handle uint32
 	SkipSW bool
 	SkipHW bool
-	InHW   bool
+	// Packets the filter's last action (the redirect) counted: software
+	// and hardware together.
+	Packets uint64
 }
 
 // DumpFlower lists the flower filters on the device's clsact ingress, in
@@ -178,6 +180,11 @@ func DumpFlower(ifindex int) ([]FlowerHandle, error) {
 		h := FlowerHandle{Pref: v.Priority, Handle: v.Handle, SkipSW: v.SkipSw, SkipHW: v.SkipHw}
 		if v.Chain != nil {
 			h.Chain = *v.Chain
+		}
+		if n := len(v.Actions); n > 0 {
+			if st := v.Actions[n-1].Attrs().Statistics; st != nil && st.Basic != nil {
+				h.Packets = uint64(st.Basic.Packets)
+			}
 		}
 		out = append(out, h)
 	}
