@@ -2,6 +2,7 @@ package flower
 
 import (
 	"fmt"
+	"strings"
 	"net"
 	"net/netip"
 )
@@ -171,3 +172,18 @@ func icmpProto(v6 bool) uint8 {
 }
 
 func itoa(v uint32) string { return fmt.Sprint(v) }
+
+// TCBatchLine is the rule as a line of `tc -batch` input (benchmarks
+// compare the installer with tc installing the same rules).
+func (r *Rule) TCBatchLine(handle uint32, skipHW bool) string {
+	s := r.String() // "dev D chain C pref P protocol X flower [vlan...] match... actions"
+	skip := "skip_sw"
+	if skipHW {
+		skip = "skip_hw"
+	}
+	dev := "dev " + nameOr(r.DevName, r.Dev)
+	s = strings.Replace(s, dev, dev+" ingress", 1)
+	s = strings.Replace(s, " flower", fmt.Sprintf(" handle %d flower %s", handle, skip), 1)
+	s = strings.ReplaceAll(s, "conform-exceed pass/pipe", "conform-exceed ok/pipe")
+	return "filter add " + s
+}

@@ -1,0 +1,235 @@
+//go:build vmtest
+
+package vm
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math/rand"
+	"net/netip"
+	"syscall"
+	"testing"
+
+	"sluice/internal/fastpath"
+	"sluice/internal/flower"
+	"sluice/internal/kernel"
+)
+
+// randomPolicySet is a seeded, heavily overlapping set of policies between
+// 10.0/16 and 48.0/16: OUT allow (mostly packet-offloaded on dev, some in
+// software), OUT block, fwd-out policies optional or not, FWD blocks, IN
+// policies and marked (uncertain) ones, with shared priorities (ties).
+func randomPolicySet(rng *rand.Rand, dev int) fastpath.Snapshot {
+	var s fastpath.Snapshot
+	pfx := func(base [4]byte) netip.Prefix {
+		bits := []int{16, 20, 24}[rng.Intn(3)]
+		base[2] = byte(rng.Intn(4) * 16)
+		return netip.PrefixFrom(netip.AddrFrom4(base), bits).Masked()
+	}
+	local, peer := netip.MustParseAddr("123.0.0.1"), netip.MustParseAddr("123.0.0.2")
+	for i := 0; i < 14; i++ {
+		idx := uint32(8*i + 8)
+		p := kernel.Policy{Index: idx, Dir: kernel.DirOut, Priority: uint32(100 + 10*rng.Intn(4)),
+			Sel: kernel.Selector{Src: pfx([4]byte{10, 0}), Dst: pfx([4]byte{48, 0})}}
+		switch rng.Intn(3) {
+		case 1:
+			p.Sel.Proto = 17
+		case 2:
+			p.Sel.Proto = 6
+			if rng.Intn(2) == 0 {
+				p.Sel.DPort, p.Sel.DPortMask = uint16(80+rng.Intn(2)), 0xffff
+			}
+		}
+		switch k := rng.Intn(10); {
+		case k < 6: // OUT allow with its SA and strongSwan's fwd-out
+			tm := kernel.Tmpl{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: idx}
+			p.Tmpls = []kernel.Tmpl{tm}
+			p.Offload = &kernel.Offload{Ifindex: dev, Flags: kernel.OffloadPacket}
+			sa := kernel.State{Src: local, Dst: peer, Proto: 50, SPI: 0x100 + idx, Reqid: idx, Mode: 1, Offload: p.Offload}
+			if rng.Intn(6) == 0 {
+				sa.Offload = nil // software SA: not XDP's, not flower's
+			}
+			s.States = append(s.States, sa)
+			fwd := p
+			fwd.Index, fwd.Dir, fwd.Offload = idx+2, kernel.DirFwd, nil
+			opt := tm
+			opt.Optional = rng.Intn(5) != 0
+			fwd.Tmpls = []kernel.Tmpl{opt}
+			if rng.Intn(8) == 0 {
+				p.Mark, p.MarkMask = 1, 1 // uncertain
+			}
+			s.Policies = append(s.Policies, p, fwd)
+		case k < 8:
+			p.Action = kernel.ActionBlock
+			s.Policies = append(s.Policies, p)
+		case k < 9:
+			p.Dir, p.Action = kernel.DirFwd, kernel.ActionBlock
+			s.Policies = append(s.Policies, p)
+		default:
+			p.Dir = kernel.DirIn
+			s.Policies = append(s.Policies, p)
+		}
+	}
+	return s
+}
+
+// injector writes raw Ethernet frames onto a device from inside a namespace.
+func injector(t *testing.T, ns, dev string) func(frame []byte) {
+	t.Helper()
+	var fd, idx int
+	inNetns(t, ns, func() {
+		var err error
+		fd, err = syscall.Socket(syscall.AF_PACKET, syscall.SOCK_RAW, int(binary.BigEndian.Uint16([]byte{0, 3})))
+		if err != nil {
+			t.Fatal(err)
+		}
+		li, err := kernel.Link(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx = li.Ifindex
+	})
+	t.Cleanup(func() { syscall.Close(fd) })
+	return func(frame []byte) {
+		if err := syscall.Sendto(fd, frame, 0, &syscall.SockaddrLinklayer{Ifindex: idx}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFlowerMatchesXDP: for seeded random policy sets, a packet the
+// installed rules forward is one the XDP program (explain) forwards out of
+// the same device; every rule's selector is one XDP forwards; and the
+// rules cover a share of XDP's forwards (reported).
+func TestFlowerMatchesXDP(t *testing.T) {
+	l := newLab(t)
+	var a, gw, b string
+	step(t, "topology", func(t *testing.T) {
+		a, gw, b = l.netns(t), l.netns(t), l.netns(t)
+		veth(t, a, "inj", "", gw, "lan0", "10.0.255.254/16")
+		veth(t, gw, "wan0", "123.0.0.1/24", b, "wan0", "123.0.0.2/24")
+		run(t, "ip", "-n", gw, "route", "add", "48.0.0.0/8", "via", "123.0.0.2")
+		_, bmac := link(t, b, "wan0")
+		run(t, "ip", "-n", gw, "neigh", "replace", "123.0.0.2", "lladdr", bmac.String(), "dev", "wan0", "nud", "permanent")
+		nsRun(t, gw, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+		run(t, "tc", "-n", gw, "qdisc", "add", "dev", "lan0", "clsact")
+	})
+	lan, lanMAC := link(t, gw, "lan0")
+	wan, _ := link(t, gw, "wan0")
+	inject := injector(t, a, "inj")
+	var dp *fastpath.Datapath
+	var fs *kernel.FlowerSocket
+	inNetns(t, gw, func() {
+		var err error
+		if dp, err = fastpath.Load(fastpath.LoadOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err = dp.SetIfaces([]fastpath.Iface{{Ifindex: lan, L2: fastpath.L2FIB}, {Ifindex: wan, L2: fastpath.L2FIB}}); err != nil {
+			t.Fatal(err)
+		}
+		if fs, err = kernel.OpenFlowerSocket(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Cleanup(func() { dp.Close(); fs.Close() })
+	ports := []flower.Port{{Name: "lan0", Ifindex: lan, Outbound: true, TTL: true, L2FIB: true}, {Name: "wan0", Ifindex: wan, L2FIB: true}}
+
+	var sound, covered, xdpFwd, rulesChecked int
+	for seed := int64(1); seed <= 6; seed++ {
+		rng := rand.New(rand.NewSource(seed))
+		snap := randomPolicySet(rng, wan)
+		inst := &flower.Installer{FS: fs, SkipHW: true}
+		var res flower.Result
+		inNetns(t, gw, func() {
+			tables, err := fastpath.Compile(snap)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := dp.Apply(tables); err != nil {
+				t.Fatal(err)
+			}
+			res = flower.Derive(flower.Input{Views: fastpath.PolicyViews(snap), Ports: ports, Router: flower.KernelRouter{}, InboundChain: 1})
+			if _, errs, err := inst.Apply(res.Rules); err != nil || len(errs) > 0 {
+				t.Fatalf("seed %d: install: %v %v", seed, errs, err)
+			}
+		})
+		explain := func(p fastpath.Packet) *fastpath.Decision {
+			frame, err := p.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			var d *fastpath.Decision
+			inNetns(t, gw, func() {
+				if d, err = dp.Explain(frame, lan); err != nil {
+					t.Fatal(err)
+				}
+			})
+			return d
+		}
+		hw := func() uint64 {
+			var n uint64
+			inNetns(t, gw, func() {
+				m, err := inst.RulePackets()
+				if err != nil {
+					t.Fatal(err)
+				}
+				for _, v := range m {
+					n += v
+				}
+			})
+			return n
+		}
+		// Every rule's selector: a packet at its first addresses is an
+		// XDP forward out of the rule's egress.
+		for _, r := range res.Rules {
+			if r.Kind != flower.KindForward {
+				continue
+			}
+			p := fastpath.Packet{DstMAC: lanMAC, Src: r.Src.Addr(), Dst: r.Dst.Addr(), Proto: 17, SPort: 1000, DPort: 53, TTL: 64, Payload: 16}
+			if r.Proto != 0 {
+				p.Proto = r.Proto
+			}
+			if r.DPortMask != 0 {
+				p.DPort = r.DPort
+			}
+			if d := explain(p); d.Reason != fastpath.ReasonForwardOut || int(d.EgressIfindex) != r.Redirect {
+				t.Errorf("seed %d: rule %s forwards a packet XDP decides %s (%s, egress %d)", seed, r.String(), d.ActionName, d.ReasonName, d.EgressIfindex)
+			}
+			rulesChecked++
+		}
+		before := hw()
+		for i := 0; i < 40; i++ {
+			p := fastpath.Packet{DstMAC: lanMAC,
+				Src:   netip.AddrFrom4([4]byte{10, 0, byte(rng.Intn(64)), byte(1 + rng.Intn(250))}),
+				Dst:   netip.AddrFrom4([4]byte{48, 0, byte(rng.Intn(64)), byte(1 + rng.Intn(250))}),
+				Proto: []uint8{6, 17}[rng.Intn(2)], SPort: 1000, DPort: uint16(79 + rng.Intn(3)), TTL: 64, Payload: 16}
+			if rng.Intn(10) == 0 {
+				p.TTL = 1
+			}
+			d := explain(p)
+			frame, _ := p.Marshal()
+			inject(frame)
+			after := hw()
+			byRule := after > before
+			before = after
+			if d.Reason == fastpath.ReasonForwardOut {
+				xdpFwd++
+			}
+			if byRule {
+				covered++
+				if d.Reason != fastpath.ReasonForwardOut || int(d.EgressIfindex) != wan {
+					t.Errorf("seed %d: the rules forwarded %v -> %v (%d dport %d ttl %d), XDP: %s (%s)", seed, p.Src, p.Dst, p.Proto, p.DPort, p.TTL, d.ActionName, d.ReasonName)
+				} else {
+					sound++
+				}
+			}
+		}
+		if _, errs, err := inst.Apply(nil); err != nil || len(errs) > 0 {
+			t.Fatalf("remove: %v %v", errs, err)
+		}
+	}
+	t.Logf("%d rules checked against XDP; %d random packets forwarded by rules, all XDP forwards too; XDP forwarded %d (rules covered %d of them)", rulesChecked, covered, xdpFwd, sound)
+	if rulesChecked == 0 || covered == 0 {
+		t.Fatal(fmt.Sprintf("vacuous: %d rules, %d packets forwarded by rules; change the generator", rulesChecked, covered))
+	}
+}
