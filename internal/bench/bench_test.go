@@ -326,7 +326,7 @@ func TestTRexProfileIsPythonWithTheMix(t *testing.T) {
 	s := string(b)
 	// sizes without FCS, pps shares of 1.2 Mpps at 7:4:1
 	for _, want := range []string{`{"size": 60, "pps": 700000}`, `{"size": 590, "pps": 400000}`, `{"size": 1514, "pps": 100000}`,
-		`min_value="16.0.0.1", max_value="16.0.1.0"`, `name="oct2", min_value=0, max_value=1`, `name="oct3", min_value=0, max_value=254`, "def register():"} {
+		`min_value="16.0.0.1", max_value="16.0.1.0"`, `STLVmFlowVar(name="dst", value_list=DESTINATIONS, size=4, op="inc")`, "DESTINATIONS = [805306369, 805306625, ", "def register():"} {
 		if !strings.Contains(s, want) {
 			t.Errorf("profile lacks %s:\n%s", want, s)
 		}

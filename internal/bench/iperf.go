@@ -16,28 +16,54 @@ import (
 // Seed 000's method, as code: one warm-up, then N runs of
 // `iperf3 --bidi --parallel P --json`; each run gives one received rate per
 // direction, and the result is the mean and the *sample* standard deviation
-// over all of them (2N values). Latency: a flood ping as warm-up, then a
+// over all of them (2N values). Seed 001 measures one direction with one
+// flow for 60 s: --direction forward|reverse (N values) and --time. Latency: a flood ping as warm-up, then a
 // second flood ping whose mean and *population* standard deviation (ping's
 // own mdev) are reported.
 
-// IperfRun is one iperf3 --bidi run: what each side received.
+// IperfRun is one iperf3 run: what each side received (0 for the
+// direction a one-way run does not measure).
 type IperfRun struct {
 	ForwardBPS float64 `json:"forward_bps"` // client -> server, received by the server
 	ReverseBPS float64 `json:"reverse_bps"` // server -> client, received by the client
 }
 
+// Directions of `bench iperf3 --direction`.
+const (
+	DirForward = "forward" // client -> server (iperf3's default)
+	DirReverse = "reverse" // server -> client (iperf3 --reverse)
+	DirBidi    = "bidi"    // both at once (iperf3 --bidi), seed 000
+)
+
+// values are the rates a run measured in direction dir.
+func (r IperfRun) values(dir string) []float64 {
+	switch dir {
+	case DirForward:
+		return []float64{r.ForwardBPS}
+	case DirReverse:
+		return []float64{r.ReverseBPS}
+	}
+	return []float64{r.ForwardBPS, r.ReverseBPS}
+}
+
 // IperfResult is the statistics of N runs.
 type IperfResult struct {
 	Command   string     `json:"command"`
+	Direction string     `json:"direction"`
 	Warmup    *IperfRun  `json:"warmup,omitempty"`
 	Runs      []IperfRun `json:"runs"`
-	N         int        `json:"n"` // values: 2 per run
+	N         int        `json:"n"` // values: 2 per run with bidi, else 1
 	MeanBPS   float64    `json:"mean_bps"`
 	StdDevBPS float64    `json:"stddev_bps"` // sample standard deviation (n-1)
 }
 
 // ParseIperf3 reads one `iperf3 --bidi --json` output.
-func ParseIperf3(b []byte) (IperfRun, error) {
+func ParseIperf3(b []byte) (IperfRun, error) { return ParseIperf3Dir(b, DirBidi) }
+
+// ParseIperf3Dir reads one `iperf3 --json` output of a run in direction
+// dir: end.sum_received is what the receiving side got (the server going
+// forward, the client with --reverse).
+func ParseIperf3Dir(b []byte, dir string) (IperfRun, error) {
 	type sum struct {
 		BitsPerSecond float64 `json:"bits_per_second"`
 	}
@@ -55,6 +81,16 @@ func ParseIperf3(b []byte) (IperfRun, error) {
 		return IperfRun{}, fmt.Errorf("iperf3: %s", doc.Error)
 	}
 	fwd, rev := doc.End.Fwd, doc.End.Rev
+	switch dir {
+	case DirForward, DirReverse:
+		if fwd == nil {
+			return IperfRun{}, errors.New("iperf3 JSON has no end.sum_received")
+		}
+		if dir == DirReverse {
+			return IperfRun{ReverseBPS: fwd.BitsPerSecond}, nil
+		}
+		return IperfRun{ForwardBPS: fwd.BitsPerSecond}, nil
+	}
 	if fwd == nil || rev == nil {
 		return IperfRun{}, errors.New("iperf3 JSON has no sum_received and sum_received_bidir_reverse: run iperf3 with --bidi (3.7 or later)")
 	}
@@ -63,11 +99,14 @@ func ParseIperf3(b []byte) (IperfRun, error) {
 
 // IperfStats computes the mean and sample standard deviation over both
 // directions of every run.
-func IperfStats(runs []IperfRun) IperfResult {
-	r := IperfResult{Runs: runs}
+func IperfStats(runs []IperfRun) IperfResult { return IperfStatsDir(runs, DirBidi) }
+
+// IperfStatsDir computes them over the values direction dir measured.
+func IperfStatsDir(runs []IperfRun, dir string) IperfResult {
+	r := IperfResult{Runs: runs, Direction: dir}
 	var v []float64
 	for _, x := range runs {
-		v = append(v, x.ForwardBPS, x.ReverseBPS)
+		v = append(v, x.values(dir)...)
 	}
 	r.N = len(v)
 	r.MeanBPS, r.StdDevBPS = meanStd(v, 1)
@@ -116,7 +155,9 @@ type IperfOptions struct {
 	Runs     int
 	Parallel int
 	Seconds  int
-	Progress func(i int, r IperfRun) // i = 0 is the warm-up
+	// Direction is forward, reverse or bidi ("" is bidi).
+	Direction string
+	Progress  func(i int, r IperfRun) // i = 0 is the warm-up
 }
 
 // RunIperf3 runs the warm-up and the runs. With a ServerNS it starts and
@@ -131,6 +172,14 @@ func RunIperf3(ctx context.Context, o IperfOptions) (*IperfResult, error) {
 	if o.Seconds < 1 {
 		return nil, fmt.Errorf("--time %d: at least 1 second", o.Seconds)
 	}
+	dirFlag := map[string][]string{DirForward: nil, DirReverse: {"--reverse"}, DirBidi: {"--bidi"}, "": {"--bidi"}}
+	extra, ok := dirFlag[o.Direction]
+	if !ok {
+		return nil, fmt.Errorf("--direction %q: use forward (client to server), reverse (server to client) or bidi (both at once)", o.Direction)
+	}
+	if o.Direction == "" {
+		o.Direction = DirBidi
+	}
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		return nil, errors.New("iperf3 is not installed: run 'make setup' (or apt-get install iperf3)")
 	}
@@ -142,11 +191,11 @@ func RunIperf3(ctx context.Context, o IperfOptions) (*IperfResult, error) {
 		defer func() { srv.Process.Kill(); srv.Wait() }()
 		time.Sleep(300 * time.Millisecond)
 	}
-	args := []string{"--client", o.Target, "--bidi", "--parallel", strconv.Itoa(o.Parallel), "--time", strconv.Itoa(o.Seconds), "--json"}
+	args := append(append([]string{"--client", o.Target}, extra...), "--parallel", strconv.Itoa(o.Parallel), "--time", strconv.Itoa(o.Seconds), "--json")
 	one := func() (IperfRun, error) {
 		c := o.cmd(o.ClientNS, "iperf3", args...)
 		out, err := c.Output()
-		if r, perr := ParseIperf3(out); perr == nil {
+		if r, perr := ParseIperf3Dir(out, o.Direction); perr == nil {
 			return r, nil
 		} else if err == nil {
 			err = perr
@@ -174,7 +223,7 @@ func RunIperf3(ctx context.Context, o IperfOptions) (*IperfResult, error) {
 			o.Progress(i, r)
 		}
 	}
-	res := IperfStats(runs)
+	res := IperfStatsDir(runs, o.Direction)
 	res.Warmup = &warm
 	res.Command = "iperf3 " + strings.Join(args, " ")
 	return &res, nil

@@ -24,10 +24,13 @@ type TRexOptions struct {
 // multiplier or trex-runner's steps).
 //
 // TRex builds frames without the FCS and its NIC adds it, so the sizes are
-// the profile's frame lengths without FCS. The destination walks the
-// tunnels' subnets like the built-in generator: the third octet over the
-// first min(Tunnels, 255) tunnels (and the second octet beyond), the host
-// over .1 to .dst-hosts.
+// the profile's frame lengths without FCS. The destinations are exactly
+// the built-in generator's (Destinations: hosts .1 to .dst-hosts of every
+// tunnel's subnet, consecutive packets to different tunnels), written as
+// one flow variable over that list: two octet counters stepping on their
+// own would also reach 48.a.b.0/24 subnets no tunnel has (about half the
+// traffic with 256 tunnels), since the lab numbers tunnels 255 per second
+// octet.
 func TRexProfile(p *Profile, o TRexOptions) ([]byte, error) {
 	if o.Tunnels < 1 {
 		o.Tunnels = 1
@@ -50,12 +53,15 @@ func TRexProfile(p *Profile, o TRexOptions) ([]byte, error) {
 		}
 		streams = append(streams, stream{Size: p.FrameLen(s), PPS: pps})
 	}
-	oct3 := min(o.Tunnels, 255) - 1
-	oct2 := (o.Tunnels - 1) / 255
+	var dsts []string
+	for _, a := range Destinations(o.Tunnels, p.Flows.DstHosts) {
+		b := a.As4()
+		dsts = append(dsts, fmt.Sprint(uint32(b[0])<<24|uint32(b[1])<<16|uint32(b[2])<<8|uint32(b[3])))
+	}
 	var buf bytes.Buffer
 	err := trexTmpl.Execute(&buf, map[string]any{
 		"P": p, "Streams": streams, "SrcFirst": src.String(), "SrcLast": last.String(),
-		"Oct2Max": oct2, "Oct3Max": oct3, "Tunnels": o.Tunnels,
+		"Dsts": strings.Join(dsts, ", "), "NDst": len(dsts), "Tunnels": o.Tunnels, "LastTunnel": lastTunnel(o.Tunnels),
 		"SPortMax": p.Flows.SPort + p.Flows.SPortCount - 1, "DPortMax": p.Flows.DPort + p.Flows.DPortCount - 1,
 		"Desc": strings.ReplaceAll(p.Description, `"`, `'`),
 	})
@@ -68,12 +74,16 @@ var trexTmpl = template.Must(template.New("trex").Funcs(template.FuncMap{
 # ({{.Desc}}; source {{.P.Source}}).
 # Sizes are frames without FCS (TRex's NIC appends it); the profile file states
 # its sizes {{if eq .P.FCS "included"}}with{{else}}without{{end}} FCS.
-# Flows: sources {{.SrcFirst}}-{{.SrcLast}}, destinations 48.<a>.<b>.<h> over {{.Tunnels}} tunnel subnet(s)
-# (a = 0-{{.Oct2Max}}, b = 0-{{.Oct3Max}}, h = 1-{{.P.Flows.DstHosts}}), source ports {{.P.Flows.SPort}}-{{.SPortMax}},
-# destination ports {{.P.Flows.DPort}}-{{.DPortMax}}.
+# Flows: sources {{.SrcFirst}}-{{.SrcLast}}; destinations hosts .1-.{{.P.Flows.DstHosts}} of each of the
+# {{.Tunnels}} tunnel subnet(s) 48.0.0.0/24 to {{.LastTunnel}} ({{.NDst}} addresses, the same list and
+# order as sluice's own generator); source ports {{.P.Flows.SPort}}-{{.SPortMax}}, destination ports {{.P.Flows.DPort}}-{{.DPortMax}}.
 #
 #   trex-console> start -f {{.P.Name}}.py -m 1 --port 0
 from trex_stl_lib.api import *
+
+
+# Destination addresses as integers, in the order packets use them.
+DESTINATIONS = [{{.Dsts}}]
 
 
 class SluiceProfile(object):
@@ -87,12 +97,8 @@ class SluiceProfile(object):
         return STLScVmRaw([
             STLVmFlowVar(name="src", min_value="{{.SrcFirst}}", max_value="{{.SrcLast}}", size=4, op="inc"),
             STLVmWrFlowVar(fv_name="src", pkt_offset="IP.src"),
-            STLVmFlowVar(name="oct2", min_value=0, max_value={{.Oct2Max}}, size=1, op="inc"),
-            STLVmWrFlowVar(fv_name="oct2", pkt_offset="IP.dst", offset_fixup=1),
-            STLVmFlowVar(name="oct3", min_value=0, max_value={{.Oct3Max}}, size=1, op="inc"),
-            STLVmWrFlowVar(fv_name="oct3", pkt_offset="IP.dst", offset_fixup=2),
-            STLVmFlowVar(name="host", min_value=1, max_value={{.P.Flows.DstHosts}}, size=1, op="inc"),
-            STLVmWrFlowVar(fv_name="host", pkt_offset="IP.dst", offset_fixup=3),
+            STLVmFlowVar(name="dst", value_list=DESTINATIONS, size=4, op="inc"),
+            STLVmWrFlowVar(fv_name="dst", pkt_offset="IP.dst"),
             STLVmFlowVar(name="sport", min_value={{.P.Flows.SPort}}, max_value={{.SPortMax}}, size=2, op="inc"),
             STLVmWrFlowVar(fv_name="sport", pkt_offset="UDP.sport"),
             STLVmFlowVar(name="dport", min_value={{.P.Flows.DPort}}, max_value={{.DPortMax}}, size=2, op="inc"),
@@ -112,3 +118,11 @@ class SluiceProfile(object):
 def register():
     return SluiceProfile()
 `))
+
+// lastTunnel is the last tunnel's subnet.
+func lastTunnel(n int) string {
+	a := Destinations(n, 1)
+	b := a[len(a)-1].As4()
+	b[3] = 0
+	return netip.AddrFrom4(b).String() + "/24"
+}

@@ -38,18 +38,21 @@ func newBenchIperf3Cmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "iperf3",
-		Short: "Throughput as mean ± sample standard deviation over repeated iperf3 --bidi runs",
+		Short: "Throughput as mean ± sample standard deviation over repeated iperf3 runs",
 		Long: `Measure TCP throughput the way seed 000 does: one warm-up run, then --runs runs
 of 'iperf3 --bidi --parallel P --json'. Each run gives two values, the rate
 each side received; the result is their mean and *sample* standard deviation
-(n - 1) over all 2 x runs values.
+(n - 1) over all 2 x runs values. --direction forward or reverse measures one
+direction (runs values); seed 001's method is one direction, one flow, 60 s:
+--direction forward --parallel 1 --time 60.
 
 With --lab, the server runs in the lab's sink namespace (on 11.0.0.1) and the
 client in its generator namespace, so the traffic crosses the lab's
 forwarder. With --target, the client runs here against a host where
 'iperf3 -s' runs.`,
 		Example: `  sluice bench iperf3 --lab lab --runs 10 --parallel 2
-  sluice bench iperf3 --target 192.168.90.3 --runs 10 --parallel 2 --time 10 --json`,
+  sluice bench iperf3 --target 192.168.90.3 --runs 10 --parallel 2 --time 10 --json
+  sluice bench iperf3 --lab lab --direction forward --parallel 1 --time 60   # seed 001`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ep, err := benchEndpoints(labName, target)
@@ -63,7 +66,14 @@ forwarder. With --target, the client runs here against a host where
 					if i == 0 {
 						what = "warm-up"
 					}
-					fmt.Fprintf(cmd.ErrOrStderr(), "%-10s forward %8.3f Gbit/s  reverse %8.3f Gbit/s\n", what, r.ForwardBPS/1e9, r.ReverseBPS/1e9)
+					switch o.Direction {
+					case bench.DirForward:
+						fmt.Fprintf(cmd.ErrOrStderr(), "%-10s forward %8.3f Gbit/s\n", what, r.ForwardBPS/1e9)
+					case bench.DirReverse:
+						fmt.Fprintf(cmd.ErrOrStderr(), "%-10s reverse %8.3f Gbit/s\n", what, r.ReverseBPS/1e9)
+					default:
+						fmt.Fprintf(cmd.ErrOrStderr(), "%-10s forward %8.3f Gbit/s  reverse %8.3f Gbit/s\n", what, r.ForwardBPS/1e9, r.ReverseBPS/1e9)
+					}
 				}
 			}
 			ctx, stop := benchSignalContext(cmd.Context())
@@ -75,8 +85,12 @@ forwarder. With --target, the client runs here against a host where
 			if asJSON {
 				return labWriteJSON(cmd, res)
 			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%.3g ± %.2g Gbit/s (mean ± sample std dev of %d values: %d runs x 2 directions; %s)\n",
-				res.MeanBPS/1e9, res.StdDevBPS/1e9, res.N, len(res.Runs), res.Command)
+			per := "2 directions"
+			if res.Direction != bench.DirBidi {
+				per = res.Direction + " only"
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "%.3g ± %.2g Gbit/s (mean ± sample std dev of %d values: %d runs, %s; %s)\n",
+				res.MeanBPS/1e9, res.StdDevBPS/1e9, res.N, len(res.Runs), per, res.Command)
 			return nil
 		},
 	}
@@ -84,7 +98,8 @@ forwarder. With --target, the client runs here against a host where
 	cmd.Flags().StringVar(&target, "target", "", "measure from here towards this host (running iperf3 -s)")
 	cmd.Flags().IntVar(&o.Runs, "runs", 10, "measured runs after the warm-up")
 	cmd.Flags().IntVar(&o.Parallel, "parallel", 2, "iperf3 --parallel streams")
-	cmd.Flags().IntVar(&o.Seconds, "time", 10, "seconds per run")
+	cmd.Flags().IntVar(&o.Seconds, "time", 10, "seconds per run (the duration; seed 001 uses 60)")
+	cmd.Flags().StringVar(&o.Direction, "direction", bench.DirBidi, "forward (client to server), reverse (server to client) or bidi (both at once)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -19,6 +19,7 @@ func newDoctorCmd() *cobra.Command {
 		asJSON            bool
 		noProbe           bool
 		factsIn, factsOut string
+		hostFile          string
 		opts              diag.DoctorOptions
 	)
 	cmd := &cobra.Command{
@@ -43,6 +44,11 @@ Checks (select some with --check):
   mtu-headroom     VXLAN/Geneve MTU + encapsulation + ESP within the underlay MTU
   sa-per-peer      one SA per peer pins its traffic to one RX queue: per-CPU SAs
                    (RFC 9611, strongSwan 6.0.2+, Linux 6.13+)
+  sa-budget        offloaded SAs per NIC SA table against the driver's known
+                   limit (ixgbe/x540: 1024 Rx + 1024 Tx shared by the PF and
+                   its VFs; netdevsim: 33 per port); --host adds a host.yaml's
+  bond-port-offload SAs offloaded to one port of an active-backup bond: the
+                   bond does not move them at failover
   firmware         SRIOV_EN, NUM_OF_VFS, LAG_RESOURCE_ALLOCATION,
                    FLEX_PARSER_PROFILE_ENABLE, HAIRPIN_DATA_BUFFER_LOCK via
                    mstconfig or mlxconfig, when installed
@@ -54,11 +60,19 @@ Exits 1 when a check fails, 0 otherwise. Needs root for the probes.`,
 		Example: `  sluice doctor
   sluice doctor --check bond-offload --check esp-offload
   sluice doctor --eswitch switchdev --json
+  sluice doctor --host /etc/sluice/host.yaml --check sa-budget
   sluice doctor --save-facts gw1.json   # then, elsewhere: sluice doctor --facts gw1.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.WantEswitch != "" && opts.WantEswitch != "legacy" && opts.WantEswitch != "switchdev" {
 				return fmt.Errorf("--eswitch %q: want legacy or switchdev", opts.WantEswitch)
+			}
+			if hostFile != "" {
+				planned, err := plannedSAs(hostFile)
+				if err != nil {
+					return err
+				}
+				opts.PlannedSAs = planned
 			}
 			var facts *diag.Facts
 			if factsIn != "" {
@@ -111,5 +125,6 @@ Exits 1 when a check fails, 0 otherwise. Needs root for the probes.`,
 	cmd.Flags().StringSliceVar(&opts.Only, "check", nil, "run only these checks (repeat or comma-separate)")
 	cmd.Flags().StringVar(&factsIn, "facts", "", "diagnose facts saved by --save-facts instead of this host")
 	cmd.Flags().StringVar(&factsOut, "save-facts", "", "also write the facts read from the host to this file")
+	cmd.Flags().StringVar(&hostFile, "host", "", "count the offloaded SAs this host.yaml adds with those installed (sa-budget)")
 	return cmd
 }

@@ -70,6 +70,9 @@ If this process dies, the fast path closes by itself after the lease.`,
 				return err
 			}
 			opts.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+			if err := applyDaemonSettings(g, opts.Log); err != nil {
+				return err
+			}
 			pidFile := gatewayPIDFile(g.PinDir)
 			if err := writePIDFile(pidFile); err != nil {
 				opts.Log.Warn("no pid file; 'sluice gateway stop' will detach but cannot signal this process", "err", err)

@@ -20,6 +20,8 @@ const tuneLong = `A tuning profile (tune.yaml) is seed 004's host script as data
     net.core.busy_poll: 50
     net.core.netdev_budget: 600
   thp: never                    # transparent_hugepage enabled and defrag
+  daemon-cpus: 2-3              # housekeeping CPUs for the gateway daemon
+                                # (checked against rx cpus and isolcpus)
   cmdline:                      # kernel command line: checked, never edited
     isolcpus: managed_irq,domain,4-23
     nohz_full: 4-23
@@ -33,6 +35,7 @@ const tuneLong = `A tuning profile (tune.yaml) is seed 004's host script as data
       coalesce: {adaptive-rx: false, adaptive-tx: false, rx-usecs: 8, rx-frames: 64, tx-usecs: 8}
       features: {gro: false, lro: false, gso: false, tso: false, hw-tc-offload: true, ntuple: true}
       private-flags: {rx_striding_rq: true, rx_cqe_compress: true}
+      flow-control: {rx: false, tx: false}   # ethtool -A p0 rx off tx off
       pcie-max-read-req: 2048   # setpci CAP_EXP+8.w, bits 14:12
 
 See docs/tune.md.`
@@ -55,6 +58,8 @@ type tuneReport struct {
 	Changed []tune.Item `json:"changed,omitempty"`
 	Drift   []tune.Item `json:"drift"`
 	Items   []tune.Item `json:"items,omitempty"`
+	// NotApplicable are the settings this host cannot have, with why.
+	NotApplicable []tune.Item `json:"not_applicable,omitempty"`
 }
 
 func newTuneSub(verb string) *cobra.Command {
@@ -77,8 +82,14 @@ channels before the IRQs they create, and never the kernel command line.
 check prints "[DRIFT] key: live X, want Y" per difference ("[CHECK]" for
 command line items, which need a reboot) and exits 1 when there is any.
 
+Settings a device cannot have (the driver lacks the ethtool operation, as
+veth lacks ethtool -g; a feature that is [fixed] or absent; a private flag
+the driver does not know) are reported as "[N/A] key: reason" and never
+proposed or applied; the rest of the profile goes on.
+
 With --sysroot the profile is checked against a captured tree: sysctls, THP,
-command line and IRQ affinity only (no ethtool).
+command line and IRQ affinity only; ethtool and setpci items are reported
+as not applicable, with the reason.
 
 ` + tuneLong,
 		Example: "  sluice tune " + verb + " -f /etc/sluice/tune.yaml",
@@ -124,11 +135,13 @@ command line and IRQ affinity only (no ethtool).
 					return err
 				}
 				rep.Drift = nonNil(tune.Drift(items))
+				rep.NotApplicable = tune.NotApplicable(items)
 				if verb == "check" {
 					rep.Items = items
 				}
 				if err := emitTune(w, asJSON, rep, func() {
 					if verb == "plan" {
+						tune.WriteLayout(w, p)
 						tune.WritePlan(w, items)
 						if len(rep.Drift) == 0 {
 							fmt.Fprintln(w, "# nothing to change")
@@ -136,7 +149,8 @@ command line and IRQ affinity only (no ethtool).
 						return
 					}
 					tune.WriteDrift(w, rep.Drift)
-					fmt.Fprintf(w, "%d setting(s) checked, %d drift\n", len(items), len(rep.Drift))
+					tune.WriteNotApplicable(w, items, "")
+					fmt.Fprintf(w, "%d setting(s) checked, %d drift, %d not applicable\n", len(items), len(rep.Drift), len(tune.NotApplicable(items)))
 				}); err != nil {
 					return err
 				}

@@ -53,6 +53,9 @@ type Gateway struct {
 	// below a tenth of it (docs/flower.md, "Placement"). 0 (default): every
 	// eligible tunnel gets its rule, within each port's budget.
 	FlowerPromotePPS int
+	// Daemon is how the daemon itself runs (daemon-cpu, daemon-priority,
+	// lock-memory).
+	Daemon DaemonSettings
 	// Interfaces are the ports the fast path runs on; at least one.
 	Interfaces []Interface
 	// Policies are the static policies used with PolicySource static.

@@ -15,7 +15,7 @@ import (
 )
 
 var (
-	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "api-socket", "api-owner", "api-group", "metrics-listen", "metrics-top-policies", "flower-test-skip-hw", "flower-inbound-chain", "flower-promote-pps", "interfaces", "policies"}
+	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "api-socket", "api-owner", "api-group", "metrics-listen", "metrics-top-policies", "daemon-cpu", "daemon-priority", "lock-memory", "flower-test-skip-hw", "flower-inbound-chain", "flower-promote-pps", "interfaces", "policies"}
 	interfaceKeys = []string{"name", "l2", "xdp-mode", "inbound", "wan-antispoof", "hairpin-to-nexthop", "flower", "flower-ttl", "flower-rule-budget"}
 	policyKeys    = []string{"dir", "src", "dst", "proto", "sport", "dport", "priority", "action", "peer", "local", "reqid", "offload", "offload-dev", "optional"}
 )
@@ -67,6 +67,12 @@ func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
 		case "flower-inbound-chain":
 			n, _ := p.uint(f, MaxFlowerChain)
 			g.FlowerInboundChain = uint32(n)
+		case "daemon-cpu":
+			g.Daemon.CPUs, g.Daemon.CPUList = p.daemonCPU(f)
+		case "daemon-priority":
+			g.Daemon.Priority = p.daemonPriority(f)
+		case "lock-memory":
+			g.Daemon.LockMemory, _ = p.boolean(f)
 		case "interfaces":
 			if f.val.Kind == yaml.SequenceNode {
 				m.nIfaces = len(f.val.Content)

@@ -158,14 +158,34 @@ type Peer struct {
 	ReqidOut, ReqidIn uint32
 	ESN               bool
 	ReplayWindow      int
-	// Offload is none, crypto, packet or auto.
+	// Offload is none, crypto, packet or auto: the shorthand for both
+	// directions. OffloadOut and OffloadIn are what each SA gets (from
+	// offload-out/offload-in, else Offload): seed 003's ixgbevf offloads
+	// inbound SAs only, so "offload-in: crypto, offload-out: none" is
+	// that hardware's setting.
 	Offload    string
+	OffloadOut string
+	OffloadIn  string
 	OffloadDev string
 	// Selectors are the tunnel-mode traffic selectors (default: Local/32
 	// to Remote/32).
 	Selectors []Selector
 	Priority  uint32
 	Line      int
+}
+
+// OffloadFor is the offload mode of the SA in direction dir ("out" or
+// "in").
+func (pr *Peer) OffloadFor(dir string) string {
+	if dir == "in" {
+		return pr.OffloadIn
+	}
+	return pr.OffloadOut
+}
+
+// Offloads reports whether either SA asks for offload.
+func (pr *Peer) Offloads() bool {
+	return pr.OffloadOut != OffloadModeNone || pr.OffloadIn != OffloadModeNone
 }
 
 // Selector is one tunnel-mode traffic selector pair.

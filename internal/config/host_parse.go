@@ -19,7 +19,7 @@ var (
 	vtepKeys     = []string{"name", "type", "vni", "local", "port", "remotes", "mtu", "geneve-options", "addresses"}
 	remoteKeys   = []string{"address", "via"}
 	ipsecKeys    = []string{"keys", "peers", "unsafe-bond-offload"}
-	peerKeys     = []string{"name", "local", "remote", "mode", "key-bits", "spi-out", "spi-in", "reqid-out", "reqid-in", "esn", "replay-window", "offload", "offload-dev", "selectors", "priority"}
+	peerKeys     = []string{"name", "local", "remote", "mode", "key-bits", "spi-out", "spi-in", "reqid-out", "reqid-in", "esn", "replay-window", "offload", "offload-out", "offload-in", "offload-dev", "selectors", "priority"}
 	selectorKeys = []string{"local", "remote"}
 )
 
@@ -465,6 +465,10 @@ func (p *parser) peer(it item) (Peer, []item) {
 			pr.ReplayWindow = int(v)
 		case "offload":
 			pr.Offload = enum(p, f, OffloadModeNone, OffloadModeNone, OffloadModeCrypto, OffloadModePacket, OffloadModeAuto)
+		case "offload-out":
+			pr.OffloadOut = enum(p, f, "", OffloadModeNone, OffloadModeCrypto, OffloadModePacket, OffloadModeAuto)
+		case "offload-in":
+			pr.OffloadIn = enum(p, f, "", OffloadModeNone, OffloadModeCrypto, OffloadModePacket, OffloadModeAuto)
 		case "offload-dev":
 			pr.OffloadDev = p.ifname(f)
 		case "selectors":

@@ -46,6 +46,13 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 		if !p.given[it.path+".offload"] {
 			pr.Offload = OffloadModeNone
 		}
+		// offload is the shorthand; offload-out/offload-in override it.
+		if !p.given[it.path+".offload-out"] {
+			pr.OffloadOut = pr.Offload
+		}
+		if !p.given[it.path+".offload-in"] {
+			pr.OffloadIn = pr.Offload
+		}
 		if !p.given[it.path+".replay-window"] {
 			pr.ReplayWindow = MaxLegacyReplay
 			if pr.ESN {
@@ -331,13 +338,19 @@ func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 			l, path := at("replay-window")
 			p.errorf(l, path, "%d is larger than %d, the most the kernel keeps without ESN; set esn: true for a window of up to %d, or use %d or less", pr.ReplayWindow, MaxLegacyReplay, MaxESNReplay, MaxLegacyReplay)
 		}
+		offloadKey, offloadMode := "offload", pr.Offload
+		for _, k := range []string{"offload-out", "offload-in"} {
+			if m := pr.OffloadFor(strings.TrimPrefix(k, "offload-")); p.given[it.path+"."+k] && m != OffloadModeNone {
+				offloadKey, offloadMode = k, m
+			}
+		}
 		switch {
-		case pr.Offload != "" && pr.Offload != OffloadModeNone && pr.OffloadDev == "" && !p.bad[it.path+".offload-dev"]:
-			l, path := at("offload")
-			p.errorf(l, path, "offload: %s needs offload-dev: the port or bond whose NIC does the work, such as offload-dev: bond0", pr.Offload)
-		case pr.Offload == OffloadModeNone && pr.OffloadDev != "":
+		case (pr.OffloadOut != "" || pr.OffloadIn != "") && pr.Offloads() && pr.OffloadDev == "" && !p.bad[it.path+".offload-dev"]:
+			l, path := at(offloadKey)
+			p.errorf(l, path, "%s: %s needs offload-dev: the port or bond whose NIC does the work, such as offload-dev: bond0", offloadKey, offloadMode)
+		case pr.OffloadOut != "" && pr.OffloadIn != "" && !pr.Offloads() && pr.OffloadDev != "":
 			l, path := at("offload-dev")
-			p.errorf(l, path, "has no effect with offload: none; remove it, or set offload: crypto, packet or auto")
+			p.errorf(l, path, "has no effect with offload: none; remove it, or set offload (or offload-out/offload-in): crypto, packet or auto")
 		}
 		if len(pr.Selectors) > 0 && pr.Mode != ModeTunnel {
 			l, path := at("selectors")

@@ -186,7 +186,11 @@ func checkOffloadProbe(f *Facts, _ *DoctorOptions) []Result {
 		p := f.Probes[n]
 		if p.Skipped != "" {
 			rs = append(rs, Result{Verdict: Warn, Subject: n, Summary: "not probed: " + p.Skipped,
-				Fix: "offload SAs to the bond's active port (offload dev <port>), or run a kernel with the bonding fix (6.16+)"})
+				Fix: "run a kernel with the bonding fix (6.16+); offloading to one port of the bond instead keeps the SAs on that port at a failover (see the bond-port-offload check)"})
+			continue
+		}
+		if p.Caps != nil {
+			rs = append(rs, probeResult(n, p))
 			continue
 		}
 		ev := []string{"ip xfrm state add src 192.0.2.1 dst 198.51.100.1 proto esp mode tunnel aead 'rfc4106(gcm(aes))' ... offload [packet] dev " + n + " dir out, then deleted"}

@@ -17,16 +17,17 @@ func fixed() kernel.EthFeature { return kernel.EthFeature{} }
 
 // healthy is a gateway that passes every check: seed 004's ConnectX-7
 // ports p0/p1 in an active-backup bond with ESP offload, packet-offload
-// SAs (per-CPU: two per peer direction), a VXLAN with headroom, native
+// SAs on the bond (per-CPU: two per peer direction; the bond moves them
+// to the new active port at failover, from Linux 6.16), a VXLAN with headroom, native
 // XDP, dmfs steering in legacy mode, and the seeds' firmware settings.
 func healthy() *Facts {
 	espOn := map[string]kernel.EthFeature{"esp-hw-offload": on(), "tx-esp-segmentation": on(), "hw-tc-offload": on()}
 	sa := func(src, dst string, spi uint32) kernel.State {
 		return kernel.State{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), Proto: 50, SPI: spi, Mode: 1,
-			Offload: &kernel.Offload{Ifindex: 2, Flags: kernel.OffloadPacket}}
+			Offload: &kernel.Offload{Ifindex: 10, Flags: kernel.OffloadPacket}}
 	}
 	return &Facts{
-		Kernel: &kernel.Features{Release: "6.13.2", Have: map[string]bool{"xfrm": true, "esp": true, "gcm": true, "bonding": true, "8021q": true, "xdp": true},
+		Kernel: &kernel.Features{Release: "6.16.2", Have: map[string]bool{"xfrm": true, "esp": true, "gcm": true, "bonding": true, "8021q": true, "xdp": true},
 			Evidence: map[string]string{"xfrm": "XFRM netlink answers", "esp": "installed an ESP SA", "gcm": "accepted"}},
 		Netdevs: []kernel.NetdevFacts{
 			{Name: "bond0", Index: 10, Kind: "bond", MTU: 9000, BondMode: "active-backup", ActiveSlave: "p0", Slaves: []string{"p0", "p1"}, Driver: "bonding"},
@@ -84,8 +85,8 @@ func TestDoctorEachCheckFails(t *testing.T) {
 		want    string // in the summary
 		fix     string // in the fix
 	}{
-		{"kernel-features", "no ESP", DoctorOptions{}, func(f *Facts) { f.Kernel.Have["esp"] = false }, Fail, "kernel 6.13.2", "missing esp", "CONFIG_INET_ESP"},
-		{"kernel-features", "no GCM", DoctorOptions{}, func(f *Facts) { f.Kernel.Have["gcm"] = false }, Fail, "kernel 6.13.2", "missing gcm", "CONFIG_CRYPTO_GCM"},
+		{"kernel-features", "no ESP", DoctorOptions{}, func(f *Facts) { f.Kernel.Have["esp"] = false }, Fail, "kernel 6.16.2", "missing esp", "CONFIG_INET_ESP"},
+		{"kernel-features", "no GCM", DoctorOptions{}, func(f *Facts) { f.Kernel.Have["gcm"] = false }, Fail, "kernel 6.16.2", "missing gcm", "CONFIG_CRYPTO_GCM"},
 		{"esp-offload", "offload off", DoctorOptions{}, func(f *Facts) {
 			f.Features["p1"] = map[string]kernel.EthFeature{"esp-hw-offload": off(), "tx-esp-segmentation": off()}
 		}, Warn, "p1", "esp-hw-offload is off", "ethtool -K p1 esp-hw-offload on"},
@@ -114,6 +115,9 @@ func TestDoctorEachCheckFails(t *testing.T) {
 		}, Warn, "p1", "tc rules are installed before any IPsec packet-offload rule", "install the IPsec packet-offload SAs/policies first"},
 		{"mlx5-tc-order", "tc next to packet offload", DoctorOptions{}, func(f *Facts) {
 			f.TC["p0"] = []kernel.TCFilter{{Hook: "ingress", Kind: "flower"}}
+			for i := range f.States {
+				f.States[i].Offload.Ifindex = 2 // on p0 itself
+			}
 		}, Warn, "p0", "tc rules and IPsec packet offload on one port", "not_in_hw"},
 		{"mlx5-steering", "smfs in switchdev", DoctorOptions{}, func(f *Facts) {
 			f.Devlink[0].Eswitch, f.Devlink[0].Params["flow_steering_mode"] = "switchdev", "smfs"

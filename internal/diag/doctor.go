@@ -31,6 +31,8 @@ type DoctorOptions struct {
 	WantEswitch string
 	// Only runs the checks with these IDs (all when empty).
 	Only []string
+	// PlannedSAs are offloaded SAs a host.yaml will add (sa-budget).
+	PlannedSAs []PlannedSA
 }
 
 // Checks are the doctor's checks, in the order they run and print.
@@ -39,10 +41,12 @@ var Checks = []Check{
 	{"esp-offload", "esp-hw-offload and tx-esp-segmentation per port", checkESPOffload},
 	{"bond-offload", "bond ESP offload matches its slaves", checkBondOffload},
 	{"offload-probe", "driver accepts crypto- and packet-offload SAs", checkOffloadProbe},
+	{"bond-port-offload", "SAs offloaded to one port of an active-backup bond", checkBondPortOffload},
 	{"mlx5-tc-order", "mlx5: tc offload and IPsec packet offload on one port", checkMlx5TCOrder},
 	{"mlx5-steering", "flow steering and eswitch mode", checkSteering},
 	{"mtu-headroom", "overlay MTU leaves room for encapsulation and ESP", checkMTUHeadroom},
 	{"sa-per-peer", "more than one SA per peer (RSS spread)", checkSAPerPeer},
+	{"sa-budget", "offloaded SAs fit the NIC's SA table (per PF family)", checkSABudget},
 	{"firmware", "ConnectX firmware settings", checkFirmware},
 	{"xdp-mode", "XDP programs attached in native mode", checkXDPMode},
 }

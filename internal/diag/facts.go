@@ -29,6 +29,9 @@ type Facts struct {
 	// FirmwareTool is the tool used ("" when neither is installed).
 	Firmware     map[string]map[string]string `json:"firmware,omitempty"`
 	FirmwareTool string                       `json:"firmware_tool,omitempty"`
+	// SAFamilies maps devices whose driver has a known SA limit to the SA
+	// table they share (sa_budget.go).
+	SAFamilies map[string]string `json:"sa_families,omitempty"`
 	// Errors lists what could not be gathered, by what.
 	Errors map[string]string `json:"errors,omitempty"`
 }
@@ -113,6 +116,7 @@ func Gather(o GatherOptions) *Facts {
 		}
 	}
 	f.gatherFirmware(o)
+	f.gatherSAFamilies(o.FS)
 	return f
 }
 

@@ -2,9 +2,9 @@ package flower
 
 import (
 	"fmt"
-	"strings"
 	"net"
 	"net/netip"
+	"strings"
 )
 
 // Kind is what a rule does.

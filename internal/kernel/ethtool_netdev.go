@@ -1,8 +1,6 @@
 package kernel
 
 import (
-	"crypto/rand"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -145,43 +143,4 @@ func TCFilters(ifname string) ([]TCFilter, error) {
 		}
 	}
 	return out, nil
-}
-
-// OffloadProbe is what a device did with throwaway SAs.
-type OffloadProbe struct {
-	// Crypto and Packet are "" when the device accepted an SA with that
-	// offload (and it was removed again), else the kernel's refusal.
-	Crypto string `json:"crypto"`
-	Packet string `json:"packet"`
-	// Skipped, when set, says why the device was not probed at all.
-	Skipped string `json:"skipped,omitempty"`
-}
-
-// ProbeOffload installs, then removes, two outbound ESP SAs bound to
-// ifname: one with crypto offload, one with packet offload. They carry
-// documentation addresses (192.0.2.1 -> 198.51.100.1, RFC 5737) and a
-// random SPI, and no policy refers to them, so no traffic can use them.
-func ProbeOffload(ifname string) (OffloadProbe, error) {
-	l, err := netlink.LinkByName(ifname)
-	if err != nil {
-		return OffloadProbe{}, fmt.Errorf("interface %q: %w", ifname, err)
-	}
-	try := func(flags uint8) string {
-		var b [4]byte
-		_, _ = rand.Read(b[:])
-		spi := int(binary.BigEndian.Uint32(b[:])&0x0fffffff | 0x10000000)
-		st := &netlink.XfrmState{
-			Src: net.IPv4(192, 0, 2, 1), Dst: net.IPv4(198, 51, 100, 1), Proto: netlink.XFRM_PROTO_ESP,
-			Mode: netlink.XFRM_MODE_TUNNEL, Spi: spi, Reqid: spi,
-			Aead: &netlink.XfrmStateAlgo{Name: "rfc4106(gcm(aes))", Key: make([]byte, 20), ICVLen: 128},
-		}
-		if err := StateAdd(st, &Offload{Ifindex: l.Attrs().Index, Flags: flags}); err != nil {
-			return err.Error()
-		}
-		if err := netlink.XfrmStateDel(st); err != nil {
-			return "accepted, but removing it failed: " + err.Error()
-		}
-		return ""
-	}
-	return OffloadProbe{Crypto: try(0), Packet: try(OffloadPacket)}, nil
 }

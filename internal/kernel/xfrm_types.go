@@ -15,6 +15,15 @@ const (
 	DirFwd Dir = 2
 )
 
+// dirMax is XFRM_POLICY_MAX: a per-socket policy (setsockopt
+// IP_XFRM_POLICY, as IKE daemons set on their own sockets so their
+// packets bypass IPsec) is dumped with XFRM_POLICY_MAX + its direction.
+const dirMax = 3
+
+// Socket reports a per-socket policy; the kernel applies it to one
+// socket only, never to forwarded or other traffic.
+func (d Dir) Socket() bool { return d >= dirMax && d < 2*dirMax }
+
 func (d Dir) String() string {
 	switch d {
 	case DirIn:
@@ -24,7 +33,11 @@ func (d Dir) String() string {
 	case DirFwd:
 		return "fwd"
 	}
-	return "dir?"
+	if d.Socket() {
+		// iproute2 prints these as "socket in" / "socket out".
+		return "socket " + (d - dirMax).String()
+	}
+	return "dir " + strconv.Itoa(int(d))
 }
 
 // Action is a policy's verdict for matching traffic.

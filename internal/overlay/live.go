@@ -35,6 +35,9 @@ type Live struct {
 	VFCaps map[string]kernel.VFPort
 	// PCI maps PCI addresses written in the file to netdev names.
 	PCI map[string]string
+	// OffloadHW holds the driver and SA table of offload devices, by
+	// name (plan_offload_hw.go).
+	OffloadHW map[string]OffloadHW
 }
 
 // link returns the link called name, or nil.
@@ -125,6 +128,7 @@ func ReadLive(h *config.Host) (*Live, error) {
 			l.PCI[p] = names[0]
 		}
 	}
+	readOffloadHW(l, h)
 	// ethtool features of offload devices.
 	if h.IPsec != nil {
 		for _, p := range h.IPsec.Peers {

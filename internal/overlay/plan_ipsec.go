@@ -42,6 +42,15 @@ func offloadOf(o *kernel.Offload) string {
 	return config.OffloadModeCrypto
 }
 
+// offloadKey names the file's setting that chose dir's mode: "offload"
+// (the shorthand), or offload-out/offload-in when they differ.
+func offloadKey(pr *config.Peer, dir string) string {
+	if pr.OffloadOut == pr.OffloadIn {
+		return "offload"
+	}
+	return "offload-" + dir
+}
+
 // bondOffloadBroken: see kernel.BondOffloadBroken.
 func bondOffloadBroken(release string) bool { return kernel.BondOffloadBroken(release) }
 
@@ -71,29 +80,44 @@ func (p *planner) ipsec() {
 			p.fail("%s: %v", path, err)
 			continue
 		}
-		mode := pr.Offload
-		if mode != config.OffloadModeNone {
+		// Each direction has its own mode (offload-out/offload-in, seed
+		// 003): the bond gate and auto's fallback apply per direction.
+		modes := map[string]string{"out": pr.OffloadFor("out"), "in": pr.OffloadFor("in")}
+		if pr.Offloads() {
 			if p.live.link(pr.OffloadDev) == nil && pr.OffloadDev != p.bondName {
 				p.fail("%s: offload-dev %s: no such interface (and the file does not create it)", path, pr.OffloadDev)
 				continue
 			}
-			if p.isBond(pr.OffloadDev) && bondOffloadBroken(p.live.Release) && !s.UnsafeBondOffload {
-				why := fmt.Sprintf("ESP offload through bond %s is broken on Linux %s: the bonding driver hands the port's driver the bond instead of the port (xso.real_dev is set only after xdo_dev_state_add), so the SA is not programmed into the NIC and the next failover can oops (verified on 6.12.95 with netdevsim; mlx5 reads the same field)", pr.OffloadDev, p.live.Release)
-				if mode == config.OffloadModeAuto {
-					p.note("%s: offload auto -> none: %s", path, why)
-					mode = config.OffloadModeNone
-				} else {
-					p.fail("%s: offload %s refused: %s. Offload to the active port instead (offload-dev: <port>), use offload: none, or set ipsec.unsafe-bond-offload: true if your kernel has the fix", path, mode, why)
+			refused := false
+			for _, dir := range []string{"out", "in"} {
+				mode := modes[dir]
+				if mode == config.OffloadModeNone {
 					continue
 				}
+				what := offloadKey(pr, dir)
+				if p.isBond(pr.OffloadDev) && bondOffloadBroken(p.live.Release) && !s.UnsafeBondOffload {
+					why := fmt.Sprintf("ESP offload through bond %s is broken on Linux %s: the bonding driver hands the port's driver the bond instead of the port (xso.real_dev is set only after xdo_dev_state_add), so the SA is not programmed into the NIC and the next failover can oops (verified on 6.12.95 with netdevsim; mlx5 reads the same field)", pr.OffloadDev, p.live.Release)
+					if mode == config.OffloadModeAuto {
+						p.note("%s: %s auto -> none: %s", path, what, why)
+						modes[dir] = config.OffloadModeNone
+					} else {
+						p.fail("%s: %s %s refused: %s. Use offload: none; or offload-dev: <port>, knowing the SAs stay on that port at a failover (plan explains); or set ipsec.unsafe-bond-offload: true if your kernel has the fix", path, what, mode, why)
+						refused = true
+					}
+					continue
+				}
+				if mode == config.OffloadModeAuto && (what != "offload" || dir == "out") {
+					p.note("%s: %s auto on %s: apply tries packet, then crypto, then none for the %s SA, and reports which it got", path, what, pr.OffloadDev, dir)
+				}
 			}
-			if mode == config.OffloadModeAuto {
-				p.note("%s: offload auto on %s: apply tries packet, then crypto, then none, and reports which it got", path, pr.OffloadDev)
+			if refused {
+				continue
 			}
+			p.bondPortOffload(path, pr, modes)
 		}
 		sas := []wantSA{
-			{peer: pr, dir: "out", src: pr.Local, dst: pr.Remote, spi: pr.SPIOut, reqid: pr.ReqidOut, key: out, offload: mode},
-			{peer: pr, dir: "in", src: pr.Remote, dst: pr.Local, spi: pr.SPIIn, reqid: pr.ReqidIn, key: in, offload: mode},
+			{peer: pr, dir: "out", src: pr.Local, dst: pr.Remote, spi: pr.SPIOut, reqid: pr.ReqidOut, key: out, offload: modes["out"]},
+			{peer: pr, dir: "in", src: pr.Remote, dst: pr.Local, spi: pr.SPIIn, reqid: pr.ReqidIn, key: in, offload: modes["in"]},
 		}
 		for _, w := range sas {
 			p.sa(w)
@@ -101,10 +125,11 @@ func (p *planner) ipsec() {
 		for _, w := range sas {
 			p.policies(w)
 		}
-		if mode != config.OffloadModeNone && p.isBond(pr.OffloadDev) {
+		if (modes["out"] != config.OffloadModeNone || modes["in"] != config.OffloadModeNone) && p.isBond(pr.OffloadDev) {
 			p.bondESPFeatures(pr.OffloadDev)
 		}
 	}
+	p.saBudget()
 }
 
 // bondESPFeatures turns the bond's ESP offload features on (seed 000:

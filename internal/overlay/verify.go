@@ -89,18 +89,19 @@ func Verify(h *config.Host, keys *config.Keys, live *Live) *VerifyReport {
 				continue
 			}
 			got := offloadOf(l.Offload)
-			st := SAStatus{Peer: pr.Name, Dir: w.dir, SPI: w.spi, Asked: pr.Offload, Got: got, Packets: l.Packets, Bytes: l.Bytes}
+			asked := pr.OffloadFor(w.dir)
+			st := SAStatus{Peer: pr.Name, Dir: w.dir, SPI: w.spi, Asked: asked, Got: got, Packets: l.Packets, Bytes: l.Bytes}
 			if l.Offload != nil {
 				st.Dev = live.nameOf(l.Offload.Ifindex)
 			}
 			r.SAs = append(r.SAs, st)
 			switch {
-			case pr.Offload == config.OffloadModeAuto:
+			case asked == config.OffloadModeAuto:
 				r.add("offload", true, "%s: offload auto obtained %s%s", w, got, onDev(st.Dev))
-			case got == pr.Offload:
+			case got == asked:
 				r.add("offload", true, "%s: offload %s%s as asked", w, got, onDev(st.Dev))
 			default:
-				r.add("offload", false, "%s: offload %s%s, but the file asks for %s", w, got, onDev(st.Dev), pr.Offload)
+				r.add("offload", false, "%s: offload %s%s, but the file asks for %s", w, got, onDev(st.Dev), asked)
 			}
 		}
 	}

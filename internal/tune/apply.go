@@ -50,6 +50,25 @@ func (h *Host) Apply(p *Profile) (changed []Item, remaining []Item, err error) {
 	return changed, remaining, nil
 }
 
+// NotApplicable returns the items that do not apply here.
+func NotApplicable(items []Item) []Item {
+	var out []Item
+	for _, it := range items {
+		if it.NotApplicable != "" {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// WriteNotApplicable prints one line per item that does not apply, with
+// the reason, so nothing in the profile is skipped silently.
+func WriteNotApplicable(w io.Writer, items []Item, prefix string) {
+	for _, it := range NotApplicable(items) {
+		fmt.Fprintf(w, "%s[N/A] %s (want %s): %s\n", prefix, it.Key, it.Want, it.NotApplicable)
+	}
+}
+
 // WriteDrift prints one line per drifted item: key, live and wanted value.
 func WriteDrift(w io.Writer, items []Item) {
 	for _, it := range items {
@@ -62,9 +81,11 @@ func WriteDrift(w io.Writer, items []Item) {
 }
 
 // WritePlan prints the commands that would remove the drift; command line
-// items are comments (they need a reboot).
+// items are comments (they need a reboot); items that do not apply are
+// comments with the reason.
 func WritePlan(w io.Writer, items []Item) {
 	for _, it := range Drift(items) {
 		fmt.Fprintf(w, "%s\t# %s: %s -> %s\n", it.Command, it.Key, it.Live, it.Want)
 	}
+	WriteNotApplicable(w, items, "# ")
 }

@@ -21,11 +21,30 @@ type Item struct {
 	Command string `json:"command"`
 	// ReportOnly items (kernel command line) are never changed by apply.
 	ReportOnly bool `json:"report_only,omitempty"`
-	apply      func() error
+	// NotApplicable says why the setting does not apply to this device or
+	// run (the driver lacks the ethtool op, the feature is [fixed] or
+	// absent, --sysroot has no live device): such an item never drifts,
+	// plan proposes nothing for it and check reports it as [N/A].
+	NotApplicable string `json:"not_applicable,omitempty"`
+	apply         func() error
 }
 
 // Drift reports whether the host differs from the profile.
-func (it Item) Drift() bool { return it.Live != it.Want }
+func (it Item) Drift() bool { return it.NotApplicable == "" && it.Live != it.Want }
+
+// notApplicable is an item that does not apply here, and why.
+func notApplicable(key, want, why string) Item {
+	return Item{Key: key, Want: want, Live: "(n/a)", NotApplicable: why}
+}
+
+// unsupported turns a read error into a not-applicable item when the
+// driver lacks the ethtool operation; any other error stops Collect.
+func unsupported(key, want, op string, err error) (Item, error) {
+	if kernel.IsNotSupported(err) {
+		return notApplicable(key, want, "the driver does not implement "+op+" (EOPNOTSUPP)"), nil
+	}
+	return Item{}, err
+}
 
 // Host is the machine a profile is applied to: its file system (sysctls,
 // THP, IRQ affinity, command line) and, for interfaces, ethtool through
@@ -69,7 +88,9 @@ func (h *Host) Collect(p *Profile) ([]Item, error) {
 	}
 	for _, name := range sortedKeys(p.Interfaces) {
 		ifc := p.Interfaces[name]
-		if !h.NoEthtool {
+		if h.NoEthtool {
+			items = append(items, sysrootSkipped(name, ifc)...)
+		} else {
 			its, err := h.ethtoolItems(name, ifc)
 			if err != nil {
 				return nil, err
@@ -169,22 +190,36 @@ func u32(v uint32) string { return strconv.FormatUint(uint64(v), 10) }
 func (h *Host) ethtoolItems(name string, ifc *Interface) ([]Item, error) {
 	var items []Item
 	if ifc.RxQueues > 0 {
-		ch, err := kernel.EthtoolChannels(name)
-		if err != nil {
-			return nil, fmt.Errorf("interfaces.%s.rx-queues: %w", name, err)
-		}
 		n := uint32(ifc.RxQueues)
-		items = append(items, Item{Key: name + " channels combined", Want: u32(n), Live: u32(ch.Combined),
-			Command: fmt.Sprintf("ethtool -L %s combined %d", name, n), apply: func() error { return kernel.EthtoolSetCombined(name, n) }})
+		key := name + " channels combined"
+		ch, err := kernel.EthtoolChannels(name)
+		switch {
+		case err != nil:
+			it, err := unsupported(key, u32(n), "ethtool -l", err)
+			if err != nil {
+				return nil, fmt.Errorf("interfaces.%s.rx-queues: %w", name, err)
+			}
+			items = append(items, it)
+		case ch.MaxCombined == 0:
+			items = append(items, notApplicable(key, u32(n), fmt.Sprintf("the device has no combined channels (rx %d, tx %d separate queues)", ch.RX, ch.TX)))
+		default:
+			items = append(items, Item{Key: key, Want: u32(n), Live: u32(ch.Combined),
+				Command: fmt.Sprintf("ethtool -L %s combined %d", name, n), apply: func() error { return kernel.EthtoolSetCombined(name, n) }})
+		}
 	}
 	if ifc.RSSEqual > 0 {
 		live := "(unreadable)"
-		if t, err := kernel.EthtoolRSS(name); err == nil {
+		n := ifc.RSSEqual
+		t, err := kernel.EthtoolRSS(name)
+		if err == nil {
 			live = rssSpread(t)
 		}
-		n := ifc.RSSEqual
-		items = append(items, Item{Key: name + " rss", Want: "equal " + itoa(n), Live: live,
-			Command: fmt.Sprintf("ethtool -X %s equal %d", name, n), apply: func() error { return kernel.EthtoolSetRSSEqual(name, n) }})
+		if err != nil && kernel.IsNotSupported(err) {
+			items = append(items, notApplicable(name+" rss", "equal "+itoa(n), "the driver has no RSS indirection table (ethtool -x: EOPNOTSUPP)"))
+		} else {
+			items = append(items, Item{Key: name + " rss", Want: "equal " + itoa(n), Live: live,
+				Command: fmt.Sprintf("ethtool -X %s equal %d", name, n), apply: func() error { return kernel.EthtoolSetRSSEqual(name, n) }})
+		}
 	}
 	if len(ifc.Features) > 0 {
 		live, err := kernel.EthtoolFeatures(name)
@@ -195,14 +230,18 @@ func (h *Host) ethtoolItems(name string, ifc *Interface) ([]Item, error) {
 			want := ifc.Features[fname]
 			for _, kn := range featureNames(fname) {
 				st, ok := live[kn]
-				l := onoff(st.Active)
-				if !ok {
-					l = "(no such feature)"
-				} else if !st.Available && st.Active != want {
-					l += " [fixed]"
+				key := fmt.Sprintf("%s feature %s", name, kn)
+				switch {
+				case !ok:
+					items = append(items, notApplicable(key, onoff(want), "the device has no feature "+kn))
+					continue
+				case !st.Available && st.Active != want:
+					items = append(items, notApplicable(key, onoff(want), fmt.Sprintf("%s is [fixed] %s: the driver cannot change it", kn, onoff(st.Active))))
+					continue
 				}
+				l := onoff(st.Active)
 				kn := kn
-				items = append(items, Item{Key: fmt.Sprintf("%s feature %s", name, kn), Want: onoff(want), Live: l,
+				items = append(items, Item{Key: key, Want: onoff(want), Live: l,
 					Command: fmt.Sprintf("ethtool -K %s %s %s", name, kn, onoff(want)),
 					apply:   func() error { return kernel.EthtoolSetFeatures(name, map[string]bool{kn: want}) }})
 			}
@@ -211,8 +250,55 @@ func (h *Host) ethtoolItems(name string, ifc *Interface) ([]Item, error) {
 	if r := ifc.Rings; r != nil {
 		live, err := kernel.EthtoolRings(name)
 		if err != nil {
-			return nil, fmt.Errorf("interfaces.%s.rings: %w", name, err)
+			it, err := unsupported(name+" rings", ringWant(r), "ethtool -g", err)
+			if err != nil {
+				return nil, fmt.Errorf("interfaces.%s.rings: %w", name, err)
+			}
+			items = append(items, it)
+		} else {
+			items = append(items, ringItems(name, r, live)...)
 		}
+	}
+	if fc := ifc.FlowControl; fc != nil {
+		it, err := flowControlItem(name, fc)
+		if err != nil {
+			return nil, fmt.Errorf("interfaces.%s.flow-control: %w", name, err)
+		}
+		items = append(items, it)
+	}
+	if c := ifc.Coalesce; c != nil {
+		live, err := kernel.EthtoolCoalesce(name)
+		if err != nil {
+			it, err := unsupported(name+" coalesce", "(profile)", "ethtool -c", err)
+			if err != nil {
+				return nil, fmt.Errorf("interfaces.%s.coalesce: %w", name, err)
+			}
+			items = append(items, it)
+		} else {
+			items = append(items, coalesceItems(name, c, live)...)
+		}
+	}
+	if len(ifc.PrivateFlags) > 0 {
+		live, err := kernel.EthtoolPrivFlags(name)
+		if err != nil {
+			it, err := unsupported(name+" private flags", "(profile)", "ethtool --show-priv-flags", err)
+			if err != nil {
+				return nil, fmt.Errorf("interfaces.%s.private-flags: %w", name, err)
+			}
+			items = append(items, it)
+		} else {
+			items = append(items, privFlagItems(name, ifc.PrivateFlags, live)...)
+		}
+	}
+	if ifc.PCIeMaxReadReq > 0 {
+		items = append(items, h.mrrsItem(name, ifc.PCIeMaxReadReq))
+	}
+	return items, nil
+}
+
+func ringItems(name string, r *Rings, live kernel.Rings) []Item {
+	var items []Item
+	{
 		if r.RX != 0 {
 			items = append(items, Item{Key: name + " ring rx", Want: u32(r.RX), Live: u32(live.RX),
 				Command: fmt.Sprintf("ethtool -G %s rx %d", name, r.RX), apply: func() error { return kernel.EthtoolSetRings(name, r.RX, 0) }})
@@ -222,11 +308,12 @@ func (h *Host) ethtoolItems(name string, ifc *Interface) ([]Item, error) {
 				Command: fmt.Sprintf("ethtool -G %s tx %d", name, r.TX), apply: func() error { return kernel.EthtoolSetRings(name, 0, r.TX) }})
 		}
 	}
-	if c := ifc.Coalesce; c != nil {
-		live, err := kernel.EthtoolCoalesce(name)
-		if err != nil {
-			return nil, fmt.Errorf("interfaces.%s.coalesce: %w", name, err)
-		}
+	return items
+}
+
+func coalesceItems(name string, c *Coalesce, live kernel.Coalesce) []Item {
+	var items []Item
+	{
 		addB := func(field string, want *bool, l bool, set func(*kernel.Coalesce)) {
 			if want != nil {
 				items = append(items, Item{Key: name + " coalesce " + field, Want: onoff(*want), Live: onoff(l),
@@ -246,28 +333,27 @@ func (h *Host) ethtoolItems(name string, ifc *Interface) ([]Item, error) {
 		addU("tx-usecs", c.TXUsecs, live.TXUsecs, func(k *kernel.Coalesce) { k.TXUsecs = *c.TXUsecs })
 		addU("tx-frames", c.TXFrames, live.TXFrames, func(k *kernel.Coalesce) { k.TXFrames = *c.TXFrames })
 	}
-	if len(ifc.PrivateFlags) > 0 {
-		live, err := kernel.EthtoolPrivFlags(name)
-		if err != nil {
-			return nil, fmt.Errorf("interfaces.%s.private-flags: %w", name, err)
-		}
-		for _, fl := range sortedKeys(ifc.PrivateFlags) {
-			want := ifc.PrivateFlags[fl]
+	return items
+}
+
+func privFlagItems(name string, flags map[string]bool, live map[string]bool) []Item {
+	var items []Item
+	{
+		for _, fl := range sortedKeys(flags) {
+			want := flags[fl]
 			l, ok := live[fl]
-			ls := onoff(l)
 			if !ok {
-				ls = "(no such flag)"
+				items = append(items, notApplicable(fmt.Sprintf("%s private flag %s", name, fl), onoff(want), "the driver has no private flag "+fl))
+				continue
 			}
+			ls := onoff(l)
 			fl := fl
 			items = append(items, Item{Key: fmt.Sprintf("%s private flag %s", name, fl), Want: onoff(want), Live: ls,
 				Command: fmt.Sprintf("ethtool --set-priv-flags %s %s %s", name, fl, onoff(want)),
 				apply:   func() error { return kernel.EthtoolSetPrivFlags(name, map[string]bool{fl: want}) }})
 		}
 	}
-	if ifc.PCIeMaxReadReq > 0 {
-		items = append(items, h.mrrsItem(name, ifc.PCIeMaxReadReq))
-	}
-	return items, nil
+	return items
 }
 
 // rssSpread describes an indirection table as "equal N" when it cycles
@@ -318,4 +404,16 @@ func (h *Host) mrrsItem(name string, want int) Item {
 			}
 			return nil
 		}}
+}
+
+// ringWant is the profile's rings as ethtool -G arguments.
+func ringWant(r *Rings) string {
+	var parts []string
+	if r.RX != 0 {
+		parts = append(parts, "rx "+u32(r.RX))
+	}
+	if r.TX != 0 {
+		parts = append(parts, "tx "+u32(r.TX))
+	}
+	return strings.Join(parts, " ")
 }

@@ -28,6 +28,11 @@ type Profile struct {
 	// these values (checked only).
 	Cmdline    map[string]string     `yaml:"cmdline"`
 	Interfaces map[string]*Interface `yaml:"interfaces"`
+	// DaemonCPUs are the housekeeping CPUs the gateway daemon runs on
+	// (seed 004's layout: 0-1 kernel, 2-3 daemon, the rest RX queues);
+	// gateway.yaml's daemon-cpu pins it there.
+	DaemonCPUs string `yaml:"daemon-cpus"`
+	daemon     []int
 	lines      map[string]int
 	path       string
 }
@@ -46,7 +51,9 @@ type Interface struct {
 	RSSEqual int `yaml:"rss-equal"`
 	// PCIeMaxReadReq in bytes (128..4096), set with setpci.
 	PCIeMaxReadReq int `yaml:"pcie-max-read-req"`
-	cpus           []int
+	// FlowControl is `ethtool -A` (rx/tx pause frames).
+	FlowControl *FlowControl `yaml:"flow-control"`
+	cpus        []int
 }
 
 type Rings struct {
@@ -67,7 +74,7 @@ type Coalesce struct {
 // kernel reports.
 var featureAliases = map[string][]string{
 	"gro":    {"rx-gro"},
-	"lro":    {"large-receive-offload"},
+	"lro":    {"rx-lro"}, // ethtool -k shows it as large-receive-offload
 	"gso":    {"tx-generic-segmentation"},
 	"tso":    {"tx-tcp-segmentation", "tx-tcp6-segmentation"},
 	"ntuple": {"rx-ntuple-filter"},
@@ -108,7 +115,7 @@ func Parse(path string, b []byte) (*Profile, error) {
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
 	if err := dec.Decode(p); err != nil {
-		return nil, fmt.Errorf("%s: %w (known keys: sysctls, thp, cmdline, interfaces.NAME.{rx-queues, cpus, rings, coalesce, features, private-flags, rss-equal, pcie-max-read-req})", path, err)
+		return nil, fmt.Errorf("%s: %w (known keys: sysctls, thp, cmdline, daemon-cpus, interfaces.NAME.{rx-queues, cpus, rings, coalesce, features, private-flags, flow-control, rss-equal, pcie-max-read-req})", path, err)
 	}
 	return p, p.validate()
 }
@@ -173,7 +180,7 @@ func (p *Profile) validate() error {
 			return p.errf(f+".pcie-max-read-req", "%d: want 128, 256, 512, 1024, 2048 or 4096", ifc.PCIeMaxReadReq)
 		}
 	}
-	return nil
+	return p.validateLayout()
 }
 
 func sortedKeys[V any](m map[string]V) []string {

@@ -1,0 +1,82 @@
+package config
+
+import (
+	"strconv"
+	"strings"
+)
+
+// Seed 004's daemon settings (fastSwan's daemon-cpu, daemon-priority,
+// lock-memory), applied by `sluice gateway run` to itself at start.
+const (
+	// MaxDaemonPriority is the highest real-time priority (SCHED_RR 1-99).
+	MaxDaemonPriority = 99
+)
+
+// DaemonSettings is how the gateway daemon runs.
+type DaemonSettings struct {
+	// CPUs pins every thread of the daemon to these CPUs (daemon-cpu:
+	// the housekeeping CPUs of tune's layout, never an RX queue's).
+	CPUs []int
+	// CPUList is CPUs as written.
+	CPUList string
+	// Priority, 1-99, runs the daemon's threads with real-time SCHED_RR
+	// at that priority (0: the normal scheduler). The seed writes 50,
+	// outside nice's -20..19: a real-time priority.
+	Priority int
+	// LockMemory locks the daemon's pages in RAM (mlockall current and
+	// future), so a page fault never delays the mirror under memory
+	// pressure.
+	LockMemory bool
+}
+
+// parseCPUList reads the kernel's CPU list format ("2-3", "0,2,4-7").
+func parseCPUList(s string) ([]int, bool) {
+	var out []int
+	seen := map[int]bool{}
+	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
+		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 {
+			return nil, false
+		}
+		b := a
+		if isRange {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 8192 {
+				return nil, false
+			}
+		}
+		for c := a; c <= b; c++ {
+			if !seen[c] {
+				seen[c] = true
+				out = append(out, c)
+			}
+		}
+	}
+	return out, len(out) > 0
+}
+
+// daemonCPU parses daemon-cpu.
+func (p *parser) daemonCPU(f field) ([]int, string) {
+	s, ok := p.str(f, "a CPU list such as 2-3")
+	if !ok {
+		return nil, ""
+	}
+	cpus, ok := parseCPUList(s)
+	if !ok {
+		p.errorf(f.line, f.path, "%s is not a CPU list; write CPUs as the kernel does, such as 2-3 or 0,2-3 (seed 004 pins the daemon to its housekeeping CPUs 2-3)", show(s))
+		return nil, ""
+	}
+	return cpus, s
+}
+
+// daemonPriority parses daemon-priority (1-99, SCHED_RR).
+func (p *parser) daemonPriority(f field) int {
+	v, ok := p.uint(f, MaxDaemonPriority)
+	if !ok {
+		return 0
+	}
+	if v == 0 {
+		p.errorf(f.line, f.path, "0 is not a real-time priority; write 1 to %d (seed 004: 50), or leave daemon-priority out for the normal scheduler", MaxDaemonPriority)
+	}
+	return int(v)
+}
