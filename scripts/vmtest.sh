@@ -12,7 +12,8 @@
 # the failures and a last line "N passed, N failed[, N skipped]" counting
 # tests and subtests. Exits non-zero if anything failed or the VM did.
 #
-# Environment: VMTEST_TIMEOUT (default 12m) limits the whole VM run. In the
+# Environment: VMTEST_TIMEOUT (default 12m) limits the whole VM run,
+# VMTEST_TEST_TIMEOUT (default 10m) each test binary's run. In the
 # guest, tests find the sluice binary built here in $SLUICE_BIN and
 # netdevsim.ko in $SLUICE_NETDEVSIM.
 set -euo pipefail
@@ -79,7 +80,7 @@ guest=$out/guest.sh
     for j in "${!filters[@]}"; do
       f=${filters[$j]}
       base=$out/results/${names[$i]}.$j
-      run="-test.v -test.timeout=10m"
+      run="-test.v -test.timeout=${VMTEST_TEST_TIMEOUT:-10m}"
       [ -z "$f" ] || run="$run -test.run $(q "$f")"
       echo "echo $(q "=== vmtest: ${pkgdirs[$i]#"$repo"/}${f:+ (-test.run $f)}")"
       echo "cd $(q "${pkgdirs[$i]}")"

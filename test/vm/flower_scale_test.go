@@ -80,6 +80,7 @@ func TestFlowerScale(t *testing.T) {
 		var err error
 		inNetns(t, gw, func() { st, errs, err = inst.Apply(res.Rules) })
 		installTook = time.Since(start)
+		t.Logf("installer: %d rules in %v", total, installTook.Round(time.Millisecond))
 		if err != nil || len(errs) > 0 || st.Added != total {
 			t.Fatalf("apply: %+v, %d errors (first %v), %v", st, len(errs), errs[:min(1, len(errs))], err)
 		}
@@ -101,6 +102,7 @@ func TestFlowerScale(t *testing.T) {
 		var err error
 		inNetns(t, gw, func() { st, _, err = inst.Apply(nil) })
 		removeTook = time.Since(start)
+		t.Logf("installer: removed %d rules in %v", total, removeTook.Round(time.Millisecond))
 		if err != nil || st.Removed != total {
 			t.Fatalf("remove: %+v %v", st, err)
 		}
@@ -121,6 +123,7 @@ func TestFlowerScale(t *testing.T) {
 		start := time.Now()
 		run(t, "tc", "-n", gw, "-batch", path)
 		batchTook = time.Since(start)
+		t.Logf("tc -batch: %d rules in %v", total, batchTook.Round(time.Millisecond))
 		var hs []kernel.FlowerHandle
 		inNetns(t, gw, func() { hs, _ = kernel.DumpFlower(d0) })
 		if len(hs) != total {
