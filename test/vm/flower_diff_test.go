@@ -4,7 +4,6 @@ package vm
 
 import (
 	"encoding/binary"
-	"fmt"
 	"math/rand"
 	"net/netip"
 	"syscall"
@@ -252,7 +251,7 @@ func TestFlowerMatchesXDP(t *testing.T) {
 	}
 	t.Logf("%d rules checked against XDP; %d random packets forwarded by rules, all XDP forwards too; XDP forwarded %d (rules covered %d of them)", rulesChecked, covered, xdpFwd, sound)
 	if rulesChecked < 12 || covered < 40 {
-		t.Fatal(fmt.Sprintf("vacuous: %d rules, %d packets forwarded by rules; change the generator", rulesChecked, covered))
+		t.Fatalf("vacuous: %d rules, %d packets forwarded by rules; change the generator", rulesChecked, covered)
 	}
 }
 
