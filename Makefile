@@ -10,7 +10,7 @@ BIN        := bin/sluice
 # Generated BPF bindings are committed; `check-generated` proves they match the C.
 BPF_GEN    := $(wildcard internal/*/*_bpfel.go internal/*/*_bpfel.o)
 
-.PHONY: all setup build generate check-generated lint test-host vmtest test demo clean
+.PHONY: all setup build generate check-generated lint test-host test-kernel-model vmtest test demo clean
 
 all: build
 
@@ -30,8 +30,9 @@ generate:
 check-generated: generate
 	@git diff --exit-code --stat -- $(BPF_GEN) || { echo "BPF objects are stale: run 'make generate' and commit them" >&2; exit 1; }
 
-## lint: gofmt, go vet (host and VM build tags), staticcheck
+## lint: go.mod/go.sum tidy, gofmt, go vet (host and VM build tags), staticcheck
 lint:
+	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags vmtest ./...
@@ -49,6 +50,11 @@ test-host:
 ## vmtest: the tests that need ESP, bonding, flower, netdevsim..., in the qemu test VM
 vmtest:
 	bash scripts/vmtest.sh
+
+## test-kernel-model: longer random runs of the fast path against the kernel and its model (SLUICE_MODEL_ROUNDS=200)
+test-kernel-model:
+	SLUICE_MODEL_ROUNDS=$${SLUICE_MODEL_ROUNDS:-200} $(GO) test -count=1 -timeout 30m -v \
+		-run 'TestClassifierMatchesKernelModel|TestKernelAgreesWithModelAndProgram' ./internal/fastpath
 
 ## test: everything CI runs, on a machine where nothing is installed yet
 test: setup lint check-generated test-host vmtest

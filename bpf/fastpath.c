@@ -58,6 +58,16 @@ struct {
 	__type(value, struct fp_iface);
 } ifaces SEC(".maps");
 
+/* The gateway's IPv4 addresses (all devices of its namespace): a source
+ * among them is a martian to the kernel (fib_validate_source). Written by
+ * the control plane with the interface table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __be32);
+	__type(value, __u8);
+} own_addrs SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
@@ -441,7 +451,7 @@ static __always_inline void ip_decrease_ttl(struct iphdr *iph)
 /* rewrite applies the L2/L3 changes of a forward: VLAN tag to match the
  * egress, MACs (unless the NIC writes them), TTL/hop limit. */
 static __always_inline int rewrite(struct xdp_md *ctx, struct pkt *p, __u16 egress_vid,
-				   const __u8 *dmac, const __u8 *smac)
+				   int write_macs, const __u8 *dmac, const __u8 *smac)
 {
 	void *data, *data_end;
 
@@ -484,7 +494,7 @@ static __always_inline int rewrite(struct xdp_md *ctx, struct pkt *p, __u16 egre
 	struct ethhdr *eth = data;
 	if ((void *)(eth + 1) > data_end)
 		return -1;
-	if (dmac) {
+	if (write_macs) {
 		__builtin_memcpy(eth->h_dest, dmac, ETH_ALEN);
 		__builtin_memcpy(eth->h_source, smac, ETH_ALEN);
 	}
@@ -565,9 +575,8 @@ static __always_inline void cache_fill(struct snap *s, struct pkt *p, struct fp_
 	nf->slot = d->slot;
 	nf->egress = egress;
 	nf->policy_index = d->policy_index;
-	nf->policy_priority = d->policy_priority;
-	nf->dir = d->dir;
-	nf->matched = d->matched;
+	nf->dir_l2 |= d->dir & FP_FLOW_DIR_MASK;
+	__builtin_memcpy(nf->in_dmac, p->dmac, ETH_ALEN);
 	nf->max_len = p->tot_len;
 	int v4 = p->family == FP_FAM_V4;
 	__u64 h = key_hash(fk, v4);
@@ -629,11 +638,11 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct scratch *w, st
 			d->reason = FP_R_ROUTE_MISMATCH;
 			return XDP_PASS;
 		}
-		if (rewrite(ctx, p, 0, fp->dmac, fp->smac)) {
+		if (rewrite(ctx, p, 0, 1, fp->dmac, fp->smac)) {
 			d->reason = FP_R_MALFORMED;
 			return XDP_PASS;
 		}
-		nf->l2_fib = 1;
+		nf->dir_l2 = FP_FLOW_L2_FIB;
 		__builtin_memcpy(nf->dmac, fp->dmac, ETH_ALEN);
 		__builtin_memcpy(nf->smac, fp->smac, ETH_ALEN);
 	} else {
@@ -641,7 +650,7 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct scratch *w, st
 			d->reason = fib_reason(rc);
 			return XDP_PASS;
 		}
-		if (rewrite(ctx, p, 0, 0, 0)) {
+		if (rewrite(ctx, p, 0, 0, fp->dmac, fp->smac)) {
 			d->reason = FP_R_MALFORMED;
 			return XDP_PASS;
 		}
@@ -720,25 +729,27 @@ static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *
 	}
 	if (p->tot_len > fl->max_len)
 		return -1;
+	/* the destination MAC this flow's first packet was accepted with */
+	const __u16 *pm = (const __u16 *)p->dmac, *fm = (const __u16 *)fl->in_dmac;
+	if ((pm[0] ^ fm[0]) | (pm[1] ^ fm[1]) | (pm[2] ^ fm[2]))
+		return -1;
 	__u8 dmac[ETH_ALEN], smac[ETH_ALEN];
 	__builtin_memcpy(dmac, fl->dmac, ETH_ALEN);
 	__builtin_memcpy(smac, fl->smac, ETH_ALEN);
 	__u32 egress = fl->egress;
-	int l2_fib = fl->l2_fib;
+	int l2_fib = fl->dir_l2 & FP_FLOW_L2_FIB;
 	__u16 vid = fl->vid;
-	d->dir = fl->dir;
-	d->matched = fl->matched;
+	d->dir = fl->dir_l2 & FP_FLOW_DIR_MASK;
 	d->policy_index = fl->policy_index;
-	d->policy_priority = fl->policy_priority;
 	d->slot = fl->slot;
-	if (rewrite(ctx, p, vid, l2_fib ? dmac : 0, smac)) {
+	if (rewrite(ctx, p, vid, l2_fib, dmac, smac)) {
 		d->reason = FP_R_MALFORMED;
 		return XDP_PASS;
 	}
 	g->total_hits++;
 	g->hits++;
 	cache_judge(g);
-	d->reason = fl->dir == 1 ? FP_R_FWD_OUT : FP_R_FWD_IN;
+	d->reason = d->dir == 1 ? FP_R_FWD_OUT : FP_R_FWD_IN;
 	return send(ctx, egress, d);
 }
 
@@ -783,17 +794,105 @@ static __always_inline int forward_in(struct xdp_md *ctx, struct scratch *w, str
 		return XDP_PASS;
 	}
 	__builtin_memset(nf, 0, sizeof(*nf));
-	nf->l2_fib = 1;
+	nf->dir_l2 = FP_FLOW_L2_FIB;
 	nf->vid = vid;
 	__builtin_memcpy(nf->dmac, dmac, ETH_ALEN);
 	__builtin_memcpy(nf->smac, smac, ETH_ALEN);
-	if (rewrite(ctx, p, vid, dmac, smac)) {
+	if (rewrite(ctx, p, vid, 1, dmac, smac)) {
 		d->reason = FP_R_MALFORMED;
 		return XDP_PASS;
 	}
 	cache_fill(&w->sn, p, fk, nf, egress, d);
 	d->reason = FP_R_FWD_IN;
 	return send(ctx, egress, d);
+}
+
+/* mac_eq compares two 2-byte-aligned MACs. */
+static __always_inline int mac_eq(const __u8 *a, const __u8 *b)
+{
+	const __u16 *x = (const __u16 *)a, *y = (const __u16 *)b;
+	return !((x[0] ^ y[0]) | (x[1] ^ y[1]) | (x[2] ^ y[2]));
+}
+
+/* l2_ours says whether the kernel would take the frame as PACKET_HOST:
+ * sent to the ingress device's MAC (eth_type_trans) or, tagged, to its
+ * VLAN child's (vlan_do_receive). A device without a MAC (loopback) is
+ * not checked. Group addresses were refused by parse_packet. */
+static __always_inline int l2_ours(struct fp_iface *phys, struct fp_iface *child, struct pkt *p)
+{
+	const __u16 *m = (const __u16 *)phys->mac;
+	if (!(m[0] | m[1] | m[2]) || mac_eq(p->dmac, phys->mac))
+		return 1;
+	return child && mac_eq(p->dmac, child->mac);
+}
+
+/* v6_martian: unspecified, loopback, multicast, link-local, IPv4-mapped. */
+static __always_inline int v6_martian(const __be32 *a)
+{
+	__u32 w0 = bpf_ntohl(a[0]);
+	if ((w0 >> 24) == 0xff || (w0 & 0xffc00000) == 0xfe800000)
+		return 1;
+	if (w0 || a[1])
+		return 0;
+	if (a[2] == bpf_htonl(0xffff))
+		return 1; /* ::ffff:0:0/96 */
+	return !a[2] && (!a[3] || a[3] == bpf_htonl(1));
+}
+
+/* martian says whether the kernel refuses to forward the packet for its
+ * addresses alone. IPv4 (ip_route_input_slow): source multicast, limited
+ * broadcast, 0/8 or loopback; destination 0/8, loopback, multicast or
+ * limited broadcast (not forwarded as unicast). IPv6 (ip6_rcv_core,
+ * ip6_forward): source unspecified, loopback, multicast, link-local or
+ * IPv4-mapped; destination unspecified, loopback, multicast, link-local or
+ * IPv4-mapped. The flow-cache key holds both addresses, so only a packet
+ * the cache does not answer needs this. */
+static __always_inline int martian(struct pkt *p)
+{
+	if (p->family == FP_FAM_V4) {
+		__u32 s = bpf_ntohl(p->src[0]), d = bpf_ntohl(p->dst[0]);
+		__u8 sa = s >> 24, da = d >> 24;
+		return sa == 0 || sa == 127 || (sa & 0xf0) == 0xe0 || s == 0xffffffff ||
+		       da == 0 || da == 127 || (da & 0xf0) == 0xe0 || d == 0xffffffff;
+	}
+	return v6_martian(p->src) || v6_martian(p->dst);
+}
+
+/* source_ok: the IPv4 source checks of fib_validate_source. One of this
+ * host's addresses as source is a martian (inet_lookup_ifaddr_rcu). Loose
+ * reverse-path filtering (rp_filter 2) wants a unicast route back to the
+ * source, through any device: a FIB lookup towards the source that
+ * succeeds; anything else (no route, local, blackhole...) the kernel
+ * decides. Strict mode (1) also wants that route's device to be the
+ * ingress one, with multipath and the device's addresses in play: not
+ * mirrored, the kernel decides. Run only before a forward, and cached with
+ * the flow (whose key holds the source; the control plane rewrites
+ * own_addrs and bumps the route epoch when addresses or routes change). */
+static __always_inline int source_ok(struct xdp_md *ctx, struct scratch *w, struct pkt *p,
+				     struct fp_iface *in_if, __u32 logical_in, struct fp_decision *d)
+{
+	if (p->family != FP_FAM_V4)
+		return 1;
+	if (bpf_map_lookup_elem(&own_addrs, &p->src[0])) {
+		d->reason = FP_R_MARTIAN;
+		return 0;
+	}
+	if (!in_if->rp_filter)
+		return 1;
+	if (in_if->rp_filter == 2) {
+		struct bpf_fib_lookup *fp = &w->fp;
+		__builtin_memset(fp, 0, sizeof(*fp));
+		fp->family = AF_INET;
+		fp->ifindex = logical_in;
+		fp->tos = p->tos;
+		fp->ipv4_src = p->dst[0];
+		fp->ipv4_dst = p->src[0];
+		int rc = bpf_fib_lookup(ctx, fp, sizeof(*fp), BPF_FIB_LOOKUP_SKIP_NEIGH);
+		if (rc == BPF_FIB_LKUP_RET_SUCCESS || rc == BPF_FIB_LKUP_RET_NO_NEIGH)
+			return 1;
+	}
+	d->reason = FP_R_RP_FILTER;
+	return 0;
 }
 
 /* usable says whether the packet may be forwarded at all: the control
@@ -858,8 +957,19 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 		}
 		logical_in = *child;
 		struct fp_iface *child_if = bpf_map_lookup_elem(&ifaces, &logical_in);
+		if (!l2_ours(in_if, child_if, p)) {
+			d->reason = FP_R_L2_NOT_OURS;
+			return XDP_PASS;
+		}
 		if (child_if)
 			in_if = child_if;
+	} else if (!l2_ours(in_if, 0, p)) {
+		d->reason = FP_R_L2_NOT_OURS;
+		return XDP_PASS;
+	}
+	if (martian(p)) {
+		d->reason = FP_R_MARTIAN;
+		return XDP_PASS;
 	}
 	if (p->ttl <= 1) {
 		d->reason = FP_R_TTL;
@@ -874,11 +984,21 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 	struct best *in = &c.b[0], *out = &c.b[1], *fwd = &c.b[2];
 	d->matched = in->found | out->found << 1 | fwd->found << 2;
 
+	/* An ICMP error no FWD policy matches: the kernel's FWD check then
+	 * looks up the quoted packet, reversed (xfrm_in_fwd_icmp). Not
+	 * mirrored: the kernel decides. */
+	if (p->icmp_err && !fwd->found) {
+		d->reason = FP_R_ICMP_ERROR;
+		return XDP_PASS;
+	}
+
 	/* Inbound: an IN match, or a FWD match the kernel would only accept
 	 * decrypted. XDP cannot tell decrypted from spoofed cleartext, so by
 	 * default the kernel's FWD check decides. */
 	int fwd_needs_sa = fwd->found &&
-			   (fwd->pol.action == FP_BLOCK || (fwd->pol.flags & FP_F_TMPL_REQUIRED));
+			   (fwd->pol.action == FP_BLOCK || (fwd->pol.flags & FP_F_TMPL_REQUIRED) ||
+			    /* which FWD policy wins is not certain: it may be one that does */
+			    fwd->tie || (fwd->pol.flags & FP_F_UNCERTAIN));
 	if (in->found || fwd_needs_sa) {
 		struct best *dec = fwd->found ? fwd : in;
 		d->dir = fwd->found ? 2 : 0;
@@ -898,6 +1018,8 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 			d->reason = FP_R_INBOUND;
 			return XDP_PASS;
 		}
+		if (!source_ok(ctx, w, p, in_if, logical_in, d))
+			return XDP_PASS;
 		return forward_in(ctx, w, p, in_if, logical_in, fk, d);
 	}
 
@@ -933,6 +1055,8 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 		d->reason = FP_R_FWD_CHECK;
 		return XDP_PASS;
 	}
+	if (!source_ok(ctx, w, p, in_if, logical_in, d))
+		return XDP_PASS;
 	return forward_out(ctx, w, p, &out->pol, logical_in, fk, d);
 }
 
@@ -951,7 +1075,10 @@ static __always_inline int decide_cached(struct xdp_md *ctx, struct fp_config *c
 	if (!usable(cfg, d))
 		return XDP_PASS;
 	int parsed = parse_packet(ctx, p);
-	if (!explain_mode && parsed == FP_R_MAX && p->ttl > 1) {
+	/* ICMP errors never use the cache: whether the kernel looks into the
+	 * quoted packet depends on the type, which a key without ports (flow_l4
+	 * 0) does not hold; they are rare. */
+	if (!explain_mode && parsed == FP_R_MAX && p->ttl > 1 && !p->icmp_err) {
 		flow_key(fk, p, ctx->ingress_ifindex, cfg->flow_l4);
 		int act = forward_cached(ctx, cfg, p, fk, d);
 		if (act >= 0)

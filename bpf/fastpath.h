@@ -67,6 +67,12 @@ enum fp_reason {
 	FP_R_NO_TX_PORT,      /* egress device not in the redirect map */
 	FP_R_FWD_OUT,         /* forwarded: outbound via the SA's packet-offload device */
 	FP_R_FWD_IN,          /* forwarded: inbound (opt-in) */
+	/* Appended, so older counter indexes keep their meaning. */
+	FP_R_L2_NOT_OURS,     /* destination MAC broadcast, multicast or another host's: the kernel does not forward it */
+	FP_R_BAD_IP_HEADER,   /* IPv4 checksum or total length, IPv6 payload length: ip_rcv/ip6_rcv drop it */
+	FP_R_MARTIAN,         /* martian source or destination, or (IPv4) one of this host's addresses as source */
+	FP_R_ICMP_ERROR,      /* ICMP error with no FWD match: the kernel checks the quoted packet instead */
+	FP_R_RP_FILTER,       /* IPv4 under strict rp_filter, or loose without a route back: the kernel decides */
 	FP_R_MAX,
 };
 
@@ -152,6 +158,11 @@ struct fp_iface {
 	__u32 hairpin_ifindex;    /* inbound forward next hop (0: use the FIB) */
 	__u8 hairpin_dmac[6];
 	__u8 hairpin_smac[6];
+	/* The device's own MAC: the kernel forwards only frames sent to it
+	 * (PACKET_HOST). All zero (loopback, L3 devices): not checked. */
+	__u8 mac[6];
+	__u8 rp_filter;           /* IPv4 reverse-path filter: max of all and the device's (0 off, 1 strict, 2 loose) */
+	__u8 pad;
 };
 
 struct fp_vlan_key {
@@ -201,16 +212,23 @@ struct fp_flow {
 	__u32 epoch;
 	__u32 egress;
 	__u32 policy_index;
-	__u32 policy_priority;
 	__u16 max_len;            /* largest L3 length the FIB accepted for this flow */
-	__u8 l2_fib;
-	__u8 dir;                 /* of the deciding policy: 1 out (forward-out), 0 in or 2 fwd (forward-in) */
+	/* Direction of the deciding policy (1 out: forward-out, 0 in or 2
+	 * fwd: forward-in) | FP_FLOW_L2_FIB. One byte, so the destination
+	 * MAC below fits the exact-match slot's cache line. */
+	__u8 dir_l2;
+	__u8 slot;                /* counter slot of the ingress interface: a hit needs no interface lookup */
 	__u8 dmac[6];
 	__u8 smac[6];
 	__u16 vid;                /* forward-in to a VLAN child: the tag to push */
-	__u8 matched;             /* fp_decision.matched, for counters and explain parity */
-	__u8 slot;                /* counter slot of the ingress interface: a hit needs no interface lookup */
+	/* The destination MAC the first packet was accepted with (the
+	 * ingress device's, or its VLAN child's): a hit needs the same, so
+	 * a frame to another host or a group address is never replayed. */
+	__u8 in_dmac[6];
 };
+
+#define FP_FLOW_DIR_MASK 3
+#define FP_FLOW_L2_FIB 0x80
 
 /* A slot of the exact-match cache (see flow_emc in fastpath.c): an IPv4
  * key and its forward in one 64-byte cache line. key.ifindex 0: empty. */

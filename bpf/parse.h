@@ -39,15 +39,39 @@ struct pkt {
 	__u16 tot_len;    /* L3 length, for the fib lookup's MTU check */
 	__be16 sport;     /* as the kernel's xfrm_flowi_sport() sees it */
 	__be16 dport;     /* as xfrm_flowi_dport() sees it */
+	__u8 dmac[6];     /* destination MAC (2-byte aligned: compared as three halfwords) */
+	__u8 icmp_err;    /* an ICMP error the kernel's FWD check looks into (icmp_err_packet) */
+	__u8 tos;
 	__be32 src[4];
 	__be32 dst[4];
 	__u32 l3_off;     /* offset of the IP header from data */
-	__u8 tos;
 	__be32 flowinfo;
 };
 
+/* ipv4_csum_ok checks an option-less IPv4 header's checksum, as ip_rcv
+ * does (ip_fast_csum): the sum of its ten words, folded, is 0xffff. */
+static __always_inline int ipv4_csum_ok(const struct iphdr *iph)
+{
+	const __u16 *w = (const __u16 *)iph;
+	__u32 sum = 0;
+#pragma unroll
+	for (int i = 0; i < 10; i++)
+		sum += w[i];
+	sum = (sum & 0xffff) + (sum >> 16);
+	sum = (sum & 0xffff) + (sum >> 16);
+	return sum == 0xffff;
+}
+
 /* parse_packet fills p and returns FP_R_MAX when the packet is one the fast
- * path may classify, or the reason it must go to the kernel. */
+ * path may classify, or the reason it must go to the kernel.
+ *
+ * It reads the L4 fields as the kernel's XFRM flow decoding does
+ * (__xfrm_decode_session: the flow dissector over the skb that ip_rcv /
+ * ip6_rcv trimmed to the IP length): ports only when their 4 bytes lie
+ * within the IP length, ICMP type and code only when the whole 8-byte
+ * ICMP header does, and only for ICMP in IPv4 and ICMPv6 in IPv6
+ * (decode_session4/6); otherwise the selector sees ports 0. Bytes past the
+ * IP length (Ethernet padding) are never read as L4. */
 static __always_inline int parse_packet(struct xdp_md *ctx, struct pkt *p)
 {
 	void *data = (void *)(long)ctx->data;
@@ -58,6 +82,7 @@ static __always_inline int parse_packet(struct xdp_md *ctx, struct pkt *p)
 
 	if ((void *)(eth + 1) > data_end)
 		return FP_R_MALFORMED;
+	__builtin_memcpy(p->dmac, eth->h_dest, ETH_ALEN);
 	proto = eth->h_proto;
 	if (proto == bpf_htons(ETH_P_8021Q) || proto == bpf_htons(ETH_P_8021AD)) {
 		struct vlan_hdr *vh = data + off;
@@ -69,8 +94,15 @@ static __always_inline int parse_packet(struct xdp_md *ctx, struct pkt *p)
 		off += sizeof(*vh);
 	}
 	p->l3_off = off;
+	/* Broadcast and multicast frames are never forwarded (ip_forward and
+	 * ip6_forward drop all but PACKET_HOST). Another host's unicast MAC
+	 * is checked against the interface in decide_full. */
+	if (eth->h_dest[0] & 1)
+		return FP_R_L2_NOT_OURS;
 
 	void *l4;
+	__u32 l3_room = (__u32)(data_end - data) - off; /* bytes from the IP header on */
+	__u32 l4_len;     /* L4 bytes within the IP length */
 	if (proto == bpf_htons(ETH_P_IP)) {
 		struct iphdr *iph = data + off;
 		if ((void *)(iph + 1) > data_end)
@@ -79,16 +111,23 @@ static __always_inline int parse_packet(struct xdp_md *ctx, struct pkt *p)
 			return FP_R_MALFORMED;
 		if (iph->ihl != 5)
 			return FP_R_IP_OPTIONS;
+		/* ip_rcv_core: bad checksum, total length beyond the frame or
+		 * shorter than the header: dropped. */
+		if (!ipv4_csum_ok(iph))
+			return FP_R_BAD_IP_HEADER;
+		p->tot_len = bpf_ntohs(iph->tot_len);
+		if (p->tot_len < sizeof(*iph) || p->tot_len > l3_room)
+			return FP_R_BAD_IP_HEADER;
 		if (iph->frag_off & bpf_htons(IP_MF | IP_OFFSET))
 			return FP_R_FRAGMENT;
 		p->family = FP_FAM_V4;
 		p->proto = iph->protocol;
 		p->ttl = iph->ttl;
 		p->tos = iph->tos;
-		p->tot_len = bpf_ntohs(iph->tot_len);
 		p->src[0] = iph->saddr;
 		p->dst[0] = iph->daddr;
 		l4 = iph + 1;
+		l4_len = p->tot_len - sizeof(*iph);
 	} else if (proto == bpf_htons(ETH_P_IPV6)) {
 		struct ipv6hdr *ip6 = data + off;
 		if ((void *)(ip6 + 1) > data_end)
@@ -98,7 +137,8 @@ static __always_inline int parse_packet(struct xdp_md *ctx, struct pkt *p)
 		p->family = FP_FAM_V6;
 		p->proto = ip6->nexthdr;
 		p->ttl = ip6->hop_limit;
-		p->tot_len = bpf_ntohs(ip6->payload_len) + sizeof(*ip6);
+		l4_len = bpf_ntohs(ip6->payload_len);
+		p->tot_len = l4_len + sizeof(*ip6);
 		p->flowinfo = *(__be32 *)ip6 & bpf_htonl(0x0FFFFFFF);
 		__builtin_memcpy(p->src, &ip6->saddr, 16);
 		__builtin_memcpy(p->dst, &ip6->daddr, 16);
@@ -111,6 +151,11 @@ static __always_inline int parse_packet(struct xdp_md *ctx, struct pkt *p)
 		case IPPROTO_MH:
 			return FP_R_IPV6_EXT;
 		}
+		/* ip6_rcv_core: a payload length beyond the frame: dropped
+		 * (0 means a jumbogram only with a hop-by-hop header, handled
+		 * above; otherwise it trims to 40 bytes). */
+		if (l4_len + sizeof(*ip6) > l3_room) /* in 32 bits: tot_len wraps */
+			return FP_R_BAD_IP_HEADER;
 		l4 = ip6 + 1;
 	} else {
 		return FP_R_NOT_IP;
@@ -125,9 +170,11 @@ static __always_inline int parse_packet(struct xdp_md *ctx, struct pkt *p)
 	case IPPROTO_UDPLITE:
 	case IPPROTO_SCTP: {
 		/* Source and destination port lead all four headers. */
+		if (l4_len < 4)
+			break; /* the dissector finds no ports: 0 */
 		__be16 *ports = l4;
 		if ((void *)(ports + 2) > data_end)
-			return FP_R_MALFORMED;
+			return FP_R_MALFORMED; /* cannot happen: the IP length fits */
 		p->sport = ports[0];
 		p->dport = ports[1];
 		if (p->proto == IPPROTO_UDP &&
@@ -139,14 +186,25 @@ static __always_inline int parse_packet(struct xdp_md *ctx, struct pkt *p)
 	case IPPROTO_ICMP:
 	case IPPROTO_ICMPV6_: {
 		/* The kernel matches ICMP type as the source port and code as
-		 * the destination port (xfrm_flowi_sport/dport). */
+		 * the destination port (xfrm_flowi_sport/dport), read only
+		 * with the whole header (skb_flow_get_icmp_tci) and only for
+		 * the family's own ICMP (decode_session4/6). */
+		int own = p->family == FP_FAM_V4 ? p->proto == IPPROTO_ICMP : p->proto == IPPROTO_ICMPV6_;
+		if (!own || l4_len < 8)
+			break;
 		__u8 *tc = l4;
-		if ((void *)(tc + 2) > data_end)
-			return FP_R_MALFORMED;
-		if (p->proto == IPPROTO_ICMPV6_ && (tc[0] >= 133 && tc[0] <= 137))
+		if ((void *)(tc + 8) > data_end)
+			return FP_R_MALFORMED; /* cannot happen: the IP length fits */
+		if (p->family == FP_FAM_V6 && tc[0] >= 133 && tc[0] <= 137)
 			return FP_R_NOT_IP; /* neighbour discovery: always the kernel's */
 		p->sport = bpf_htons(tc[0]);
 		p->dport = bpf_htons(tc[1]);
+		/* icmp_err_packet(): destination unreachable and time exceeded
+		 * (IPv4 3, 11; IPv6 1, 3) and IPv6 packet too big (2). */
+		if (p->family == FP_FAM_V4)
+			p->icmp_err = tc[0] == 3 || tc[0] == 11;
+		else
+			p->icmp_err = tc[0] >= 1 && tc[0] <= 3;
 		break;
 	}
 	case IPPROTO_GRE:

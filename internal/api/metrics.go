@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -130,7 +129,8 @@ func MetricsHandler(p Provider, topN int, build Build) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// ServeMetrics listens on addr (TCP) and serves /metrics until ctx ends.
+// ServeMetrics listens on addr (TCP) and serves /metrics until ctx ends,
+// within DefaultLimits.
 func ServeMetrics(ctx context.Context, addr string, h http.Handler) error {
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
@@ -138,12 +138,12 @@ func ServeMetrics(ctx context.Context, addr string, h http.Handler) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", h)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	srv := newServer(mux)
 	go func() {
 		<-ctx.Done()
 		srv.Close()
 	}()
-	if err := srv.Serve(l); !errors.Is(err, http.ErrServerClosed) {
+	if err := srv.Serve(limitConns(l)); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

@@ -42,16 +42,16 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc.Encode(v)
 }
 
-// Serve serves h on l until ctx ends.
+// Serve serves h on l until ctx ends, within DefaultLimits.
 func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
-	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	srv := newServer(h)
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
-	err := srv.Serve(l)
+	err := srv.Serve(limitConns(l))
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

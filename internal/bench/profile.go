@@ -11,8 +11,9 @@ import (
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
+	"sluice/internal/fileread"
 	"sluice/profiles"
 )
 
@@ -129,7 +130,7 @@ func LoadProfile(name string) (*Profile, error) {
 		return &Profile{Name: name, Description: fmt.Sprintf("Fixed %d-byte frames (size includes the FCS)", size),
 			FCS: FCSIncluded, Streams: []ProfileStream{{Size: size, Weight: 1}}, Flows: defaultFlows(), Source: "builtin:fixed-N"}, nil
 	}
-	b, err := os.ReadFile(name)
+	b, err := fileread.Read(name, fileread.ConfigLimit)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) && !strings.ContainsAny(name, "/.") {
 			return nil, fmt.Errorf("--profile %s: no such built-in profile or file; built-in: %s, or fixed-N", name, strings.Join(ListProfiles(), ", "))

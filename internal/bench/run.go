@@ -36,6 +36,10 @@ func (r Rate) PPS(p *Profile) float64 {
 
 // ParseRate reads "2Mpps", "500kpps", "1.5M" (pps), "10Gbps", "800Mbps".
 // flag names the flag in errors.
+// maxRate bounds a rate by unit: 10 Tbit/s, and the packets per second of
+// 64-byte frames at that speed (about 15 Gpps).
+var maxRate = map[string]float64{"bps": 10e12, "pps": 15e9}
+
 func ParseRate(flag, s string) (Rate, error) {
 	t := strings.TrimSpace(s)
 	unit := "pps"
@@ -60,8 +64,12 @@ func ParseRate(flag, s string) (Rate, error) {
 		}
 	}
 	v, err := strconv.ParseFloat(t, 64)
-	if err != nil || v <= 0 || math.IsInf(v, 0) {
+	// !(v > 0) also refuses NaN, which every comparison lets through.
+	if err != nil || !(v > 0) || math.IsInf(v, 0) {
 		return Rate{}, fmt.Errorf("%s %q: write a positive rate such as 2Mpps, 500kpps or 10Gbps", flag, s)
+	}
+	if limit := maxRate[unit]; v*mult > limit {
+		return Rate{}, fmt.Errorf("%s %q: more than %g %s, which no link carries; write a rate such as 2Mpps or 10Gbps", flag, s, limit, unit)
 	}
 	return Rate{Value: v * mult, Unit: unit}, nil
 }
@@ -105,10 +113,10 @@ func (o *RunOptions) Validate() error {
 	if o.StepDuration < 100*time.Millisecond || o.StepDuration > time.Hour {
 		return fmt.Errorf("--step-seconds %g: use 0.1 to 3600", o.StepDuration.Seconds())
 	}
-	if o.LossThreshold < 0 || o.LossThreshold >= 100 {
+	if !(o.LossThreshold >= 0 && o.LossThreshold < 100) { // NaN fails both
 		return fmt.Errorf("--loss-threshold %g: a percentage from 0 to below 100", o.LossThreshold)
 	}
-	return nil
+	return checkGenCPUs(o.GenCPUs)
 }
 
 // Run sends the stepped load through a lab that is up, with its current

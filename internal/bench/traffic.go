@@ -48,21 +48,35 @@ type Generator struct {
 	ncpu    int // possible CPUs (per-CPU map width)
 }
 
+// checkGenCPUs checks the generator's CPUs before anything is built: at
+// least one, each a CPU of this machine below GEN_MAX_CPUS, none twice.
+func checkGenCPUs(cpus []int) error {
+	if len(cpus) == 0 {
+		return errors.New("--gen-cpus: give at least one CPU")
+	}
+	seen := map[int]bool{}
+	for _, c := range cpus {
+		if c < 0 || c >= maxGenCPUs || c >= runtime.NumCPU() {
+			return fmt.Errorf("--gen-cpus: CPU %d is not between 0 and %d", c, min(maxGenCPUs, runtime.NumCPU())-1)
+		}
+		if seen[c] {
+			return fmt.Errorf("--gen-cpus: CPU %d is listed twice", c)
+		}
+		seen[c] = true
+	}
+	return nil
+}
+
 // NewGenerator loads bpf/gen.c, attaches its port program to the
 // generator's port and fills the templates. cpus are the CPUs the sending
 // threads are pinned to (each below 8).
 func NewGenerator(ends lab.Ends, prof *Profile, cpus []int) (*Generator, error) {
-	if len(cpus) == 0 {
-		return nil, errors.New("--gen-cpus: give at least one CPU")
+	if err := checkGenCPUs(cpus); err != nil {
+		return nil, err
 	}
 	ncpu, err := ebpf.PossibleCPU()
 	if err != nil {
 		return nil, err
-	}
-	for _, c := range cpus {
-		if c < 0 || c >= maxGenCPUs || c >= runtime.NumCPU() {
-			return nil, fmt.Errorf("--gen-cpus: CPU %d is not between 0 and %d", c, min(maxGenCPUs, runtime.NumCPU())-1)
-		}
 	}
 	g := &Generator{prof: prof, ends: ends, cpus: cpus, ncpu: ncpu}
 	if err := loadGenObjects(&g.objs, nil); err != nil {

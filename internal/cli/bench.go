@@ -53,9 +53,12 @@ measurement of another path than the one named is an error.`,
 			for _, f := range strings.Split(tunnels, ",") {
 				n, err := strconv.Atoi(strings.TrimSpace(f))
 				if err != nil || n < 1 || n > 65536 {
-					return fmt.Errorf("--tunnels: %q is not a count between 1 and 65536", f)
+					return usageErrorf("--tunnels: %q is not a count between 1 and 65536", f)
 				}
 				counts = append(counts, n)
+			}
+			if repeat < 1 {
+				return usageErrorf("--repeat %d: run the program at least once", repeat)
 			}
 			res, err := bench.Fastpath(counts, repeat)
 			if err != nil {

@@ -52,15 +52,15 @@ ratios with their range. Needs root.`,
 			for _, fw := range strings.Split(forwarders, ",") {
 				fw = strings.TrimSpace(fw)
 				if !benchContains(lab.Forwarders, fw) {
-					return fmt.Errorf("--forwarders: %q is not one of %s", fw, strings.Join(lab.Forwarders, ", "))
+					return usageErrorf("--forwarders: %q is not one of %s", fw, strings.Join(lab.Forwarders, ", "))
 				}
 				if benchContains(fwds, fw) {
-					return fmt.Errorf("--forwarders: %s is listed twice", fw)
+					return usageErrorf("--forwarders: %s is listed twice", fw)
 				}
 				fwds = append(fwds, fw)
 			}
 			if rounds < 1 || rounds > 50 {
-				return fmt.Errorf("--rounds %d: use 1 to 50", rounds)
+				return usageErrorf("--rounds %d: use 1 to 50", rounds)
 			}
 			o, err := f.runOptions()
 			if err != nil {

@@ -60,22 +60,28 @@ func (f *loadFlags) runOptions() (bench.RunOptions, error) {
 	}
 	rate, err := bench.ParseRate("--rate-max", f.rateMax)
 	if err != nil {
-		return o, err
+		return o, usageErrorf("%w", err)
+	}
+	if f.labName == "" && (f.tunnels < 1 || f.tunnels > lab.MaxTunnels) {
+		return o, usageErrorf("--tunnels %d: use 1 to %d", f.tunnels, lab.MaxTunnels)
 	}
 	if f.stepSeconds < 0.1 || f.stepSeconds > 3600 {
-		return o, fmt.Errorf("--step-seconds %g: use 0.1 to 3600", f.stepSeconds)
+		return o, usageErrorf("--step-seconds %g: use 0.1 to 3600", f.stepSeconds)
 	}
 	var cpus []int
 	for _, c := range strings.Split(f.genCPUs, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(c))
 		if err != nil {
-			return o, fmt.Errorf("--gen-cpus %q: write CPU numbers separated by commas, e.g. 0 or 0,1", f.genCPUs)
+			return o, usageErrorf("--gen-cpus %q: write CPU numbers separated by commas, e.g. 0 or 0,1", f.genCPUs)
 		}
 		cpus = append(cpus, n)
 	}
 	o = bench.RunOptions{Profile: prof, Steps: f.steps, StepDuration: time.Duration(f.stepSeconds * float64(time.Second)),
 		RateMax: rate, LossThreshold: f.lossThreshold, GenCPUs: cpus}
-	return o, o.Validate()
+	if err := o.Validate(); err != nil {
+		return o, usageErrorf("%w", err) // every check in Validate is about a flag
+	}
+	return o, nil
 }
 
 func (f *loadFlags) settings(o bench.RunOptions) bench.Settings {
@@ -100,12 +106,12 @@ func (f *loadFlags) tempLab(progress func(string)) (*lab.Lab, func(), error) {
 		if l.Topology == lab.OverlayPair {
 			// The generator writes frames onto a wire; an overlay's
 			// traffic must enter through the hosts' stacks.
-			return nil, nil, fmt.Errorf("--lab %s is an overlay-pair: its traffic must start in a host's stack to be encapsulated and encrypted; measure it with 'sluice bench iperf3 --lab %s' and 'sluice bench ping --lab %s'", f.labName, f.labName, f.labName)
+			return nil, nil, usageErrorf("--lab %s is an overlay-pair: its traffic must start in a host's stack to be encapsulated and encrypted; measure it with 'sluice bench iperf3 --lab %s' and 'sluice bench ping --lab %s'", f.labName, f.labName, f.labName)
 		}
 		return l, func() {}, nil
 	}
 	if f.topology != lab.Forwarder && f.topology != lab.GatewayPair && f.topology != lab.Direct {
-		return nil, nil, fmt.Errorf("--topology %q: use %s, %s or %s (overlay-pair: 'sluice bench iperf3' and 'ping' measure it)", f.topology, lab.Forwarder, lab.GatewayPair, lab.Direct)
+		return nil, nil, usageErrorf("--topology %q: use %s, %s or %s (overlay-pair: 'sluice bench iperf3' and 'ping' measure it)", f.topology, lab.Forwarder, lab.GatewayPair, lab.Direct)
 	}
 	name := "b" + strconv.Itoa(os.Getpid())
 	if len(name) > 12 {
@@ -215,10 +221,10 @@ The report directory holds report.json (docs/bench.md), steps.csv, the plots
 					o.LossThreshold = 0.5
 				}
 			default:
-				return fmt.Errorf("--search %q: use ndr (no drop rate) or pdr (partial drop rate, loss <= --loss-threshold)", search)
+				return usageErrorf("--search %q: use ndr (no drop rate) or pdr (partial drop rate, loss <= --loss-threshold)", search)
 			}
 			if forwarder != "" && !benchContains(lab.Forwarders, forwarder) {
-				return fmt.Errorf("--forwarder %q: use one of %s", forwarder, strings.Join(lab.Forwarders, ", "))
+				return usageErrorf("--forwarder %q: use one of %s", forwarder, strings.Join(lab.Forwarders, ", "))
 			}
 			log := cmd.ErrOrStderr()
 			progress := func(s string) { fmt.Fprintln(log, s) }

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,7 +15,7 @@ import (
 func benchEndpoints(labName, target string) (bench.Endpoints, error) {
 	switch {
 	case labName != "" && target != "":
-		return bench.Endpoints{}, errors.New("--lab and --target: give one (--lab runs both ends in the lab, --target measures towards a host from here)")
+		return bench.Endpoints{}, usageErrorf("--lab and --target: give one (--lab runs both ends in the lab, --target measures towards a host from here)")
 	case labName != "":
 		l, err := lab.Load(labName)
 		if err != nil {
@@ -27,7 +26,7 @@ func benchEndpoints(labName, target string) (bench.Endpoints, error) {
 	case target != "":
 		return bench.Endpoints{Target: target}, nil
 	}
-	return bench.Endpoints{}, errors.New("--lab or --target: say where to measure (a lab from 'sluice lab up', or a host running 'iperf3 -s')")
+	return bench.Endpoints{}, usageErrorf("--lab or --target: say where to measure (a lab from 'sluice lab up', or a host running 'iperf3 -s')")
 }
 
 func newBenchIperf3Cmd() *cobra.Command {
@@ -176,7 +175,7 @@ subnets 48.x.y.0/24 of the seeds' plan.`,
 				return err
 			}
 			if o.Tunnels < 1 || o.Tunnels > lab.MaxTunnels {
-				return fmt.Errorf("--tunnels %d: use 1 to %d", o.Tunnels, lab.MaxTunnels)
+				return usageErrorf("--tunnels %d: use 1 to %d", o.Tunnels, lab.MaxTunnels)
 			}
 			if pps != "" {
 				r, err := bench.ParseRate("--pps", pps)

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sluice/internal/diag"
+	"sluice/internal/fileread"
 )
 
 func init() { register(newDoctorCmd) }
@@ -56,7 +57,7 @@ Checks (select some with --check):
 
 The host is read once; --save-facts writes what was read to a file, and
 --facts diagnoses such a file (from another host) instead of this one.
-Exits 1 when a check fails, 0 otherwise. Needs root for the probes.`,
+Exits 3 when a check fails, 0 otherwise. Needs root for the probes.`,
 		Example: `  sluice doctor
   sluice doctor --check bond-offload --check esp-offload
   sluice doctor --eswitch switchdev --json
@@ -65,7 +66,7 @@ Exits 1 when a check fails, 0 otherwise. Needs root for the probes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if opts.WantEswitch != "" && opts.WantEswitch != "legacy" && opts.WantEswitch != "switchdev" {
-				return fmt.Errorf("--eswitch %q: want legacy or switchdev", opts.WantEswitch)
+				return usageErrorf("--eswitch %q: want legacy or switchdev", opts.WantEswitch)
 			}
 			if hostFile != "" {
 				planned, err := plannedSAs(hostFile)
@@ -76,7 +77,7 @@ Exits 1 when a check fails, 0 otherwise. Needs root for the probes.`,
 			}
 			var facts *diag.Facts
 			if factsIn != "" {
-				b, err := os.ReadFile(factsIn)
+				b, err := fileread.Read(factsIn, fileread.StateLimit)
 				if err != nil {
 					return fmt.Errorf("--facts: %w", err)
 				}
@@ -114,7 +115,7 @@ Exits 1 when a check fails, 0 otherwise. Needs root for the probes.`,
 						failed = append(failed, r.Check)
 					}
 				}
-				return &ExitError{Code: 1, Err: errors.New("doctor: failed checks: " + strings.Join(failed, ", "))}
+				return checkFailed(errors.New("doctor: failed checks: " + strings.Join(failed, ", ")))
 			}
 			return nil
 		},

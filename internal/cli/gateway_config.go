@@ -25,14 +25,14 @@ func gatewayOptions(g *config.Gateway) (fastpath.GatewayOptions, error) {
 	if g.APIOwner != "" {
 		u, err := user.Lookup(g.APIOwner)
 		if err != nil {
-			return o, fmt.Errorf("%s: api-owner: %w (create the user or choose an existing one)", g.File, err)
+			return o, fmt.Errorf("%s:%d: api-owner: %w (create the user or choose an existing one)", g.File, g.KeyLines["api-owner"], err)
 		}
 		o.APIOptions.UID, _ = strconv.Atoi(u.Uid)
 	}
 	if g.APIGroup != "" {
 		grp, err := user.LookupGroup(g.APIGroup)
 		if err != nil {
-			return o, fmt.Errorf("%s: api-group: %w (create the group or choose an existing one)", g.File, err)
+			return o, fmt.Errorf("%s:%d: api-group: %w (create the group or choose an existing one)", g.File, g.KeyLines["api-group"], err)
 		}
 		o.APIOptions.GID, _ = strconv.Atoi(grp.Gid)
 	}
@@ -45,7 +45,17 @@ func gatewayOptions(g *config.Gateway) (fastpath.GatewayOptions, error) {
 	if g.FlowerPromotePPS > 0 {
 		tier.Placement = flower.DefaultPlacement(float64(g.FlowerPromotePPS))
 	}
-	for _, i := range g.Interfaces {
+	for n, i := range g.Interfaces {
+		// Checked here, where the line is known, not when the daemon
+		// resolves them (and before anything is attached).
+		if _, err := kernel.Link(i.Name); err != nil {
+			return o, fmt.Errorf("%s:%d: interfaces[%d].name: %w", g.File, i.Line, n, err)
+		}
+		if i.HairpinToNexthop.IsValid() {
+			if _, _, err := kernel.ResolveNextHop(i.HairpinToNexthop); err != nil {
+				return o, fmt.Errorf("%s:%d: interfaces[%d] (%s) hairpin-to-nexthop: %w", g.File, i.Line, n, i.Name, err)
+			}
+		}
 		gi := fastpath.GatewayIface{
 			Name:           i.Name,
 			InboundForward: i.Inbound == config.InboundForward && i.WANAntispoof == config.AntispoofUpstream,

@@ -45,17 +45,18 @@ type explainPolicy struct {
 }
 
 func runExplain(cmd *cobra.Command, a explainArgs, args []string) error {
-	frame, err := explainFrame(a.hexFrame, args)
-	if err != nil {
-		return err
-	}
 	ingress := 0
+	var ingressMAC net.HardwareAddr
 	if a.iface != "" {
 		li, err := kernel.Link(a.iface)
 		if err != nil {
 			return fmt.Errorf("--iface: %w", err)
 		}
-		ingress = li.Ifindex
+		ingress, ingressMAC = li.Ifindex, li.MAC
+	}
+	frame, err := explainFrame(a.hexFrame, args, ingressMAC)
+	if err != nil {
+		return err
 	}
 	dp, policies, err := explainDatapath(a)
 	if err != nil {
@@ -176,8 +177,11 @@ func explainDatapath(a explainArgs) (*fastpath.Datapath, []kernel.Policy, error)
 	return dp, snap.Policies, nil
 }
 
-// explainFrame builds the frame from --hex or from field/value pairs.
-func explainFrame(hexFrame string, args []string) ([]byte, error) {
+// explainFrame builds the frame from --hex or from field/value pairs. A
+// frame built from fields is sent to ingressMAC (the --iface device's MAC)
+// unless dmac says otherwise: the program, like the kernel, forwards only
+// frames sent to the interface.
+func explainFrame(hexFrame string, args []string, ingressMAC net.HardwareAddr) ([]byte, error) {
 	if hexFrame != "" {
 		if len(args) > 0 {
 			return nil, errors.New("give the packet either as fields or with --hex, not both")
@@ -186,11 +190,17 @@ func explainFrame(hexFrame string, args []string) ([]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("--hex: %w", err)
 		}
+		if len(b) < 14 {
+			return nil, fmt.Errorf("--hex: a frame of %d bytes is shorter than an Ethernet header (14 bytes); give the whole frame, from the destination MAC on", len(b))
+		}
 		return b, nil
 	}
 	p, err := parsePacketFields(args)
 	if err != nil {
 		return nil, err
+	}
+	if p.DstMAC == nil && len(ingressMAC) == 6 {
+		p.DstMAC = ingressMAC
 	}
 	return p.Marshal()
 }
@@ -209,8 +219,17 @@ func parsePacketFields(args []string) (fastpath.Packet, error) {
 		}
 		return n, nil
 	}
+	seen := map[string]bool{}
 	for i := 0; i < len(args); i += 2 {
 		f, v := args[i], args[i+1]
+		key := f
+		if f == "hoplimit" {
+			key = "ttl" // one field, two names
+		}
+		if seen[key] {
+			return p, fmt.Errorf("packet field %q given twice; give each field once", f)
+		}
+		seen[key] = true
 		var err error
 		var n uint64
 		switch f {

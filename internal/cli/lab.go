@@ -69,7 +69,7 @@ encrypted overlay, one VXLAN per tunnel (VNI i, h0's VTEP 123.0.0.1, h1's
 123.0.x.y) in ESP transport mode with random per-lab AES-GCM keys, set up by
 'sluice apply' of host files the lab writes (overlay addresses 48.x.y.1 on h0
 and 48.x.y.2 on h1). It needs ESP, GCM and VXLAN in the kernel; where they are
-missing it says so and exits 2: use --vm.
+missing it says so and exits 4: use --vm.
 
 Running it again on a lab that is up checks and completes it, and switches the
 forwarder if --forwarder changed. A different topology or tunnel count under
@@ -93,24 +93,26 @@ appear on the host. Never read throughput from the VM: it is emulated.`,
 			if rateLimit != "" {
 				r, err := bench.ParseRate("--rate-limit", rateLimit)
 				if err != nil || r.Unit != "pps" {
-					return fmt.Errorf("--rate-limit %q: write a packet rate such as 200kpps", rateLimit)
+					return usageErrorf("--rate-limit %q: write a packet rate such as 200kpps", rateLimit)
 				}
 				s.Opts.RatePPS = uint64(r.Value)
 			}
 			if (s.Opts.DropEvery > 0 || s.Opts.RatePPS > 0) && s.Forwarder != lab.FwdXDPRedirect {
-				return fmt.Errorf("--drop-every and --rate-limit apply to --forwarder %s only", lab.FwdXDPRedirect)
+				return usageErrorf("--drop-every and --rate-limit apply to --forwarder %s only", lab.FwdXDPRedirect)
 			}
 			if s.Opts.DropEvery == 1 {
-				return fmt.Errorf("--drop-every 1 would drop everything: use 2 or more (0: never)")
+				return usageErrorf("--drop-every 1 would drop everything: use 2 or more (0: never)")
 			}
 			command := args[1:]
 			if len(command) > 0 && (!vm || cmd.ArgsLenAtDash() != 1) {
-				return fmt.Errorf("a command after the topology runs only with --vm, after --: sluice lab up %s --vm -- COMMAND", s.Topology)
+				return usageErrorf("a command after the topology runs only with --vm, after --: sluice lab up %s --vm -- COMMAND", s.Topology)
+			}
+			// Validate checks the arguments and flags only (topology, name,
+			// tunnels, forwarder); lab.Up checks it again.
+			if err := s.Validate(); err != nil {
+				return usageErrorf("%w", err)
 			}
 			if vm {
-				if err := s.Validate(); err != nil {
-					return err
-				}
 				return labUpInVM(cmd, s, command, vmTimeout, asJSON)
 			}
 			progress := func(line string) {
@@ -122,7 +124,7 @@ appear on the host. Never read throughput from the VM: it is emulated.`,
 			if err != nil {
 				var nv *lab.NeedsVMError
 				if errors.As(err, &nv) {
-					return &ExitError{Code: 2, Err: err}
+					return &ExitError{Code: ExitUnavailable, Err: err}
 				}
 				return err
 			}

@@ -71,15 +71,20 @@ chacha20-poly1305 (IV 8, ICV 16), aes-cbc-hmac-sha256 (IV 16, ICV 16,
 			if s.ESP != overlay.ESPNone {
 				c, err := overlay.ParseCipher(cipher)
 				if err != nil {
-					return fmt.Errorf("--cipher: %w", err)
+					return usageErrorf("--cipher: %w", err)
 				}
 				s.Cipher = c
 			}
 			if underlay < overlay.MinIPv4MTU || underlay > 65535 {
-				return fmt.Errorf("--underlay %d: use an MTU from %d to 65535", underlay, overlay.MinIPv4MTU)
+				return usageErrorf("--underlay %d: use an MTU from %d to 65535", underlay, overlay.MinIPv4MTU)
+			}
+			for _, c := range checks {
+				if c < overlay.MinIPv4MTU || c > 65535 {
+					return usageErrorf("--check %d: an MTU is %d to 65535", c, overlay.MinIPv4MTU)
+				}
 			}
 			if page < 512 || page > 1<<20 {
-				return fmt.Errorf("--page %d: use a size from 512 to 1048576 bytes", page)
+				return usageErrorf("--page %d: use a size from 512 to 1048576 bytes", page)
 			}
 			r, err := overlay.NewReport(s, underlay, checks, page)
 			if err != nil {

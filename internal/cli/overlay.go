@@ -110,7 +110,7 @@ packet can leave unencrypted while apply runs.
 ` + hostFileHelp,
 		Example: `  sluice plan -f /etc/sluice/host.yaml
   sluice plan -f host.yaml --json
-  ip netns exec node-a sluice plan -f node-a.yaml --exit-code  # 2: changes pending`,
+  ip netns exec node-a sluice plan -f node-a.yaml --exit-code  # 3: changes pending`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			h, keys, live, err := overlayInputs(file, true)
@@ -129,14 +129,14 @@ packet can leave unencrypted while apply runs.
 				printPlan(cmd.OutOrStdout(), p, "apply")
 			}
 			if exitCode && !p.Empty() {
-				return &ExitError{Code: 2, Err: fmt.Errorf("%d step(s) pending", len(p.Steps))}
+				return checkFailed(fmt.Errorf("%d step(s) pending", len(p.Steps)))
 			}
 			return nil
 		},
 	}
 	addFileFlag(cmd, &file)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
-	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 2 when there are steps to apply (0: nothing to do)")
+	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 3 when there are steps to apply (0: nothing to do)")
 	return cmd
 }
 
@@ -207,7 +207,7 @@ why the others were refused.
 					return jerr
 				}
 				if err != nil {
-					return &ExitError{Code: 1, Err: err}
+					return err
 				}
 				return nil
 			}
@@ -293,7 +293,7 @@ existing devices are left as they are. Keys are not needed.
 					return jerr
 				}
 				if err != nil {
-					return &ExitError{Code: 1, Err: err}
+					return err
 				}
 				return nil
 			}
@@ -326,7 +326,7 @@ func newVerifyCmd() *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "verify -f host.yaml [--traffic [--send-to ADDR]]",
-		Short: "Prove the host matches host.yaml and its overlay traffic is encrypted; exit 1 if not",
+		Short: "Prove the host matches host.yaml and its overlay traffic is encrypted; exit 3 if not",
 		Long: `Check that the live host matches host.yaml (no step left to apply), that
 every SA is installed with the offload the file asks for (for auto: which
 one it got), and that every VTEP's traffic is covered by an SA pair.
@@ -370,7 +370,7 @@ Exit code 0: everything passed; 1: something failed (each check says what).
 				printVerify(w, r)
 			}
 			if !r.OK {
-				return &ExitError{Code: 1, Err: fmt.Errorf("%s: verify failed", h.File)}
+				return checkFailed(fmt.Errorf("%s: verify failed", h.File))
 			}
 			return nil
 		},

@@ -156,7 +156,7 @@ func TestPlanAndDryRunRedactKeys(t *testing.T) {
 		}
 	}
 	out, err := runCLI(t, "plan", "-f", f, "--exit-code")
-	if ExitCode(err) != 2 || !strings.Contains(out, "ip link add vxtest0 type vxlan id 77 local 10.77.0.1 remote 10.77.0.2 dstport 4789 mtu 1500") {
+	if ExitCode(err) != ExitCheckFailed || !strings.Contains(out, "ip link add vxtest0 type vxlan id 77 local 10.77.0.1 remote 10.77.0.2 dstport 4789 mtu 1500") {
 		t.Errorf("--exit-code: %v\n%s", err, out)
 	}
 }

@@ -2,30 +2,7 @@
 // each registering itself on the root command.
 package cli
 
-import (
-	"errors"
-
-	"github.com/spf13/cobra"
-)
-
-// ExitError carries a specific process exit code (e.g. "verify failed" = 1,
-// "VM command exited 3" = 3) without printing a stack trace.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string { return e.Err.Error() }
-func (e *ExitError) Unwrap() error { return e.Err }
-
-// ExitCode maps an error returned by Run to the process exit code.
-func ExitCode(err error) int {
-	var ee *ExitError
-	if errors.As(err, &ee) {
-		return ee.Code
-	}
-	return 1
-}
+import "github.com/spf13/cobra"
 
 // subcommands is filled by init functions in this package's files so that
 // adding a command touches one file only.
@@ -42,7 +19,9 @@ func NewRoot() *cobra.Command {
 
 It mirrors the kernel's XFRM policies into an XDP fast path, sets up encrypted
 overlays from one declarative file, diagnoses offload and tuning problems, and
-builds labs that measure throughput, loss and latency.`,
+builds labs that measure throughput, loss and latency.
+
+` + exitCodesHelp,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
@@ -50,6 +29,7 @@ builds labs that measure throughput, loss and latency.`,
 	for _, f := range subcommands {
 		root.AddCommand(f())
 	}
+	markRunErrors(root)
 	return root
 }
 
@@ -57,5 +37,5 @@ builds labs that measure throughput, loss and latency.`,
 func Run(args []string) error {
 	root := NewRoot()
 	root.SetArgs(args)
-	return root.Execute()
+	return Execute(root)
 }

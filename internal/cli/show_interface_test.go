@@ -16,7 +16,7 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 	root.SetOut(&out)
 	root.SetErr(&out)
 	root.SetArgs(args)
-	err := root.Execute()
+	err := Execute(root)
 	return out.String(), err
 }
 

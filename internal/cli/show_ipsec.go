@@ -34,7 +34,7 @@ func (f *ipsecFilter) parse() error {
 		if err != nil {
 			a, aerr := netip.ParseAddr(f.addr)
 			if aerr != nil {
-				return fmt.Errorf("--addr: %q is neither an address nor a prefix", f.addr)
+				return usageErrorf("--addr: %q is neither an address nor a prefix", f.addr)
 			}
 			p = netip.PrefixFrom(a, a.BitLen())
 		}
@@ -43,7 +43,7 @@ func (f *ipsecFilter) parse() error {
 	if f.spi != "" {
 		n, err := strconv.ParseUint(f.spi, 0, 32)
 		if err != nil {
-			return fmt.Errorf("--spi: %q is not a 32-bit number (0x... or decimal)", f.spi)
+			return usageErrorf("--spi: %q is not a 32-bit number (0x... or decimal)", f.spi)
 		}
 		f.spiN = uint32(n)
 	}
@@ -55,7 +55,7 @@ func (f *ipsecFilter) parse() error {
 		f.devIx = li.Ifindex
 	}
 	if f.dir != "" && f.dir != "in" && f.dir != "out" && f.dir != "fwd" {
-		return fmt.Errorf("--dir: %q must be in, out or fwd", f.dir)
+		return usageErrorf("--dir: %q must be in, out or fwd", f.dir)
 	}
 	return nil
 }

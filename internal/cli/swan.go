@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sluice/internal/config"
 	"sluice/internal/swan"
 )
 
@@ -86,10 +87,13 @@ func (f *specFlags) spec() (*swan.Spec, error) {
 	case "p1", "1":
 		s.Ports = []int{1}
 	default:
-		return nil, fmt.Errorf("--port %q: use p0 or p1", f.port)
+		return nil, usageErrorf("--port %q: use p0 or p1", f.port)
 	}
 	s.Normalize()
-	return s, s.Validate()
+	if err := s.Validate(); err != nil {
+		return nil, usageErrorf("%w", err) // Validate checks the flags only
+	}
+	return s, nil
 }
 
 // resolveSpec takes the tunnel set from --dir or from the spec flags.
@@ -155,7 +159,12 @@ created; addresses and routes are replaced, so it can run again.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if out == "" {
-				return errors.New("-o DIR is required: the directory for swanctl.conf, secrets.conf and routing.sh")
+				return usageErrorf("-o DIR is required: the directory for swanctl.conf, secrets.conf and routing.sh")
+			}
+			for _, d := range [][2]string{{"--p0-dev", p0}, {"--p1-dev", p1}} {
+				if problem := config.InterfaceNameProblem(d[1]); problem != "" {
+					return usageErrorf("%s: %s", d[0], problem)
+				}
 			}
 			s, err := f.spec()
 			if err != nil {
@@ -281,7 +290,7 @@ first failures with charon's reason.`,
 				return err
 			}
 			if s.PSKFile == "" {
-				return errors.New("--psk-file is required with --topology/--role/--tunnels (or use --dir, which names its key)")
+				return usageErrorf("--psk-file is required with --topology/--role/--tunnels (or use --dir, which names its key)")
 			}
 			key, err := swan.ReadPSK(s.PSKFile)
 			if err != nil {
@@ -321,7 +330,7 @@ first failures with charon's reason.`,
 				return err
 			}
 			if res.Failed > 0 {
-				return &ExitError{Code: 1, Err: fmt.Errorf("%d of %d tunnels did not come up (first: %s: %s); see charon's log", res.Failed, res.Initiated, res.Failures[0].Child, res.Failures[0].Error)}
+				return fmt.Errorf("%d of %d tunnels did not come up (first: %s: %s); see charon's log", res.Failed, res.Initiated, res.Failures[0].Child, res.Failures[0].Error)
 			}
 			return nil
 		},

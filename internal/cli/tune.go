@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 
@@ -47,7 +46,7 @@ func newTuneCmd() *cobra.Command {
 		Long:  "Keep a host tuned as a declarative profile says.\n\n" + tuneLong,
 		Example: `  sluice tune plan -f tune.yaml     # the commands apply would run
   sluice tune apply -f tune.yaml    # change what differs, nothing else
-  sluice tune check -f tune.yaml    # every drift, live vs wanted; exit 1 on drift`,
+  sluice tune check -f tune.yaml    # every drift, live vs wanted; exit 3 on drift`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newTuneSub("plan"), newTuneSub("apply"), newTuneSub("check"))
@@ -80,7 +79,7 @@ smp_affinity_list, setpci), kernel command line items as comments. apply
 changes only the settings that differ (so a second apply changes nothing),
 channels before the IRQs they create, and never the kernel command line.
 check prints "[DRIFT] key: live X, want Y" per difference ("[CHECK]" for
-command line items, which need a reboot) and exits 1 when there is any.
+command line items, which need a reboot) and exits 3 when there is any.
 
 Settings a device cannot have (the driver lacks the ethtool operation, as
 veth lacks ethtool -g; a feature that is [fixed] or absent; a private flag
@@ -96,7 +95,7 @@ as not applicable, with the reason.
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
-				return errors.New("tune " + verb + ": -f tune.yaml is required (see sluice tune --help for the format)")
+				return usageErrorf("tune %s: -f tune.yaml is required (see sluice tune --help for the format)", verb)
 			}
 			p, err := tune.Load(file)
 			if err != nil {
@@ -125,7 +124,7 @@ as not applicable, with the reason.
 				}
 				for _, it := range remaining {
 					if !it.ReportOnly {
-						return &ExitError{Code: 1, Err: fmt.Errorf("tune apply: %d setting(s) still differ", len(remaining))}
+						return fmt.Errorf("tune apply: %d setting(s) still differ", len(remaining))
 					}
 				}
 				return nil
@@ -155,7 +154,7 @@ as not applicable, with the reason.
 					return err
 				}
 				if verb == "check" && len(rep.Drift) > 0 {
-					return &ExitError{Code: 1, Err: fmt.Errorf("tune check: %d setting(s) differ from %s", len(rep.Drift), file)}
+					return checkFailed(fmt.Errorf("tune check: %d setting(s) differ from %s", len(rep.Drift), file))
 				}
 				return nil
 			}

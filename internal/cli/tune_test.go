@@ -10,7 +10,7 @@ import (
 func TestTuneCheckAndPlanOnFixture(t *testing.T) {
 	prof := "../tune/testdata/seed004.yaml"
 	out, err := runCLI(t, "tune", "check", "-f", prof, "--sysroot", cx7Root)
-	if ExitCode(err) != 1 || !strings.Contains(out, "[DRIFT] thp enabled: live (unreadable), want never") || strings.Contains(out, "affinity") {
+	if ExitCode(err) != ExitCheckFailed || !strings.Contains(out, "[DRIFT] thp enabled: live (unreadable), want never") || strings.Contains(out, "affinity") {
 		t.Errorf("check: err %v\n%s", err, out)
 	}
 	out, err = runCLI(t, "tune", "plan", "-f", prof, "--sysroot", cx7Root)

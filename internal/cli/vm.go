@@ -101,15 +101,15 @@ func newVMCheckCmd() *cobra.Command {
 		Long: `Check that everything the test VM needs is installed: qemu-system-x86_64,
 a kernel in /boot with its modules (9p), busybox-static and xz. Prints the
 kernel that would boot and exits 0, or prints what is missing with the fix
-and exits 1.`,
+and exits 4.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := testlab.Available(); err != nil {
-				return &ExitError{Code: 1, Err: fmt.Errorf("test VM unavailable: %w", err)}
+				return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("test VM unavailable: %w", err)}
 			}
 			path, release, err := testlab.DefaultKernel()
 			if err != nil {
-				return &ExitError{Code: 1, Err: err}
+				return &ExitError{Code: ExitUnavailable, Err: err}
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "test VM available: kernel %s (%s)\n", path, release)
 			return nil

@@ -3,9 +3,10 @@ package config
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"strconv"
 	"time"
+
+	"sluice/internal/fileread"
 )
 
 // Gateway is gateway.yaml: the configuration of `sluice gateway run`, the
@@ -53,6 +54,9 @@ type Gateway struct {
 	// below a tenth of it (docs/flower.md, "Placement"). 0 (default): every
 	// eligible tunnel gets its rule, within each port's budget.
 	FlowerPromotePPS int
+	// KeyLines is the line of each top-level key as written, for the
+	// checks that run later against the host (api-owner, api-group).
+	KeyLines map[string]int
 	// Daemon is how the daemon itself runs (daemon-cpu, daemon-priority,
 	// lock-memory).
 	Daemon DaemonSettings
@@ -296,7 +300,7 @@ const (
 
 // LoadGateway reads and validates a gateway.yaml file.
 func LoadGateway(path string) (*Gateway, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileread.Read(path, fileread.ConfigLimit)
 	if err != nil {
 		return nil, fmt.Errorf("gateway config: %w", err)
 	}

@@ -29,6 +29,10 @@ type DaemonSettings struct {
 	LockMemory bool
 }
 
+// maxCPUs bounds CPU numbers as diag.MaxCPUs does (x86-64's largest
+// NR_CPUS): a long list of wide ranges must not build billions of entries.
+const maxCPUs = 8192
+
 // parseCPUList reads the kernel's CPU list format ("2-3", "0,2,4-7").
 func parseCPUList(s string) ([]int, bool) {
 	var out []int
@@ -36,12 +40,12 @@ func parseCPUList(s string) ([]int, bool) {
 	for _, part := range strings.Split(strings.TrimSpace(s), ",") {
 		lo, hi, isRange := strings.Cut(strings.TrimSpace(part), "-")
 		a, err := strconv.Atoi(lo)
-		if err != nil || a < 0 {
+		if err != nil || a < 0 || a >= maxCPUs {
 			return nil, false
 		}
 		b := a
 		if isRange {
-			if b, err = strconv.Atoi(hi); err != nil || b < a || b-a > 8192 {
+			if b, err = strconv.Atoi(hi); err != nil || b < a || b >= maxCPUs {
 				return nil, false
 			}
 		}

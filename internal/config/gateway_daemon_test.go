@@ -23,6 +23,7 @@ func TestGatewayDaemonSettings(t *testing.T) {
 	for _, tc := range []struct{ line, want string }{
 		{"daemon-cpu: 3-2", "gateway.yaml:1: daemon-cpu: 3-2 is not a CPU list; write CPUs as the kernel does, such as 2-3"},
 		{"daemon-cpu: two", "is not a CPU list"},
+		{"daemon-cpu: 400000000-400000001", "is not a CPU list"}, // past 8191, Linux's largest CPU number
 		{"daemon-priority: 0", "gateway.yaml:1: daemon-priority: 0 is not a real-time priority; write 1 to 99"},
 		{"daemon-priority: 120", "gateway.yaml:1: daemon-priority"},
 		{"lock-memory: maybe", "gateway.yaml:1: lock-memory"},

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unicode"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 var (
@@ -34,9 +34,10 @@ type gatewayMeta struct {
 
 // gateway walks the root mapping.
 func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
-	g := &Gateway{File: p.file}
+	g := &Gateway{File: p.file, KeyLines: map[string]int{}}
 	m := &gatewayMeta{rootLine: root.Line}
 	for _, f := range p.fields(root, "", gatewayKeys) {
+		g.KeyLines[f.name] = f.line
 		switch f.name {
 		case "lab":
 			g.Lab, _ = p.boolean(f)
@@ -234,6 +235,12 @@ func ifnameProblem(s string) string {
 	}
 	return ""
 }
+
+// InterfaceNameProblem says why s is not a name the kernel would accept
+// for an interface, or "". Every name that reaches a generated script or
+// a printed command goes through it: a newline in a name would start a
+// command of its own.
+func InterfaceNameProblem(s string) string { return ifnameProblem(s) }
 
 // addr parses an IP address (IPv4 or IPv6, no zone, not unspecified).
 func (p *parser) addr(f field, what string) netip.Addr {

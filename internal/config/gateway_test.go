@@ -141,6 +141,8 @@ func TestParseGatewayFullExample(t *testing.T) {
 				Proto: ProtoSCTP, Dport: 65535, Action: ActionAllow,
 				Peer: netip.MustParseAddr("123.2.0.1"), Local: netip.MustParseAddr("123.0.0.1"), Offload: OffloadNone, Line: 43},
 		},
+		KeyLines: map[string]int{"lab": 1, "policy-source": 2, "counters": 3, "pin-dir": 4, "lease": 5, "interfaces": 6, "policies": 19,
+			"api-socket": 50, "api-owner": 51, "api-group": 52, "metrics-listen": 53, "metrics-top-policies": 54},
 	}
 	if !reflect.DeepEqual(g, want) {
 		t.Errorf("ParseGateway(full example):\n got %+v\nwant %+v", g, want)
@@ -157,6 +159,7 @@ func TestParseGatewayDefaults(t *testing.T) {
 		PinDir: "/sys/fs/bpf/sluice", Lease: 5 * time.Second, APISocket: DefaultAPISocket, MetricsTopPolicies: DefaultTopPolicies,
 		FlowerInboundChain: DefaultFlowerInboundChain,
 		Interfaces:         []Interface{{Name: "p0", L2: L2NIC, XDPMode: XDPNative, Inbound: InboundPass, WANAntispoof: AntispoofNone, Flower: FlowerOff, FlowerTTL: true, FlowerRuleBudget: DefaultFlowerRuleBudget, Line: 2}},
+		KeyLines:           map[string]int{"interfaces": 1},
 	}
 	if !reflect.DeepEqual(g, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", g, want)
@@ -168,6 +171,7 @@ func TestParseGatewayDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want.Interfaces[0].Line = 8
+	want.KeyLines = map[string]int{"interfaces": 7} // keys with null values are not recorded
 	if !reflect.DeepEqual(g, want) {
 		t.Errorf("null values:\n got %+v\nwant %+v", g, want)
 	}

@@ -3,9 +3,10 @@ package config
 import (
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
+
+	"sluice/internal/fileread"
 )
 
 // Host is host.yaml: one host's encrypted overlay (`sluice plan|apply|
@@ -221,7 +222,7 @@ func (h *Host) KeysPath() string {
 
 // LoadHost reads and validates a host.yaml file.
 func LoadHost(path string) (*Host, error) {
-	data, err := os.ReadFile(path)
+	data, err := fileread.Read(path, fileread.ConfigLimit)
 	if err != nil {
 		return nil, fmt.Errorf("host config: %w", err)
 	}

@@ -1,8 +1,6 @@
 package config
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
@@ -10,6 +8,8 @@ import (
 	"os"
 	"strings"
 	"syscall"
+
+	"sluice/internal/fileread"
 )
 
 // Redacted is what a key prints as, everywhere.
@@ -92,21 +92,17 @@ func KeyFileProblem(path string, fi os.FileInfo) string {
 // with # comments and blank lines. Messages name the line and never
 // contain any part of the file's text.
 func LoadKeys(path string) (*Keys, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("key file: %w", err)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
+	// Stat, not Open, first: opening a FIFO would block until a writer came.
+	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, fmt.Errorf("key file: %w", err)
 	}
 	if problem := KeyFileProblem(path, fi); problem != "" {
 		return nil, fmt.Errorf("key file refused: %s", problem)
 	}
-	data, err := io.ReadAll(io.LimitReader(f, 1<<20))
+	data, err := fileread.Read(path, fileread.KeyLimit)
 	if err != nil {
-		return nil, fmt.Errorf("key file %s: %w", path, err)
+		return nil, fmt.Errorf("key file: %w", err)
 	}
 	return parseKeys(data, path)
 }
@@ -117,12 +113,11 @@ func parseKeys(data []byte, path string) (*Keys, error) {
 	bad := func(line int, format string, args ...any) {
 		errs = append(errs, fmt.Sprintf("%s:%d: %s", path, line, fmt.Sprintf(format, args...)))
 	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	n := 0
-	for sc.Scan() {
-		n++
-		line := sc.Text()
+	// Split by hand: bufio.Scanner's token limit would end the parse with
+	// an error naming no line; the file itself is bounded by LoadKeys.
+	for i, line := range strings.Split(string(data), "\n") {
+		n := i + 1
+		line = strings.TrimSuffix(line, "\r")
 		if i := strings.IndexByte(line, '#'); i >= 0 {
 			line = line[:i]
 		}
@@ -154,9 +149,6 @@ func parseKeys(data []byte, path string) (*Keys, error) {
 			continue
 		}
 		ks.m[id] = keyEntry{key: Key(k), line: n}
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("key file %s: %w", path, err)
 	}
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("key file %s:\n%s", path, strings.Join(errs, "\n"))

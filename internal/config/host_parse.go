@@ -7,7 +7,7 @@ import (
 	"regexp"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 )
 
 var (
@@ -433,6 +433,14 @@ func (p *parser) peer(it item) (Peer, []item) {
 		v, _ := p.uint(f, 1<<32-1)
 		return uint32(v)
 	}
+	// A policy template with reqid 0 takes any SA between the addresses.
+	reqid := func(f field) uint32 {
+		v, ok := p.uint(f, 1<<32-1)
+		if ok && v == 0 {
+			p.errorf(f.line, f.path, "0 means no reqid to the kernel: the policy would take any SA between these addresses; give a non-zero reqid, or leave it out (default: the SPI)")
+		}
+		return uint32(v)
+	}
 	for _, f := range p.fields(it.node, it.path, peerKeys) {
 		switch f.name {
 		case "name":
@@ -455,9 +463,9 @@ func (p *parser) peer(it item) (Peer, []item) {
 		case "spi-in":
 			pr.SPIIn = p.spi(f)
 		case "reqid-out":
-			pr.ReqidOut = u32(f)
+			pr.ReqidOut = reqid(f)
 		case "reqid-in":
-			pr.ReqidIn = u32(f)
+			pr.ReqidIn = reqid(f)
 		case "esn":
 			pr.ESN, _ = p.boolean(f)
 		case "replay-window":

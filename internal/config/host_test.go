@@ -161,6 +161,37 @@ func TestParseHostErrors(t *testing.T) {
 			"    - {name: b, local: 10.0.0.1, remote: 10.0.0.2, spi-out: 0x1001, spi-in: 0x1002}",
 			"    - {name: c, local: 10.0.0.1, remote: 10.0.0.2, spi-out: 0x1001, spi-in: 0x1003}",
 		), []string{"f.yaml:5: ipsec.peers[1].spi-out: SPI 0x1001 to 10.0.0.2 is already used (line 4)"}},
+		{"reqid 0", lines(
+			"ipsec:",
+			"  keys: k",
+			"  peers:",
+			"    - {name: b, local: 10.0.0.1, remote: 10.0.0.2, spi-out: 0x1001, spi-in: 0x1002, reqid-out: 0, reqid-in: 0}",
+		), []string{"f.yaml:4: ipsec.peers[0].reqid-out: 0 means no reqid to the kernel", "f.yaml:4: ipsec.peers[0].reqid-in: 0 means no reqid"}},
+		{"duplicate selectors", lines(
+			"ipsec:",
+			"  keys: k",
+			"  peers:",
+			"    - name: b",
+			"      local: 10.0.0.1",
+			"      remote: 10.0.0.2",
+			"      mode: tunnel",
+			"      spi-out: 0x1001",
+			"      spi-in: 0x1002",
+			"      selectors:",
+			"        - {local: 10.1.0.0/24, remote: 10.2.0.0/24}",
+			"        - {local: 10.1.0.0/24, remote: 10.2.0.0/24}",
+			"    - name: c",
+			"      local: 10.0.0.1",
+			"      remote: 10.0.0.3",
+			"      mode: tunnel",
+			"      spi-out: 0x1003",
+			"      spi-in: 0x1004",
+			"      selectors: [{local: 10.1.0.0/24, remote: 10.2.0.0/24}]",
+			"    - {name: d, local: 10.0.0.1, remote: 10.0.0.4, spi-out: 0x1005, spi-in: 0x1006}",
+			"    - {name: e, local: 10.0.0.1, remote: 10.0.0.4, spi-out: 0x1007, spi-in: 0x1008}",
+		), []string{"f.yaml:12: ipsec.peers[0].selectors[1]: traffic 10.1.0.0/24 to 10.2.0.0/24 is already protected (line 11)",
+			"f.yaml:19: ipsec.peers[1].selectors[0]: traffic 10.1.0.0/24 to 10.2.0.0/24 is already protected (line 11)",
+			"f.yaml:21: ipsec.peers[3].remote: traffic 10.0.0.1/32 to 10.0.0.4/32 is already protected (line 20)"}},
 		{"vf problems", lines(
 			"sriov:",
 			"  - pf: 03:00.0",
@@ -287,5 +318,22 @@ func TestKeyFileErrorsNeverEchoKeys(t *testing.T) {
 	ks, _ = LoadKeys(writeKeys(t, 0o600, lines("b out "+key128a, "b in "+key128a)))
 	if _, _, err := ks.PeerKeys("b", 128); err == nil || !strings.Contains(err.Error(), "same key in both directions") {
 		t.Fatalf("same key both ways: %v", err)
+	}
+}
+
+// A very long key line: the file limit names the file and the limit (it
+// used to end in "bufio.Scanner: token too long"), and a long line within
+// the limit gets its line number.
+func TestLoadKeysLongLine(t *testing.T) {
+	_, err := LoadKeys(writeKeys(t, 0o600, lines("node-b out "+key128a, "node-b in "+strings.Repeat("ab", 1<<20))))
+	if err == nil || !strings.Contains(err.Error(), "file too large: larger than the 1 MiB limit") || strings.Contains(err.Error(), "token too long") {
+		t.Errorf("2 MiB key line: %v", err)
+	}
+	ks, err := LoadKeys(writeKeys(t, 0o600, lines("node-b out "+key128a, "node-b in "+strings.Repeat("ab", 100<<10))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := ks.PeerKeys("node-b", 128); err == nil || !strings.Contains(err.Error(), ":2: peer node-b in: the key is 102400 bytes") {
+		t.Errorf("100 KiB key: %v", err)
 	}
 }

@@ -276,6 +276,7 @@ func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 	names := map[string]int{}
 	outSPI := map[string]int{} // remote/spi -> line
 	inSPI := map[string]int{}
+	selectors := map[[2]netip.Prefix]int{} // out-policy selector (local, remote) -> line
 	for i, it := range m.peers {
 		pr := &s.Peers[i]
 		at := func(key string) (int, string) { return p.lineOf(it.path+"."+key, it.line), it.path + "." + key }
@@ -372,6 +373,38 @@ func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 				p.errorf(l, path, "%s and local %s are of different IP families", sel.Remote, sel.Local)
 			}
 		}
+		m.claimSelectors(p, pr, i, at, selectors)
+	}
+}
+
+// claimSelectors refuses a policy selector that an earlier peer or
+// selector already uses: the kernel keeps one policy per selector and
+// direction, so the plan would add the same policy twice. The selectors
+// are the plan's: tunnel-mode selectors, else local/32 to remote/32.
+func (m *hostMeta) claimSelectors(p *parser, pr *Peer, i int, at func(string) (int, string), seen map[[2]netip.Prefix]int) {
+	type sel struct {
+		k    [2]netip.Prefix
+		line int
+		path string
+	}
+	var sels []sel
+	if pr.Mode == ModeTunnel && len(pr.Selectors) > 0 {
+		for j, s := range pr.Selectors {
+			if s.Local.IsValid() && s.Remote.IsValid() {
+				si := m.sels[i][j]
+				sels = append(sels, sel{[2]netip.Prefix{s.Local.Masked(), s.Remote.Masked()}, si.line, si.path})
+			}
+		}
+	} else if pr.Local.IsValid() && pr.Remote.IsValid() {
+		l, path := at("remote")
+		sels = append(sels, sel{[2]netip.Prefix{netip.PrefixFrom(pr.Local, pr.Local.BitLen()), netip.PrefixFrom(pr.Remote, pr.Remote.BitLen())}, l, path})
+	}
+	for _, s := range sels {
+		if first, dup := seen[s.k]; dup {
+			p.errorf(s.line, s.path, "traffic %s to %s is already protected (line %d); the kernel keeps one policy per selector and direction, so the plan would add it twice: remove one or make them differ", s.k[0], s.k[1], first)
+			continue
+		}
+		seen[s.k] = s.line
 	}
 }
 

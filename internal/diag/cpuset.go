@@ -8,6 +8,11 @@ import (
 	"strings"
 )
 
+// MaxCPUs bounds CPU numbers: the kernel's NR_CPUS is at most 8192 on
+// x86-64 (MAXSMP), so "0-400000000" is a typo, not a machine, and must not
+// build a map of 400 million entries.
+const MaxCPUs = 8192
+
 // CPUSet is a set of CPU numbers.
 type CPUSet map[int]bool
 
@@ -26,11 +31,17 @@ func ParseCPUList(s string) (CPUSet, error) {
 		if err != nil || a < 0 {
 			return nil, fmt.Errorf("cpu list %q: %q is not a CPU number", s, lo)
 		}
+		if a >= MaxCPUs {
+			return nil, fmt.Errorf("cpu list %q: CPU %d is past the largest CPU number Linux supports (%d)", s, a, MaxCPUs-1)
+		}
 		b := a
 		if isRange {
 			// "0-23:2/4" group syntax of isolcpus is not used by sysfs.
 			if b, err = strconv.Atoi(hi); err != nil || b < a {
 				return nil, fmt.Errorf("cpu list %q: bad range %q", s, part)
+			}
+			if b >= MaxCPUs {
+				return nil, fmt.Errorf("cpu list %q: CPU %d is past the largest CPU number Linux supports (%d)", s, b, MaxCPUs-1)
 			}
 		}
 		for c := a; c <= b; c++ {
@@ -45,6 +56,9 @@ func ParseCPUList(s string) (CPUSet, error) {
 func ParseCPUMask(s string) (CPUSet, error) {
 	set := CPUSet{}
 	words := strings.Split(strings.TrimSpace(s), ",")
+	if len(words) > MaxCPUs/32 {
+		return nil, fmt.Errorf("cpu mask %q: %d words is more than %d CPUs", s, len(words), MaxCPUs)
+	}
 	for i := range words {
 		w := words[len(words)-1-i]
 		v, err := strconv.ParseUint(w, 16, 32)

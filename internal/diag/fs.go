@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"sluice/internal/fileread"
 )
 
 // FS reads the kernel's pseudo files under Root ("/" on a live host, a
@@ -28,7 +30,7 @@ func (fs FS) path(p string) string {
 
 // ReadString returns the file's content without surrounding white space.
 func (fs FS) ReadString(p string) (string, error) {
-	b, err := os.ReadFile(fs.path(p))
+	b, err := fileread.Read(fs.path(p), fileread.ProcLimit)
 	if err != nil {
 		return "", err
 	}

@@ -4,11 +4,12 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"os"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
+
+	"sluice/internal/fileread"
 )
 
 // IRQ is one interrupt line from /proc/interrupts with its affinity.
@@ -27,7 +28,7 @@ type IRQ struct {
 // field of a line, as `awk '{print $NF}'` sees it (driver IRQ names have
 // no spaces; those that do are not network queues).
 func readInterrupts(fs FS) (map[int]*IRQ, error) {
-	b, err := os.ReadFile(fs.path("/proc/interrupts"))
+	b, err := fileread.Read(fs.path("/proc/interrupts"), fileread.ProcLimit)
 	if err != nil {
 		return nil, fmt.Errorf("reading interrupts: %w", err)
 	}

@@ -2,8 +2,10 @@ package diag
 
 import (
 	"bufio"
-	"os"
+	"bytes"
 	"strings"
+
+	"sluice/internal/fileread"
 )
 
 // pciIDPaths are where Debian (pciutils), Fedora/RHEL (hwdata) and others
@@ -24,13 +26,12 @@ type pciNames struct {
 func loadPCINames(fs FS, want map[string]bool) *pciNames {
 	n := &pciNames{vendors: map[string]string{}, devices: map[string]string{}}
 	for _, p := range pciIDPaths {
-		f, err := os.Open(fs.path(p))
+		data, err := fileread.Read(fs.path(p), fileread.ProcLimit)
 		if err != nil {
 			continue
 		}
-		defer f.Close()
 		n.source = p
-		sc := bufio.NewScanner(f)
+		sc := bufio.NewScanner(bytes.NewReader(data))
 		vendor := ""
 		for sc.Scan() {
 			line := sc.Text()

@@ -71,7 +71,7 @@ func Compile(s Snapshot) (*Tables, error) {
 	var all []placed
 	for i := range s.Policies {
 		p := &s.Policies[i]
-		if neverMatches(p) || p.Dir > kernel.DirFwd {
+		if p.Dir > kernel.DirFwd {
 			// Directions 3 and 4 are per-socket policies (charon's IKE
 			// bypass): they apply to their own socket's packets only,
 			// never to forwarded traffic.
@@ -89,8 +89,8 @@ func Compile(s Snapshot) (*Tables, error) {
 			shapes[fam] = append(shapes[fam], sh)
 			minPrio[fam] = append(minPrio[fam], [3]uint32{^uint32(0), ^uint32(0), ^uint32(0)})
 		}
-		if p.Priority < minPrio[fam][ti][p.Dir] {
-			minPrio[fam][ti][p.Dir] = p.Priority
+		if prio := effectivePriority(p); prio < minPrio[fam][ti][p.Dir] {
+			minPrio[fam][ti][p.Dir] = prio
 		}
 		all = append(all, placed{key: policyKey(p, fam, ti), dir: p.Dir, val: policyValue(p, s.States)})
 		t.Mirrored++
@@ -150,16 +150,25 @@ const (
 	flagTmplRequired = 1 << 1 // FP_F_TMPL_REQUIRED
 )
 
-// neverMatches reports policies that cannot match any packet: the kernel
-// tests (mark & mask) == value, which fails for every packet when the
-// value has bits outside the mask.
-func neverMatches(p *kernel.Policy) bool {
-	return p.Mark&^p.MarkMask != 0
+// uncertain reports policies whose match depends on what XDP cannot see.
+// A mark value with bits outside its mask counts too: 6.18 stores value &
+// mask (so the policy matches like its masked value), while a kernel that
+// stores the value as given never matches it; either way the kernel
+// decides.
+func uncertain(p *kernel.Policy) bool {
+	return p.MarkMask != 0 || p.Mark != 0 || p.IfID != 0 || p.Sel.Ifindex != 0 || p.Sub || p.SecCtx
 }
 
-// uncertain reports policies whose match depends on what XDP cannot see.
-func uncertain(p *kernel.Policy) bool {
-	return p.MarkMask != 0 || p.IfID != 0 || p.Sel.Ifindex != 0 || p.Sub || p.SecCtx
+// effectivePriority is the priority a policy competes with. The kernel
+// looks up SUB-type policies before MAIN ones, whatever their priorities
+// (xfrm_policy_lookup): a SUB match wins outright. SUB policies are also
+// uncertain, so giving them the best priority sends every packet one of
+// them matches to the kernel, and no MAIN policy is ever named for it.
+func effectivePriority(p *kernel.Policy) uint32 {
+	if p.Sub {
+		return 0
+	}
+	return p.Priority
 }
 
 func policyKey(p *kernel.Policy, fam, tuple int) fastpathFpPkey {
@@ -172,7 +181,7 @@ func policyKey(p *kernel.Policy, fam, tuple int) fastpathFpPkey {
 }
 
 func policyValue(p *kernel.Policy, states []kernel.State) fastpathFpPolicy {
-	v := fastpathFpPolicy{Priority: p.Priority, Index: p.Index, Action: uint8(p.Action)}
+	v := fastpathFpPolicy{Priority: effectivePriority(p), Index: p.Index, Action: uint8(p.Action)}
 	if uncertain(p) {
 		v.Flags |= flagUncertain
 	}

@@ -62,6 +62,10 @@ func newTestEnv(t *testing.T) *testEnv {
 	n := func(args ...string) { ip(t, append([]string{"-n", name}, args...)...) }
 	for _, l := range []string{"lan0", "wan0", "lan1"} {
 		n("link", "add", l, "type", "veth", "peer", "name", l+"p")
+		// The address frames built by Packet carry by default, so test
+		// frames are sent to the interface (the program forwards only
+		// those, as the kernel does).
+		n("link", "set", l, "address", defaultDstMAC.String())
 		n("link", "set", l, "up")
 		n("link", "set", l+"p", "up")
 	}
@@ -127,6 +131,15 @@ func (e *testEnv) in(fn func()) {
 	fn()
 }
 
+// routeOf is the egress of the environment's route to a: the LAN for
+// 10.0.0.0/8 and fd00::/16, else the WAN.
+func (e *testEnv) routeOf(a netip.Addr) int {
+	if pfx("10.0.0.0/8").Contains(a) || pfx("fd00::/16").Contains(a) {
+		return e.lan
+	}
+	return e.wan
+}
+
 func (e *testEnv) setIfaces(ifs ...Iface) {
 	e.t.Helper()
 	e.in(func() {
@@ -153,7 +166,13 @@ func (e *testEnv) explain(p Packet, ingress int) *Decision {
 	if err != nil {
 		e.t.Fatal(err)
 	}
+	return e.explainFrame(frame, ingress)
+}
+
+func (e *testEnv) explainFrame(frame []byte, ingress int) *Decision {
+	e.t.Helper()
 	var d *Decision
+	var err error
 	e.in(func() {
 		d, err = e.dp.Explain(frame, ingress)
 	})

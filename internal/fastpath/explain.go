@@ -1,6 +1,7 @@
 package fastpath
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -23,7 +24,10 @@ var reasonNames = map[fastpathFpReason]string{
 	fastpathFpReasonFP_R_NO_ROUTE: "no-route", fastpathFpReasonFP_R_ROUTE_MISMATCH: "route-mismatch",
 	fastpathFpReasonFP_R_NO_NEXTHOP: "no-nexthop", fastpathFpReasonFP_R_MTU: "mtu",
 	fastpathFpReasonFP_R_NO_TX_PORT: "no-tx-port", fastpathFpReasonFP_R_FWD_OUT: "forward-out",
-	fastpathFpReasonFP_R_FWD_IN: "forward-in",
+	fastpathFpReasonFP_R_FWD_IN:     "forward-in",
+	fastpathFpReasonFP_R_L2NOT_OURS: "l2-not-ours", fastpathFpReasonFP_R_BAD_IP_HEADER: "bad-ip-header",
+	fastpathFpReasonFP_R_MARTIAN: "martian", fastpathFpReasonFP_R_ICMP_ERROR: "icmp-error",
+	fastpathFpReasonFP_R_RP_FILTER: "rp-filter",
 }
 
 // Reasons in counter order.
@@ -39,6 +43,11 @@ const (
 	ReasonLocal        = Reason(fastpathFpReasonFP_R_LOCAL)
 	ReasonForwardOut   = Reason(fastpathFpReasonFP_R_FWD_OUT)
 	ReasonForwardIn    = Reason(fastpathFpReasonFP_R_FWD_IN)
+	ReasonL2NotOurs    = Reason(fastpathFpReasonFP_R_L2NOT_OURS)
+	ReasonBadIPHeader  = Reason(fastpathFpReasonFP_R_BAD_IP_HEADER)
+	ReasonMartian      = Reason(fastpathFpReasonFP_R_MARTIAN)
+	ReasonICMPError    = Reason(fastpathFpReasonFP_R_ICMP_ERROR)
+	ReasonRPFilter     = Reason(fastpathFpReasonFP_R_RP_FILTER)
 	reasonMax          = Reason(fastpathFpReasonFP_R_MAX)
 )
 
@@ -51,15 +60,6 @@ func (r Reason) String() string {
 
 // Forwarded reports whether the reason is a forward by the fast path.
 func (r Reason) Forwarded() bool { return r == ReasonForwardOut || r == ReasonForwardIn }
-
-// AllReasons lists every reason in counter order.
-func AllReasons() []Reason {
-	rs := make([]Reason, 0, reasonMax)
-	for r := Reason(0); r < reasonMax; r++ {
-		rs = append(rs, r)
-	}
-	return rs
-}
 
 // XDP actions.
 const (
@@ -89,10 +89,21 @@ type Decision struct {
 	Output         []byte   `json:"output,omitempty"` // the frame as the program left it
 }
 
+// ErrShortFrame means an explain frame is shorter than an Ethernet header,
+// which BPF_PROG_RUN refuses outright.
+var ErrShortFrame = errors.New("shorter than an Ethernet header")
+
 // Explain runs the explain twin of the program over frame, as if it had
 // arrived on ingressIfindex (which must exist in the calling thread's
-// network namespace when non-zero), against the live maps.
+// network namespace when non-zero), against the live maps. Safe for
+// concurrent use: each Datapath's twin reports into a map of its own, and
+// runs of one Datapath take turns.
 func (dp *Datapath) Explain(frame []byte, ingressIfindex int) (*Decision, error) {
+	if len(frame) < 14 {
+		return nil, fmt.Errorf("fastpath: frame of %d bytes is %w (14 bytes: destination MAC, source MAC, EtherType)", len(frame), ErrShortFrame)
+	}
+	dp.explainMu.Lock()
+	defer dp.explainMu.Unlock()
 	out := make([]byte, len(frame)+64)
 	opts := &ebpf.RunOptions{Data: frame, DataOut: out}
 	if ingressIfindex != 0 {
@@ -103,7 +114,7 @@ func (dp *Datapath) Explain(frame []byte, ingressIfindex int) (*Decision, error)
 		return nil, fmt.Errorf("fastpath: BPF_PROG_RUN: %w", err)
 	}
 	var d fastpathFpDecision
-	if err := dp.objs.ExplainOut.Lookup(uint32(0), &d); err != nil {
+	if err := dp.explainOut.Lookup(uint32(0), &d); err != nil {
 		return nil, err
 	}
 	dec := &Decision{

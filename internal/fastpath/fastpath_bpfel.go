@@ -60,21 +60,19 @@ type fastpathFpEmc struct {
 }
 
 type fastpathFpFlow struct {
-	_              structs.HostLayout
-	KeyTag         uint32
-	Gen            uint32
-	Epoch          uint32
-	Egress         uint32
-	PolicyIndex    uint32
-	PolicyPriority uint32
-	MaxLen         uint16
-	L2Fib          uint8
-	Dir            uint8
-	Dmac           [6]uint8
-	Smac           [6]uint8
-	Vid            uint16
-	Matched        uint8
-	Slot           uint8
+	_           structs.HostLayout
+	KeyTag      uint32
+	Gen         uint32
+	Epoch       uint32
+	Egress      uint32
+	PolicyIndex uint32
+	MaxLen      uint16
+	DirL2       uint8
+	Slot        uint8
+	Dmac        [6]uint8
+	Smac        [6]uint8
+	Vid         uint16
+	InDmac      [6]uint8
 }
 
 type fastpathFpFlowKey struct {
@@ -112,6 +110,9 @@ type fastpathFpIface struct {
 	HairpinIfindex uint32
 	HairpinDmac    [6]uint8
 	HairpinSmac    [6]uint8
+	Mac            [6]uint8
+	RpFilter       uint8
+	Pad            uint8
 }
 
 type fastpathFpLease struct {
@@ -180,7 +181,12 @@ const (
 	fastpathFpReasonFP_R_NO_TX_PORT     fastpathFpReason = 22
 	fastpathFpReasonFP_R_FWD_OUT        fastpathFpReason = 23
 	fastpathFpReasonFP_R_FWD_IN         fastpathFpReason = 24
-	fastpathFpReasonFP_R_MAX            fastpathFpReason = 25
+	fastpathFpReasonFP_R_L2NOT_OURS     fastpathFpReason = 25
+	fastpathFpReasonFP_R_BAD_IP_HEADER  fastpathFpReason = 26
+	fastpathFpReasonFP_R_MARTIAN        fastpathFpReason = 27
+	fastpathFpReasonFP_R_ICMP_ERROR     fastpathFpReason = 28
+	fastpathFpReasonFP_R_RP_FILTER      fastpathFpReason = 29
+	fastpathFpReasonFP_R_MAX            fastpathFpReason = 30
 )
 
 type fastpathFpTuple struct {
@@ -214,6 +220,7 @@ const (
 	fastpathMapFlowEmc        = "flow_emc"
 	fastpathMapIfaces         = "ifaces"
 	fastpathMapLease          = "lease"
+	fastpathMapOwnAddrs       = "own_addrs"
 	fastpathMapPolicyCounts   = "policy_counts"
 	fastpathMapPolicyTables   = "policy_tables"
 	fastpathMapReasonCounts   = "reason_counts"
@@ -296,6 +303,7 @@ type fastpathMapSpecs struct {
 	FlowEmc      *ebpf.MapSpec `ebpf:"flow_emc"`
 	Ifaces       *ebpf.MapSpec `ebpf:"ifaces"`
 	Lease        *ebpf.MapSpec `ebpf:"lease"`
+	OwnAddrs     *ebpf.MapSpec `ebpf:"own_addrs"`
 	PolicyCounts *ebpf.MapSpec `ebpf:"policy_counts"`
 	PolicyTables *ebpf.MapSpec `ebpf:"policy_tables"`
 	ReasonCounts *ebpf.MapSpec `ebpf:"reason_counts"`
@@ -352,6 +360,7 @@ type fastpathMaps struct {
 	FlowEmc      *ebpf.Map `ebpf:"flow_emc"`
 	Ifaces       *ebpf.Map `ebpf:"ifaces"`
 	Lease        *ebpf.Map `ebpf:"lease"`
+	OwnAddrs     *ebpf.Map `ebpf:"own_addrs"`
 	PolicyCounts *ebpf.Map `ebpf:"policy_counts"`
 	PolicyTables *ebpf.Map `ebpf:"policy_tables"`
 	ReasonCounts *ebpf.Map `ebpf:"reason_counts"`
@@ -371,6 +380,7 @@ func (m *fastpathMaps) Close() error {
 		m.FlowEmc,
 		m.Ifaces,
 		m.Lease,
+		m.OwnAddrs,
 		m.PolicyCounts,
 		m.PolicyTables,
 		m.ReasonCounts,

@@ -27,8 +27,8 @@ type PolicyView struct {
 }
 
 // PolicyViews returns the view of every policy in s that can match
-// forwarded traffic (directions in, out and fwd; mark values that can
-// match), computed by the same code that fills the program's tables.
+// forwarded traffic (directions in, out and fwd), computed by the same
+// code that fills the program's tables.
 func PolicyViews(s Snapshot) []PolicyView {
 	// policyValue looks for the SAs of a policy's template among the
 	// states it is given, and an SA can only match a template with its
@@ -49,7 +49,7 @@ func PolicyViews(s Snapshot) []PolicyView {
 	out := make([]PolicyView, 0, len(s.Policies))
 	for i := range s.Policies {
 		p := &s.Policies[i]
-		if neverMatches(p) || p.Dir > kernel.DirFwd {
+		if p.Dir > kernel.DirFwd {
 			continue
 		}
 		var states []kernel.State

@@ -140,6 +140,9 @@ func RunGateway(ctx context.Context, o GatewayOptions) error {
 		h := api.MetricsHandler(rt, o.TopPolicies, o.Build)
 		go func() { errc <- api.ServeMetrics(mctx, o.MetricsListen, h) }()
 		log.Info("metrics listening", "addr", o.MetricsListen)
+		if api.AllInterfaces(o.MetricsListen) {
+			log.Warn("metrics-listen binds every interface: anyone who reaches this host reads its policy and traffic counters; bind 127.0.0.1 or a management address (docs/api.md)", "addr", o.MetricsListen)
+		}
 	}
 	go func() { errc <- m.Run(mctx) }()
 	go refreshNextHops(mctx, dp, resolve, log)

@@ -1,9 +1,12 @@
 package fastpath
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
+	"os"
+	"strings"
 
 	"github.com/cilium/ebpf"
 )
@@ -36,6 +39,32 @@ type Iface struct {
 	HairpinSrcMAC  net.HardwareAddr
 }
 
+// deviceFacts reads what the program checks of the device itself, in the
+// caller's network namespace: its MAC (the kernel forwards only frames
+// sent to it) and its IPv4 reverse-path filter mode (the larger of
+// net.ipv4.conf.all and the device's rp_filter, as the kernel takes it:
+// 0 off, 1 strict, 2 loose). A device that is not there gets no MAC check
+// and the "all" setting: the program never sees its packets anyway.
+func deviceFacts(ifindex int) (mac net.HardwareAddr, rpFilter uint8) {
+	rp := func(dev string) uint8 {
+		b, err := os.ReadFile("/proc/sys/net/ipv4/conf/" + dev + "/rp_filter")
+		switch v := strings.TrimSpace(string(b)); {
+		case err != nil:
+			return 1 // unreadable: strict, so the kernel decides
+		case v == "0" || v == "2":
+			return v[0] - '0'
+		default:
+			return 1
+		}
+	}
+	rpFilter = rp("all")
+	ifc, err := net.InterfaceByIndex(ifindex)
+	if err != nil {
+		return nil, rpFilter
+	}
+	return ifc.HardwareAddr, max(rpFilter, rp(ifc.Name))
+}
+
 // SetIfaces replaces the interface, VLAN and redirect tables. Devmap
 // values are ifindexes resolved in the caller's network namespace: call it
 // from the namespace that owns the devices.
@@ -56,6 +85,9 @@ func (dp *Datapath) SetIfaces(ifs []Iface) error {
 		}
 		copy(v.HairpinDmac[:], i.HairpinDstMAC)
 		copy(v.HairpinSmac[:], i.HairpinSrcMAC)
+		mac, rpFilter := deviceFacts(i.Ifindex)
+		copy(v.Mac[:], mac)
+		v.RpFilter = rpFilter
 		want[uint32(i.Ifindex)] = v
 		if i.ParentIfindex != 0 {
 			vlans[fastpathFpVlanKey{Ifindex: uint32(i.ParentIfindex), Vid: uint32(i.VLANID)}] = uint32(i.Ifindex)
@@ -103,6 +135,9 @@ func (dp *Datapath) SetIfaces(ifs []Iface) error {
 	if err := it.Err(); err != nil {
 		return err
 	}
+	if err := dp.setOwnAddrs(); err != nil {
+		return err
+	}
 	// Interfaces (and, through the caller, routes and neighbours) changed:
 	// flow-cache entries derived from the old state must not be replayed.
 	// Last, so that no entry is filled from a state still being pruned.
@@ -128,4 +163,27 @@ func prune(m *ebpf.Map, keep func(uint32) bool) error {
 		}
 	}
 	return nil
+}
+
+// setOwnAddrs writes the namespace's IPv4 addresses (the caller's: every
+// device, as the kernel's own-source check looks at all of them) into
+// own_addrs, dropping those that went away.
+func (dp *Datapath) setOwnAddrs() error {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return fmt.Errorf("fastpath: listing this host's addresses: %w", err)
+	}
+	want := map[uint32]bool{}
+	for _, a := range addrs {
+		ipn, ok := a.(*net.IPNet)
+		if !ok || ipn.IP.To4() == nil {
+			continue
+		}
+		k := binary.NativeEndian.Uint32(ipn.IP.To4()) // network byte order in memory, as the program reads it
+		want[k] = true
+		if err := dp.objs.OwnAddrs.Put(k, uint8(1)); err != nil {
+			return fmt.Errorf("fastpath: own address %s: %w", ipn.IP, err)
+		}
+	}
+	return prune(dp.objs.OwnAddrs, func(k uint32) bool { return want[k] })
 }

@@ -14,9 +14,15 @@ import (
 // Datapath is a loaded fast path: the XDP program, its explain twin and
 // the maps they share.
 type Datapath struct {
-	objs      fastpathObjects
-	explain   *ebpf.Program // same code with explain_mode=1: reports, never counts
-	innerSpec *ebpf.MapSpec // shape of one generation's policy table
+	objs    fastpathObjects
+	explain *ebpf.Program // same code with explain_mode=1: reports, never counts
+	// explainOut is the twin's own result map, never pinned or shared:
+	// two explain runs against one gateway (two processes adopting the
+	// same pins) each read their own answer. explainMu makes runs of
+	// one Datapath take turns on it.
+	explainOut *ebpf.Map
+	explainMu  sync.Mutex
+	innerSpec  *ebpf.MapSpec // shape of one generation's policy table
 
 	// mu serialises read-modify-writes of the config word set: the
 	// mirror's Apply, the lease renewal and the route epoch run in
@@ -79,12 +85,12 @@ func Load(opts LoadOptions) (*Datapath, error) {
 		}
 		return nil, fmt.Errorf("fastpath: loading: %w", err)
 	}
-	explain, err := loadExplain(spec, &dp.objs)
+	explain, out, err := loadExplain(spec, &dp.objs)
 	if err != nil {
 		dp.objs.Close()
 		return nil, err
 	}
-	dp.explain = explain
+	dp.explain, dp.explainOut = explain, out
 	return dp, nil
 }
 
@@ -101,31 +107,32 @@ func sizeExactMatchCache(spec *ebpf.CollectionSpec) error {
 
 // loadExplain loads the explain twin against the same maps, so explain
 // sees exactly the state the live program sees.
-func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Program, error) {
+func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Program, *ebpf.Map, error) {
 	es := spec.Copy()
 	if err := es.Variables["explain_mode"].Set(uint32(1)); err != nil {
-		return nil, fmt.Errorf("fastpath: setting explain_mode: %w", err)
+		return nil, nil, fmt.Errorf("fastpath: setting explain_mode: %w", err)
 	}
 	repl := map[string]*ebpf.Map{
 		"config": objs.Config, "tuples": objs.Tuples, "policy_tables": objs.PolicyTables,
-		"ifaces": objs.Ifaces, "vlans": objs.Vlans, "tx_ports": objs.TxPorts,
+		"ifaces": objs.Ifaces, "vlans": objs.Vlans, "own_addrs": objs.OwnAddrs, "tx_ports": objs.TxPorts,
 		"reason_counts": objs.ReasonCounts, "policy_counts": objs.PolicyCounts,
-		"explain_out": objs.ExplainOut, "flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "flow_emc": objs.FlowEmc,
+		"flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "flow_emc": objs.FlowEmc,
 		"cache_gate": objs.CacheGate, "lease": objs.Lease,
 	}
 	for name, m := range es.Maps {
 		if repl[name] == nil {
-			m.Pinning = ebpf.PinNone // the twin's own maps (scratch) are never pinned
+			m.Pinning = ebpf.PinNone // the twin's own maps (scratch, explain_out) are never pinned
 		}
 	}
 	coll, err := ebpf.NewCollectionWithOptions(es, ebpf.CollectionOptions{MapReplacements: repl})
 	if err != nil {
-		return nil, fmt.Errorf("fastpath: loading the explain program: %w", err)
+		return nil, nil, fmt.Errorf("fastpath: loading the explain program: %w", err)
 	}
-	prog := coll.Programs["xdp_fastpath"]
+	prog, out := coll.Programs["xdp_fastpath"], coll.Maps["explain_out"]
 	delete(coll.Programs, "xdp_fastpath")
+	delete(coll.Maps, "explain_out")
 	coll.Close()
-	return prog, nil
+	return prog, out, nil
 }
 
 // Program is the XDP program to attach.
@@ -135,6 +142,7 @@ func (dp *Datapath) Program() *ebpf.Program { return dp.objs.XdpFastpath }
 func (dp *Datapath) Close() error {
 	if dp.explain != nil {
 		dp.explain.Close()
+		dp.explainOut.Close()
 	}
 	return dp.objs.Close()
 }

@@ -18,7 +18,10 @@ type Packet struct {
 	ICMPType       uint8
 	ICMPCode       uint8
 	TTL            uint8 // sent as is: 0 is a TTL of 0
-	Payload        int   // bytes after the L4 header
+	Payload        int   // zero bytes after the L4 header (and Quote)
+	// Quote follows the L4 header: the packet an ICMP error quotes (its
+	// IP header on), or any other L4 payload.
+	Quote []byte
 	// Oddities the fast path must hand to the kernel.
 	IPOptions bool
 	Fragment  bool
@@ -76,7 +79,7 @@ func (p Packet) l4() []byte {
 		h = make([]byte, 8)
 		binary.BigEndian.PutUint16(h[0:], p.SPort)
 		binary.BigEndian.PutUint16(h[2:], p.DPort)
-		binary.BigEndian.PutUint16(h[4:], uint16(8+p.Payload))
+		binary.BigEndian.PutUint16(h[4:], uint16(8+len(p.Quote)+p.Payload))
 	case 132: // SCTP
 		h = make([]byte, 12)
 		binary.BigEndian.PutUint16(h[0:], p.SPort)
@@ -87,7 +90,20 @@ func (p Packet) l4() []byte {
 	default:
 		h = make([]byte, 8)
 	}
+	h = append(h, p.Quote...)
 	return append(h, make([]byte, p.Payload)...)
+}
+
+// L3 is the packet from its IP header on: what an ICMP error quotes.
+func (p Packet) L3() ([]byte, error) {
+	f, err := p.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	if p.VLAN != 0 {
+		return f[18:], nil
+	}
+	return f[14:], nil
 }
 
 func (p Packet) ipv4(ttl uint8, l4 []byte) []byte {

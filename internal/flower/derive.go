@@ -12,6 +12,9 @@ import (
 type Port struct {
 	Name    string
 	Ifindex int
+	// MAC is the interface's address: rules match it as the destination,
+	// since the kernel drops frames for another host (PACKET_OTHERHOST).
+	MAC net.HardwareAddr
 	// VLAN child: the port that receives its tagged frames and its tag.
 	ParentIfindex int
 	ParentName    string
@@ -49,6 +52,10 @@ type Router interface {
 	// when the kernel would not route the whole prefix the same way
 	// (local addresses, more specific routes, policy rules, unreachable).
 	Route(dst netip.Prefix) (NextHop, string)
+	// Source returns "" when the kernel accepts every source address in
+	// src on the ingress device (no address of this host inside it, and
+	// reverse-path filtering satisfied for all of it), else the reason.
+	Source(src netip.Prefix, ingress int) string
 }
 
 // Input is what Derive works from.
@@ -133,6 +140,9 @@ func (in *Input) outbound(v *fastpath.PolicyView, port *Port) (Rule, string) {
 	if why := in.uniform(v); why != "" {
 		return Rule{}, why
 	}
+	if why := in.Router.Source(p.Sel.Src, port.Ifindex); why != "" {
+		return Rule{}, "source: " + why
+	}
 	nh, why := in.Router.Route(p.Sel.Dst)
 	if why != "" {
 		return Rule{}, "route: " + why
@@ -165,6 +175,9 @@ func (in *Input) inbound(v *fastpath.PolicyView, port *Port) (Rule, string) {
 	if why := in.uniform(v); why != "" {
 		return Rule{}, why
 	}
+	if why := in.Router.Source(p.Sel.Src, port.Ifindex); why != "" {
+		return Rule{}, "source: " + why
+	}
 	nh := port.Hairpin
 	if nh == nil {
 		route, why := in.Router.Route(p.Sel.Dst)
@@ -192,7 +205,7 @@ func baseRule(v *fastpath.PolicyView, port *Port, dir Direction) Rule {
 		Kind: KindForward, Dir: dir, Dev: port.Ifindex, DevName: port.Name,
 		IPv6: s.Dst.Addr().Is6(), Src: s.Src, Dst: s.Dst, Proto: s.Proto,
 		SPort: s.SPort & s.SPortMask, SPortMask: s.SPortMask, DPort: s.DPort & s.DPortMask, DPortMask: s.DPortMask,
-		DecTTL: port.TTL, PolicyIndex: v.Policy.Index, Port: port.Name,
+		DecTTL: port.TTL, PolicyIndex: v.Policy.Index, Port: port.Name, MatchDstMAC: port.MAC,
 	}
 }
 
@@ -207,8 +220,24 @@ func (in *Input) l2FIB(dev int) bool {
 	return false
 }
 
+// martians are addresses the kernel drops as source or destination
+// (ip_route_input_slow, ip6_rcv_core, ip6_forward); the XDP program passes
+// them to the kernel per packet, a rule cannot, so a selector that
+// includes any stays with XDP.
+var martians = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"), netip.MustParsePrefix("127.0.0.0/8"),
+	netip.MustParsePrefix("224.0.0.0/4"), netip.MustParsePrefix("255.255.255.255/32"),
+	netip.MustParsePrefix("::/128"), netip.MustParsePrefix("::1/128"), netip.MustParsePrefix("ff00::/8"),
+	netip.MustParsePrefix("fe80::/10"), netip.MustParsePrefix("::ffff:0:0/96"),
+}
+
 // matchable returns "" when flower can match exactly the selector.
 func matchable(s kernel.Selector) string {
+	for _, m := range martians {
+		if m.Overlaps(s.Src) || m.Overlaps(s.Dst) {
+			return "martian: the selector includes " + m.String() + ", which the kernel drops"
+		}
+	}
 	switch s.Proto {
 	case 1, 58:
 		return "icmp: ICMP stays with XDP and the kernel (errors match by their inner header)"

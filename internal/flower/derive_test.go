@@ -193,9 +193,13 @@ func TestDeriveLeavesUncertainSelectorsAlone(t *testing.T) {
 			return p, s, false
 		}, "route"},
 		{"prefix with more specific routes", func(p []kernel.Policy, s []kernel.State) ([]kernel.Policy, []kernel.State, bool) {
-			p[0].Sel.Dst = netip.MustParsePrefix("0.0.0.0/0")
+			p[0].Sel.Dst = netip.MustParsePrefix("32.0.0.0/3")
 			return p, s, false
 		}, "route"},
+		{"a selector with martian addresses", func(p []kernel.Policy, s []kernel.State) ([]kernel.Policy, []kernel.State, bool) {
+			p[0].Sel.Dst = netip.MustParsePrefix("0.0.0.0/0")
+			return p, s, false
+		}, "martian"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pols, states := tunnel("16.0.0.0/16", "48.0.0.0/16", 100, p0)
@@ -245,3 +249,5 @@ func TestOverlapsAndCovers(t *testing.T) {
 		t.Fatal("families overlap")
 	}
 }
+
+func (fakeRouter) Source(netip.Prefix, int) string { return "" }

@@ -96,3 +96,5 @@ func scaleViews(n int) []fastpath.PolicyView {
 	}
 	return views
 }
+
+func (wideRouter) Source(netip.Prefix, int) string { return "" }

@@ -28,7 +28,7 @@ func (r *Rule) Filter(handle uint32, skipHW bool) *kernel.FlowerFilter {
 		f.Actions = []kernel.FlowerAction{{Kind: kernel.ActPass}}
 		return f
 	}
-	f.Src, f.Dst, f.IPProto, f.NoFrag = r.Src, r.Dst, r.Proto, true
+	f.Src, f.Dst, f.IPProto, f.NoFrag, f.DstMAC = r.Src, r.Dst, r.Proto, true, r.MatchDstMAC
 	f.SPort, f.SPortMask, f.DPort, f.DPortMask = r.SPort, r.SPortMask, r.DPort, r.DPortMask
 	var a []kernel.FlowerAction
 	if r.MTU != 0 {

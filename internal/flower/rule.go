@@ -74,6 +74,9 @@ type Rule struct {
 	IPv6  bool
 	// VLANID matches the 802.1Q tag (0: untagged frames).
 	VLANID uint16
+	// MatchDstMAC, when set, is the only destination MAC matched (the
+	// ingress interface's own).
+	MatchDstMAC net.HardwareAddr
 	// The selector (KindForward).
 	Src, Dst              netip.Prefix
 	Proto                 uint8
@@ -114,6 +117,9 @@ func (r *Rule) String() string {
 		return s + " ip_ttl 0/0xfe action pass"
 	case KindICMPGuard:
 		return s + fmt.Sprintf(" ip_proto %d action pass", icmpProto(r.IPv6))
+	}
+	if r.MatchDstMAC != nil {
+		s += " dst_mac " + r.MatchDstMAC.String()
 	}
 	s += fmt.Sprintf(" src_ip %s dst_ip %s ip_flags nofrag", r.Src, r.Dst)
 	if r.Proto != 0 {

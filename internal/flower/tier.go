@@ -75,6 +75,15 @@ func (KernelRouter) Route(dst netip.Prefix) (NextHop, string) {
 		VLANID: r.VLANID, DstMAC: r.DstMAC, SrcMAC: r.SrcMAC, MTU: r.MTU}, ""
 }
 
+// Source implements Router.
+func (KernelRouter) Source(src netip.Prefix, ingress int) string {
+	why, err := kernel.SourceAccepted(src, ingress)
+	if err != nil {
+		return err.Error()
+	}
+	return why
+}
+
 // Run opens the netlink socket, removes what a previous daemon left at
 // sluice's priorities on the ports (it may have been killed), and applies
 // snapshots until ctx ends; then it removes every rule. Call it from the
@@ -190,7 +199,7 @@ func (t *Tier) resolvePorts() []Port {
 		if err != nil {
 			continue // gone or renamed: no rules for it
 		}
-		p := Port{Name: pc.Name, Ifindex: li.Ifindex, ParentIfindex: li.ParentIfindex, VLANID: li.VLANID,
+		p := Port{Name: pc.Name, Ifindex: li.Ifindex, MAC: li.MAC, ParentIfindex: li.ParentIfindex, VLANID: li.VLANID,
 			Outbound: pc.Outbound, Inbound: pc.Inbound, InboundForward: pc.InboundForward, TTL: pc.TTL, L2FIB: pc.L2FIB,
 			Budget: pc.Budget}
 		if li.ParentIfindex != 0 {

@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"strconv"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
@@ -113,4 +116,72 @@ func routePrefix(r *netlink.Route, family int) netip.Prefix {
 	a, _ := netip.AddrFromSlice(r.Dst.IP)
 	bits, _ := r.Dst.Mask.Size()
 	return netip.PrefixFrom(a.Unmap(), bits)
+}
+
+// SourceAccepted returns "" when the kernel accepts every IPv4 or IPv6
+// source address in src arriving on ingress for forwarding, as far as
+// the fast path mirrors it (docs/fastpath.md, martian and rp-filter): no
+// address of this host inside src (an own source is a martian), and for
+// IPv4 with rp_filter loose (2) a unicast route back covering all of src
+// with no unreachable, blackhole or prohibit route inside it; strict (1)
+// is not mirrored. Otherwise it returns the reason.
+func SourceAccepted(src netip.Prefix, ingress int) (string, error) {
+	family := netlink.FAMILY_V4
+	if src.Addr().Is6() {
+		family = netlink.FAMILY_V6
+	}
+	addrs, err := netlink.AddrList(nil, family)
+	if err != nil {
+		return "", fmt.Errorf("ip addr list: %w", err)
+	}
+	for _, a := range addrs {
+		if ip, ok := netip.AddrFromSlice(a.IP); ok && src.Contains(ip.Unmap()) {
+			return "an address of this host (" + ip.Unmap().String() + ") is inside the source prefix: the kernel drops it as a source", nil
+		}
+	}
+	if family == netlink.FAMILY_V6 {
+		return "", nil
+	}
+	mode := 0
+	names := []string{"all"}
+	if l, err := netlink.LinkByIndex(ingress); err == nil {
+		names = append(names, l.Attrs().Name)
+	}
+	for _, n := range names {
+		b, err := os.ReadFile("/proc/sys/net/ipv4/conf/" + n + "/rp_filter")
+		if err != nil {
+			continue
+		}
+		if v, err := strconv.Atoi(strings.TrimSpace(string(b))); err == nil && v > mode {
+			mode = v
+		}
+	}
+	switch mode {
+	case 0:
+		return "", nil
+	case 1:
+		return "rp_filter is strict on the ingress: the kernel checks each source against its route", nil
+	}
+	routes, err := netlink.RouteListFiltered(family, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+	if err != nil {
+		return "", fmt.Errorf("ip route list: %w", err)
+	}
+	covered := false
+	for i := range routes {
+		r := &routes[i]
+		rp := routePrefix(r, family)
+		if !rp.Overlaps(src) {
+			continue
+		}
+		if r.Type != unix.RTN_UNICAST {
+			return "rp_filter is loose and a " + rp.String() + " route without a way back overlaps the source prefix", nil
+		}
+		if rp.Bits() <= src.Bits() {
+			covered = true
+		}
+	}
+	if !covered {
+		return "rp_filter is loose and no route leads back to the source prefix", nil
+	}
+	return "", nil
 }

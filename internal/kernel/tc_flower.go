@@ -22,7 +22,8 @@ type FlowerFilter struct {
 	SkipSW  bool // hardware only: the production setting
 	SkipHW  bool // software only: labs (config flower-test-skip-hw)
 	IPv6    bool
-	VLANID  uint16 // match this 802.1Q tag (0: untagged)
+	VLANID  uint16           // match this 802.1Q tag (0: untagged)
+	DstMAC  net.HardwareAddr // match this destination MAC (nil: any)
 	// Selector; a zero prefix is not matched.
 	Src, Dst         netip.Prefix
 	IPProto          uint8
@@ -124,6 +125,10 @@ func (f *FlowerFilter) request(del bool) *nl.NetlinkRequest {
 		opts.AddRtAttr(nl.TCA_FLOWER_KEY_VLAN_ETH_TYPE, be16(f.ethType()))
 	} else {
 		opts.AddRtAttr(nl.TCA_FLOWER_KEY_ETH_TYPE, be16(f.ethType()))
+	}
+	if f.DstMAC != nil {
+		opts.AddRtAttr(nl.TCA_FLOWER_KEY_ETH_DST, []byte(f.DstMAC))
+		opts.AddRtAttr(nl.TCA_FLOWER_KEY_ETH_DST_MASK, []byte{0xff, 0xff, 0xff, 0xff, 0xff, 0xff})
 	}
 	if f.IPProto != 0 {
 		opts.AddRtAttr(nl.TCA_FLOWER_KEY_IP_PROTO, []byte{f.IPProto})

@@ -18,6 +18,8 @@ import (
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/fileread"
 )
 
 // StateRoot holds one directory per lab.
@@ -247,7 +249,7 @@ var ErrNoLab = errors.New("no such lab")
 
 // Load reads a lab that is up.
 func Load(name string) (*Lab, error) {
-	b, err := os.ReadFile(filepath.Join(StateRoot, name, "lab.json"))
+	b, err := fileread.Read(filepath.Join(StateRoot, name, "lab.json"), fileread.StateLimit)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("lab %q: %w (start it with 'sluice lab up TOPOLOGY --name %s')", name, ErrNoLab, name)
 	}

@@ -7,6 +7,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"sluice/internal/fileread"
 )
 
 // The journal records what apply created and what it changed (with the
@@ -90,7 +92,7 @@ func JournalPath(dir, name string) string {
 func LoadJournal(dir, name, file string) (j *Journal, exists bool, err error) {
 	p := JournalPath(dir, name)
 	j = &Journal{Name: name, File: file, Netns: netnsID(), path: p}
-	b, err := os.ReadFile(p)
+	b, err := fileread.Read(p, fileread.StateLimit)
 	if errors.Is(err, os.ErrNotExist) {
 		return j, false, nil
 	}

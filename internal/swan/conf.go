@@ -12,6 +12,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"sluice/internal/config"
+	"sluice/internal/fileread"
 )
 
 // File names written by Generate into the output directory.
@@ -63,9 +66,19 @@ func ParsePSK(text string) (PSK, error) {
 	return PSK{raw: raw}, nil
 }
 
-// ReadPSK reads a key file (its first line).
+// ReadPSK reads a key file (its first line), which must be readable by
+// its owner only.
 func ReadPSK(path string) (PSK, error) {
-	b, err := os.ReadFile(path)
+	// The same rule as host.yaml's key files: whoever reads the key can
+	// authenticate as either gateway.
+	fi, err := os.Stat(path)
+	if err != nil {
+		return PSK{}, fmt.Errorf("--psk-file: %w", err)
+	}
+	if problem := config.KeyFileProblem(path, fi); problem != "" {
+		return PSK{}, fmt.Errorf("--psk-file refused: %s", problem)
+	}
+	b, err := fileread.Read(path, fileread.KeyLimit)
 	if err != nil {
 		return PSK{}, fmt.Errorf("--psk-file: %w", err)
 	}
@@ -249,7 +262,7 @@ func Generate(dir string, s *Spec, plan *Plan) (GenResult, error) {
 
 // LoadSpec reads dir/sluice-swan.json; its PSKFile comes back absolute.
 func LoadSpec(dir string) (*Spec, error) {
-	b, err := os.ReadFile(filepath.Join(dir, SpecFile))
+	b, err := fileread.Read(filepath.Join(dir, SpecFile), fileread.StateLimit)
 	if err != nil {
 		return nil, fmt.Errorf("--dir %s: %w (it is written by 'sluice swan gen -o DIR')", dir, err)
 	}

@@ -129,15 +129,32 @@ set -euo pipefail
 		case isIP:
 			bw.WriteString(strings.Join(st.Argv[1:], " ") + "\n")
 		case st.Creates != "":
-			fmt.Fprintf(bw, "ip link show dev %s >/dev/null 2>&1 || %s\n", st.Creates, strings.Join(st.Argv, " "))
+			fmt.Fprintf(bw, "ip link show dev %s >/dev/null 2>&1 || %s\n", shellQuote(st.Creates), shellJoin(st.Argv))
 		default:
-			bw.WriteString(strings.Join(st.Argv, " ") + "\n")
+			bw.WriteString(shellJoin(st.Argv) + "\n")
 		}
 	}
 	if inBatch {
 		bw.WriteString("EOF\n")
 	}
 	return bw.Flush()
+}
+
+// shellQuote quotes s for bash unless it is plainly safe: interface names
+// may hold '$', ';' or quotes, which the kernel allows.
+func shellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_.,:/=@%+-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func shellJoin(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = shellQuote(a)
+	}
+	return strings.Join(q, " ")
 }
 
 // Apply runs the plan, in network namespace netns when not empty. The

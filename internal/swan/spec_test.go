@@ -346,3 +346,22 @@ func TestRoutingPlanMatchesTheSeed(t *testing.T) {
 		t.Fatalf("routing.sh does not parse: %v\n%s\n%s", err, out, buf.String())
 	}
 }
+
+// Names the kernel allows may still hold shell syntax ('$', ';', '('):
+// the script's shell lines quote them, so bash runs no part of a name.
+func TestRoutingScriptQuotesNames(t *testing.T) {
+	spec := &Spec{Topology: TopologyRouted, Role: RoleGW1, Tunnels: 1}
+	spec.Normalize()
+	var buf bytes.Buffer
+	NewPlan(spec, "a$(id)", "b;id", true).WriteScript(&buf)
+	script := buf.String()
+	for _, w := range []string{`ip link show dev 'a$(id).503' >/dev/null 2>&1 || ip link add link 'a$(id)' name 'a$(id).503' type vlan id 503`,
+		`ip link show dev 'b;id.505' >/dev/null 2>&1 || ip link add link 'b;id' name 'b;id.505'`} {
+		if !strings.Contains(script, w) {
+			t.Errorf("routing.sh lacks %q:\n%s", w, script)
+		}
+	}
+	if out, err := exec.Command("bash", "-n", "-c", script).CombinedOutput(); err != nil {
+		t.Fatalf("routing.sh does not parse: %v\n%s", err, out)
+	}
+}

@@ -8,14 +8,15 @@ package tune
 import (
 	"bytes"
 	"fmt"
-	"os"
 	"sort"
 	"strconv"
 	"strings"
 
-	"gopkg.in/yaml.v3"
+	"go.yaml.in/yaml/v3"
 
+	"sluice/internal/config"
 	"sluice/internal/diag"
+	"sluice/internal/fileread"
 )
 
 // Profile is a parsed tune.yaml.
@@ -97,7 +98,7 @@ var mrrsValues = map[int]int{128: 0, 256: 1, 512: 2, 1024: 3, 2048: 4, 4096: 5}
 // Load reads and validates a profile. Errors name the file, line and
 // field, and say what is allowed.
 func Load(path string) (*Profile, error) {
-	b, err := os.ReadFile(path)
+	b, err := fileread.Read(path, fileread.ConfigLimit)
 	if err != nil {
 		return nil, err
 	}
@@ -157,12 +158,18 @@ func (p *Profile) validate() error {
 	for _, name := range sortedKeys(p.Interfaces) {
 		ifc := p.Interfaces[name]
 		f := "interfaces." + name
+		if problem := config.InterfaceNameProblem(name); problem != "" {
+			return p.errf(f, "%s", problem)
+		}
 		if ifc == nil {
 			return p.errf(f, "empty: give at least one setting")
 		}
 		if ifc.CPUs != "" {
 			set, err := diag.ParseCPUList(ifc.CPUs)
-			if err != nil || len(set) == 0 {
+			if err != nil {
+				return p.errf(f+".cpus", "%v; want a CPU list like 4-13", err)
+			}
+			if len(set) == 0 {
 				return p.errf(f+".cpus", "%q: want a CPU list like 4-13", ifc.CPUs)
 			}
 			ifc.cpus = set.Sorted()

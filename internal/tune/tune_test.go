@@ -134,6 +134,8 @@ func TestTuneProfileErrors(t *testing.T) {
 		{"interfaces:\n  p0:\n    pcie-max-read-req: 3000\n", "t.yaml:3: interfaces.p0.pcie-max-read-req: 3000: want 128"},
 		{"interfaces:\n  p0:\n    ringz: {rx: 1}\n", "field ringz not found"},
 		{"sysctls:\n  net/core/busy_poll: 50\n", "t.yaml:2: sysctls.net/core/busy_poll: not a sysctl name"},
+		// A typo must not build a set of 400 million CPUs (it ran for minutes).
+		{"interfaces:\n  p0:\n    cpus: 0-400000000\n", "t.yaml:3: interfaces.p0.cpus: cpu list \"0-400000000\": CPU 400000000 is past the largest CPU number Linux supports (8191)"},
 	} {
 		_, err := Parse("t.yaml", []byte(tc.yaml))
 		if err == nil || !strings.Contains(err.Error(), tc.want) {

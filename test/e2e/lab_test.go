@@ -472,9 +472,9 @@ func TestLabOverlayPairNeedsVM(t *testing.T) {
 	name := labName("o")
 	cmd := exec.Command(bin, "lab", "up", "overlay-pair", "--name", name)
 	out, err := cmd.CombinedOutput()
-	if code := cmd.ProcessState.ExitCode(); err == nil || code != 2 ||
+	if code := cmd.ProcessState.ExitCode(); err == nil || code != 4 ||
 		!strings.Contains(string(out), "esp (") || !strings.Contains(string(out), "--vm") {
-		t.Errorf("lab up overlay-pair on a kernel without ESP: exit %d, want 2 naming esp and --vm:\n%s", code, out)
+		t.Errorf("lab up overlay-pair on a kernel without ESP: exit %d, want 4 naming esp and --vm:\n%s", code, out)
 	}
 	if strings.Contains(netnsList(t), "sl-"+name+"-") {
 		t.Errorf("a refused lab left namespaces behind")

@@ -208,8 +208,8 @@ func TestDoctorBrokenBond(t *testing.T) {
 		wantVerdict(t, result(t, r, "sa-per-peer", "1 of 1 peer direction(s)"), diag.Warn, "a single SA per peer")
 		wantVerdict(t, result(t, r, "mlx5-steering", fmt.Sprintf("netdevsim/netdevsim%d", id)), diag.Fail, "eswitch mode legacy, the configuration needs switchdev")
 		wantVerdict(t, result(t, r, "esp-offload", nsim), diag.OK, "esp-hw-offload")
-		if code != 1 {
-			t.Errorf("exit code %d, want 1 (failed checks)", code)
+		if code != 3 {
+			t.Errorf("exit code %d, want 3 (failed checks)", code)
 		}
 	})
 	step(t, "text output names the slave and the fix", func(t *testing.T) {

@@ -144,7 +144,7 @@ func TestFlowerMatchesXDP(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { dp.Close(); fs.Close() })
-	ports := []flower.Port{{Name: "lan0", Ifindex: lan, Outbound: true, TTL: true, L2FIB: true}, {Name: "wan0", Ifindex: wan, L2FIB: true}}
+	ports := []flower.Port{{Name: "lan0", Ifindex: lan, MAC: lanMAC, Outbound: true, TTL: true, L2FIB: true}, {Name: "wan0", Ifindex: wan, L2FIB: true}}
 
 	var sound, covered, xdpFwd, rulesChecked int
 	for seed := int64(1); seed <= 6; seed++ {

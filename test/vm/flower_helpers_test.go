@@ -104,3 +104,6 @@ func pktCount(t *testing.T, ns, dev, pref string) int {
 	n, _ := strconv.Atoi(m[1])
 	return n
 }
+
+// Source implements flower.Router: the lab's sources are fine.
+func (r staticRouter) Source(netip.Prefix, int) string { return "" }

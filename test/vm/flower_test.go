@@ -98,13 +98,14 @@ func newFlowerLab(t *testing.T, l *lab) *flowerLab {
 		nsRun(t, f.a, "ping", "-c", "1", "-W", "3", "10.0.0.254")
 		nsRun(t, f.a, "ping", "-c", "1", "-W", "3", "2001:db8:16::254")
 		f.p0, _ = link(t, f.gw, "p0")
-		f.p0vl, _ = link(t, f.gw, "p0.502")
+		var vlMAC net.HardwareAddr
+		f.p0vl, vlMAC = link(t, f.gw, "p0.502")
 		f.wan, f.gwWanMAC = link(t, f.gw, "wan0")
 		_, f.bMAC = link(t, f.b, "wan0")
 		nh := flower.NextHop{Ifindex: f.wan, Name: "wan0", DstMAC: f.bMAC, SrcMAC: f.gwWanMAC, MTU: 1500}
 		f.router = staticRouter{netip.MustParsePrefix("48.0.0.0/8"): nh, netip.MustParsePrefix("2001:db8:48::/48"): nh}
 		f.ports = []flower.Port{
-			{Name: "p0.502", Ifindex: f.p0vl, ParentIfindex: f.p0, ParentName: "p0", VLANID: 502, Outbound: true, TTL: true},
+			{Name: "p0.502", Ifindex: f.p0vl, MAC: vlMAC, ParentIfindex: f.p0, ParentName: "p0", VLANID: 502, Outbound: true, TTL: true},
 			{Name: "wan0", Ifindex: f.wan, L2FIB: true},
 		}
 		p4, s4 := flowerTunnel(10, "10.0.0.0/24", "48.0.0.0/16", f.wan)
@@ -164,7 +165,7 @@ func TestFlowerRulesOnPackets(t *testing.T) {
 			t.Fatalf("apply: %+v %v %v", st, errs, err)
 		}
 		out := run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress")
-		mustContain(t, out, "skip_hw", "vlan_id 502", "pedit", "csum", "police", "vlan", "pop", "mirred (Egress Redirect to device wan0)")
+		mustContain(t, out, "skip_hw", "vlan_id 502", "dst_mac", "pedit", "csum", "police", "vlan", "pop", "mirred (Egress Redirect to device wan0)")
 		if strings.Contains(out, "skip_sw") {
 			t.Fatalf("lab rules must be skip_hw only:\n%s", out)
 		}
