@@ -52,10 +52,11 @@ type Router interface {
 	// when the kernel would not route the whole prefix the same way
 	// (local addresses, more specific routes, policy rules, unreachable).
 	Route(dst netip.Prefix) (NextHop, string)
-	// Source returns "" when the kernel accepts every source address in
-	// src on the ingress device (no address of this host inside it, and
-	// reverse-path filtering satisfied for all of it), else the reason.
-	Source(src netip.Prefix, ingress int) string
+	// Source returns the addresses of this host inside src (the kernel
+	// drops them as sources: each gets a guard rule) and "" when the
+	// kernel accepts every other source in src on the ingress device
+	// (reverse-path filtering), else the reason.
+	Source(src netip.Prefix, ingress int) ([]netip.Addr, string)
 }
 
 // Input is what Derive works from.
@@ -93,11 +94,18 @@ func Derive(in Input) Result {
 	emit := func(r Rule, ttl bool) {
 		r.Pref = prefFor(KindForward, r.VLANID, r.IPv6)
 		res.Rules = append(res.Rules, r)
+		var gs []Rule
 		for _, k := range []Kind{KindICMPGuard, KindTTLGuard} {
 			if k == KindTTLGuard && !ttl {
 				continue
 			}
-			g := Rule{Kind: k, Dir: r.Dir, Dev: r.Dev, DevName: r.DevName, Chain: r.Chain, Pref: prefFor(k, r.VLANID, r.IPv6), IPv6: r.IPv6, VLANID: r.VLANID}
+			gs = append(gs, Rule{Kind: k, Dir: r.Dir, Dev: r.Dev, DevName: r.DevName, Chain: r.Chain, Pref: prefFor(k, r.VLANID, r.IPv6), IPv6: r.IPv6, VLANID: r.VLANID})
+		}
+		for _, a := range r.ownSources {
+			gs = append(gs, Rule{Kind: KindSrcGuard, Dir: r.Dir, Dev: r.Dev, DevName: r.DevName, Chain: r.Chain, Pref: prefFor(KindSrcGuard, r.VLANID, r.IPv6), IPv6: r.IPv6, VLANID: r.VLANID,
+				Src: netip.PrefixFrom(a, a.BitLen())})
+		}
+		for _, g := range gs {
 			if !guards[g.Key()] {
 				guards[g.Key()] = true
 				res.Rules = append(res.Rules, g)
@@ -140,7 +148,8 @@ func (in *Input) outbound(v *fastpath.PolicyView, port *Port) (Rule, string) {
 	if why := in.uniform(v); why != "" {
 		return Rule{}, why
 	}
-	if why := in.Router.Source(p.Sel.Src, port.Ifindex); why != "" {
+	own, why := in.Router.Source(p.Sel.Src, port.Ifindex)
+	if why != "" {
 		return Rule{}, "source: " + why
 	}
 	nh, why := in.Router.Route(p.Sel.Dst)
@@ -154,7 +163,7 @@ func (in *Input) outbound(v *fastpath.PolicyView, port *Port) (Rule, string) {
 	if port.ParentIfindex != 0 {
 		r.Dev, r.DevName, r.VLANID, r.PopVLAN = port.ParentIfindex, port.ParentName, port.VLANID, true
 	}
-	r.Redirect, r.RedirectName, r.MTU = nh.Ifindex, nh.Name, nh.MTU
+	r.Redirect, r.RedirectName, r.MTU, r.ownSources = nh.Ifindex, nh.Name, nh.MTU, own
 	if in.l2FIB(v.OffloadIfindex) {
 		if nh.DstMAC == nil {
 			return Rule{}, "route: next hop not resolved yet (XDP resolves it per packet)"
@@ -175,7 +184,8 @@ func (in *Input) inbound(v *fastpath.PolicyView, port *Port) (Rule, string) {
 	if why := in.uniform(v); why != "" {
 		return Rule{}, why
 	}
-	if why := in.Router.Source(p.Sel.Src, port.Ifindex); why != "" {
+	own, why := in.Router.Source(p.Sel.Src, port.Ifindex)
+	if why != "" {
 		return Rule{}, "source: " + why
 	}
 	nh := port.Hairpin
@@ -190,7 +200,7 @@ func (in *Input) inbound(v *fastpath.PolicyView, port *Port) (Rule, string) {
 		return Rule{}, "route: next hop not resolved yet (XDP resolves it per packet)"
 	}
 	r := baseRule(v, port, Inbound)
-	r.Chain = in.InboundChain
+	r.Chain, r.ownSources = in.InboundChain, own
 	r.DstMAC, r.SrcMAC, r.MTU = nh.DstMAC, nh.SrcMAC, nh.MTU
 	r.Redirect, r.RedirectName = nh.Ifindex, nh.Name
 	if nh.ParentIfindex != 0 {

@@ -250,4 +250,31 @@ func TestOverlapsAndCovers(t *testing.T) {
 	}
 }
 
-func (fakeRouter) Source(netip.Prefix, int) string { return "" }
+func (fakeRouter) Source(netip.Prefix, int) ([]netip.Addr, string) { return nil, "" }
+
+// ownRouter is fakeRouter on a host that owns 16.0.0.254.
+type ownRouter struct{ fakeRouter }
+
+func (ownRouter) Source(src netip.Prefix, _ int) ([]netip.Addr, string) {
+	if a := netip.MustParseAddr("16.0.0.254"); src.Contains(a) {
+		return []netip.Addr{a}, ""
+	}
+	return nil, ""
+}
+
+// An own address inside the source prefix gets a guard in front of the
+// forward: the kernel drops it as a source, so the NIC must not carry it.
+func TestDeriveGuardsOwnSources(t *testing.T) {
+	pols, states := tunnel("16.0.0.0/16", "48.0.0.0/16", 100, p0)
+	res := Derive(Input{Views: fastpath.PolicyViews(fastpath.Snapshot{Policies: pols, States: states}), Ports: ports(false), Router: ownRouter{}})
+	var guard string
+	for _, r := range res.Rules {
+		if r.Kind == KindSrcGuard {
+			guard = r.String()
+		}
+	}
+	want := "dev p0 chain 0 pref 49001 protocol 802.1Q flower vlan_id 502 vlan_ethtype ip src_ip 16.0.0.254/32 action pass"
+	if guard != want || len(forwards(res)) != 1 {
+		t.Fatalf("guard %q, want %q; rules %v", guard, want, res.Rules)
+	}
+}

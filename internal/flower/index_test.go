@@ -97,4 +97,4 @@ func scaleViews(n int) []fastpath.PolicyView {
 	return views
 }
 
-func (wideRouter) Source(netip.Prefix, int) string { return "" }
+func (wideRouter) Source(netip.Prefix, int) ([]netip.Addr, string) { return nil, "" }

@@ -27,6 +27,10 @@ func (r *Rule) Filter(handle uint32, skipHW bool) *kernel.FlowerFilter {
 		f.IPProto = icmpProto(r.IPv6)
 		f.Actions = []kernel.FlowerAction{{Kind: kernel.ActPass}}
 		return f
+	case KindSrcGuard:
+		f.Src = r.Src
+		f.Actions = []kernel.FlowerAction{{Kind: kernel.ActPass}}
+		return f
 	}
 	f.Src, f.Dst, f.IPProto, f.NoFrag, f.DstMAC = r.Src, r.Dst, r.Proto, true, r.MatchDstMAC
 	f.SPort, f.SPortMask, f.DPort, f.DPortMask = r.SPort, r.SPortMask, r.DPort, r.DPortMask

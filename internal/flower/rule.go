@@ -22,6 +22,10 @@ const (
 	// kernel matches ICMP errors against policies by their inner header
 	// (and i12's XDP program models that), which no flower key can.
 	KindICMPGuard
+	// KindSrcGuard hands packets from one of this host's own addresses
+	// inside a forward's source prefix to the host: the kernel drops them
+	// as martians (an own source), a forward must not carry them.
+	KindSrcGuard
 )
 
 // Direction of a forwarding rule.
@@ -88,6 +92,7 @@ type Rule struct {
 	PushVLAN              uint16
 	MTU                   int // larger packets go to the host (the kernel sends ICMP); 0: no check
 	Redirect              int // egress device (mirred egress redirect)
+	ownSources            []netip.Addr
 	PolicyIndex           uint32
 	Port                  string // the configured interface the rule serves (for show)
 	RedirectName, DevName string
@@ -97,7 +102,7 @@ type Rule struct {
 // same filter. The installer keys its reconciliation on it.
 func (r *Rule) Key() string {
 	if r.Kind != KindForward {
-		return fmt.Sprintf("%d/%d/guard%d/v%d/6=%v", r.Dev, r.Chain, r.Kind, r.VLANID, r.IPv6)
+		return fmt.Sprintf("%d/%d/guard%d/v%d/6=%v/%s", r.Dev, r.Chain, r.Kind, r.VLANID, r.IPv6, r.Src)
 	}
 	return fmt.Sprintf("%d/%d/%d/v%d/%s>%s/p%d/%d&%d/%d&%d", r.Dev, r.Chain, r.Pref, r.VLANID, r.Src, r.Dst,
 		r.Proto, r.SPort, r.SPortMask, r.DPort, r.DPortMask)
@@ -117,6 +122,8 @@ func (r *Rule) String() string {
 		return s + " ip_ttl 0/0xfe action pass"
 	case KindICMPGuard:
 		return s + fmt.Sprintf(" ip_proto %d action pass", icmpProto(r.IPv6))
+	case KindSrcGuard:
+		return s + fmt.Sprintf(" src_ip %s action pass", r.Src)
 	}
 	if r.MatchDstMAC != nil {
 		s += " dst_mac " + r.MatchDstMAC.String()

@@ -76,12 +76,12 @@ func (KernelRouter) Route(dst netip.Prefix) (NextHop, string) {
 }
 
 // Source implements Router.
-func (KernelRouter) Source(src netip.Prefix, ingress int) string {
-	why, err := kernel.SourceAccepted(src, ingress)
+func (KernelRouter) Source(src netip.Prefix, ingress int) ([]netip.Addr, string) {
+	own, why, err := kernel.SourceAccepted(src, ingress)
 	if err != nil {
-		return err.Error()
+		return nil, err.Error()
 	}
-	return why
+	return own, why
 }
 
 // Run opens the netlink socket, removes what a previous daemon left at

@@ -118,29 +118,30 @@ func routePrefix(r *netlink.Route, family int) netip.Prefix {
 	return netip.PrefixFrom(a.Unmap(), bits)
 }
 
-// SourceAccepted returns "" when the kernel accepts every IPv4 or IPv6
-// source address in src arriving on ingress for forwarding, as far as
-// the fast path mirrors it (docs/fastpath.md, martian and rp-filter): no
-// address of this host inside src (an own source is a martian), and for
-// IPv4 with rp_filter loose (2) a unicast route back covering all of src
-// with no unreachable, blackhole or prohibit route inside it; strict (1)
-// is not mirrored. Otherwise it returns the reason.
-func SourceAccepted(src netip.Prefix, ingress int) (string, error) {
+// SourceAccepted returns the addresses of this host inside src (the
+// kernel drops them as sources: martians), and "" when it accepts every
+// other source address in src arriving on ingress for forwarding, as far
+// as the fast path mirrors it (docs/fastpath.md, rp-filter): for IPv4
+// with rp_filter loose (2) a unicast route back covering all of src with
+// no unreachable, blackhole or prohibit route inside it; strict (1) is
+// not mirrored. Otherwise it returns the reason.
+func SourceAccepted(src netip.Prefix, ingress int) ([]netip.Addr, string, error) {
 	family := netlink.FAMILY_V4
 	if src.Addr().Is6() {
 		family = netlink.FAMILY_V6
 	}
 	addrs, err := netlink.AddrList(nil, family)
 	if err != nil {
-		return "", fmt.Errorf("ip addr list: %w", err)
+		return nil, "", fmt.Errorf("ip addr list: %w", err)
 	}
+	var own []netip.Addr
 	for _, a := range addrs {
 		if ip, ok := netip.AddrFromSlice(a.IP); ok && src.Contains(ip.Unmap()) {
-			return "an address of this host (" + ip.Unmap().String() + ") is inside the source prefix: the kernel drops it as a source", nil
+			own = append(own, ip.Unmap())
 		}
 	}
 	if family == netlink.FAMILY_V6 {
-		return "", nil
+		return own, "", nil
 	}
 	mode := 0
 	names := []string{"all"}
@@ -158,13 +159,13 @@ func SourceAccepted(src netip.Prefix, ingress int) (string, error) {
 	}
 	switch mode {
 	case 0:
-		return "", nil
+		return own, "", nil
 	case 1:
-		return "rp_filter is strict on the ingress: the kernel checks each source against its route", nil
+		return own, "rp_filter is strict on the ingress: the kernel checks each source against its route", nil
 	}
 	routes, err := netlink.RouteListFiltered(family, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
 	if err != nil {
-		return "", fmt.Errorf("ip route list: %w", err)
+		return nil, "", fmt.Errorf("ip route list: %w", err)
 	}
 	covered := false
 	for i := range routes {
@@ -174,14 +175,14 @@ func SourceAccepted(src netip.Prefix, ingress int) (string, error) {
 			continue
 		}
 		if r.Type != unix.RTN_UNICAST {
-			return "rp_filter is loose and a " + rp.String() + " route without a way back overlaps the source prefix", nil
+			return own, "rp_filter is loose and a " + rp.String() + " route without a way back overlaps the source prefix", nil
 		}
 		if rp.Bits() <= src.Bits() {
 			covered = true
 		}
 	}
 	if !covered {
-		return "rp_filter is loose and no route leads back to the source prefix", nil
+		return own, "rp_filter is loose and no route leads back to the source prefix", nil
 	}
-	return "", nil
+	return own, "", nil
 }

@@ -52,7 +52,7 @@ policies:
 			t.Fatal("a killed daemon cannot have removed its rules; the test is wrong")
 		}
 		out := run(t, "ip", "netns", "exec", dut, g.bin, "gateway", "stop", "--pin-dir", g.pinDir)
-		mustContain(t, out, "removed 3 flower rule(s)")
+		mustContain(t, out, "removed 4 flower rule(s)")
 		if r := rules(); strings.TrimSpace(r) != "" {
 			t.Fatalf("filters left after stop:\n%s", r)
 		}

@@ -106,4 +106,4 @@ func pktCount(t *testing.T, ns, dev, pref string) int {
 }
 
 // Source implements flower.Router: the lab's sources are fine.
-func (r staticRouter) Source(netip.Prefix, int) string { return "" }
+func (r staticRouter) Source(netip.Prefix, int) ([]netip.Addr, string) { return nil, "" }
