@@ -152,8 +152,19 @@ func (in *Installer) Apply(rules []Rule) (Stats, []error, error) {
 		if r, ok := want[k]; ok && r.String() == old.rule.String() {
 			continue
 		}
-		del = append(del, old.rule.Filter(old.handle, in.SkipHW))
 		delKeys = append(delKeys, k)
+	}
+	// Forwards come out before guards.
+	sort.Slice(delKeys, func(a, b int) bool {
+		fa, fb := in.installed[delKeys[a]].rule.Kind == KindForward, in.installed[delKeys[b]].rule.Kind == KindForward
+		if fa != fb {
+			return fa
+		}
+		return delKeys[a] < delKeys[b]
+	})
+	for _, k := range delKeys {
+		old := in.installed[k]
+		del = append(del, old.rule.Filter(old.handle, in.SkipHW))
 	}
 	var out []error
 	errs, err := in.FS.Del(del)
@@ -174,7 +185,17 @@ func (in *Installer) Apply(rules []Rule) (Stats, []error, error) {
 			keys = append(keys, k)
 		}
 	}
-	sort.Strings(keys)
+	// Guards go in before the forwards they protect (a forward without
+	// its TTL, ICMP or own-source guard would carry what the kernel must
+	// see), and come out after them (below, removals are ordered the
+	// other way).
+	sort.Slice(keys, func(a, b int) bool {
+		ga, gb := want[keys[a]].Kind != KindForward, want[keys[b]].Kind != KindForward
+		if ga != gb {
+			return ga
+		}
+		return keys[a] < keys[b]
+	})
 	add := make([]*kernel.FlowerFilter, len(keys))
 	for i, k := range keys {
 		r := want[k]
@@ -255,12 +276,15 @@ func (in *Installer) Reconcile(devs []int) (removed, missing int, err error) {
 	if err != nil {
 		return 0, missing, err
 	}
+	var failed []error
 	for _, e := range errs {
 		if e == nil || errors.Is(e, syscall.ENOENT) {
 			removed++
+		} else {
+			failed = append(failed, e)
 		}
 	}
-	return removed, missing, nil
+	return removed, missing, errors.Join(failed...)
 }
 
 // RemoveAll removes sluice's flower filters (its priority range, any

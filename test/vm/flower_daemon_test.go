@@ -37,13 +37,15 @@ policies:
 	rules := func() string { return run(t, "tc", "-n", dut, "filter", "show", "dev", "lan0", "ingress") }
 	step(t, "the daemon installs the rule on lan0 for VLAN 502", func(t *testing.T) {
 		deadline := time.Now().Add(60 * time.Second)
-		for !strings.Contains(rules(), "Egress Redirect to device wan0") {
+		// The forward and its three guards (ICMP, TTL, the gateway's own
+		// 10.0.0.254 inside the source prefix); guards go in first.
+		for strings.Count(rules(), " handle 0x") < 4 || !strings.Contains(rules(), "Egress Redirect to device wan0") {
 			if time.Now().After(deadline) {
 				t.Fatalf("no rule after 60 s:\n%s", rules())
 			}
 			time.Sleep(200 * time.Millisecond)
 		}
-		mustContain(t, rules(), "vlan_id 502", "skip_hw", "dst_ip 48.0.1.0/24", "pop", "pedit", "csum")
+		mustContain(t, rules(), "vlan_id 502", "skip_hw", "dst_ip 48.0.1.0/24", "src_ip 10.0.0.254", "pop", "pedit", "csum")
 	})
 	step(t, "killed, the daemon leaves its rules; gateway stop removes them", func(t *testing.T) {
 		g.daemon.Process.Signal(syscall.SIGKILL)
