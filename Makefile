@@ -59,6 +59,13 @@ test-kernel-model:
 ## test: everything CI runs, on a machine where nothing is installed yet
 test: setup lint check-generated test-host vmtest
 
+## fuzz: every Go fuzz target for FUZZTIME each (default 30s), one at a time; not part of test
+## (the seed corpora already run in test-host). FUZZ=word limits it: make fuzz FUZZ=FuzzParseHost
+FUZZTIME ?= 30s
+.PHONY: fuzz
+fuzz:
+	FUZZTIME=$(FUZZTIME) bash scripts/fuzz.sh $(FUZZ)
+
 ## demo: build, show what sluice sees of this kernel, then benchmark kernel vs XDP vs sluice forwarding (bin/demo-report)
 demo: build
 	./$(BIN) version

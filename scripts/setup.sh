@@ -14,6 +14,7 @@ PKGS=(
   strongswan strongswan-swanctl charon-systemd libcharon-extra-plugins
   libstrongswan-standard-plugins libstrongswan-extra-plugins
   qemu-system-x86 busybox-static chromium
+  openvswitch-switch libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu libxml2-utils
 )
 # Test kernel for the VM: bookworm-backports 6.12 (closer to what users run than bookworm's 6.1).
 BPO_PKGS=(linux-image-amd64 linux-headers-amd64 linux-source)

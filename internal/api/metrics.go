@@ -31,6 +31,9 @@ var (
 	descNextHop  = prometheus.NewDesc("sluice_nexthop_resolved", "1 when the interface's hairpin next hop is resolved.", []string{"iface", "nexthop"}, nil)
 	descCache    = prometheus.NewDesc("sluice_flow_cache_packets_total", "Packets by what the flow cache did: hit (replayed), fill (decided in full, remembered), bypass (decided in full while the cache was off for thrashing).", []string{"result"}, nil)
 	descCacheL4  = prometheus.NewDesc("sluice_flow_cache_keys_l4", "1 when flow-cache entries are per connection (a policy or the FIB looks at ports), 0 when per host pair.", nil, nil)
+	descOpen     = prometheus.NewDesc("sluice_fastpath_open", "1 when the XDP program forwards (tables ready, lease current); 0 while everything goes to the kernel.", nil, nil)
+	descPinsOK   = prometheus.NewDesc("sluice_pins_ok", "1 when every map and link is pinned under the pin dir; 0 after they were removed and could not be pinned again.", nil, nil)
+	descRepins   = prometheus.NewDesc("sluice_pin_repairs_total", "Times pins removed under the daemon were pinned again.", nil, nil)
 	descFlower   = prometheus.NewDesc("sluice_flower_rules", "Flower tier: hardware rules installed now.", nil, nil)
 	descFlowerEv = prometheus.NewDesc("sluice_flower_events_total", "Flower tier events: rules added, removed, refused (by the device), tunnels promoted into the NIC and demoted back to XDP.", []string{"event"}, nil)
 	descBuild    = prometheus.NewDesc("sluice_build_info", "Build information; always 1.", []string{"version", "commit", "goversion"}, nil)
@@ -43,7 +46,7 @@ type collector struct {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPackets, descPolPkts, descPolBytes, descPolicies, descInSync, descResyncs, descSyncs, descNextHop, descCache, descCacheL4, descFlower, descFlowerEv, descBuild} {
+	for _, d := range []*prometheus.Desc{descPackets, descPolPkts, descPolBytes, descPolicies, descInSync, descResyncs, descSyncs, descNextHop, descCache, descCacheL4, descOpen, descPinsOK, descRepins, descFlower, descFlowerEv, descBuild} {
 		ch <- d
 	}
 }
@@ -69,6 +72,9 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descPolicies, prometheus.GaugeValue, float64(s.Mirror.KernelPolicies), "kernel")
 	ch <- prometheus.MustNewConstMetric(descPolicies, prometheus.GaugeValue, float64(s.Mirror.MirroredPolicies), "mirrored")
 	ch <- prometheus.MustNewConstMetric(descInSync, prometheus.GaugeValue, b2f(s.Mirror.InSync))
+	ch <- prometheus.MustNewConstMetric(descOpen, prometheus.GaugeValue, b2f(s.FastPathOpen))
+	ch <- prometheus.MustNewConstMetric(descPinsOK, prometheus.GaugeValue, b2f(s.Pins.OK))
+	ch <- prometheus.MustNewConstMetric(descRepins, prometheus.CounterValue, float64(s.Pins.Repairs))
 	ch <- prometheus.MustNewConstMetric(descResyncs, prometheus.CounterValue, float64(s.Mirror.Resyncs))
 	ch <- prometheus.MustNewConstMetric(descSyncs, prometheus.CounterValue, float64(s.Mirror.Syncs))
 	fc := s.FlowCache
@@ -129,13 +135,10 @@ func MetricsHandler(p Provider, topN int, build Build) http.Handler {
 	return promhttp.HandlerFor(reg, promhttp.HandlerOpts{ErrorHandling: promhttp.ContinueOnError})
 }
 
-// ServeMetrics listens on addr (TCP) and serves /metrics until ctx ends,
-// within DefaultLimits.
-func ServeMetrics(ctx context.Context, addr string, h http.Handler) error {
-	l, err := net.Listen("tcp", addr)
-	if err != nil {
-		return err
-	}
+// ServeMetrics serves /metrics on l until ctx ends, within DefaultLimits.
+// The daemon binds l (net.Listen("tcp", metrics-listen)) before it attaches
+// anything, so a bad address fails the start with nothing to undo.
+func ServeMetrics(ctx context.Context, l net.Listener, h http.Handler) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", h)
 	srv := newServer(mux)

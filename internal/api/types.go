@@ -7,11 +7,15 @@ const Version = "v1"
 
 // GatewayStatus is GET /v1/gateway.
 type GatewayStatus struct {
-	Version      string            `json:"version"`
-	Commit       string            `json:"commit"`
-	Started      time.Time         `json:"started"`
-	PolicySource string            `json:"policy_source"`
-	PinDir       string            `json:"pin_dir"`
+	Version      string    `json:"version"`
+	Commit       string    `json:"commit"`
+	Started      time.Time `json:"started"`
+	PolicySource string    `json:"policy_source"`
+	PinDir       string    `json:"pin_dir"`
+	// FastPathOpen: the program forwards (ready and the lease current);
+	// false, everything goes to the kernel.
+	FastPathOpen bool              `json:"fast_path_open"`
+	Pins         PinStatus         `json:"pins"`
 	Interfaces   []InterfaceStatus `json:"interfaces"`
 	Mirror       MirrorStatus      `json:"mirror"`
 	FlowCache    FlowCacheStatus   `json:"flow_cache"`
@@ -55,9 +59,24 @@ type FlowCacheStatus struct {
 	Bypassed uint64 `json:"bypassed"`
 }
 
+// PinStatus says whether the pins under the pin dir are all there.
+type PinStatus struct {
+	OK      bool     `json:"ok"`
+	Missing []string `json:"missing,omitempty"` // at the last check that found some gone
+	Repairs uint64   `json:"repairs"`           // times they were pinned again
+	// LastError is why pinning again failed (it is retried every second).
+	LastError string `json:"last_error,omitempty"`
+}
+
 // MirrorStatus is the kernel mirror's state.
 type MirrorStatus struct {
-	InSync           bool      `json:"in_sync"`
+	// InSync: the tables equal the kernel's state and the program uses
+	// them. Never true while the fast path is closed.
+	InSync bool `json:"in_sync"`
+	// State: in-sync, catching-up (after a resync or a lapsed lease),
+	// verifying (comparing with a second dump), closed (retrying), or
+	// closed-under-us (the program is closed though the mirror is not).
+	State            string    `json:"state"`
 	KernelPolicies   int       `json:"kernel_policies"`
 	KernelStates     int       `json:"kernel_states"`
 	MirroredPolicies int       `json:"mirrored_policies"`
@@ -65,6 +84,9 @@ type MirrorStatus struct {
 	TuplesIPv6       int       `json:"tuples_ipv6"`
 	Syncs            uint64    `json:"syncs"`
 	Resyncs          uint64    `json:"resyncs"`
+	Verified         uint64    `json:"verified"`     // verifying dumps that agreed
+	Divergences      uint64    `json:"divergences"`  // verifying dumps that did not
+	LeaseLapses      uint64    `json:"lease_lapses"` // leases that ran out under the daemon
 	LastSync         time.Time `json:"last_sync"`
 	LastSyncDuration string    `json:"last_sync_duration"`
 	LastError        string    `json:"last_error,omitempty"`

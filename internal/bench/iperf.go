@@ -94,6 +94,9 @@ func ParseIperf3Dir(b []byte, dir string) (IperfRun, error) {
 	if fwd == nil || rev == nil {
 		return IperfRun{}, errors.New("iperf3 JSON has no sum_received and sum_received_bidir_reverse: run iperf3 with --bidi (3.7 or later)")
 	}
+	if fwd.BitsPerSecond < 0 || rev.BitsPerSecond < 0 {
+		return IperfRun{}, fmt.Errorf("iperf3 JSON: negative rates (%g and %g bits/s): not iperf3's output", fwd.BitsPerSecond, rev.BitsPerSecond)
+	}
 	return IperfRun{ForwardBPS: fwd.BitsPerSecond, ReverseBPS: rev.BitsPerSecond}, nil
 }
 
@@ -259,8 +262,12 @@ func ParsePing(out string) (PingStats, error) {
 	if m == nil {
 		return s, fmt.Errorf("no ping summary in: %q", lastLines(out, 3))
 	}
-	s.Sent, _ = strconv.Atoi(m[1])
-	s.Received, _ = strconv.Atoi(m[2])
+	var errS, errR error
+	s.Sent, errS = strconv.Atoi(m[1])
+	s.Received, errR = strconv.Atoi(m[2])
+	if errS != nil || errR != nil || s.Received > s.Sent {
+		return s, fmt.Errorf("implausible ping summary %q", m[0])
+	}
 	r := pingRTT.FindStringSubmatch(out)
 	if r == nil {
 		if s.Received == 0 {
@@ -270,8 +277,15 @@ func ParsePing(out string) (PingStats, error) {
 	}
 	v := make([]float64, 4)
 	for i := range v {
-		v[i], _ = strconv.ParseFloat(r[i+1], 64)
+		var err error
+		v[i], err = strconv.ParseFloat(r[i+1], 64)
 		v[i] *= 1000 // ms -> µs
+		if err != nil || math.IsInf(v[i], 0) {
+			return s, fmt.Errorf("implausible ping rtt line %q", r[0])
+		}
+	}
+	if v[0] > v[1] || v[1] > v[2] {
+		return s, fmt.Errorf("implausible ping rtt line %q: min <= avg <= max does not hold", r[0])
 	}
 	s.MinUs, s.MeanUs, s.MaxUs, s.StdDevUs = v[0], v[1], v[2], v[3]
 	return s, nil

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"net/netip"
 	"os"
 	"sort"
@@ -75,15 +76,20 @@ func (p *Profile) FrameLen(s ProfileStream) int {
 
 // Shares returns each stream's share of packets (sums to 1).
 func (p *Profile) Shares() []float64 {
-	var total float64
-	for _, s := range p.Streams {
-		total += s.share()
-	}
+	total := sumShares(p.Streams)
 	out := make([]float64, len(p.Streams))
 	for i, s := range p.Streams {
 		out[i] = s.share() / total
 	}
 	return out
+}
+
+func sumShares(streams []ProfileStream) float64 {
+	var total float64
+	for _, s := range streams {
+		total += s.share()
+	}
+	return total
 }
 
 func (s ProfileStream) share() float64 {
@@ -185,13 +191,16 @@ func ParseProfile(b []byte, source string) (*Profile, error) {
 			}
 		}
 		switch {
-		case s.Weight < 0 || s.PPS < 0:
-			bad(f, "weight and pps cannot be negative")
+		case !(s.Weight >= 0) || !(s.PPS >= 0) || math.IsInf(s.Weight+s.PPS, 0): // NaN fails >= 0
+			bad(f, "weight and pps must be finite numbers, not negative")
 		case s.Weight > 0 && s.PPS > 0:
 			bad(f, "give weight or pps, not both")
 		case s.Weight == 0 && s.PPS == 0:
 			bad(f, "missing weight (or pps): the stream's share of packets")
 		}
+	}
+	if total := sumShares(p.Streams); math.IsInf(total, 0) {
+		bad("streams", "the weights (or pps) add up to more than a float holds; scale them down, only their proportions count")
 	}
 	fl := &p.Flows
 	d := defaultFlows()

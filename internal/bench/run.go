@@ -63,6 +63,7 @@ func ParseRate(flag, s string) (Rate, error) {
 			mult, t = 1e9, t[:len(t)-1]
 		}
 	}
+	t = strings.TrimSpace(t) // Rate.String prints "2.000 Mpps"; reports are where rates are copied from
 	v, err := strconv.ParseFloat(t, 64)
 	// !(v > 0) also refuses NaN, which every comparison lets through.
 	if err != nil || !(v > 0) || math.IsInf(v, 0) {

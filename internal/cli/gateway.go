@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -73,11 +74,9 @@ If this process dies, the fast path closes by itself after the lease.`,
 			if err := applyDaemonSettings(g, opts.Log); err != nil {
 				return err
 			}
-			pidFile := gatewayPIDFile(g.PinDir)
-			if err := writePIDFile(pidFile); err != nil {
-				opts.Log.Warn("no pid file; 'sluice gateway stop' will detach but cannot signal this process", "err", err)
-			}
-			defer removePIDFile(pidFile)
+			// Written by RunGateway once it holds the pin dir's lock, so
+			// a refused second start never touches the first one's.
+			opts.PIDFile = gatewayPIDFile(g.PinDir)
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			opts.Log.Info("sluice gateway starting", "config", cfgPath, "policy-source", string(g.PolicySource), "pin-dir", g.PinDir, "lease", g.Lease)
@@ -86,21 +85,6 @@ If this process dies, the fast path closes by itself after the lease.`,
 	}
 	cmd.Flags().StringVarP(&cfgPath, "config", "c", "/etc/sluice/gateway.yaml", "gateway configuration file")
 	return cmd
-}
-
-func writePIDFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
-}
-
-// removePIDFile removes path if it still names this process (a newer
-// gateway on the same pin dir may have replaced it).
-func removePIDFile(path string) {
-	if pid, ok := readPIDFile(path); ok && pid == os.Getpid() {
-		os.Remove(path)
-	}
 }
 
 func readPIDFile(path string) (int, bool) {
@@ -128,6 +112,9 @@ func isGatewayRun(pid int) bool {
 	return false
 }
 
+// stopWait is how long stop waits for the daemon to exit after SIGTERM.
+const stopWait = 10 * time.Second
+
 func newGatewayStopCmd() *cobra.Command {
 	var pinDir string
 	cmd := &cobra.Command{
@@ -150,6 +137,15 @@ touches another's daemon.`,
 				if p, err := os.FindProcess(pid); err == nil && p.Signal(syscall.SIGTERM) == nil {
 					fmt.Fprintf(cmd.OutOrStdout(), "signalled daemon (pid %d)\n", pid)
 				}
+			}
+			// Detach only once the daemon is gone (its lock is free):
+			// a daemon still running would pin again what stop removes.
+			if _, err := os.Stat(pinDir); err == nil {
+				lock, err := fastpath.WaitLockPinDir(pinDir, stopWait)
+				if err != nil {
+					return fmt.Errorf("%w (it did not exit within %s of SIGTERM; nothing was detached)", err, stopWait)
+				}
+				defer lock.Release()
 			}
 			// Hardware rules outlive the daemon: remove sluice's flower
 			// filters whether or not it is still running (a killed one

@@ -105,7 +105,10 @@ The order is the order apply uses: SR-IOV (VFs to 0 before the eswitch mode
 or flow steering change), uplinks (bond, ports, MTU, addresses), then
 encryption (SAs before policies), and only then connectivity (the VTEP
 address on lo, the routes to remote VTEPs, the VTEP devices), so no VTEP
-packet can leave unencrypted while apply runs.
+packet can leave unencrypted while apply runs. Guests come last: the guest
+networks' bridges (Open vSwitch with its tunnel ports, or Linux), the
+guests' ports, VF drivers (vfio-pci) and libvirt domains (ovs-vsctl, virsh
+and sysfs commands; the domain XML in full).
 
 ` + hostFileHelp,
 		Example: `  sluice plan -f /etc/sluice/host.yaml

@@ -53,12 +53,22 @@ busiest policies.`,
 				time.Since(s.Started).Round(time.Second), s.PinDir)
 			state := "IN SYNC"
 			if !m.InSync {
-				state = "CLOSED (everything goes to the kernel)"
+				state = "CLOSED, " + m.State + " (everything goes to the kernel)"
 			}
 			fmt.Fprintf(w, "mirror:  %s; %d of %d kernel policies mirrored, %d SAs; shapes v4 %d v6 %d; %d syncs (last %s), %d resyncs\n",
 				state, m.MirroredPolicies, m.KernelPolicies, m.KernelStates, m.TuplesIPv4, m.TuplesIPv6, m.Syncs, m.LastSyncDuration, m.Resyncs)
 			if m.LastError != "" {
 				fmt.Fprintf(w, "error:   %s\n", m.LastError)
+			}
+			if m.Verified+m.Divergences+m.LeaseLapses > 0 {
+				fmt.Fprintf(w, "checks:  %d verifying dumps agreed, %d disagreed; %d lease lapses\n", m.Verified, m.Divergences, m.LeaseLapses)
+			}
+			if p := s.Pins; !p.OK || p.Repairs > 0 {
+				fmt.Fprintf(w, "pins:    ok=%v, pinned again %d times after removal", p.OK, p.Repairs)
+				if p.LastError != "" {
+					fmt.Fprintf(w, "; %s", p.LastError)
+				}
+				fmt.Fprintln(w)
 			}
 			fc := s.FlowCache
 			keys := "per host pair"

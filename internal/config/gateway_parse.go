@@ -256,10 +256,20 @@ func (p *parser) addr(f field, what string) netip.Addr {
 		p.errorf(f.line, f.path, "%q has an IPv6 zone; remove %%%s (the interface is known from the rest of the file)", s, show(a.Zone()))
 	case a.IsUnspecified():
 		p.errorf(f.line, f.path, "%s is the unspecified address; write %s", s, what)
+	case a.Is4In6():
+		p.errorf(f.line, f.path, "%s", mappedMsg(s, a))
 	default:
 		return a
 	}
 	return netip.Addr{}
+}
+
+// mappedMsg refuses IPv4-mapped IPv6 addresses (::ffff:10.0.0.1): they
+// pass as IPv6 here, but the kernel encoders (net.IP) write them as IPv4,
+// so an SA would get an IPv4 family with /128 selectors. Found by
+// FuzzDecodeXFRMEvent's round trip through encodeNewSA.
+func mappedMsg(s string, a netip.Addr) string {
+	return fmt.Sprintf("%q is an IPv4-mapped IPv6 address; write the IPv4 address %s", s, a.Unmap())
 }
 
 // prefix parses a selector prefix; a bare address is a /32 or /128.
@@ -279,6 +289,10 @@ func (p *parser) prefix(f field) netip.Prefix {
 			p.errorf(f.line, f.path, "%q has bits set after the /%d; write %s", s, v.Bits(), v.Masked())
 			return netip.Prefix{}
 		}
+		if v.Addr().Is4In6() {
+			p.errorf(f.line, f.path, "%s", mappedMsg(s, v.Addr()))
+			return netip.Prefix{}
+		}
 		pf = v
 	} else {
 		a, err := netip.ParseAddr(s)
@@ -288,6 +302,10 @@ func (p *parser) prefix(f field) netip.Prefix {
 		}
 		if a.Zone() != "" {
 			p.errorf(f.line, f.path, "%q has an IPv6 zone; selectors have none: remove %%%s", s, show(a.Zone()))
+			return netip.Prefix{}
+		}
+		if a.Is4In6() {
+			p.errorf(f.line, f.path, "%s", mappedMsg(s, a))
 			return netip.Prefix{}
 		}
 		pf = netip.PrefixFrom(a, a.BitLen())

@@ -26,6 +26,10 @@ type Host struct {
 	VTEPs []VTEP
 	// IPsec holds the SAs and policies protecting the VTEP traffic.
 	IPsec *IPsec
+	// GuestNetworks and Guests take the overlay to virtual machines
+	// (host_guests.go).
+	GuestNetworks []GuestNetwork
+	Guests        []Guest
 }
 
 // Uplinks are the ports that carry the underlay.

@@ -11,7 +11,7 @@ import (
 )
 
 var (
-	hostKeys     = []string{"name", "uplinks", "sriov", "vteps", "ipsec"}
+	hostKeys     = []string{"name", "uplinks", "sriov", "vteps", "ipsec", "guest-networks", "guests"}
 	uplinkKeys   = []string{"ports", "mtu", "bond", "addresses"}
 	bondKeys     = []string{"name", "mode", "miimon", "primary"}
 	sriovKeys    = []string{"pf", "vfs", "eswitch", "flow-steering-mode", "vf-ipsec", "vf"}
@@ -37,6 +37,7 @@ type hostMeta struct {
 	sels     [][]item
 	// portItems etc. hold the line of each list element as written.
 	portLines, addrLines []int
+	guests               guestMeta
 }
 
 func (p *parser) host(root *yaml.Node) (*Host, *hostMeta) {
@@ -70,6 +71,8 @@ func (p *parser) host(root *yaml.Node) (*Host, *hostMeta) {
 				m.ipsec = it
 				h.IPsec = p.ipsec(it, m)
 			}
+		case "guest-networks", "guests":
+			p.guestSections(f, h, &m.guests)
 		}
 	}
 	return h, m
@@ -236,6 +239,8 @@ func (p *parser) ifaddr(f field) netip.Prefix {
 		p.errorf(f.line, f.path, "%s has an IPv6 zone; remove it", show(s))
 	case v.Addr().IsUnspecified() || v.Addr().IsMulticast():
 		p.errorf(f.line, f.path, "%s cannot be an interface address; write a unicast address", show(s))
+	case v.Addr().Is4In6():
+		p.errorf(f.line, f.path, "%s", mappedMsg(s, v.Addr()))
 	default:
 		return v
 	}

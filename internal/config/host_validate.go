@@ -66,10 +66,11 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 			pr.ReqidIn = pr.SPIIn
 		}
 	}
+	m.guests.applyDefaults(p, h)
 }
 
 func (m *hostMeta) validate(p *parser, h *Host) {
-	if h.Uplinks == nil && len(h.SRIOV) == 0 && len(h.VTEPs) == 0 && h.IPsec == nil && len(p.errs) == 0 {
+	if h.Uplinks == nil && len(h.SRIOV) == 0 && len(h.VTEPs) == 0 && h.IPsec == nil && len(h.GuestNetworks) == 0 && len(p.errs) == 0 {
 		p.errorf(m.rootLine, "", "nothing to set up; write at least one of uplinks:, sriov:, vteps: or ipsec: (see docs/overlay.md)")
 	}
 	names := map[string]string{} // device name -> path that declares it
@@ -93,6 +94,7 @@ func (m *hostMeta) validate(p *parser, h *Host) {
 	if h.IPsec != nil {
 		m.validateIPsec(p, h)
 	}
+	m.guests.validate(p, h, claim)
 }
 
 func (m *hostMeta) validateUplinks(p *parser, u *Uplinks, claim func(string, string, int, string)) {

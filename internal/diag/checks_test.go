@@ -26,7 +26,7 @@ func healthy() *Facts {
 		return kernel.State{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), Proto: 50, SPI: spi, Mode: 1,
 			Offload: &kernel.Offload{Ifindex: 10, Flags: kernel.OffloadPacket}}
 	}
-	return &Facts{
+	return withGuests(&Facts{
 		Kernel: &kernel.Features{Release: "6.16.2", Have: map[string]bool{"xfrm": true, "esp": true, "gcm": true, "bonding": true, "8021q": true, "xdp": true},
 			Evidence: map[string]string{"xfrm": "XFRM netlink answers", "esp": "installed an ESP SA", "gcm": "accepted"}},
 		Netdevs: []kernel.NetdevFacts{
@@ -45,7 +45,7 @@ func healthy() *Facts {
 		Firmware: map[string]map[string]string{"0000:31:00.0": {"SRIOV_EN": "True(1)", "NUM_OF_VFS": "8", "LAG_RESOURCE_ALLOCATION": "1",
 			"FLEX_PARSER_PROFILE_ENABLE": "3", "HAIRPIN_DATA_BUFFER_LOCK": "True(1)"}},
 		FirmwareTool: "/usr/bin/mstconfig",
-	}
+	})
 }
 
 func results(t *testing.T, f *Facts, o DoctorOptions, check string) []Result {

@@ -29,6 +29,8 @@ type Facts struct {
 	// FirmwareTool is the tool used ("" when neither is installed).
 	Firmware     map[string]map[string]string `json:"firmware,omitempty"`
 	FirmwareTool string                       `json:"firmware_tool,omitempty"`
+	// Guests holds QEMU guests, NIC interrupts and VFs (guests.go).
+	Guests *GuestFacts `json:"guests,omitempty"`
 	// SAFamilies maps devices whose driver has a known SA limit to the SA
 	// table they share (sa_budget.go).
 	SAFamilies map[string]string `json:"sa_families,omitempty"`
@@ -116,6 +118,9 @@ func Gather(o GatherOptions) *Facts {
 		}
 	}
 	f.gatherFirmware(o)
+	if f.Guests, err = GatherGuests(o.FS, f.Netdevs); err != nil {
+		f.fail("guests", err)
+	}
 	f.gatherSAFamilies(o.FS)
 	return f
 }

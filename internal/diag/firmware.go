@@ -22,9 +22,13 @@ func ParseFirmwareQuery(out string) map[string]string {
 		if !in {
 			continue
 		}
+		// "Next Boot" and "Current" columns (with -e): keep the first. The
+		// regexp's \S takes a no-break space that Fields does not: check
+		// there is a field (a panic before; FuzzParseFirmwareQuery's seed).
 		if m := fwLine.FindStringSubmatch(l); m != nil {
-			// "Next Boot" and "Current" columns (with -e): keep the first.
-			vals[m[1]] = strings.Fields(m[2])[0]
+			if f := strings.Fields(m[2]); len(f) > 0 {
+				vals[m[1]] = f[0]
+			}
 		}
 	}
 	return vals

@@ -64,16 +64,19 @@ func isBPFFS(path string) bool {
 
 // Attach attaches the program to an interface and pins the link under
 // pinDir, so it outlives the daemon. A link already pinned there is
-// switched to this program in place, without a gap in forwarding.
-func (dp *Datapath) Attach(pinDir, ifname string, ifindex int, mode XDPMode) error {
+// switched to this program in place, without a gap in forwarding. fresh
+// says whether the interface had no link of ours before (then Detach of
+// that interface undoes this).
+func (dp *Datapath) Attach(pinDir, ifname string, ifindex int, mode XDPMode) (fresh bool, err error) {
 	pin := filepath.Join(pinDir, linkPinPrefix+ifname)
 	if old, err := link.LoadPinnedLink(pin, nil); err == nil {
-		defer old.Close()
 		if err := old.Update(dp.objs.XdpFastpath); err == nil {
-			return nil
+			dp.keepLink(ifname, old)
+			return false, nil
 		}
 		// A link of another kind or mode: replace it.
 		old.Unpin()
+		old.Close()
 	}
 	flags := link.XDPDriverMode
 	if mode == XDPGeneric {
@@ -82,15 +85,35 @@ func (dp *Datapath) Attach(pinDir, ifname string, ifindex int, mode XDPMode) err
 	l, err := link.AttachXDP(link.XDPOptions{Program: dp.objs.XdpFastpath, Interface: ifindex, Flags: flags})
 	if err != nil {
 		if mode == XDPNative && errors.Is(err, unix.EOPNOTSUPP) {
-			return fmt.Errorf("attaching XDP to %s in native mode: the driver does not support it (%w); set xdp-mode: generic to run anyway, slowly", ifname, err)
+			return false, fmt.Errorf("attaching XDP to %s in native mode: the driver does not support it (%w); set xdp-mode: generic to run anyway, slowly", ifname, err)
 		}
-		return fmt.Errorf("attaching XDP to %s (%s): %w", ifname, mode, err)
+		return false, fmt.Errorf("attaching XDP to %s (%s): %w", ifname, mode, err)
 	}
-	defer l.Close()
 	if err := l.Pin(pin); err != nil {
-		return fmt.Errorf("pinning the XDP link of %s at %s: %w", ifname, pin, err)
+		l.Close()
+		return false, fmt.Errorf("pinning the XDP link of %s at %s: %w", ifname, pin, err)
 	}
-	return nil
+	dp.keepLink(ifname, l)
+	return true, nil
+}
+
+func (dp *Datapath) keepLink(ifname string, l link.Link) {
+	if dp.links == nil {
+		dp.links = map[string]link.Link{}
+	}
+	dp.links[ifname] = l
+}
+
+// Unattach detaches the program from an interface it was attached to by
+// Attach (unpins and drops the link): undoing a start that failed.
+func (dp *Datapath) Unattach(ifname string) error {
+	l, ok := dp.links[ifname]
+	if !ok {
+		return nil
+	}
+	delete(dp.links, ifname)
+	err := l.Unpin()
+	return errors.Join(err, l.Close())
 }
 
 // Detach removes every XDP link pinned under pinDir, then the pinned maps

@@ -2,10 +2,13 @@ package fastpath
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/netip"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"sluice/internal/api"
@@ -31,6 +34,9 @@ type GatewayOptions struct {
 	Log      *slog.Logger
 	// SourceName is shown by `show gateway` ("kernel" or "static").
 	SourceName string
+	// PIDFile, when set, gets this process's pid once the pin dir is
+	// locked (for `gateway stop`), and is removed at exit.
+	PIDFile string
 	// APISocket, when set, serves the local API there (see internal/api).
 	APISocket  string
 	APIOptions api.SocketOptions
@@ -50,7 +56,12 @@ type GatewayOptions struct {
 // into it until ctx ends, then closes the fast path (the kernel forwards
 // everything) while leaving the program attached and pinned, so a restarted
 // daemon picks up without a gap. `sluice gateway stop` detaches.
-func RunGateway(ctx context.Context, o GatewayOptions) error {
+//
+// It first locks the pin dir (a second daemon on it fails without touching
+// anything), then checks everything that can fail (interfaces, API socket,
+// metrics address) before it loads or attaches; a failure after attaching
+// undoes what this start attached and pinned.
+func RunGateway(ctx context.Context, o GatewayOptions) (err error) {
 	log := o.Log
 	if log == nil {
 		log = slog.Default()
@@ -58,14 +69,72 @@ func RunGateway(ctx context.Context, o GatewayOptions) error {
 	if err := EnsureBPFFS(o.PinDir); err != nil {
 		return err
 	}
+	_, statErr := os.Stat(o.PinDir)
+	created := errors.Is(statErr, os.ErrNotExist)
 	if err := os.MkdirAll(o.PinDir, 0o700); err != nil {
 		return err
 	}
+	first, err := LockPinDir(o.PinDir)
+	if err != nil {
+		return err
+	}
+	// The pin watcher swaps in the lock of a re-created pin dir.
+	var lock atomic.Pointer[PinDirLock]
+	lock.Store(first)
+	defer func() { lock.Load().Release() }()
+	started := false
+	defer func() {
+		if !started && created {
+			removePinnedMaps(o.PinDir) // links were undone below
+			os.Remove(o.PinDir)
+		}
+	}()
+	if o.PIDFile != "" {
+		if err := writePIDFile(o.PIDFile); err != nil {
+			log.Warn("no pid file; 'sluice gateway stop' will detach but cannot signal this process", "err", err)
+		}
+		defer removePIDFile(o.PIDFile)
+	}
+
+	// Everything that can fail, before anything is loaded or attached.
+	resolve := func() ([]Iface, error) { return ResolveIfaces(o.Ifaces) }
+	ifs, err := resolve()
+	if err != nil {
+		return err
+	}
+	var apiL, metricsL net.Listener
+	if o.APISocket != "" {
+		if apiL, err = api.Listen(o.APISocket, o.APIOptions); err != nil {
+			return fmt.Errorf("api-socket %s: %w", o.APISocket, err)
+		}
+		defer apiL.Close()
+	}
+	if o.MetricsListen != "" {
+		if metricsL, err = net.Listen("tcp", o.MetricsListen); err != nil {
+			return fmt.Errorf("metrics-listen %s: %w (use host:port with an address of this host, e.g. 127.0.0.1:9469)", o.MetricsListen, err)
+		}
+		defer metricsL.Close()
+	}
+
 	dp, err := Load(LoadOptions{PinPath: o.PinDir})
 	if err != nil {
 		return err
 	}
 	defer dp.Close()
+	var fresh []string // interfaces this start attached: undone if it fails
+	defer func() {
+		if started {
+			return
+		}
+		for _, name := range fresh {
+			if uerr := dp.Unattach(name); uerr != nil {
+				log.Error("undoing the attach", "iface", name, "err", uerr)
+			}
+		}
+		if len(fresh) > 0 {
+			log.Info("start failed: detached what this start attached", "ifaces", fresh)
+		}
+	}()
 	// Whatever a previous daemon left is stale until we have synced.
 	if err := dp.SetReady(false); err != nil {
 		return err
@@ -74,11 +143,6 @@ func RunGateway(ctx context.Context, o GatewayOptions) error {
 		return err
 	}
 	followFIBL4(dp, log)
-	resolve := func() ([]Iface, error) { return ResolveIfaces(o.Ifaces) }
-	ifs, err := resolve()
-	if err != nil {
-		return err
-	}
 	if err := dp.SetIfaces(ifs); err != nil {
 		return err
 	}
@@ -93,14 +157,19 @@ func RunGateway(ctx context.Context, o GatewayOptions) error {
 		if gi.Mode == XDPGeneric {
 			log.Warn("XDP in GENERIC mode: it runs after the kernel built an skb, so it is barely faster than kernel forwarding; use a driver with native XDP for the fast path", "iface", gi.Name)
 		}
-		if err := dp.Attach(o.PinDir, gi.Name, li.Ifindex, gi.Mode); err != nil {
+		isNew, err := dp.Attach(o.PinDir, gi.Name, li.Ifindex, gi.Mode)
+		if err != nil {
 			return err
+		}
+		if isNew {
+			fresh = append(fresh, gi.Name)
 		}
 		log.Info("attached", "iface", gi.Name, "ifindex", li.Ifindex, "xdp", gi.Mode.String(), "l2", [...]string{"nic", "fib"}[gi.L2])
 		if gi.InboundForward {
 			log.Warn("inbound forwarding ON: packets arriving here that match an IN/FWD policy whose SA is packet-offloaded on this port are forwarded in XDP without the kernel's FWD policy check. XDP cannot tell NIC-decrypted packets from spoofed cleartext; this trusts that the upstream segment drops cleartext sourced from protected prefixes (wan-antispoof: upstream)", "iface", gi.Name)
 		}
 	}
+	started = true
 
 	m := &Mirror{DP: dp, Src: o.Source, Lease: o.Lease, Log: log}
 	mctx, cancel := context.WithCancel(ctx)
@@ -127,25 +196,22 @@ func RunGateway(ctx context.Context, o GatewayOptions) error {
 		close(hwDone)
 	}
 	rt := &gatewayRuntime{opts: o, dp: dp, mirror: m, started: time.Now()}
-	if o.APISocket != "" {
-		l, err := api.Listen(o.APISocket, o.APIOptions)
-		if err != nil {
-			return fmt.Errorf("api-socket: %w", err)
-		}
-		defer l.Close()
-		go func() { errc <- api.Serve(mctx, l, api.Handler(rt)) }()
+	rt.pins.OK = true
+	if apiL != nil {
+		go func() { errc <- api.Serve(mctx, apiL, api.Handler(rt)) }()
 		log.Info("API listening", "socket", o.APISocket)
 	}
-	if o.MetricsListen != "" {
+	if metricsL != nil {
 		h := api.MetricsHandler(rt, o.TopPolicies, o.Build)
-		go func() { errc <- api.ServeMetrics(mctx, o.MetricsListen, h) }()
-		log.Info("metrics listening", "addr", o.MetricsListen)
+		go func() { errc <- api.ServeMetrics(mctx, metricsL, h) }()
+		log.Info("metrics listening", "addr", metricsL.Addr().String())
 		if api.AllInterfaces(o.MetricsListen) {
 			log.Warn("metrics-listen binds every interface: anyone who reaches this host reads its policy and traffic counters; bind 127.0.0.1 or a management address (docs/api.md)", "addr", o.MetricsListen)
 		}
 	}
 	go func() { errc <- m.Run(mctx) }()
 	go refreshNextHops(mctx, dp, resolve, log)
+	go func() { errc <- rt.watchPins(mctx, &lock, log) }()
 	if o.Ready != nil {
 		o.Ready(dp, m)
 	}

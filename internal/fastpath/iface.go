@@ -5,10 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"strings"
 
 	"github.com/cilium/ebpf"
+
+	"sluice/internal/fileread"
 )
 
 // L2Mode says who writes the Ethernet header of forwarded frames.
@@ -47,7 +48,7 @@ type Iface struct {
 // and the "all" setting: the program never sees its packets anyway.
 func deviceFacts(ifindex int) (mac net.HardwareAddr, rpFilter uint8) {
 	rp := func(dev string) uint8 {
-		b, err := os.ReadFile("/proc/sys/net/ipv4/conf/" + dev + "/rp_filter")
+		b, err := fileread.Read("/proc/sys/net/ipv4/conf/"+dev+"/rp_filter", 16)
 		switch v := strings.TrimSpace(string(b)); {
 		case err != nil:
 			return 1 // unreadable: strict, so the kernel decides

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
 )
 
 // Datapath is a loaded fast path: the XDP program, its explain twin and
@@ -32,6 +33,11 @@ type Datapath struct {
 	// policyL4 (the active tables select on protocol or ports) and fibL4
 	// (the FIB may route or hash on them) decide config.flow_l4.
 	policyL4, fibL4 bool
+
+	// links are the XDP links Attach made or adopted, by interface name,
+	// held open so that removing their pins cannot detach the program
+	// under a running daemon.
+	links map[string]link.Link
 }
 
 // LoadOptions select where the maps live.
@@ -138,8 +144,12 @@ func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Progra
 // Program is the XDP program to attach.
 func (dp *Datapath) Program() *ebpf.Program { return dp.objs.XdpFastpath }
 
-// Close releases the file descriptors (pinned maps stay pinned).
+// Close releases the file descriptors (pinned maps and links stay pinned,
+// so the program stays attached).
 func (dp *Datapath) Close() error {
+	for _, l := range dp.links {
+		l.Close()
+	}
 	if dp.explain != nil {
 		dp.explain.Close()
 		dp.explainOut.Close()

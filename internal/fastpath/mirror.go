@@ -3,8 +3,8 @@ package fastpath
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
-	"net/netip"
 	"sync"
 	"time"
 
@@ -15,10 +15,11 @@ import (
 type Source interface {
 	// Dump returns the whole current state.
 	Dump() (Snapshot, error)
-	// Watch returns change events; a nil channel means the source never
-	// changes (static lab policies). Start it before Dump so that no
-	// change falls between the two.
-	Watch(ctx context.Context) (<-chan kernel.XFRMEvent, error)
+	// Watch subscribes to changes; a nil watch means the source never
+	// changes (static lab policies). Each call is a fresh subscription,
+	// started before the Dump it goes with so that no change falls
+	// between the two.
+	Watch(ctx context.Context) (*kernel.XFRMWatch, error)
 }
 
 // KernelSource reads the kernel's XFRM database (of one namespace).
@@ -34,17 +35,19 @@ func (k KernelSource) Dump() (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, err
 	}
-	_, fwd, _, err := k.X.PolicyDefaults()
-	if err != nil {
-		// Kernels before 5.16 have no policy defaults: accept is all they do.
-		fwd = kernel.ActionAllow
+	// Only a kernel without policy defaults (before 5.16) means "accept";
+	// any other failure leaves the FWD default unknown, and the fast path
+	// must not guess it.
+	d, err := k.X.PolicyDefaults()
+	if err != nil && !errors.Is(err, kernel.ErrNoPolicyDefaults) {
+		return Snapshot{}, err
 	}
-	return Snapshot{Policies: pols, States: states, FwdDefaultBlock: fwd == kernel.ActionBlock}, nil
+	return Snapshot{Policies: pols, States: states, FwdDefaultBlock: d.Fwd == kernel.ActionBlock}, nil
 }
 
 // Watch implements Source.
-func (k KernelSource) Watch(ctx context.Context) (<-chan kernel.XFRMEvent, error) {
-	return k.X.Monitor(ctx)
+func (k KernelSource) Watch(ctx context.Context) (*kernel.XFRMWatch, error) {
+	return k.X.Watch(ctx)
 }
 
 // StaticSource is a fixed snapshot (lab configs, offline explain).
@@ -54,32 +57,47 @@ type StaticSource struct{ Snap Snapshot }
 func (s StaticSource) Dump() (Snapshot, error) { return s.Snap, nil }
 
 // Watch implements Source.
-func (StaticSource) Watch(context.Context) (<-chan kernel.XFRMEvent, error) { return nil, nil }
+func (StaticSource) Watch(context.Context) (*kernel.XFRMWatch, error) { return nil, nil }
+
+// Mirror states, as MirrorStatus.State reports them.
+const (
+	StateInSync     = "in-sync"     // the tables equal the kernel's state; open
+	StateCatchingUp = "catching-up" // dumped; applying what was queued before the dump ended
+	StateVerifying  = "verifying"   // comparing the copy with a second dump
+	StateClosed     = "closed"      // no usable copy (a dump or the tables failed); retrying
+)
 
 // MirrorStatus is what `sluice show gateway` reports about the mirror.
 type MirrorStatus struct {
 	InSync           bool      `json:"in_sync"`
+	State            string    `json:"state"`
 	KernelPolicies   int       `json:"kernel_policies"`
 	KernelStates     int       `json:"kernel_states"`
 	MirroredPolicies int       `json:"mirrored_policies"`
 	Tuples           [2]int    `json:"tuples"` // IPv4, IPv6
 	Syncs            uint64    `json:"syncs"`
 	Resyncs          uint64    `json:"resyncs"`
+	Verified         uint64    `json:"verified"`     // dumps that agreed with the copy
+	Divergences      uint64    `json:"divergences"`  // dumps that did not (then: resync)
+	LeaseLapses      uint64    `json:"lease_lapses"` // the lease ran out under us
 	LastSync         time.Time `json:"last_sync"`
 	LastSyncDuration string    `json:"last_sync_duration"`
 	LastError        string    `json:"last_error,omitempty"`
 }
 
-type stateKey struct {
-	dst   netip.Addr
-	spi   uint32
-	proto uint8
-}
-
 // Mirror keeps a Datapath's tables equal to a Source. Events update an
-// in-memory copy; after a quiet Debounce the copy is compiled and swapped
-// in whole. A lost event (socket overrun) closes the fast path until a
-// fresh dump has been applied.
+// in-memory copy; after Debounce the copy is compiled and swapped in
+// whole.
+//
+// A lost event (socket overrun) closes the fast path at once. The mirror
+// then drops the overrun socket with whatever it still holds, subscribes
+// anew, dumps, and applies the new socket's events on top of the dump.
+// Some of those predate the dump, so the copy is only right once every
+// event announced before the dump ended has been applied: a marker queued
+// on the socket after the dump says when. A second dump is then compared
+// with the copy entry for entry (keys changed meanwhile excepted), and only
+// when they agree does the fast path open again. A disagreement starts
+// over.
 type Mirror struct {
 	DP       *Datapath
 	Src      Source
@@ -88,15 +106,19 @@ type Mirror struct {
 	Log      *slog.Logger
 	// Tier, when set, is the hardware tier (internal/flower): it gets
 	// every published snapshot, and is closed (rules removed) whenever
-	// the fast path closes for lost or failed sync.
+	// the fast path closes.
 	Tier HardwareTier
 
-	mu       sync.Mutex // guards status and byIndex
-	status   MirrorStatus
-	byIndex  map[uint32]kernel.Policy // what the tables were last built from
-	policies map[uint32]kernel.Policy
-	states   map[stateKey]kernel.State
-	fwdBlock bool
+	mu      sync.Mutex // guards status and byIndex
+	status  MirrorStatus
+	byIndex map[uint32]kernel.Policy // what the tables were last built from
+
+	copy   mirrorCopy
+	watch  *kernel.XFRMWatch
+	unsub  context.CancelFunc
+	state  string
+	seq    uint32        // last marker sent
+	verify *verification // while StateVerifying
 }
 
 // Status returns a copy of the mirror's status.
@@ -120,6 +142,29 @@ func (m *Mirror) setStatus(f func(*MirrorStatus)) {
 	m.mu.Unlock()
 }
 
+// close shuts the fast path (everything to the kernel) and says why. The
+// status changes first, as publish opens the program first: a reader may
+// see "closed" while the program is still or already open, never "in
+// sync" while it is closed.
+func (m *Mirror) close(state string, err error) {
+	m.state = state
+	m.setStatus(func(s *MirrorStatus) {
+		s.InSync, s.State = false, state
+		if err != nil {
+			s.LastError = err.Error()
+		}
+	})
+	m.DP.SetReady(false)
+	if m.Tier != nil {
+		m.Tier.Close() // returns once the hardware rules are gone
+	}
+}
+
+const (
+	retryMin = 100 * time.Millisecond
+	retryMax = 5 * time.Second
+)
+
 // Run mirrors until ctx ends. It returns an error only when the source
 // fails for good; the fast path is then closed (everything to the kernel).
 func (m *Mirror) Run(ctx context.Context) error {
@@ -129,14 +174,25 @@ func (m *Mirror) Run(ctx context.Context) error {
 	if m.Log == nil {
 		m.Log = slog.Default()
 	}
-	events, err := m.Src.Watch(ctx)
-	if err != nil {
-		m.closeFastPath()
-		return err
+	m.unsub = func() {}
+	defer func() { m.unsub() }()
+	var (
+		retry, debounce <-chan time.Time
+		backoff         = retryMin
+	)
+	failed := func(what string, err error) {
+		m.Log.Error(what+"; the fast path stays closed, retrying", "err", err, "in", backoff)
+		m.close(StateClosed, err)
+		retry = time.After(backoff)
+		backoff = min(2*backoff, retryMax)
 	}
-	if err := m.resync(); err != nil {
-		m.Log.Error("initial sync failed; the fast path stays closed", "err", err)
+	resync := func() {
+		debounce, retry = nil, nil // this attempt supersedes a pending one
+		if err := m.resync(ctx); err != nil {
+			failed("resynchronising with the kernel", err)
+		}
 	}
+	resync()
 	var leaseTick <-chan time.Time
 	if m.Lease > 0 {
 		t := time.NewTicker(m.Lease / 4)
@@ -144,149 +200,155 @@ func (m *Mirror) Run(ctx context.Context) error {
 		leaseTick = t.C
 		m.DP.RenewLease(m.Lease)
 	}
-	var debounce <-chan time.Time
 	for {
+		var events <-chan kernel.XFRMEvent
+		if m.watch != nil {
+			events = m.watch.Events
+		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-retry:
+			resync()
 		case <-leaseTick:
-			if err := m.DP.RenewLease(m.Lease); err != nil {
-				m.Log.Error("renewing the fast path lease", "err", err)
+			if err := m.renewLease(); err != nil {
+				failed("catching up after the lease ran out", err)
 			}
 		case ev, ok := <-events:
 			if !ok {
-				events = nil
+				m.watch = nil
 				continue
 			}
 			switch ev.Kind {
 			case kernel.MonitorFailed:
-				m.closeFastPath()
-				m.setStatus(func(s *MirrorStatus) { s.InSync = false; s.LastError = ev.Err.Error() })
+				m.close(StateClosed, ev.Err)
 				return errors.Join(errors.New("XFRM monitor failed; the fast path is closed"), ev.Err)
 			case kernel.Resync:
 				// Events were lost: the maps may be wrong. Close now,
-				// reopen after a fresh dump.
-				m.closeFastPath()
-				m.setStatus(func(s *MirrorStatus) { s.InSync = false; s.Resyncs++ })
-				m.Log.Warn("XFRM events lost; resynchronising", "err", ev.Err)
-				if err := m.resync(); err != nil {
-					m.Log.Error("resync failed; the fast path stays closed", "err", err)
+				// reopen once a fresh copy is proven.
+				m.close(StateCatchingUp, nil)
+				m.setStatus(func(s *MirrorStatus) { s.Resyncs++ })
+				m.Log.Warn("XFRM events lost; the fast path is closed while resynchronising", "err", ev.Err)
+				resync()
+			case kernel.Marker:
+				if ev.Seq != m.seq {
+					continue // from a round that was abandoned
 				}
-				debounce = nil
+				if err := m.markerArrived(); err != nil {
+					failed("verifying the mirror", err)
+				} else if m.state == StateInSync {
+					backoff = retryMin
+				}
 			default:
-				m.applyEvent(ev)
-				if debounce == nil {
+				m.copy.apply(ev)
+				if m.verify != nil {
+					m.verify.touch(ev)
+				}
+				if m.state == StateInSync && debounce == nil {
 					debounce = time.After(m.Debounce)
 				}
 			}
 		case <-debounce:
 			debounce = nil
+			if m.state != StateInSync {
+				continue
+			}
 			if err := m.publish(); err != nil {
-				m.Log.Error("updating the fast path; it stays closed", "err", err)
+				failed("updating the fast path", err)
 			}
 		}
 	}
 }
 
-func (m *Mirror) resync() error {
-	snap, err := m.Src.Dump()
+// resync starts over: a new subscription, a dump, and a marker behind it.
+// The fast path stays closed until the marker's round proves the copy.
+func (m *Mirror) resync(ctx context.Context) error {
+	m.close(StateCatchingUp, nil)
+	m.unsub() // the old socket, and every event still queued in it, goes
+	m.watch, m.verify = nil, nil
+	wctx, cancel := context.WithCancel(ctx)
+	m.unsub = cancel
+	w, err := m.Src.Watch(wctx)
 	if err != nil {
-		m.closeFastPath()
-		m.setStatus(func(s *MirrorStatus) { s.InSync = false; s.LastError = err.Error() })
 		return err
 	}
-	m.policies = make(map[uint32]kernel.Policy, len(snap.Policies))
-	for _, p := range snap.Policies {
-		m.policies[p.Index] = p
+	snap, err := m.Src.Dump()
+	if err != nil {
+		return err
 	}
-	m.states = make(map[stateKey]kernel.State, len(snap.States))
-	for _, s := range snap.States {
-		m.states[keyOf(&s)] = s
+	m.copy.load(snap)
+	if w == nil { // a static source: the dump is the truth
+		return m.open()
 	}
-	m.fwdBlock = snap.FwdDefaultBlock
+	m.watch = w
+	return m.mark(StateCatchingUp)
+}
+
+// mark queues the next marker behind whatever the kernel announced so far.
+func (m *Mirror) mark(state string) error {
+	m.seq++
+	m.state = state
+	m.setStatus(func(s *MirrorStatus) { s.State = state })
+	return m.watch.Mark(m.seq)
+}
+
+// markerArrived moves a closed mirror on: every event announced before the
+// marker was sent has now been applied to the copy.
+func (m *Mirror) markerArrived() error {
+	switch m.state {
+	case StateCatchingUp:
+		// The copy is the kernel's state as of the marker. Prove it
+		// with a second dump, compared once the events announced
+		// before that dump ended are applied too.
+		snap, err := m.Src.Dump()
+		if err != nil {
+			return err
+		}
+		m.verify = newVerification(snap)
+		return m.mark(StateVerifying)
+	case StateVerifying:
+		v := m.verify
+		m.verify = nil
+		if v.inconclusive {
+			// A flush or a default change came in between: dump again.
+			m.state = StateCatchingUp
+			return m.markerArrived()
+		}
+		if diff := v.compare(&m.copy); diff != "" {
+			m.setStatus(func(s *MirrorStatus) { s.Divergences++ })
+			return fmt.Errorf("the mirror differs from the kernel's dump (%s); starting over", diff)
+		}
+		m.setStatus(func(s *MirrorStatus) { s.Verified++ })
+		return m.open()
+	}
+	return nil
+}
+
+// open publishes the copy and opens the fast path.
+func (m *Mirror) open() error {
+	m.state = StateInSync
 	return m.publish()
 }
 
-func keyOf(s *kernel.State) stateKey { return stateKey{dst: s.Dst, spi: s.SPI, proto: s.Proto} }
-
-func (m *Mirror) applyEvent(ev kernel.XFRMEvent) {
-	switch ev.Kind {
-	case kernel.PolicyNew, kernel.PolicyUpd:
-		m.policies[ev.Policy.Index] = *ev.Policy
-	case kernel.PolicyDel:
-		delete(m.policies, ev.Policy.Index)
-	case kernel.PolicyExpire:
-		if ev.Hard {
-			delete(m.policies, ev.Policy.Index)
-		}
-	case kernel.PolicyFlush:
-		sub := ev.Policy != nil && ev.Policy.Sub
-		for i, p := range m.policies {
-			if p.Sub == sub {
-				delete(m.policies, i)
-			}
-		}
-	case kernel.StateNew, kernel.StateUpd:
-		m.states[keyOf(ev.State)] = *ev.State
-	case kernel.StateDel:
-		delete(m.states, keyOf(ev.State))
-	case kernel.StateExpire:
-		if ev.Hard {
-			delete(m.states, keyOf(ev.State))
-		}
-	case kernel.StateFlush:
-		for k := range m.states {
-			if ev.State == nil || ev.State.Proto == 0 || k.proto == ev.State.Proto {
-				delete(m.states, k)
-			}
-		}
-	}
-}
-
-// publish compiles the in-memory copy and swaps it in.
-func (m *Mirror) publish() error {
-	start := time.Now()
-	snap := Snapshot{FwdDefaultBlock: m.fwdBlock}
-	snap.Policies = make([]kernel.Policy, 0, len(m.policies))
-	for _, p := range m.policies {
-		snap.Policies = append(snap.Policies, p)
-	}
-	snap.States = make([]kernel.State, 0, len(m.states))
-	for _, s := range m.states {
-		snap.States = append(snap.States, s)
-	}
-	tables, err := Compile(snap)
-	if err == nil {
-		err = m.DP.Apply(tables)
-	}
+// renewLease extends the lease; if it ran out meanwhile (the daemon was
+// stopped or starved past it), events may still wait in the socket and the
+// tables are stale: stay closed until a marker proves them caught up.
+func (m *Mirror) renewLease() error {
+	expired, err := m.DP.LeaseExpired()
 	if err != nil {
-		m.closeFastPath()
-		m.setStatus(func(s *MirrorStatus) { s.InSync = false; s.LastError = err.Error() })
-		return err
+		m.Log.Error("reading the fast path lease", "err", err)
 	}
-	if err := m.DP.PruneCounters(func(i uint32) bool { _, ok := m.policies[i]; return ok }); err != nil {
-		m.Log.Warn("pruning per-policy counters", "err", err)
+	var markErr error
+	if expired && m.state == StateInSync && m.watch != nil {
+		m.Log.Warn("the fast path lease ran out (was the daemon stopped?); it stays closed until the queued XFRM events are applied and verified")
+		m.close(StateCatchingUp, nil)
+		m.setStatus(func(s *MirrorStatus) { s.LeaseLapses++ })
+		markErr = m.mark(StateCatchingUp)
 	}
-	if m.Tier != nil {
-		m.Tier.Update(snap)
+	if err := m.DP.RenewLease(m.Lease); err != nil {
+		m.Log.Error("renewing the fast path lease", "err", err)
 	}
-	byIndex := make(map[uint32]kernel.Policy, len(m.policies))
-	for i, p := range m.policies {
-		byIndex[i] = p
-	}
-	m.setStatus(func(s *MirrorStatus) {
-		m.byIndex = byIndex
-		s.InSync = true
-		s.KernelPolicies = len(snap.Policies)
-		s.KernelStates = len(snap.States)
-		s.MirroredPolicies = tables.Mirrored
-		s.Tuples = [2]int{len(tables.Tuples[0]), len(tables.Tuples[1])}
-		s.Syncs++
-		s.LastSync = time.Now()
-		s.LastSyncDuration = time.Since(start).String()
-		s.LastError = ""
-	})
-	return nil
+	return markErr
 }
 
 // HardwareTier is a forwarding tier beside XDP fed by the mirror (the
@@ -295,15 +357,6 @@ type HardwareTier interface {
 	// Update hands over a freshly published snapshot.
 	Update(Snapshot)
 	// Close removes everything that depends on the mirror, before it
-	// returns: the mirror lost or failed its sync.
+	// returns: the fast path closed.
 	Close()
-}
-
-// closeFastPath hands every packet to the kernel: XDP at once, and the
-// hardware tier's rules removed before the mirror goes on.
-func (m *Mirror) closeFastPath() {
-	m.DP.SetReady(false)
-	if m.Tier != nil {
-		m.Tier.Close()
-	}
 }

@@ -24,7 +24,10 @@ type mirrorEnv struct {
 	dp     *Datapath
 }
 
-func newMirrorEnv(t *testing.T) *mirrorEnv {
+func newMirrorEnv(t *testing.T) *mirrorEnv { return newMirrorEnvBuf(t, 0) }
+
+// newMirrorEnvBuf gives the monitor socket rcvbuf bytes (0: the default).
+func newMirrorEnvBuf(t *testing.T, rcvbuf int) *mirrorEnv {
 	requireRoot(t)
 	name := fmt.Sprintf("sluice-mirror-%d", os.Getpid())
 	exec.Command("ip", "netns", "del", name).Run()
@@ -44,7 +47,9 @@ func newMirrorEnv(t *testing.T) *mirrorEnv {
 	if err := dp.SetIfaces([]Iface{{Ifindex: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	m := &Mirror{DP: dp, Src: KernelSource{X: kernel.XFRMAt(ns)}}
+	x := kernel.XFRMAt(ns)
+	x.RcvBuf = rcvbuf
+	m := &Mirror{DP: dp, Src: KernelSource{X: x}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()
@@ -164,5 +169,34 @@ func TestMirrorPrunesCountersOfDeletedPolicies(t *testing.T) {
 	e.waitFor("flush", func(s MirrorStatus) bool { return s.MirroredPolicies == 0 })
 	if pcs, _ := e.dp.PolicyCounts(); len(pcs) != 0 {
 		t.Fatalf("counters of a deleted policy survived the sync: %+v", pcs)
+	}
+}
+
+// TestMirrorFollowsPolicyDefault: `ip xfrm policy setdefault fwd block` at
+// runtime reaches the program (which then leaves every forward to the
+// kernel's FWD check), and `fwd accept` takes it back.
+func TestMirrorFollowsPolicyDefault(t *testing.T) {
+	e := newMirrorEnv(t)
+	e.waitFor("initial sync", func(MirrorStatus) bool { return true })
+	fwdBlock := func() bool {
+		cfg, err := e.dp.config()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return cfg.FwdDefaultBlock != 0
+	}
+	if fwdBlock() {
+		t.Fatal("a fresh namespace's FWD default is accept")
+	}
+	for _, c := range []struct {
+		action string
+		block  bool
+	}{{"block", true}, {"accept", false}} {
+		syncs := e.mirror.Status().Syncs
+		e.ip("xfrm", "policy", "setdefault", "fwd", c.action)
+		e.waitFor("setdefault fwd "+c.action, func(s MirrorStatus) bool { return s.Syncs > syncs })
+		if fwdBlock() != c.block {
+			t.Fatalf("after setdefault fwd %s the program's FWD default block=%v", c.action, !c.block)
+		}
 	}
 }

@@ -1,8 +1,8 @@
 package fastpath
 
 import (
-	"context"
 	"errors"
+	"log/slog"
 	"net/netip"
 	"sync"
 	"testing"
@@ -10,21 +10,6 @@ import (
 
 	"sluice/internal/kernel"
 )
-
-// chanSource is a Source whose events the test sends.
-type chanSource struct {
-	mu   sync.Mutex
-	snap Snapshot
-	ch   chan kernel.XFRMEvent
-}
-
-func (c *chanSource) Dump() (Snapshot, error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.snap, nil
-}
-
-func (c *chanSource) Watch(context.Context) (<-chan kernel.XFRMEvent, error) { return c.ch, nil }
 
 // recordingTier records what the mirror tells the hardware tier.
 type recordingTier struct {
@@ -67,8 +52,9 @@ func (r *recordingTier) wait(t *testing.T, want ...string) {
 }
 
 // The hardware tier follows the mirror: each publish hands it the
-// snapshot (an SA deletion reaches it like any change), and lost events
-// close it — rules removed — before the mirror resynchronises.
+// snapshot (an SA deletion reaches it like any change), and every close of
+// the fast path (lost events, a failed sync, a divergence) closes it —
+// rules removed — before the mirror goes on.
 func TestMirrorFeedsAndClosesTheHardwareTier(t *testing.T) {
 	requireRoot(t)
 	dp, err := Load(LoadOptions{})
@@ -77,17 +63,16 @@ func TestMirrorFeedsAndClosesTheHardwareTier(t *testing.T) {
 	}
 	defer dp.Close()
 	sa := kernel.State{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), Proto: 50, SPI: 7, Mode: 1}
-	src := &chanSource{ch: make(chan kernel.XFRMEvent, 4), snap: Snapshot{States: []kernel.State{sa}}}
 	tier := &recordingTier{}
-	m := &Mirror{DP: dp, Src: src, Tier: tier, Debounce: time.Millisecond}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- m.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-
-	tier.wait(t, "update 1 states")
-	src.ch <- kernel.XFRMEvent{Kind: kernel.StateDel, State: &sa}
-	tier.wait(t, "update 1 states", "update 0 states")
-	src.ch <- kernel.XFRMEvent{Kind: kernel.Resync, Err: errors.New("overrun")}
-	tier.wait(t, "update 1 states", "update 0 states", "close", "update 1 states")
+	m := &Mirror{DP: dp, Tier: tier, Log: slog.Default()}
+	m.copy.load(Snapshot{States: []kernel.State{sa}})
+	if err := m.open(); err != nil {
+		t.Fatal(err)
+	}
+	m.copy.load(Snapshot{})
+	if err := m.open(); err != nil {
+		t.Fatal(err)
+	}
+	m.close(StateCatchingUp, errors.New("overrun"))
+	tier.wait(t, "update 1 states", "update 0 states", "close")
 }

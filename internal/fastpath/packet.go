@@ -220,7 +220,14 @@ func Summarize(b []byte) (FrameSummary, error) {
 	}
 	switch {
 	case et == 0x0800 && len(b) >= off+20:
-		h := b[off : off+int(b[off]&0xf)*4]
+		// The header length comes from the frame (explain --hex takes any
+		// bytes): a length below 20 or past the frame is an error, not a
+		// slice out of range (found by FuzzSummarize).
+		ihl := int(b[off]&0xf) * 4
+		if ihl < 20 || off+ihl > len(b) {
+			return s, fmt.Errorf("IPv4 header length %d in a frame of %d bytes", ihl, len(b))
+		}
+		h := b[off : off+ihl]
 		s.Src, s.Dst = netip.AddrFrom4([4]byte(h[12:16])).String(), netip.AddrFrom4([4]byte(h[16:20])).String()
 		s.TTL = h[8]
 		ok := checksum(h, 0) == 0

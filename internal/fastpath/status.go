@@ -14,6 +14,7 @@ type gatewayRuntime struct {
 	dp      *Datapath
 	mirror  *Mirror
 	started time.Time
+	pins    pinStatus
 }
 
 var _ api.Provider = (*gatewayRuntime)(nil)
@@ -25,13 +26,27 @@ func (r *gatewayRuntime) Status() (*api.GatewayStatus, error) {
 		return nil, err
 	}
 	ms := r.mirror.Status()
+	// What the program does, not what the mirror last did: the lease may
+	// have run out under a stopped daemon, or another process may have
+	// closed the fast path. In sync means both.
+	open, err := r.dp.Open()
+	if err != nil {
+		return nil, err
+	}
+	state := ms.State
+	if ms.InSync && !open {
+		state = "closed-under-us"
+	}
+	ps := r.pins.get()
 	s := &api.GatewayStatus{
 		Version: r.opts.Build.Version, Commit: r.opts.Build.Commit, Started: r.started,
-		PolicySource: r.opts.SourceName, PinDir: r.opts.PinDir,
+		PolicySource: r.opts.SourceName, PinDir: r.opts.PinDir, FastPathOpen: open,
+		Pins: api.PinStatus{OK: ps.OK, Missing: ps.Missing, Repairs: ps.Repairs, LastError: ps.LastError},
 		Mirror: api.MirrorStatus{
-			InSync: ms.InSync, KernelPolicies: ms.KernelPolicies, KernelStates: ms.KernelStates,
+			InSync: ms.InSync && open, State: state, KernelPolicies: ms.KernelPolicies, KernelStates: ms.KernelStates,
 			MirroredPolicies: ms.MirroredPolicies, TuplesIPv4: ms.Tuples[0], TuplesIPv6: ms.Tuples[1],
-			Syncs: ms.Syncs, Resyncs: ms.Resyncs, LastSync: ms.LastSync, LastSyncDuration: ms.LastSyncDuration,
+			Syncs: ms.Syncs, Resyncs: ms.Resyncs, Verified: ms.Verified, Divergences: ms.Divergences,
+			LeaseLapses: ms.LeaseLapses, LastSync: ms.LastSync, LastSyncDuration: ms.LastSyncDuration,
 			LastError: ms.LastError,
 		},
 		Unknown: reasonMap(counts[0]),

@@ -92,39 +92,12 @@ func DevlinkVFPort(bus, dev string, vf int) (*VFPort, error) {
 		return nil, fmt.Errorf("devlink port show %s/%s: %w", bus, dev, err)
 	}
 	for _, m := range msgs {
-		attrs, err := nl.ParseRouteAttr(m[nl.SizeofGenlmsg:])
+		port, err := parseDevlinkPort(m)
 		if err != nil {
 			return nil, err
 		}
-		var p VFPort
-		flavour, vfn, isVF := -1, -1, false
-		var busName, devName string
-		for _, a := range attrs {
-			switch a.Attr.Type {
-			case nl.DEVLINK_ATTR_BUS_NAME:
-				busName = string(trimZero(a.Value))
-			case nl.DEVLINK_ATTR_DEV_NAME:
-				devName = string(trimZero(a.Value))
-			case nl.DEVLINK_ATTR_PORT_INDEX:
-				p.Index = ne.Uint32(a.Value)
-			case nl.DEVLINK_ATTR_PORT_FLAVOUR:
-				flavour = int(ne.Uint16(a.Value))
-			case devlinkAttrPortPCIVFNumber:
-				vfn, isVF = int(ne.Uint16(a.Value)), true
-			case nl.DEVLINK_ATTR_PORT_FUNCTION:
-				fn, err := nl.ParseRouteAttr(a.Value)
-				if err != nil {
-					return nil, err
-				}
-				for _, f := range fn {
-					if f.Attr.Type&nlaTypeMask == devlinkPortFnAttrCaps && len(f.Value) >= 8 {
-						p.Caps, p.CapsKnown = ne.Uint32(f.Value), true
-					}
-				}
-			}
-		}
-		if busName == bus && devName == dev && flavour == devlinkPortFlavourPCIVF && isVF && vfn == vf {
-			return &p, nil
+		if port.bus == bus && port.dev == dev && port.flavour == devlinkPortFlavourPCIVF && port.vf == vf {
+			return &port.VFPort, nil
 		}
 	}
 	return nil, fmt.Errorf("devlink %s/%s has no eswitch port for VF %d (is the eswitch in switchdev mode, and does the VF exist?)", bus, dev, vf)
@@ -150,6 +123,88 @@ func DevlinkSetVFPortCaps(bus, dev string, port, value, mask uint32) error {
 		return fmt.Errorf("devlink port function set %s/%s/%d caps: %w", bus, dev, port, err)
 	}
 	return nil
+}
+
+// devlinkPort is one DEVLINK_CMD_PORT_GET reply.
+type devlinkPort struct {
+	VFPort
+	bus, dev string
+	flavour  int // -1: not reported
+	vf       int // the PCI VF number; -1: not a VF port
+}
+
+// parseDevlinkPort decodes one devlink port message (genl header and
+// attributes). Attributes shorter than their type are an error, not a
+// panic: the bytes come from the kernel, but a driver bug must not take
+// the daemon down.
+func parseDevlinkPort(m []byte) (devlinkPort, error) {
+	p := devlinkPort{flavour: -1, vf: -1}
+	if len(m) < nl.SizeofGenlmsg {
+		return p, fmt.Errorf("devlink port: message of %d bytes", len(m))
+	}
+	attrs, err := attrList(m[nl.SizeofGenlmsg:])
+	if err != nil {
+		return p, err
+	}
+	short := func(a syscall.NetlinkRouteAttr, n int) error {
+		if len(a.Value) < n {
+			return fmt.Errorf("devlink port: attribute %d has %d bytes, want %d", a.Attr.Type, len(a.Value), n)
+		}
+		return nil
+	}
+	for _, a := range attrs {
+		switch a.Attr.Type & nlaTypeMask { // the kernel may flag nests (NLA_F_NESTED)
+		case nl.DEVLINK_ATTR_BUS_NAME:
+			p.bus = string(trimZero(a.Value))
+		case nl.DEVLINK_ATTR_DEV_NAME:
+			p.dev = string(trimZero(a.Value))
+		case nl.DEVLINK_ATTR_PORT_INDEX:
+			if err := short(a, 4); err != nil {
+				return p, err
+			}
+			p.Index = ne.Uint32(a.Value)
+		case nl.DEVLINK_ATTR_PORT_FLAVOUR:
+			if err := short(a, 2); err != nil {
+				return p, err
+			}
+			p.flavour = int(ne.Uint16(a.Value))
+		case devlinkAttrPortPCIVFNumber:
+			if err := short(a, 2); err != nil {
+				return p, err
+			}
+			p.vf = int(ne.Uint16(a.Value))
+		case nl.DEVLINK_ATTR_PORT_FUNCTION:
+			fn, err := attrList(a.Value)
+			if err != nil {
+				return p, err
+			}
+			for _, f := range fn {
+				if f.Attr.Type&nlaTypeMask == devlinkPortFnAttrCaps && len(f.Value) >= 8 {
+					p.Caps, p.CapsKnown = ne.Uint32(f.Value), true
+				}
+			}
+		}
+	}
+	return p, nil
+}
+
+// attrList splits netlink attributes like nl.ParseRouteAttr, which panics
+// (slice bounds) when the last attribute's length is not a multiple of 4
+// and no padding follows it (found by FuzzParseDevlinkPort).
+func attrList(b []byte) ([]syscall.NetlinkRouteAttr, error) {
+	var attrs []syscall.NetlinkRouteAttr
+	for len(b) >= unix.SizeofRtAttr {
+		l := int(ne.Uint16(b))
+		if l < unix.SizeofRtAttr || l > len(b) {
+			return nil, fmt.Errorf("netlink attribute of length %d with %d bytes left", l, len(b))
+		}
+		attrs = append(attrs, syscall.NetlinkRouteAttr{
+			Attr:  syscall.RtAttr{Len: uint16(l), Type: ne.Uint16(b[2:])},
+			Value: b[unix.SizeofRtAttr:l],
+		})
+		b = b[min((l+3)&^3, len(b)):]
+	}
+	return attrs, nil
 }
 
 func trimZero(b []byte) []byte {

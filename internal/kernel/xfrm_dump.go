@@ -1,6 +1,7 @@
 package kernel
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/vishvananda/netlink/nl"
@@ -99,33 +100,58 @@ func (x *XFRM) DumpStates() ([]State, error) {
 	return ss, nil
 }
 
-// PolicyDefaults reports what the kernel does with traffic that matches no
+// PolicyDefaults is what the kernel does with traffic that matches no
 // policy, per direction (`ip xfrm policy getdefault`).
-func (x *XFRM) PolicyDefaults() (in, fwd, out Action, err error) {
+type PolicyDefaults struct{ In, Fwd, Out Action }
+
+// ErrNoPolicyDefaults means the kernel predates XFRM_MSG_GETDEFAULT (Linux
+// 5.16): it accepts whatever no policy matches.
+var ErrNoPolicyDefaults = errors.New("the kernel has no XFRM policy defaults (before Linux 5.16): unmatched traffic is accepted")
+
+// PolicyDefaults asks the kernel for its default actions. Only a kernel
+// that does not know the message (it answers EINVAL to any type above
+// XFRM_MSG_MAX, see xfrm_user_rcv_msg) gives ErrNoPolicyDefaults; any other
+// failure (EPERM, ENOBUFS, a short reply) is an error, since "accept" would
+// then be a guess.
+func (x *XFRM) PolicyDefaults() (PolicyDefaults, error) {
 	var got []byte
 	// The kernel wants a struct xfrm_userpolicy_default body even here.
-	err = x.execute(xfrmRequest(xfrmMsgGetDefault, 0, make([]byte, 4)), xfrmMsgGetDefault, func(b []byte) bool {
+	err := x.execute(xfrmRequest(xfrmMsgGetDefault, 0, make([]byte, 4)), xfrmMsgGetDefault, func(b []byte) bool {
 		got = b
 		return false
 	})
-	if err == nil && len(got) < 3 {
-		err = fmt.Errorf("reply of %d bytes, want 3", len(got))
+	switch {
+	case errors.Is(err, unix.EINVAL):
+		return PolicyDefaults{In: ActionAllow, Fwd: ActionAllow, Out: ActionAllow}, ErrNoPolicyDefaults
+	case err != nil:
+		return PolicyDefaults{}, fmt.Errorf("xfrm policy defaults: %w", err)
+	case got == nil:
+		return PolicyDefaults{}, errors.New("xfrm policy defaults: the kernel acknowledged without an answer")
 	}
+	d, err := parsePolicyDefaults(got)
 	if err != nil {
-		return 0, 0, 0, fmt.Errorf("xfrm policy defaults: %w", err)
+		return d, fmt.Errorf("xfrm policy defaults: %w", err)
 	}
-	acts := [3]Action{}
-	for i, v := range got[:3] {
+	return d, nil
+}
+
+// parsePolicyDefaults reads struct xfrm_userpolicy_default {u8 in, fwd, out}.
+func parsePolicyDefaults(b []byte) (PolicyDefaults, error) {
+	if len(b) < 3 {
+		return PolicyDefaults{}, fmt.Errorf("xfrm_userpolicy_default: %d bytes, want 3", len(b))
+	}
+	var acts [3]Action
+	for i, v := range b[:3] {
 		switch v {
 		case 0, 2: // XFRM_USERPOLICY_UNSPEC (never set: accept), _ACCEPT
 			acts[i] = ActionAllow
 		case 1: // XFRM_USERPOLICY_BLOCK
 			acts[i] = ActionBlock
 		default:
-			return 0, 0, 0, fmt.Errorf("xfrm policy defaults: unknown value %d", v)
+			return PolicyDefaults{}, fmt.Errorf("xfrm_userpolicy_default: unknown action %d", v)
 		}
 	}
-	return acts[0], acts[1], acts[2], nil
+	return PolicyDefaults{In: acts[0], Fwd: acts[1], Out: acts[2]}, nil
 }
 
 // DumpPolicies lists the current namespace's XFRM policies.
@@ -133,6 +159,3 @@ func DumpPolicies() ([]Policy, error) { return (&XFRM{}).DumpPolicies() }
 
 // DumpStates lists the current namespace's XFRM SAs, without keys.
 func DumpStates() ([]State, error) { return (&XFRM{}).DumpStates() }
-
-// PolicyDefaults reports the current namespace's default policy actions.
-func PolicyDefaults() (in, fwd, out Action, err error) { return (&XFRM{}).PolicyDefaults() }

@@ -1,8 +1,11 @@
 package kernel
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"os"
+	"os/exec"
 	"reflect"
 	"strings"
 	"testing"
@@ -129,14 +132,14 @@ func TestPolicyAttrsOnKernelBytes(t *testing.T) {
 func TestPolicyDefaults(t *testing.T) {
 	ns, h := xfrmTestNS(t)
 	x := XFRMAt(h)
-	in, fwd, out, err := x.PolicyDefaults()
-	if err != nil || in != ActionAllow || fwd != ActionAllow || out != ActionAllow {
-		t.Fatalf("fresh namespace: in=%v fwd=%v out=%v err=%v, want all allow", in, fwd, out, err)
+	d, err := x.PolicyDefaults()
+	if err != nil || d != (PolicyDefaults{ActionAllow, ActionAllow, ActionAllow}) {
+		t.Fatalf("fresh namespace: %+v err=%v, want all allow", d, err)
 	}
 	ipn(t, ns, "xfrm", "policy", "setdefault", "in", "block", "fwd", "accept", "out", "block")
-	in, fwd, out, err = x.PolicyDefaults()
-	if err != nil || in != ActionBlock || fwd != ActionAllow || out != ActionBlock {
-		t.Fatalf("after setdefault in block fwd accept out block: in=%v fwd=%v out=%v err=%v", in, fwd, out, err)
+	d, err = x.PolicyDefaults()
+	if err != nil || d != (PolicyDefaults{ActionBlock, ActionAllow, ActionBlock}) {
+		t.Fatalf("after setdefault in block fwd accept out block: %+v err=%v", d, err)
 	}
 }
 
@@ -183,5 +186,39 @@ func TestDumpPoliciesScale(t *testing.T) {
 			t.Fatalf("policy %+v: wrong or duplicate (want src %v reqid %d)", p, want, i+1)
 		}
 		seen[i] = true
+	}
+}
+
+// TestPolicyDefaultsRefusedIsAnError: only a kernel that does not know
+// XFRM_MSG_GETDEFAULT means "accept". A refusal (here EPERM: the helper runs
+// in a user namespace without CAP_NET_ADMIN over the host's network
+// namespace) must be an error, not a guess.
+func TestPolicyDefaultsRefusedIsAnError(t *testing.T) {
+	if os.Getenv("SLUICE_POLICY_DEFAULTS_HELPER") == "1" {
+		_, err := (&XFRM{}).PolicyDefaults()
+		switch {
+		case err == nil:
+			fmt.Println("RESULT no error")
+		case errors.Is(err, ErrNoPolicyDefaults):
+			fmt.Println("RESULT taken for an old kernel:", err)
+		default:
+			fmt.Println("RESULT error:", err)
+		}
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to create a user namespace that lacks it")
+	}
+	cmd := exec.Command("unshare", "--user", os.Args[0], "-test.run", "^TestPolicyDefaultsRefusedIsAnError$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SLUICE_POLICY_DEFAULTS_HELPER=1")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("helper: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "RESULT error:") || !strings.Contains(string(out), "operation not permitted") {
+		t.Fatalf("GETDEFAULT without CAP_NET_ADMIN:\n%s\nwant an EPERM error", out)
+	}
+	if _, err := parsePolicyDefaults([]byte{1, 0}); err == nil {
+		t.Fatal("a 2-byte xfrm_userpolicy_default was accepted")
 	}
 }

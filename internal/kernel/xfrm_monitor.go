@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"unsafe"
 
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
@@ -26,11 +27,13 @@ const (
 	StateExpire                        // State hit a lifetime (Hard: it is gone)
 	Resync                             // events were lost: dump everything again
 	MonitorFailed                      // the monitor stopped (Err); the channel closes next
+	PolicyDefault                      // `ip xfrm policy setdefault`: Default holds all three
+	Marker                             // a Mark with Seq came through (see XFRMWatch.Mark)
 )
 
 var eventKindNames = [...]string{"?", "policy-new", "policy-upd", "policy-del", "policy-flush",
 	"policy-expire", "state-new", "state-upd", "state-del", "state-flush", "state-expire",
-	"resync", "monitor-failed"}
+	"resync", "monitor-failed", "policy-default", "marker"}
 
 func (k EventKind) String() string {
 	if int(k) < len(eventKindNames) {
@@ -47,24 +50,71 @@ type XFRMEvent struct {
 	State  *State
 	Hard   bool // expire events: hard (entry deleted) or soft (rekey due)
 	Err    error
+	// Default is what the kernel does with traffic no policy matches,
+	// after a PolicyDefault event.
+	Default *PolicyDefaults
+	Seq     uint32 // Marker
 }
 
 // defaultMonitorRcvBuf absorbs a burst of ~100k policy notifications
 // (about 300 bytes of skb each) while the consumer is busy.
 const defaultMonitorRcvBuf = 32 << 20
 
-// Monitor subscribes to policy, SA and expire notifications. Start it
-// before the first dump so that no change falls between the two. The
-// channel is closed when ctx ends or after a MonitorFailed event.
+// markerType is the message type of a Mark: any value the kernel never
+// sends on the XFRM groups (those are XFRM_MSG_*, 0x10-0x28).
+const markerType = 0x3e0
+
+// XFRMWatch is one subscription to the kernel's policy, SA and expire
+// notifications (and policy-default changes). Each Watch has its own
+// socket: after a Resync, drop the watch (cancel its context) and start a
+// new one before dumping, so that nothing queued before the overrun is
+// applied on top of the dump.
+type XFRMWatch struct {
+	// Events is closed when the watch's context ends or after a
+	// MonitorFailed event.
+	Events <-chan XFRMEvent
+
+	portid uint32            // the subscribed socket's netlink port
+	marker *nl.NetlinkSocket // sends Marks from markerPid
+	mpid   uint32
+}
+
+// Mark queues a Marker event carrying seq on the watch's socket, behind
+// every notification the kernel has queued there so far. When the Marker
+// arrives, every change the kernel announced before Mark was called has
+// been delivered (or reported lost with Resync). It fails with EAGAIN
+// when the socket is full.
+func (w *XFRMWatch) Mark(seq uint32) error {
+	b := make([]byte, unix.NLMSG_HDRLEN)
+	h := (*unix.NlMsghdr)(unsafe.Pointer(&b[0]))
+	h.Len, h.Type, h.Seq, h.Pid = unix.NLMSG_HDRLEN, markerType, seq, w.mpid
+	err := unix.Sendto(w.marker.GetFd(), b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: w.portid})
+	if err != nil {
+		return fmt.Errorf("xfrm monitor: queueing a marker: %w", err)
+	}
+	return nil
+}
+
+// Watch subscribes to policy, SA and expire notifications. Start it
+// before the first dump so that no change falls between the two.
 //
 // Events are never dropped silently: if the consumer (or the process) falls
 // behind until the kernel overruns the socket, the kernel says ENOBUFS and
-// the consumer receives Resync, after which it must dump again.
-func (x *XFRM) Monitor(ctx context.Context) (<-chan XFRMEvent, error) {
+// the consumer receives Resync, after which it must start a new watch and
+// dump again.
+func (x *XFRM) Watch(ctx context.Context) (*XFRMWatch, error) {
 	s, err := nl.SubscribeAt(x.target(), netns.None(), unix.NETLINK_XFRM,
 		nl.XFRMNLGRP_POLICY, nl.XFRMNLGRP_SA, nl.XFRMNLGRP_EXPIRE)
 	if err != nil {
 		return nil, fmt.Errorf("xfrm monitor: subscribe: %w", err)
+	}
+	w := &XFRMWatch{}
+	fail := func(what string, err error) (*XFRMWatch, error) {
+		s.Close()
+		if w.marker != nil {
+			w.marker.Close()
+		}
+		return nil, fmt.Errorf("xfrm monitor: %s: %w", what, err)
 	}
 	size := x.RcvBuf
 	if size <= 0 {
@@ -74,11 +124,20 @@ func (x *XFRM) Monitor(ctx context.Context) (<-chan XFRMEvent, error) {
 	// without it, take what rmem_max allows.
 	if err := s.SetReceiveBufferSize(size, true); err != nil {
 		if err := s.SetReceiveBufferSize(size, false); err != nil {
-			s.Close()
-			return nil, fmt.Errorf("xfrm monitor: receive buffer: %w", err)
+			return fail("receive buffer", err)
 		}
 	}
+	if w.portid, err = s.GetPid(); err != nil {
+		return fail("socket address", err)
+	}
+	if w.marker, err = nl.GetNetlinkSocketAt(x.target(), netns.None(), unix.NETLINK_XFRM); err != nil {
+		return fail("marker socket", err)
+	}
+	if w.mpid, err = w.marker.GetPid(); err != nil {
+		return fail("marker socket address", err)
+	}
 	ch := make(chan XFRMEvent, 64)
+	w.Events = ch
 	stopped := make(chan struct{})
 	go func() { // Close unblocks Receive (the socket is in Go's poller)
 		select {
@@ -86,6 +145,7 @@ func (x *XFRM) Monitor(ctx context.Context) (<-chan XFRMEvent, error) {
 		case <-stopped:
 		}
 		s.Close()
+		w.marker.Close()
 	}()
 	go func() {
 		defer close(ch)
@@ -111,8 +171,15 @@ func (x *XFRM) Monitor(ctx context.Context) (<-chan XFRMEvent, error) {
 			case err != nil:
 				send(XFRMEvent{Kind: MonitorFailed, Err: fmt.Errorf("xfrm monitor: %w", err)})
 				return
+			case from.Pid == w.mpid:
+				for _, m := range msgs {
+					if m.Header.Type == markerType && !send(XFRMEvent{Kind: Marker, Seq: m.Header.Seq}) {
+						return
+					}
+				}
+				continue
 			case from.Pid != nl.PidKernel:
-				continue // only the kernel may speak on these groups
+				continue // only the kernel (and our marker) may speak here
 			}
 			for _, m := range msgs {
 				ev, ok, err := decodeXFRMEvent(m.Header.Type, m.Data)
@@ -126,11 +193,8 @@ func (x *XFRM) Monitor(ctx context.Context) (<-chan XFRMEvent, error) {
 			}
 		}
 	}()
-	return ch, nil
+	return w, nil
 }
-
-// MonitorXFRM monitors the current namespace; see XFRM.Monitor.
-func MonitorXFRM(ctx context.Context) (<-chan XFRMEvent, error) { return (&XFRM{}).Monitor(ctx) }
 
 // decodeXFRMEvent turns one notification into an event; ok is false for
 // message types the mirror does not care about (acquire, aevents, ...).
@@ -178,6 +242,11 @@ func decodeXFRMEvent(typ uint16, b []byte) (ev XFRMEvent, ok bool, err error) {
 		var s State
 		s, err = withAttrs(parseStateInfo, applyStateAttrs, b[:xfrmSAInfoLen], b[xfrmExpireLen:])
 		ev.State, ev.Hard = &s, b[xfrmSAInfoLen] != 0
+	case xfrmMsgGetDefault:
+		// The kernel announces `setdefault` with the GETDEFAULT type.
+		var d PolicyDefaults
+		d, err = parsePolicyDefaults(b)
+		ev.Kind, ev.Default = PolicyDefault, &d
 	case nl.XFRM_MSG_FLUSHSA:
 		if len(b) < 1 {
 			return ev, false, fmt.Errorf("xfrm_usersa_flush: empty")

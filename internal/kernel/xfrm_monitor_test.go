@@ -26,10 +26,11 @@ func TestMonitorPolicyEvents(t *testing.T) {
 	ns, h := xfrmTestNS(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch, err := XFRMAt(h).Monitor(ctx)
+	w, err := XFRMAt(h).Watch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ch := w.Events
 	sel := []string{"src", "10.0.0.0/24", "dst", "10.1.0.0/24", "proto", "udp", "dport", "4789", "dir", "out"}
 	tmpl := []string{"tmpl", "src", "192.0.2.1", "dst", "192.0.2.2", "proto", "esp", "reqid", "3", "mode", "tunnel"}
 	policy := func(verb, prio string) []string {
@@ -99,10 +100,11 @@ func TestMonitorOverrunResyncs(t *testing.T) {
 	defer cancel()
 	x := XFRMAt(h)
 	x.RcvBuf = 4096
-	ch, err := x.Monitor(ctx)
+	w, err := x.Watch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ch := w.Events
 	const n = 3000
 	lines := make([]string, n)
 	for i := range lines {
@@ -134,10 +136,11 @@ func TestMonitorDefaultBufferKeepsUp(t *testing.T) {
 	ns, h := xfrmTestNS(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	ch, err := XFRMAt(h).Monitor(ctx)
+	w, err := XFRMAt(h).Watch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	ch := w.Events
 	const n = 3000
 	lines := make([]string, n)
 	for i := range lines {
@@ -148,5 +151,51 @@ func TestMonitorDefaultBufferKeepsUp(t *testing.T) {
 		if ev := nextEvent(t, ch); ev.Kind != PolicyNew {
 			t.Fatalf("event %d: %v (%v), want policy-new", i, ev.Kind, ev.Err)
 		}
+	}
+}
+
+// TestWatchMarkerComesAfterQueuedEvents: a Mark arrives behind every
+// notification queued before it, which is what lets the mirror know when a
+// dump's stragglers have all been applied.
+func TestWatchMarkerComesAfterQueuedEvents(t *testing.T) {
+	ns, h := xfrmTestNS(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := XFRMAt(h).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := make([]string, 200)
+	for i := range lines {
+		lines[i] = fmt.Sprintf("xfrm policy add src 10.0.%d.0/24 dst 172.16.0.0/16 dir out", i)
+	}
+	ipBatch(t, ns, lines)
+	if err := w.Mark(7); err != nil {
+		t.Fatal(err)
+	}
+	for i := range lines {
+		if ev := nextEvent(t, w.Events); ev.Kind != PolicyNew {
+			t.Fatalf("event %d: %v, want policy-new before the marker", i, ev.Kind)
+		}
+	}
+	if ev := nextEvent(t, w.Events); ev.Kind != Marker || ev.Seq != 7 {
+		t.Fatalf("after the queued events: %v seq %d, want marker 7", ev.Kind, ev.Seq)
+	}
+}
+
+// TestWatchPolicyDefault: `ip xfrm policy setdefault` is announced on the
+// policy group; the watch reports all three actions.
+func TestWatchPolicyDefault(t *testing.T) {
+	ns, h := xfrmTestNS(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := XFRMAt(h).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ipn(t, ns, "xfrm", "policy", "setdefault", "fwd", "block")
+	ev := nextEvent(t, w.Events)
+	if ev.Kind != PolicyDefault || ev.Default == nil || *ev.Default != (PolicyDefaults{In: ActionAllow, Fwd: ActionBlock, Out: ActionAllow}) {
+		t.Fatalf("got %v %+v, want policy-default with fwd block", ev.Kind, ev.Default)
 	}
 }

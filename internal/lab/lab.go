@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -256,12 +257,40 @@ func Load(name string) (*Lab, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseLab(b, name, filepath.Join(StateRoot, name, "lab.json"))
+}
+
+// errBadLabFile marks a lab.json that does not describe lab name: Down
+// still removes such a lab, by its name.
+var errBadLabFile = errors.New("not a lab sluice wrote (remove it with 'sluice lab down')")
+
+// parseLab reads lab.json of lab name. The spec must pass Validate (a
+// tunnel count past MaxTunnels made buildPlan run for minutes), and the
+// name, roles and namespaces must be the ones Up writes: Down and the
+// forwarders act on those namespaces. Found by FuzzParseLab.
+func parseLab(b []byte, name, path string) (*Lab, error) {
 	l := &Lab{}
 	if err := json.Unmarshal(b, l); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(StateRoot, name, "lab.json"), err)
+		return nil, fmt.Errorf("%s: %w: %w", path, err, errBadLabFile)
 	}
+	spec := l.Spec // Validate fills defaults; the file keeps what is installed
+	if err := spec.Validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", path, err, errBadLabFile)
+	}
+	if l.Name != name {
+		return nil, fmt.Errorf("%s: names lab %q: %w", path, l.Name, errBadLabFile)
+	}
+	var err error
 	if l.plan, err = buildPlan(l.Spec); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w: %w", path, err, errBadLabFile)
+	}
+	if !slices.Equal(l.Roles, l.plan.roles) || len(l.Namespaces) != len(l.Roles) {
+		return nil, fmt.Errorf("%s: roles %q, namespaces %q for a %s lab: %w", path, l.Roles, l.Namespaces, l.Topology, errBadLabFile)
+	}
+	for _, r := range l.Roles {
+		if l.Namespaces[r] != nsName(name, r) {
+			return nil, fmt.Errorf("%s: namespace %q for %s: %w", path, l.Namespaces[r], r, errBadLabFile)
+		}
 	}
 	return l, nil
 }
@@ -283,7 +312,7 @@ func Down(name string) (*DownResult, error) {
 	}
 	res := &DownResult{Name: name}
 	l, err := Load(name)
-	if err != nil && !errors.Is(err, ErrNoLab) {
+	if err != nil && !errors.Is(err, ErrNoLab) && !errors.Is(err, errBadLabFile) {
 		return nil, err
 	}
 	if l == nil {

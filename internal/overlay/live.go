@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"sluice/internal/config"
+	"sluice/internal/diag"
 	"sluice/internal/kernel"
 )
 
@@ -38,6 +39,10 @@ type Live struct {
 	// OffloadHW holds the driver and SA table of offload devices, by
 	// name (plan_offload_hw.go).
 	OffloadHW map[string]OffloadHW
+	// Guests and Topology are read only for files with guest networks
+	// (guests_live.go): OVS, VF drivers, representors, NUMA placement.
+	Guests   *GuestLive
+	Topology *diag.Topology
 }
 
 // link returns the link called name, or nil.
@@ -181,6 +186,12 @@ func ReadLive(h *config.Host) (*Live, error) {
 				l.PrivFlags[name] = f
 			}
 		}
+	}
+	if len(h.GuestNetworks) > 0 {
+		l.Guests = ReadGuestLive(h, l)
+		// Without a readable topology the vCPUs are left unpinned (the
+		// plan says so); it is no reason to refuse the rest.
+		l.Topology, _ = diag.ReadTopology(diag.Host)
 	}
 	return l, nil
 }

@@ -85,6 +85,7 @@ func NewPlan(h *config.Host, keys *config.Keys, live *Live) (*Plan, error) {
 	p.uplinks()
 	p.ipsec()
 	p.vteps()
+	p.guests()
 	if len(p.errs) > 0 {
 		return nil, &PlanError{File: h.File, Problems: p.errs}
 	}
@@ -406,6 +407,9 @@ func (p *planner) vtep(i int, v *config.VTEP) {
 				}
 				return nil
 			}})
+	}
+	if ovsOwned(p.h, v.Name) {
+		return // Open vSwitch's tunnel ports carry it (plan_guests.go)
 	}
 	p.vtepDevice(path, v, mtu)
 	p.addresses("vteps", v.Name, v.Addresses)

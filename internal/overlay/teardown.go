@@ -24,6 +24,7 @@ func NewTeardown(h *config.Host, live *Live, j *Journal, hasJournal bool) *Plan 
 	if !hasJournal {
 		t.plan.Notes = append(t.plan.Notes, "no journal of an apply here: removing every object the file declares that matches it; attributes of existing devices (MTU, VF count, eswitch mode) are left as they are")
 	}
+	t.guests()
 	t.vteps()
 	t.ipsec()
 	t.uplinks()

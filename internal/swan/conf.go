@@ -31,6 +31,13 @@ type PSK struct{ raw []byte }
 
 func (PSK) String() string { return "<psk redacted>" }
 
+// GoString and Format keep %#v, %d, %x... from printing the key's bytes
+// (only %v and %s used String; FuzzParsePSK found %#v showing the key).
+func (k PSK) GoString() string { return k.String() }
+
+// Format prints String for every verb.
+func (k PSK) Format(f fmt.State, _ rune) { io.WriteString(f, k.String()) }
+
 // Bytes returns the key itself (for VICI load-shared).
 func (k PSK) Bytes() []byte { return k.raw }
 

@@ -17,7 +17,9 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
+	"unicode"
 )
 
 // Topologies and roles of seed 002.
@@ -130,7 +132,10 @@ func (s *Spec) Validate() error {
 	default:
 		return fmt.Errorf("--role %q: use gw0 or gw1", s.Role)
 	}
-	for _, p := range s.Ports {
+	for i, p := range s.Ports {
+		if slices.Contains(s.Ports[:i], p) {
+			return fmt.Errorf("--port p%d is given twice", p)
+		}
 		if p != 0 && p != 1 {
 			return fmt.Errorf("--port p%d: use p0 or p1", p)
 		}
@@ -151,7 +156,9 @@ func (s *Spec) Validate() error {
 		return fmt.Errorf("--hw-offload %q: use no, crypto, packet or auto", s.HWOffload)
 	}
 	for flag, v := range map[string]string{"--esp": s.ESP, "--ike": s.IKE} {
-		if strings.ContainsAny(v, " \t\n{}=\"'#") {
+		// Any white space or control character (\r, \v, U+2028...) ends a
+		// token in swanctl.conf, not just the ASCII ones (FuzzLoadSpec).
+		if strings.ContainsAny(v, "{}=\"'#") || strings.IndexFunc(v, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
 			return fmt.Errorf("%s %q: a proposal is one token such as %s (join several with commas)", flag, v, DefaultESP)
 		}
 	}

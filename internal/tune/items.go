@@ -149,6 +149,9 @@ func (h *Host) irqItems(name string, ifc *Interface) ([]Item, error) {
 	if len(ifc.cpus) == 0 {
 		return nil, nil
 	}
+	if err := h.checkIRQCPUs(name, ifc.cpus); err != nil {
+		return nil, err
+	}
 	rt, err := diag.ReadRxTopology(h.FS, []string{name})
 	if err != nil {
 		return nil, fmt.Errorf("interfaces.%s: %w", name, err)

@@ -224,3 +224,30 @@ interfaces:
 		}
 	})
 }
+
+// A guest whose vCPU runs on a CPU the profile gives a queue IRQ: tune
+// refuses and names the guest, the thread and the CPUs to avoid; with the
+// vCPU elsewhere the profile applies.
+func TestTuneKeepsIRQsOffGuests(t *testing.T) {
+	f := copyTree(t)
+	write(t, f, "/proc/4242/comm", "qemu-system-x86")
+	write(t, f, "/proc/4242/cmdline", "qemu-system-x86_64\x00-name\x00guest=vm1")
+	write(t, f, "/proc/4242/task/4243/comm", "CPU 0/KVM")
+	write(t, f, "/proc/4242/task/4243/status", "Cpus_allowed_list:\t7")
+	write(t, f, "/proc/4242/task/4244/comm", "vhost-4242")
+	write(t, f, "/proc/4242/task/4244/status", "Cpus_allowed_list:\t30")
+	p, err := Load("testdata/seed004.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Host{FS: f, NoEthtool: true}
+	_, err = h.Collect(p)
+	if err == nil || !strings.Contains(err.Error(), "interfaces.p0.cpus: CPU 7 runs vm1 CPU 0/KVM; keep the NIC's queue IRQs off the guests' vCPUs and vhost threads") ||
+		!strings.Contains(err.Error(), "choose CPUs other than 7,30") {
+		t.Fatalf("profile pinning an IRQ on a vCPU: %v", err)
+	}
+	write(t, f, "/proc/4242/task/4243/status", "Cpus_allowed_list:\t31")
+	if _, err := h.Collect(p); err != nil {
+		t.Fatalf("vCPU moved off the profile's CPUs: %v", err)
+	}
+}

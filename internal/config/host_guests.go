@@ -1,0 +1,492 @@
+package config
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+)
+
+// GuestNetwork is an overlay segment for virtual machines: one VNI (the
+// VTEP it names), one bridge. Guests on different networks share nothing
+// but the encrypted underlay (seed 000's isolation goal).
+type GuestNetwork struct {
+	Name string
+	// VTEP names the vteps[] entry whose VNI, type, port, local address and
+	// remotes the segment carries; its SAs are the ones that cover it.
+	VTEP string
+	// Bridge is BridgeOVS (Open vSwitch, seed 000's choice) or BridgeLinux.
+	Bridge string
+	// BridgeName is the bridge device (default "br-" + Name).
+	BridgeName string
+	// PageFit sizes the guest-facing MTU so that one encapsulated,
+	// encrypted packet fits a 4 KiB page (seed 000: 4096-110 = 3986).
+	PageFit bool
+	// MTU is the guest-facing MTU (bridge ports, representors, guests); 0:
+	// computed from the uplink MTU (or the page) by sluice's arithmetic.
+	MTU  int
+	Line int
+}
+
+// Bridges a guest network can use.
+const (
+	BridgeOVS   = "ovs"
+	BridgeLinux = "linux"
+)
+
+// Guest attachments.
+const (
+	// AttachVFPassthrough: the VF goes to the VM through vfio-pci; in
+	// switchdev mode its representor joins the network's bridge.
+	AttachVFPassthrough = "vf-passthrough"
+	// AttachRepresentor: a host netdev (a VF's representor, a veth or a
+	// tap the user manages) joins the network's bridge; nothing is passed
+	// through.
+	AttachRepresentor = "representor"
+	// AttachVirtio: a virtio-net NIC whose tap libvirt creates on the
+	// network's bridge, with vhost (seed 001).
+	AttachVirtio = "virtio"
+)
+
+// GuestVF names one VF of a physical function.
+type GuestVF struct {
+	PF    string // netdev name or PCI address
+	Index int
+	Line  int
+}
+
+// Guest is one virtual machine (or one netdev standing in for one).
+type Guest struct {
+	// Name is the libvirt domain name.
+	Name    string
+	Network string
+	Attach  string
+	// VF is the VF passed through, or whose representor joins the bridge.
+	VF *GuestVF
+	// Port is a host netdev that joins the bridge (representor only).
+	Port string
+	// MAC, VLAN, Trust and SpoofChk are set on the PF for the VF
+	// (vf-passthrough), or on the virtio NIC (MAC only).
+	MAC      string
+	VLAN     *int
+	Trust    *bool
+	SpoofChk *bool
+	// VCPUs and MemoryMiB size the domain.
+	VCPUs     int
+	MemoryMiB int
+	// CPUs pins the vCPUs (one per vCPU); empty: chosen on NUMANode.
+	CPUs []int
+	// EmulatorCPUs hosts the emulator and I/O threads and vhost (seed 001:
+	// emulatorpin apart from the vCPUs); empty: chosen on NUMANode.
+	EmulatorCPUs []int
+	// NUMANode is the node for vCPUs and memory; nil: the NIC's node.
+	NUMANode *int
+	// QueueSize is virtio's rx_queue_size and tx_queue_size (default 1024).
+	QueueSize int
+	// PollUS is vhost's busy-poll time (qemu poll-us; 0: interrupts).
+	PollUS int
+	// MTU is the guest's MTU; 0: the network's.
+	MTU int
+	// Kernel, Initrd, Cmdline boot the domain directly; Disk is a disk
+	// image. One of Kernel or Disk is needed for a domain definition.
+	Kernel, Initrd, Cmdline, Disk string
+	// Define runs `virsh define` on apply (default false: the XML is only
+	// written to /run/sluice/guests/NAME.xml and shown).
+	Define bool
+	Line   int
+}
+
+// Guest defaults.
+const (
+	DefaultGuestVCPUs     = 2
+	DefaultGuestMemoryMiB = 2048
+	DefaultQueueSize      = 1024
+)
+
+var (
+	guestNetKeys = []string{"name", "vtep", "bridge", "bridge-name", "page-fit", "mtu"}
+	guestKeys    = []string{"name", "network", "attach", "vf", "port", "mac", "vlan", "trust", "spoofchk",
+		"vcpus", "memory-mib", "cpus", "emulator-cpus", "numa-node", "queue-size", "poll-us", "mtu",
+		"kernel", "initrd", "cmdline", "disk", "define"}
+	guestVFKeys = []string{"pf", "index"}
+)
+
+// guestMeta is where guest items are, for validation.
+type guestMeta struct {
+	nets   []item
+	guests []item
+}
+
+func (p *parser) guestNetwork(it item) GuestNetwork {
+	n := GuestNetwork{Line: it.line}
+	for _, f := range p.fields(it.node, it.path, guestNetKeys) {
+		switch f.name {
+		case "name":
+			n.Name = p.guestName(f, "a network name such as tenant-a")
+		case "vtep":
+			n.VTEP = p.ifname(f)
+		case "bridge":
+			n.Bridge = enum(p, f, BridgeOVS, BridgeOVS, BridgeLinux)
+		case "bridge-name":
+			n.BridgeName = p.ifname(f)
+		case "page-fit":
+			n.PageFit, _ = p.boolean(f)
+		case "mtu":
+			n.MTU = p.mtu(f)
+		}
+	}
+	return n
+}
+
+func (p *parser) guest(it item) Guest {
+	g := Guest{Line: it.line}
+	cpuList := func(f field) []int {
+		var out []int
+		for _, e := range p.scalars(f, "CPU number") {
+			if v, ok := p.uint(e, 8191); ok {
+				out = append(out, int(v))
+			}
+		}
+		return out
+	}
+	for _, f := range p.fields(it.node, it.path, guestKeys) {
+		switch f.name {
+		case "name":
+			g.Name = p.guestName(f, "a domain name such as vm1")
+		case "network":
+			g.Network = p.guestName(f, "the name of one of guest-networks")
+		case "attach":
+			g.Attach = enum(p, f, "", AttachVFPassthrough, AttachRepresentor, AttachVirtio)
+		case "vf":
+			if vi, ok := p.mapping(f, "{pf: enp3s0f0np0, index: 0}"); ok {
+				vf := &GuestVF{Line: vi.line, Index: -1}
+				for _, vf2 := range p.fields(vi.node, vi.path, guestVFKeys) {
+					switch vf2.name {
+					case "pf":
+						vf.PF = p.portName(vf2)
+					case "index":
+						if v, ok := p.uint(vf2, 4095); ok {
+							vf.Index = int(v)
+						}
+					}
+				}
+				g.VF = vf
+			}
+		case "port":
+			g.Port = p.ifname(f)
+		case "mac":
+			g.MAC = p.mac(f)
+		case "vlan":
+			if v, ok := p.uint(f, 4094); ok {
+				x := int(v)
+				g.VLAN = &x
+			}
+		case "trust":
+			if b, ok := p.boolean(f); ok {
+				g.Trust = &b
+			}
+		case "spoofchk":
+			if b, ok := p.boolean(f); ok {
+				g.SpoofChk = &b
+			}
+		case "vcpus":
+			if v, ok := p.uint(f, 1024); ok {
+				g.VCPUs = int(v)
+			}
+		case "memory-mib":
+			if v, ok := p.uint(f, 1<<24); ok {
+				g.MemoryMiB = int(v)
+			}
+		case "cpus":
+			g.CPUs = cpuList(f)
+		case "emulator-cpus":
+			g.EmulatorCPUs = cpuList(f)
+		case "numa-node":
+			if v, ok := p.uint(f, 1023); ok {
+				x := int(v)
+				g.NUMANode = &x
+			}
+		case "queue-size":
+			if v, ok := p.uint(f, 1024); ok {
+				g.QueueSize = int(v)
+			}
+		case "poll-us":
+			if v, ok := p.uint(f, 100000); ok {
+				g.PollUS = int(v)
+			}
+		case "mtu":
+			g.MTU = p.mtu(f)
+		case "kernel":
+			g.Kernel, _ = p.str(f, "the path of a kernel image")
+		case "initrd":
+			g.Initrd, _ = p.str(f, "the path of an initramfs")
+		case "cmdline":
+			g.Cmdline, _ = p.str(f, "a kernel command line")
+		case "disk":
+			g.Disk, _ = p.str(f, "the path of a disk image")
+		case "define":
+			g.Define, _ = p.boolean(f)
+		}
+	}
+	return g
+}
+
+// libvirt accepts more, but a name that is also usable in file names and
+// in a 15-byte bridge name keeps everything predictable.
+var guestNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+
+func (p *parser) guestName(f field, what string) string {
+	s, ok := p.str(f, what)
+	if !ok {
+		return ""
+	}
+	if !guestNameRE.MatchString(s) {
+		p.errorf(f.line, f.path, "%s is not a usable name; use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", show(s))
+		return ""
+	}
+	return s
+}
+
+func (m *guestMeta) applyDefaults(p *parser, h *Host) {
+	for i, it := range m.nets {
+		n := &h.GuestNetworks[i]
+		if !p.given[it.path+".bridge"] {
+			n.Bridge = BridgeOVS
+		}
+		if !p.given[it.path+".bridge-name"] && n.Name != "" {
+			n.BridgeName = "br-" + n.Name
+		}
+	}
+	for i, it := range m.guests {
+		g := &h.Guests[i]
+		if !p.given[it.path+".vcpus"] {
+			g.VCPUs = DefaultGuestVCPUs
+			if len(g.CPUs) > 0 {
+				g.VCPUs = len(g.CPUs)
+			}
+		}
+		if !p.given[it.path+".memory-mib"] {
+			g.MemoryMiB = DefaultGuestMemoryMiB
+		}
+		if !p.given[it.path+".queue-size"] && g.Attach == AttachVirtio {
+			g.QueueSize = DefaultQueueSize
+		}
+	}
+}
+
+// validate checks the guest sections against each other and against the
+// rest of the file; claim reserves device names across the whole file.
+func (m *guestMeta) validate(p *parser, h *Host, claim func(string, string, int, string)) {
+	at := func(it item, key string) (int, string) {
+		return p.lineOf(it.path+"."+key, it.line), it.path + "." + key
+	}
+	missing := func(it item, key, msg string) {
+		if !p.bad[it.path+"."+key] {
+			l, path := at(it, key)
+			p.errorf(l, path, "missing; %s", msg)
+		}
+	}
+	nets := map[string]*GuestNetwork{}
+	vtepUsed := map[string]string{}
+	for i, it := range m.nets {
+		n := &h.GuestNetworks[i]
+		if n.Name == "" {
+			missing(it, "name", "name the network, such as name: tenant-a")
+		} else if _, dup := nets[n.Name]; dup {
+			l, path := at(it, "name")
+			p.errorf(l, path, "%s is already a guest network; give each network its own name", show(n.Name))
+		} else {
+			nets[n.Name] = n
+		}
+		if len(n.BridgeName) > 15 {
+			l, path := at(it, "name")
+			p.errorf(l, path, "the default bridge name %s is longer than 15 bytes, the longest device name Linux allows; set bridge-name: (such as bridge-name: br0)", n.BridgeName)
+		} else {
+			l, path := at(it, "bridge-name")
+			claim(n.BridgeName, path, l, "bridge")
+		}
+		if n.VTEP == "" {
+			missing(it, "vtep", "name the vteps[] entry this network's traffic crosses, such as vtep: vxlan1")
+			continue
+		}
+		l, path := at(it, "vtep")
+		vi := slices.IndexFunc(h.VTEPs, func(v VTEP) bool { return v.Name == n.VTEP })
+		if vi < 0 {
+			p.errorf(l, path, "%s is not one of vteps[]; declare the VTEP (its VNI, local address and remotes) under vteps: and name it here", show(n.VTEP))
+			continue
+		}
+		if first, dup := vtepUsed[n.VTEP]; dup {
+			p.errorf(l, path, "%s already carries guest network %s; one VNI is one segment: give this network its own VTEP (another vni)", n.VTEP, first)
+		}
+		vtepUsed[n.VTEP] = n.Name
+		if v := h.VTEPs[vi]; len(v.Addresses) > 0 {
+			p.errorf(l, path, "vteps[%d] (%s) has addresses, but a VTEP carrying a guest network is a bridge port (an address on it is not reachable); remove its addresses: and give the guests theirs", vi, v.Name)
+		}
+		if n.PageFit && n.MTU > 0 {
+			l, path := at(it, "page-fit")
+			p.errorf(l, path, "page-fit computes the MTU and mtu: sets it; keep one of them")
+		}
+	}
+	guests := map[string]bool{}
+	for i, it := range m.guests {
+		g := &h.Guests[i]
+		if g.Name == "" {
+			missing(it, "name", "name the guest (its libvirt domain), such as name: vm1")
+		} else if guests[g.Name] {
+			l, path := at(it, "name")
+			p.errorf(l, path, "%s is already a guest; give each guest its own name", show(g.Name))
+		}
+		guests[g.Name] = true
+		if g.Network == "" {
+			missing(it, "network", "name the guest network it joins, such as network: tenant-a")
+		} else if nets[g.Network] == nil && !p.bad[it.path+".network"] {
+			l, path := at(it, "network")
+			p.errorf(l, path, "%s is not one of guest-networks; declare it there or name one that is", show(g.Network))
+		}
+		m.validateAttach(p, h, it, g, at, missing)
+		m.validatePlacement(p, it, g, at)
+	}
+}
+
+func (m *guestMeta) validateAttach(p *parser, h *Host, it item, g *Guest, at func(item, string) (int, string), missing func(item, string, string)) {
+	only := func(key, attach, fix string) {
+		if p.given[it.path+"."+key] {
+			l, path := at(it, key)
+			p.errorf(l, path, "only applies to attach: %s; %s", attach, fix)
+		}
+	}
+	switch g.Attach {
+	case "":
+		missing(it, "attach", "say how the guest's NIC attaches: vf-passthrough (SR-IOV, seed 000), representor (a host netdev into the bridge) or virtio (tap/vhost, seed 001)")
+	case AttachVFPassthrough:
+		if g.VF == nil {
+			missing(it, "vf", "name the VF to pass through, such as vf: {pf: enp3s0f0np0, index: 0}")
+		}
+		only("port", AttachRepresentor, "a passed-through VF's representor is found through devlink; remove port")
+	case AttachRepresentor:
+		if (g.VF == nil) == (g.Port == "") {
+			l, path := at(it, "vf")
+			p.errorf(l, path, "attach: representor needs exactly one of vf: (the VF whose representor joins the bridge) or port: (a netdev such as a representor, veth or tap by name)")
+		}
+	case AttachVirtio:
+		only("vf", AttachVFPassthrough+" or "+AttachRepresentor, "a virtio NIC is a tap libvirt creates on the bridge; remove vf")
+		only("port", AttachRepresentor, "remove port")
+	}
+	if g.Attach != AttachVFPassthrough {
+		for _, k := range []string{"vlan", "trust", "spoofchk"} {
+			only(k, AttachVFPassthrough, "these are VF settings the PF applies; remove "+k)
+		}
+	}
+	if g.Attach != AttachVirtio {
+		only("queue-size", AttachVirtio, "remove queue-size")
+		only("poll-us", AttachVirtio, "remove poll-us")
+	}
+	if g.Attach == AttachVirtio && g.QueueSize != 0 && !slices.Contains([]int{256, 512, 1024}, g.QueueSize) {
+		l, path := at(it, "queue-size")
+		p.errorf(l, path, "%d: virtio queues are 256, 512 or 1024 descriptors (QEMU's limit is 1024, seed 001 uses 1024)", g.QueueSize)
+	}
+	if vf := g.VF; vf != nil {
+		vi := item{path: it.path + ".vf", line: vf.Line}
+		if vf.PF == "" {
+			missing(vi, "pf", "name the physical function, such as pf: enp3s0f0np0")
+		}
+		if vf.Index < 0 {
+			missing(vi, "index", "say which VF, counting from 0, such as index: 0")
+		}
+		if g.Attach == AttachVFPassthrough {
+			for _, s := range h.SRIOV {
+				if s.PF == vf.PF && s.Eswitch == "legacy" {
+					l, path := at(it, "vf")
+					p.errorf(l, path, "%s is in eswitch legacy mode, where a passed-through VF has no representor to join the guest network's bridge; set eswitch: switchdev on sriov[] for %s", vf.PF, vf.PF)
+				}
+				if s.PF == vf.PF && s.VFs != nil && vf.Index >= *s.VFs {
+					l, path := at(it, "vf")
+					p.errorf(l, path, "VF %d does not exist with vfs: %d on %s; raise vfs or pick a VF from 0 to %d", vf.Index, *s.VFs, vf.PF, *s.VFs-1)
+				}
+			}
+		}
+	}
+	for i, o := range h.Guests {
+		if &h.Guests[i] == g {
+			break
+		}
+		if o.VF != nil && g.VF != nil && o.VF.PF == g.VF.PF && o.VF.Index == g.VF.Index {
+			l, path := at(it, "vf")
+			p.errorf(l, path, "VF %d of %s is already guest %s's; a VF serves one guest", g.VF.Index, g.VF.PF, o.Name)
+		}
+		if o.Port != "" && o.Port == g.Port {
+			l, path := at(it, "port")
+			p.errorf(l, path, "%s is already guest %s's port", g.Port, o.Name)
+		}
+	}
+}
+
+func (m *guestMeta) validatePlacement(p *parser, it item, g *Guest, at func(item, string) (int, string)) {
+	if g.VCPUs == 0 && p.given[it.path+".vcpus"] {
+		l, path := at(it, "vcpus")
+		p.errorf(l, path, "a guest needs at least one vCPU, such as vcpus: 2")
+	}
+	if g.MemoryMiB > 0 && g.MemoryMiB < 64 {
+		l, path := at(it, "memory-mib")
+		p.errorf(l, path, "%d MiB is too little for a Linux guest; use 64 or more (2048 is the default)", g.MemoryMiB)
+	}
+	if len(g.CPUs) > 0 && len(g.CPUs) != g.VCPUs && g.VCPUs > 0 {
+		l, path := at(it, "cpus")
+		p.errorf(l, path, "%d CPUs listed for %d vCPUs; list one host CPU per vCPU (seed 001 pins each vCPU to its own CPU)", len(g.CPUs), g.VCPUs)
+	}
+	seen := map[int]bool{}
+	for _, c := range g.CPUs {
+		if seen[c] {
+			l, path := at(it, "cpus")
+			p.errorf(l, path, "CPU %d is listed twice; each vCPU gets its own host CPU", c)
+		}
+		seen[c] = true
+	}
+	for _, c := range g.EmulatorCPUs {
+		if seen[c] {
+			l, path := at(it, "emulator-cpus")
+			p.errorf(l, path, "CPU %d also runs a vCPU; keep the emulator and vhost threads apart from the vCPUs (seed 001: a vhost thread on a vCPU's CPU halves its time)", c)
+		}
+	}
+	if g.Initrd != "" && g.Kernel == "" {
+		l, path := at(it, "initrd")
+		p.errorf(l, path, "an initrd needs kernel:; add the kernel image or remove initrd")
+	}
+}
+
+// guestSections parses the guest-networks: and guests: keys of host.yaml.
+func (p *parser) guestSections(f field, h *Host, m *guestMeta) {
+	switch f.name {
+	case "guest-networks":
+		for _, it := range p.mappings(f, "guest network", "name: tenant-a") {
+			h.GuestNetworks = append(h.GuestNetworks, p.guestNetwork(it))
+			m.nets = append(m.nets, it)
+		}
+	case "guests":
+		for _, it := range p.mappings(f, "guest", "name: vm1") {
+			h.Guests = append(h.Guests, p.guest(it))
+			m.guests = append(m.guests, it)
+		}
+	}
+}
+
+// GuestNetwork returns the network named name (nil: none).
+func (h *Host) GuestNetwork(name string) *GuestNetwork {
+	for i := range h.GuestNetworks {
+		if h.GuestNetworks[i].Name == name {
+			return &h.GuestNetworks[i]
+		}
+	}
+	return nil
+}
+
+// VTEP returns the VTEP named name (nil: none).
+func (h *Host) VTEP(name string) *VTEP {
+	for i := range h.VTEPs {
+		if h.VTEPs[i].Name == name {
+			return &h.VTEPs[i]
+		}
+	}
+	return nil
+}
+
+func (g *Guest) String() string { return fmt.Sprintf("guest %s", g.Name) }

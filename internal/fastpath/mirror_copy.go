@@ -1,0 +1,198 @@
+package fastpath
+
+import (
+	"fmt"
+	"net/netip"
+	"reflect"
+	"time"
+
+	"sluice/internal/kernel"
+)
+
+type stateKey struct {
+	dst   netip.Addr
+	spi   uint32
+	proto uint8
+}
+
+func keyOf(s *kernel.State) stateKey { return stateKey{dst: s.Dst, spi: s.SPI, proto: s.Proto} }
+
+// mirrorCopy is the mirror's in-memory copy of the kernel's XFRM state.
+type mirrorCopy struct {
+	policies map[uint32]kernel.Policy
+	states   map[stateKey]kernel.State
+	fwdBlock bool
+}
+
+func (c *mirrorCopy) load(snap Snapshot) {
+	c.policies = make(map[uint32]kernel.Policy, len(snap.Policies))
+	for _, p := range snap.Policies {
+		c.policies[p.Index] = p
+	}
+	c.states = make(map[stateKey]kernel.State, len(snap.States))
+	for _, s := range snap.States {
+		c.states[keyOf(&s)] = s
+	}
+	c.fwdBlock = snap.FwdDefaultBlock
+}
+
+func (c *mirrorCopy) snapshot() Snapshot {
+	snap := Snapshot{FwdDefaultBlock: c.fwdBlock}
+	snap.Policies = make([]kernel.Policy, 0, len(c.policies))
+	for _, p := range c.policies {
+		snap.Policies = append(snap.Policies, p)
+	}
+	snap.States = make([]kernel.State, 0, len(c.states))
+	for _, s := range c.states {
+		snap.States = append(snap.States, s)
+	}
+	return snap
+}
+
+func (c *mirrorCopy) apply(ev kernel.XFRMEvent) {
+	switch ev.Kind {
+	case kernel.PolicyNew, kernel.PolicyUpd:
+		c.policies[ev.Policy.Index] = *ev.Policy
+	case kernel.PolicyDel:
+		delete(c.policies, ev.Policy.Index)
+	case kernel.PolicyExpire:
+		if ev.Hard {
+			delete(c.policies, ev.Policy.Index)
+		}
+	case kernel.PolicyFlush:
+		sub := ev.Policy != nil && ev.Policy.Sub
+		for i, p := range c.policies {
+			if p.Sub == sub {
+				delete(c.policies, i)
+			}
+		}
+	case kernel.PolicyDefault:
+		c.fwdBlock = ev.Default.Fwd == kernel.ActionBlock
+	case kernel.StateNew, kernel.StateUpd:
+		c.states[keyOf(ev.State)] = *ev.State
+	case kernel.StateDel:
+		delete(c.states, keyOf(ev.State))
+	case kernel.StateExpire:
+		if ev.Hard {
+			delete(c.states, keyOf(ev.State))
+		}
+	case kernel.StateFlush:
+		for k := range c.states {
+			if ev.State == nil || ev.State.Proto == 0 || k.proto == ev.State.Proto {
+				delete(c.states, k)
+			}
+		}
+	}
+}
+
+// verification is a dump to compare the copy with, and the keys that
+// changed after it was taken (their value in the dump may be older or newer
+// than the copy's, so they prove nothing either way).
+type verification struct {
+	dump         mirrorCopy
+	policies     map[uint32]bool
+	states       map[stateKey]bool
+	inconclusive bool // a flush or a default change: dump again
+}
+
+func newVerification(snap Snapshot) *verification {
+	v := &verification{policies: map[uint32]bool{}, states: map[stateKey]bool{}}
+	v.dump.load(snap)
+	return v
+}
+
+func (v *verification) touch(ev kernel.XFRMEvent) {
+	switch {
+	case ev.Kind == kernel.PolicyFlush || ev.Kind == kernel.StateFlush || ev.Kind == kernel.PolicyDefault:
+		v.inconclusive = true
+	case ev.Policy != nil:
+		v.policies[ev.Policy.Index] = true
+	case ev.State != nil:
+		v.states[keyOf(ev.State)] = true
+	}
+}
+
+// compare returns "" when the copy agrees with the dump on every key that
+// did not change meanwhile, or else what differs.
+func (v *verification) compare(c *mirrorCopy) string {
+	var missing, extra, changed int
+	var first string
+	note := func(n *int, what string) {
+		if *n++; first == "" {
+			first = what
+		}
+	}
+	for i, p := range v.dump.policies {
+		if v.policies[i] {
+			continue
+		}
+		if q, ok := c.policies[i]; !ok {
+			note(&missing, fmt.Sprintf("policy %d missing", i))
+		} else if !reflect.DeepEqual(p, q) {
+			note(&changed, fmt.Sprintf("policy %d differs", i))
+		}
+	}
+	for i := range c.policies {
+		if _, ok := v.dump.policies[i]; !ok && !v.policies[i] {
+			note(&extra, fmt.Sprintf("policy %d is gone from the kernel", i))
+		}
+	}
+	for k, s := range v.dump.states {
+		if v.states[k] {
+			continue
+		}
+		if q, ok := c.states[k]; !ok {
+			note(&missing, fmt.Sprintf("SA spi %#x missing", k.spi))
+		} else if !reflect.DeepEqual(s, q) {
+			note(&changed, fmt.Sprintf("SA spi %#x differs", k.spi))
+		}
+	}
+	for k := range c.states {
+		if _, ok := v.dump.states[k]; !ok && !v.states[k] {
+			note(&extra, fmt.Sprintf("SA spi %#x is gone from the kernel", k.spi))
+		}
+	}
+	if v.dump.fwdBlock != c.fwdBlock {
+		note(&changed, "the FWD default differs")
+	}
+	if first == "" {
+		return ""
+	}
+	return fmt.Sprintf("%d missing, %d extra, %d changed; first: %s", missing, extra, changed, first)
+}
+
+// publish compiles the copy and swaps it in, opening the fast path.
+func (m *Mirror) publish() error {
+	start := time.Now()
+	snap := m.copy.snapshot()
+	tables, err := Compile(snap)
+	if err == nil {
+		err = m.DP.Apply(tables)
+	}
+	if err != nil {
+		return err
+	}
+	if m.Tier != nil {
+		m.Tier.Update(snap)
+	}
+	if err := m.DP.PruneCounters(func(i uint32) bool { _, ok := m.copy.policies[i]; return ok }); err != nil {
+		m.Log.Warn("pruning per-policy counters", "err", err)
+	}
+	byIndex := make(map[uint32]kernel.Policy, len(m.copy.policies))
+	for i, p := range m.copy.policies {
+		byIndex[i] = p
+	}
+	m.setStatus(func(s *MirrorStatus) {
+		m.byIndex = byIndex
+		s.InSync, s.State = true, StateInSync
+		s.KernelPolicies = len(snap.Policies)
+		s.KernelStates = len(snap.States)
+		s.MirroredPolicies = tables.Mirrored
+		s.Tuples = [2]int{len(tables.Tuples[0]), len(tables.Tuples[1])}
+		s.Syncs++
+		s.LastSync = time.Now()
+		s.LastSyncDuration = time.Since(start).String()
+		s.LastError = ""
+	})
+	return nil
+}
