@@ -12,7 +12,7 @@ PKGS=(
   clang llvm libbpf-dev bpftool make gcc libc6-dev
   iproute2 ethtool iperf3 tcpdump kmod xz-utils cpio pciutils iputils-ping
   strongswan strongswan-swanctl charon-systemd libcharon-extra-plugins
-  libstrongswan-standard-plugins libstrongswan-extra-plugins
+  libstrongswan-standard-plugins libstrongswan-extra-plugins strongswan-pki
   qemu-system-x86 busybox-static chromium
   openvswitch-switch libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu libxml2-utils
 )

@@ -19,7 +19,7 @@ func newBenchCmd() *cobra.Command {
 		Use:   "bench",
 		Short: "Measure the fast path and lab traffic",
 	}
-	cmd.AddCommand(newBenchFastpathCmd(), newBenchRunCmd(), newBenchCompareCmd(), newBenchIperf3Cmd(), newBenchPingCmd(), newBenchTRexProfileCmd())
+	cmd.AddCommand(newBenchFastpathCmd(), newBenchRunCmd(), newBenchCompareCmd(), newBenchIperf3Cmd(), newBenchPingCmd(), newBenchTRexProfileCmd(), newBenchRekeyCmd())
 	return cmd
 }
 

@@ -43,7 +43,7 @@ func overlayInputs(file string, needKeys bool) (*config.Host, *config.Keys, *ove
 		return nil, nil, nil, err
 	}
 	var keys *config.Keys
-	if needKeys && h.IPsec != nil && len(h.IPsec.Peers) > 0 {
+	if needKeys && h.HasKeying(config.KeyingManual) {
 		if keys, err = config.LoadKeys(h.KeysPath()); err != nil {
 			return nil, nil, nil, fmt.Errorf("%s: ipsec.keys (line %d): %w", h.File, h.IPsec.KeysLine, err)
 		}
@@ -145,8 +145,8 @@ and sysfs commands; the domain XML in full).
 
 func newApplyCmd() *cobra.Command {
 	var (
-		file, stateDir string
-		dryRun, asJSON bool
+		file, stateDir        string
+		dryRun, asJSON, force bool
 	)
 	cmd := &cobra.Command{
 		Use:   "apply -f host.yaml",
@@ -167,6 +167,13 @@ without offload when the device cannot offload it, and apply fails then.
 auto tries packet, then crypto, then none, and reports what it obtained and
 why the others were refused.
 
+Manual keys: apply remembers (in a ledger beside the journal, as salted
+digests) every manual key it installed, and refuses to install one again,
+since the new SA would restart its sequence numbers under the same AES-GCM
+key; --force overrides. Peers with keying: ike get fresh keys from
+strongSwan instead: apply loads their connections into charon over VICI
+and initiates them.
+
 ` + hostFileHelp,
 		Example: `  sluice apply -f /etc/sluice/host.yaml
   sluice apply -f host.yaml --dry-run
@@ -181,6 +188,7 @@ why the others were refused.
 			if err != nil {
 				return err
 			}
+			p.Force = force
 			w := cmd.OutOrStdout()
 			if dryRun {
 				if asJSON {
@@ -232,6 +240,7 @@ why the others were refused.
 	}
 	addFileFlag(cmd, &file)
 	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing (same as sluice plan)")
+	cmd.Flags().BoolVar(&force, "force", false, "install a manual key even though apply installed it before (its SA's sequence numbers start over under the same key: see docs/overlay.md, Keying)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan and the result as JSON")
 	cmd.Flags().StringVar(&stateDir, "state-dir", overlay.DefaultStateDir, "where apply journals what it did (tmpfs)")
 	return cmd

@@ -149,6 +149,11 @@ type IPsec struct {
 	// UnsafeBondOffload allows offload through a bond on kernels where
 	// sluice knows it to be broken (see docs/overlay.md).
 	UnsafeBondOffload bool
+	// Keying is the default of the peers' keying: KeyingManual or
+	// KeyingIKE (host_keying.go).
+	Keying string
+	// IKE configures strongSwan for the peers keyed by IKE.
+	IKE *IKE
 }
 
 // Peer is a pair of SAs (out and in) and their policies.
@@ -176,7 +181,12 @@ type Peer struct {
 	// to Remote/32).
 	Selectors []Selector
 	Priority  uint32
-	Line      int
+	// Keying is KeyingManual (SPIs and keys from the file) or KeyingIKE.
+	Keying string
+	// LocalID and RemoteID are the IKE identities (default: the
+	// addresses; with certificates, a subjectAltName of the certificate).
+	LocalID, RemoteID string
+	Line              int
 }
 
 // OffloadFor is the offload mode of the SA in direction dir ("out" or

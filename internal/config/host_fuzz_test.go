@@ -108,8 +108,11 @@ func checkHost(t *testing.T, h *Host) {
 		checkPrefixes(t, v.Addresses)
 	}
 	if s := h.IPsec; s != nil {
-		if len(s.Peers) > 0 && s.Keys == "" {
-			t.Fatalf("peers without a key file")
+		if h.HasKeying(KeyingManual) && s.Keys == "" {
+			t.Fatalf("manual peers without a key file")
+		}
+		if h.HasKeying(KeyingIKE) && (s.IKE == nil || (s.IKE.PSK == "") == (s.IKE.CA == "" || s.IKE.Cert == "" || s.IKE.PrivateKey == "") || (s.IKE.RekeyTime > 0 && s.IKE.LifeTime <= s.IKE.RekeyTime)) {
+			t.Fatalf("IKE peers with ike %+v", s.IKE)
 		}
 		names := map[string]bool{}
 		for _, p := range s.Peers {
@@ -120,7 +123,7 @@ func checkHost(t *testing.T, h *Host) {
 			if !p.Local.IsValid() || !p.Remote.IsValid() || p.Local.Is4() != p.Remote.Is4() || p.Local == p.Remote || p.Local.Is4In6() || p.Remote.Is4In6() {
 				t.Fatalf("peer %s: %s -> %s", p.Name, p.Local, p.Remote)
 			}
-			if p.SPIOut == 0 || p.SPIIn == 0 || (p.Mode != ModeTransport && p.Mode != ModeTunnel) || (p.KeyBits != 128 && p.KeyBits != 256) {
+			if (p.Keying == KeyingManual && (p.SPIOut == 0 || p.SPIIn == 0)) || (p.Keying != KeyingManual && p.Keying != KeyingIKE) || (p.Mode != ModeTransport && p.Mode != ModeTunnel) || (p.KeyBits != 128 && p.KeyBits != 256) {
 				t.Fatalf("peer %+v", p)
 			}
 			if (p.ESN && (p.ReplayWindow == 0 || p.ReplayWindow > MaxESNReplay)) || (!p.ESN && p.ReplayWindow > MaxLegacyReplay) || p.ReplayWindow < 0 {

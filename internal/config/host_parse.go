@@ -18,8 +18,8 @@ var (
 	vfKeys       = []string{"index", "mac", "vlan", "trust", "spoofchk", "ipsec"}
 	vtepKeys     = []string{"name", "type", "vni", "local", "port", "remotes", "mtu", "geneve-options", "addresses"}
 	remoteKeys   = []string{"address", "via"}
-	ipsecKeys    = []string{"keys", "peers", "unsafe-bond-offload"}
-	peerKeys     = []string{"name", "local", "remote", "mode", "key-bits", "spi-out", "spi-in", "reqid-out", "reqid-in", "esn", "replay-window", "offload", "offload-out", "offload-in", "offload-dev", "selectors", "priority"}
+	ipsecKeys    = []string{"keys", "peers", "unsafe-bond-offload", "keying", "ike"}
+	peerKeys     = []string{"name", "local", "remote", "mode", "key-bits", "spi-out", "spi-in", "reqid-out", "reqid-in", "esn", "replay-window", "offload", "offload-out", "offload-in", "offload-dev", "selectors", "priority", "keying", "local-id", "remote-id"}
 	selectorKeys = []string{"local", "remote"}
 )
 
@@ -426,6 +426,10 @@ func (p *parser) ipsec(it item, m *hostMeta) *IPsec {
 			}
 		case "unsafe-bond-offload":
 			s.UnsafeBondOffload, _ = p.boolean(f)
+		case "keying":
+			s.Keying = p.peerKeying(f)
+		case "ike":
+			s.IKE = p.ike(f)
 		}
 	}
 	return s
@@ -500,6 +504,12 @@ func (p *parser) peer(it item) (Peer, []item) {
 			}
 		case "priority":
 			pr.Priority = u32(f)
+		case "keying":
+			pr.Keying = p.peerKeying(f)
+		case "local-id":
+			pr.LocalID = p.pathLike(f, "an IKE identity such as 192.168.80.2 or node-a.example")
+		case "remote-id":
+			pr.RemoteID = p.pathLike(f, "an IKE identity such as 192.168.80.3 or node-b.example")
 		}
 	}
 	return pr, sels

@@ -35,6 +35,7 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 			}
 		}
 	}
+	m.applyIKEDefaults(p, h)
 	for i, it := range m.peers {
 		pr := &h.IPsec.Peers[i]
 		if !p.given[it.path+".mode"] {
@@ -272,7 +273,8 @@ func (m *hostMeta) validateVTEP(p *parser, h *Host, i int, claim func(string, st
 func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 	s := h.IPsec
 	ipath := m.ipsec.path
-	if len(s.Peers) > 0 && s.Keys == "" && !p.bad[ipath+".keys"] {
+	m.validateIKE(p, h)
+	if h.HasKeying(KeyingManual) && s.Keys == "" && !p.bad[ipath+".keys"] {
 		p.errorf(p.lineOf(ipath+".keys", m.ipsec.line), ipath+".keys", "missing; name the key file (mode 0600), such as keys: /etc/sluice/%s.keys", h.Name)
 	}
 	names := map[string]int{}
@@ -311,10 +313,13 @@ func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 				p.errorf(l, path, "is the same as local (%s)", pr.Local)
 			}
 		}
-		if pr.SPIOut == 0 {
+		if pr.Keying == KeyingIKE {
+			m.validateIKEPeer(p, h, i)
+		}
+		if pr.SPIOut == 0 && pr.Keying != KeyingIKE {
 			missing("spi-out", "give the SPI of the outbound SA (the peer's spi-in), such as spi-out: 0x1001")
 		}
-		if pr.SPIIn == 0 {
+		if pr.SPIIn == 0 && pr.Keying != KeyingIKE {
 			missing("spi-in", "give the SPI of the inbound SA (the peer's spi-out), such as spi-in: 0x1002")
 		}
 		if pr.SPIOut != 0 && pr.Remote.IsValid() {

@@ -17,6 +17,10 @@ type runner struct {
 	obtained map[string]string // "peer/dir" -> offload obtained
 	report   []string
 	saveErr  error
+	// ledger remembers the manual keys installed (keyledger.go); force
+	// installs one again anyway.
+	ledger *keyLedger
+	force  bool
 }
 
 func (r *runner) created(e entry) {
@@ -74,7 +78,7 @@ func Apply(plan *Plan, stateDir string, progress io.Writer) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	r := &runner{j: j, obtained: map[string]string{}}
+	r := &runner{j: j, obtained: map[string]string{}, force: plan.Force}
 	res := &Result{Journal: j.path}
 	for i, s := range plan.Steps {
 		if progress != nil {
@@ -149,6 +153,9 @@ func (r *runner) addSA(w wantSA) error {
 	if w.offload == config.OffloadModeAuto {
 		modes = []string{config.OffloadModePacket, config.OffloadModeCrypto, config.OffloadModeNone}
 	}
+	if err := r.checkKey(w); err != nil {
+		return err
+	}
 	if w.offload != config.OffloadModeNone {
 		if err := waitActivePort(pr.OffloadDev, 3*time.Second); err != nil {
 			return err
@@ -183,6 +190,9 @@ func (r *runner) addSA(w wantSA) error {
 			return fmt.Errorf("%s: offload %s was asked for; the kernel %s; the SA was removed again. Check `ethtool -k %s | grep esp`, or use offload: auto or none", w, m, strings.TrimPrefix(why, m+" "), pr.OffloadDev)
 		}
 		r.created(entry{Kind: kindSA, Dst: w.dst.String(), SPI: w.spi, Src: w.src.String()})
+		if err := r.recordKey(w); err != nil {
+			return err
+		}
 		r.obtained[saKey(w)] = m
 		switch {
 		case w.offload == config.OffloadModeAuto:

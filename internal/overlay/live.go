@@ -36,6 +36,8 @@ type Live struct {
 	VFCaps map[string]kernel.VFPort
 	// PCI maps PCI addresses written in the file to netdev names.
 	PCI map[string]string
+	// IKE is charon's state, for files with peers keyed by IKE.
+	IKE *IKELive
 	// OffloadHW holds the driver and SA table of offload devices, by
 	// name (plan_offload_hw.go).
 	OffloadHW map[string]OffloadHW
@@ -112,6 +114,9 @@ func ReadLive(h *config.Host) (*Live, error) {
 		}
 		if l.Policies, err = kernel.DumpPolicies(); err != nil {
 			return nil, err
+		}
+		if h.HasKeying(config.KeyingIKE) && h.IPsec.IKE != nil {
+			l.IKE = readIKE(h)
 		}
 	}
 	var ports []string

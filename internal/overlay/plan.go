@@ -30,6 +30,9 @@ type Plan struct {
 	// Notes are decisions and warnings worth reading (offload choices,
 	// unencrypted VTEPs).
 	Notes []string `json:"notes,omitempty"`
+	// Force lets apply install a manual key it installed before (see
+	// keyledger.go).
+	Force bool `json:"-"`
 }
 
 // Empty reports a plan with nothing to do.
@@ -52,6 +55,9 @@ type planner struct {
 	// addrPlanned holds "dev prefix" of addresses already planned: VTEPs
 	// with different VNIs may share one local address on lo.
 	addrPlanned map[string]bool
+	// ikeLast are the IKE initiations, run after the VTEPs' routes exist
+	// (plan_ike.go).
+	ikeLast []Step
 }
 
 func (p *planner) fail(format string, args ...any) {
@@ -85,6 +91,7 @@ func NewPlan(h *config.Host, keys *config.Keys, live *Live) (*Plan, error) {
 	p.uplinks()
 	p.ipsec()
 	p.vteps()
+	p.plan.Steps = append(p.plan.Steps, p.ikeLast...)
 	p.guests()
 	if len(p.errs) > 0 {
 		return nil, &PlanError{File: h.File, Problems: p.errs}

@@ -68,13 +68,18 @@ func (p *planner) ipsec() {
 	if s == nil || len(s.Peers) == 0 {
 		return
 	}
-	if p.keys == nil {
+	if p.keys == nil && p.h.HasKeying(config.KeyingManual) {
 		p.fail("ipsec: no key file loaded")
 		return
 	}
 	for i := range s.Peers {
 		pr := &s.Peers[i]
 		path := fmt.Sprintf("ipsec.peers[%d] (%s)", i, pr.Name)
+		if pr.Keying == config.KeyingIKE {
+			p.ikePeer(path, pr) // plan_ike.go
+			continue
+		}
+		p.manualKeyNote(path)
 		out, in, err := p.keys.PeerKeys(pr.Name, pr.KeyBits)
 		if err != nil {
 			p.fail("%s: %v", path, err)

@@ -26,6 +26,7 @@ func NewTeardown(h *config.Host, live *Live, j *Journal, hasJournal bool) *Plan 
 	}
 	t.guests()
 	t.vteps()
+	t.ike()
 	t.ipsec()
 	t.uplinks()
 	t.restore()
@@ -157,6 +158,9 @@ func (t *tearer) ipsec() {
 	var sas []wantSA
 	for i := range t.h.IPsec.Peers {
 		pr := &t.h.IPsec.Peers[i]
+		if pr.Keying == config.KeyingIKE {
+			continue // charon's SAs: t.ike() (teardown_ike.go)
+		}
 		sas = append(sas, wantSA{peer: pr, dir: "out", src: pr.Local, dst: pr.Remote, spi: pr.SPIOut, reqid: pr.ReqidOut},
 			wantSA{peer: pr, dir: "in", src: pr.Remote, dst: pr.Local, spi: pr.SPIIn, reqid: pr.ReqidIn})
 	}

@@ -29,6 +29,8 @@ type SAStatus struct {
 	Bytes   uint64 `json:"bytes"`
 	// Delta is the packets counted during the traffic window.
 	Delta *uint64 `json:"packets_during_window,omitempty"`
+	// For SAs keyed by IKE: their connection, age and next rekey.
+	IKE *IKESAInfo `json:"ike,omitempty"`
 }
 
 // VerifyReport is the result of verify.
@@ -79,6 +81,10 @@ func Verify(h *config.Host, keys *config.Keys, live *Live) *VerifyReport {
 	}
 	for i := range h.IPsec.Peers {
 		pr := &h.IPsec.Peers[i]
+		if pr.Keying == config.KeyingIKE {
+			verifyIKEPeer(r, h, pr, live) // verify_ike.go
+			continue
+		}
 		for _, w := range []wantSA{
 			{peer: pr, dir: "out", src: pr.Local, dst: pr.Remote, spi: pr.SPIOut},
 			{peer: pr, dir: "in", src: pr.Remote, dst: pr.Local, spi: pr.SPIIn},

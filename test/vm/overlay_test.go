@@ -391,7 +391,7 @@ func TestOverlayNetdevsimOffload(t *testing.T) {
 	}
 	step(t, "packet offload is refused by netdevsim", func(t *testing.T) {
 		f := file(t, ovOffloadFile("pk", "", ports[0], "packet", false, false))
-		out, err := ovSluice(t, ns, "apply", "-f", f)
+		out, err := ovSluice(t, ns, "apply", "--force", "-f", f)
 		if err == nil || !strings.Contains(out, "step 1 (create SA out 10.88.0.1->10.88.0.2 spi 0x2001) failed") || !strings.Contains(out, "offload packet dev "+ports[0]+" dir out") {
 			t.Fatalf("apply with offload packet: %v\n%s", err, out)
 		}
@@ -402,32 +402,32 @@ func TestOverlayNetdevsimOffload(t *testing.T) {
 	})
 	step(t, "auto falls back to crypto and says why", func(t *testing.T) {
 		f := file(t, ovOffloadFile("auto", "", ports[0], "auto", false, false))
-		out := ovMust(t, ns, "apply", "-f", f)
+		out := ovMust(t, ns, "apply", "--force", "-f", f)
 		t.Logf("%s", out)
 		mustContain(t, out, "offload: SA out 10.88.0.1->10.88.0.2 spi 0x2001: offload auto -> crypto on "+ports[0]+": packet refused",
 			"offload: SA in 10.88.0.2->10.88.0.1 spi 0x2002: offload auto -> crypto on "+ports[0])
 		mustContain(t, nsimIPsec(t, id, 0), "SA count=2", "spi=0x00002001", "spi=0x00002002")
 		v := ovMust(t, ns, "verify", "-f", f)
 		mustContain(t, v, "offload auto obtained crypto on "+ports[0], "verify: passed")
-		mustContain(t, ovMust(t, ns, "apply", "-f", f), "nothing to do")
+		mustContain(t, ovMust(t, ns, "apply", "--force", "-f", f), "nothing to do")
 		ovMust(t, ns, "teardown", "-f", f)
 		mustContain(t, nsimIPsec(t, id, 0), "SA count=0")
 	})
 	step(t, "crypto with ESN: netdevsim cannot, auto says so and falls back to none", func(t *testing.T) {
 		f := file(t, ovOffloadFile("esn", "", ports[0], "crypto", true, false))
-		out, err := ovSluice(t, ns, "apply", "-f", f)
+		out, err := ovSluice(t, ns, "apply", "--force", "-f", f)
 		if err == nil || !strings.Contains(out, "ESN") {
 			t.Fatalf("crypto offload with ESN on netdevsim: %v\n%s", err, out)
 		}
 		f = file(t, ovOffloadFile("esnauto", "", ports[0], "auto", true, false))
-		out = ovMust(t, ns, "apply", "-f", f)
+		out = ovMust(t, ns, "apply", "--force", "-f", f)
 		mustContain(t, out, "offload auto -> none", "crypto refused")
 		t.Logf("%s", out)
 		ovMust(t, ns, "teardown", "-f", f)
 	})
 	step(t, "crypto on a veth: the kernel silently falls back, apply does not", func(t *testing.T) {
 		f := file(t, ovOffloadFile("veth", "", "v0", "crypto", false, false))
-		out, err := ovSluice(t, ns, "apply", "-f", f)
+		out, err := ovSluice(t, ns, "apply", "--force", "-f", f)
 		if err == nil || !strings.Contains(out, "installed with offload none") {
 			t.Fatalf("crypto offload on a veth: %v\n%s", err, out)
 		}
@@ -463,7 +463,7 @@ func TestOverlayNetdevsimOffload(t *testing.T) {
 	})
 	step(t, "what 6.12 does with the override: accepted, in no port", func(t *testing.T) {
 		f := file(t, ovOffloadFile("bondu", ports[0]+", "+ports[1], "bond0", "crypto", false, true))
-		out := ovMust(t, ns, "apply", "-f", f)
+		out := ovMust(t, ns, "apply", "--force", "-f", f)
 		t.Logf("%s", out)
 		mustContain(t, out, "offload crypto on bond0")
 		mustContain(t, run(t, "ip", "-n", ns, "xfrm", "state"), "crypto offload parameters: dev bond0 dir out")

@@ -1,0 +1,245 @@
+package bench
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+)
+
+// RekeyEvent is one rekey and the datagrams sent in its window (the
+// interval centred on it).
+type RekeyEvent struct {
+	N int `json:"n"`
+	// At is when the rekey was triggered (or seen), seconds from start.
+	At         float64 `json:"at_seconds"`
+	Sent       int     `json:"sent"`
+	Received   int     `json:"received"`
+	Lost       int     `json:"lost"`
+	Duplicated int     `json:"duplicated"`
+	Reordered  int     `json:"reordered"`
+	// LongestGapMS is the longest run of lost datagrams, in ms of
+	// sending time.
+	LongestGapMS float64 `json:"longest_gap_ms"`
+	Error        string  `json:"error,omitempty"`
+}
+
+// RekeyReport is the result of one rekey run.
+type RekeyReport struct {
+	Kind     string    `json:"kind"` // "rekey"
+	Label    string    `json:"label"`
+	Mode     string    `json:"mode"`
+	Command  string    `json:"command"`
+	Started  time.Time `json:"started"`
+	Duration float64   `json:"duration_seconds"`
+	Charon   string    `json:"charon,omitempty"`
+	Kernel   string    `json:"kernel,omitempty"`
+	Rate     int       `json:"rate_pps"`
+	// AchievedRate is what the sender managed (a slow guest falls behind).
+	AchievedRate float64      `json:"achieved_pps"`
+	Interval     float64      `json:"interval_seconds"`
+	IKEDelay     float64      `json:"ike_delay_ms,omitempty"`
+	Events       []RekeyEvent `json:"rekeys"`
+	// XfrmStatA and XfrmStatB are the /proc/net/xfrm_stat counters of A
+	// and B that rose during the run: where the kernel dropped ESP.
+	XfrmStatA map[string]uint64 `json:"xfrm_stat_a,omitempty"`
+	XfrmStatB map[string]uint64 `json:"xfrm_stat_b,omitempty"`
+	// Totals over all rekeys (and Outside: datagrams sent outside every
+	// window, which the first and last half-intervals hold).
+	Total RekeyEvent `json:"total"`
+}
+
+func newRekeyReport(o RekeyOptions) *RekeyReport {
+	return &RekeyReport{Kind: "rekey", Label: o.Label, Mode: o.Mode, Started: time.Now().UTC(), Rate: o.Rate,
+		Interval: o.Interval.Seconds(), IKEDelay: float64(o.IKEDelay.Milliseconds())}
+}
+
+// account counts, per rekey window, lost (sent, never received),
+// duplicated (received more than once) and reordered (received after a
+// later sequence number) datagrams.
+func (r *RekeyReport) account(events []RekeyEvent, sentAt []time.Duration, arrivals []uint64, interval time.Duration) {
+	count := make([]int, len(sentAt))
+	reord := make([]bool, len(sentAt))
+	var maxSeen uint64
+	for i, s := range arrivals {
+		if s >= uint64(len(sentAt)) {
+			continue
+		}
+		count[s]++
+		if i > 0 && s < maxSeen && count[s] == 1 {
+			reord[s] = true
+		}
+		maxSeen = max(maxSeen, s)
+	}
+	window := func(e RekeyEvent) (time.Duration, time.Duration) {
+		at := time.Duration(e.At * float64(time.Second))
+		return at - interval/2, at + interval/2
+	}
+	for _, e := range events {
+		lo, hi := window(e)
+		var gap, longest time.Duration
+		var gapStart time.Duration
+		for s, t := range sentAt {
+			if t < lo || t >= hi {
+				continue
+			}
+			e.Sent++
+			switch c := count[s]; {
+			case c == 0:
+				e.Lost++
+				if gap == 0 {
+					gapStart = t
+				}
+				gap = t - gapStart + time.Second/time.Duration(max(r.Rate, 1))
+				longest = max(longest, gap)
+				continue
+			case c > 1:
+				e.Duplicated += c - 1
+			}
+			gap = 0
+			e.Received++
+			if reord[s] {
+				e.Reordered++
+			}
+		}
+		e.LongestGapMS = float64(longest.Microseconds()) / 1000
+		r.Events = append(r.Events, e)
+		r.Total.Sent += e.Sent
+		r.Total.Received += e.Received
+		r.Total.Lost += e.Lost
+		r.Total.Duplicated += e.Duplicated
+		r.Total.Reordered += e.Reordered
+		r.Total.LongestGapMS = max(r.Total.LongestGapMS, e.LongestGapMS)
+		if e.Error != "" {
+			r.Total.N++ // counts failed triggers
+		}
+	}
+}
+
+// WriteTable prints the per-rekey table and the totals.
+func (r *RekeyReport) WriteTable(w io.Writer) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "rekey\tat (s)\tsent\treceived\tlost\tdup\treordered\tlongest gap (ms)\t\n")
+	for _, e := range r.Events {
+		fmt.Fprintf(tw, "%d\t%.2f\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\n", e.N, e.At, e.Sent, e.Received, e.Lost, e.Duplicated, e.Reordered, e.LongestGapMS, e.Error)
+	}
+	t := r.Total
+	fmt.Fprintf(tw, "all %d\t\t%d\t%d\t%d\t%d\t%d\t%.1f\t\n", len(r.Events), t.Sent, t.Received, t.Lost, t.Duplicated, t.Reordered, t.LongestGapMS)
+	tw.Flush()
+	fmt.Fprintf(w, "%s (%s, %d pps (achieved %.0f), a rekey every %.1f s%s): %d lost, %d duplicated, %d reordered over %d rekeys",
+		r.Label, r.Mode, r.Rate, r.AchievedRate, r.Interval, ikeDelayNote(r.IKEDelay), t.Lost, t.Duplicated, t.Reordered, len(r.Events))
+	if t.N > 0 {
+		fmt.Fprintf(w, "; %d rekey trigger(s) failed", t.N)
+	}
+	fmt.Fprintln(w)
+	for _, s := range []struct {
+		host string
+		m    map[string]uint64
+	}{{"A", r.XfrmStatA}, {"B", r.XfrmStatB}} {
+		if len(s.m) > 0 {
+			keys := make([]string, 0, len(s.m))
+			for k := range s.m {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			var parts []string
+			for _, k := range keys {
+				parts = append(parts, fmt.Sprintf("%s +%d", k, s.m[k]))
+			}
+			fmt.Fprintf(w, "xfrm_stat on %s: %s\n", s.host, strings.Join(parts, ", "))
+		}
+	}
+}
+
+func ikeDelayNote(ms float64) string {
+	if ms == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", IKE delayed %.0f ms", ms)
+}
+
+// Chart is the lost/duplicated/reordered datagrams per rekey.
+func (r *RekeyReport) Chart() (Chart, error) {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Datagrams per rekey: %s (%s)", r.Label, r.Mode)
+	p.X.Label.Text = "rekey"
+	p.Y.Label.Text = "datagrams"
+	p.Y.Min = 0
+	series := []struct {
+		name string
+		v    func(RekeyEvent) int
+	}{{"lost", func(e RekeyEvent) int { return e.Lost }}, {"duplicated", func(e RekeyEvent) int { return e.Duplicated }}, {"reordered", func(e RekeyEvent) int { return e.Reordered }}}
+	w := vg.Points(max(1, 300/float64(max(len(r.Events), 1))))
+	for i, s := range series {
+		vals := make(plotter.Values, len(r.Events))
+		for j, e := range r.Events {
+			vals[j] = float64(s.v(e))
+		}
+		b, err := plotter.NewBarChart(vals, w)
+		if err != nil {
+			return Chart{}, err
+		}
+		b.Color = runColor(i)
+		b.LineStyle.Width = 0
+		b.Offset = w * vg.Length(i-1)
+		p.Add(b)
+		p.Legend.Add(s.name, b)
+	}
+	p.Legend.Top = true
+	p.Y.Max = max(p.Y.Max, 1)
+	return render("rekey", p.Title.Text, chartW, chartH, func(dc draw.Canvas) { p.Draw(dc) })
+}
+
+// WriteDir writes rekey.json, rekey.txt (the table), rekey.svg/png and
+// report.html into dir.
+func (r *RekeyReport) WriteDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	j, err := json.MarshalIndent(r, "", "  ")
+	if err != nil {
+		return err
+	}
+	var table bytes.Buffer
+	r.WriteTable(&table)
+	c, err := r.Chart()
+	if err != nil {
+		return err
+	}
+	var page bytes.Buffer
+	if err := rekeyTmpl.Execute(&page, map[string]any{"R": r, "Table": table.String(), "SVG": template.HTML(inlineSVG(c.SVG))}); err != nil {
+		return err
+	}
+	for name, b := range map[string][]byte{"rekey.json": append(j, '\n'), "rekey.txt": table.Bytes(), "rekey.svg": c.SVG, "rekey.png": c.PNG, "report.html": page.Bytes()} {
+		if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+var rekeyTmpl = template.Must(template.New("rekey").Funcs(template.FuncMap{"join": strings.Join}).Parse(`<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>sluice bench rekey: {{.R.Label}}</title>
+<style>body{font-family:sans-serif;max-width:60em;margin:2em auto}pre{background:#f6f6f6;padding:1em}</style></head>
+<body>
+<h1>Rekey without a lost packet? {{.R.Label}} ({{.R.Mode}})</h1>
+<p id="summary">{{len .R.Events}} rekeys, {{.R.Rate}} datagrams/s, a rekey every {{.R.Interval}} s{{if .R.IKEDelay}}, IKE delayed {{.R.IKEDelay}} ms{{end}}:
+<b>{{.R.Total.Lost}} lost</b>, {{.R.Total.Duplicated}} duplicated, {{.R.Total.Reordered}} reordered. {{.R.Charon}}, Linux {{.R.Kernel}}; started {{.R.Started}}.</p>
+<figure id="chart-rekey">{{.SVG}}</figure>
+<h2>Per rekey</h2>
+<pre id="table">{{.Table}}</pre>
+<p>Command: <code>{{.R.Command}}</code></p>
+</body></html>
+`))

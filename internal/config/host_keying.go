@@ -1,0 +1,259 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Keying: how a peer's SAs get their keys.
+const (
+	// KeyingManual installs SAs from the key file (seed 000's walk-through).
+	// The same key comes back whenever the SA is created again, with the
+	// sequence number at 1: see docs/overlay.md "Keying".
+	KeyingManual = "manual"
+	// KeyingIKE has strongSwan (charon, over VICI) negotiate the SAs, choose
+	// their SPIs and rekey them.
+	KeyingIKE = "ike"
+)
+
+// IKE defaults.
+const (
+	DefaultVICI = "unix:///var/run/charon.vici"
+	// DefaultRekeyTime is strongSwan's own CHILD_SA default.
+	DefaultRekeyTime = time.Hour
+	// MinRekeyTime keeps rekeying from being a denial of service on
+	// oneself; short times are for the rekey bench.
+	MinRekeyTime = 5 * time.Second
+)
+
+// IKE is ipsec.ike: how sluice drives strongSwan for the peers keyed by IKE.
+type IKE struct {
+	// VICI is charon's VICI socket (unix:///path or tcp://host:port).
+	VICI string
+	// PSK is a file holding the pre-shared key (mode 0600). Either PSK, or
+	// CA + Cert + PrivateKey.
+	PSK string
+	// CA, Cert and PrivateKey are PEM files: the CA that signed every
+	// peer's certificate, this host's certificate, and its private key
+	// (mode 0600).
+	CA, Cert, PrivateKey string
+	// RekeyTime is when a CHILD_SA is rekeyed; LifeTime when it expires
+	// hard (must be later, so the rekey has time to finish); RandTime is
+	// the random jitter subtracted from RekeyTime, so both ends do not
+	// rekey at once.
+	RekeyTime, LifeTime, RandTime time.Duration
+	// RekeyBytes and RekeyPackets rekey after so much traffic (0: never).
+	RekeyBytes, RekeyPackets uint64
+	Line                     int
+}
+
+// Auth names the IKE authentication: "psk" or "pubkey".
+func (k *IKE) Auth() string {
+	if k.PSK != "" {
+		return "psk"
+	}
+	return "pubkey"
+}
+
+// IKEPath resolves a path of ipsec.ike relative to the host file.
+func (h *Host) IKEPath(p string) string {
+	if p == "" || filepath.IsAbs(p) {
+		return p
+	}
+	return filepath.Join(filepath.Dir(h.File), p)
+}
+
+// HasKeying reports whether any peer uses keying k.
+func (h *Host) HasKeying(k string) bool {
+	if h.IPsec == nil {
+		return false
+	}
+	for _, p := range h.IPsec.Peers {
+		if p.Keying == k {
+			return true
+		}
+	}
+	return false
+}
+
+var ikeKeys = []string{"vici", "psk", "ca", "cert", "private-key", "rekey-time", "life-time", "rand-time", "rekey-bytes", "rekey-packets"}
+
+// ike parses ipsec.ike.
+func (p *parser) ike(f field) *IKE {
+	it, ok := p.mapping(f, "psk: /etc/sluice/ike.psk")
+	if !ok {
+		return nil
+	}
+	k := &IKE{Line: it.line}
+	for _, f := range p.fields(it.node, it.path, ikeKeys) {
+		switch f.name {
+		case "vici":
+			k.VICI = p.pathLike(f, "charon's VICI socket such as unix:///var/run/charon.vici")
+		case "psk":
+			k.PSK = p.pathLike(f, "the path of the pre-shared key file (mode 0600)")
+		case "ca":
+			k.CA = p.pathLike(f, "the path of the CA certificate (PEM)")
+		case "cert":
+			k.Cert = p.pathLike(f, "the path of this host's certificate (PEM)")
+		case "private-key":
+			k.PrivateKey = p.pathLike(f, "the path of this host's private key (PEM, mode 0600)")
+		case "rekey-time":
+			k.RekeyTime = p.lifetime(f)
+		case "life-time":
+			k.LifeTime = p.lifetime(f)
+		case "rand-time":
+			k.RandTime = p.lifetime(f)
+		case "rekey-bytes":
+			k.RekeyBytes, _ = p.uint(f, 1<<62)
+		case "rekey-packets":
+			k.RekeyPackets, _ = p.uint(f, 1<<62)
+		}
+	}
+	return k
+}
+
+func (p *parser) pathLike(f field, what string) string {
+	s, ok := p.str(f, what)
+	if ok && s == "" {
+		p.errorf(f.line, f.path, "is empty; write %s", what)
+	}
+	return s
+}
+
+// lifetime parses a duration with a unit (1h, 30m, 90s).
+func (p *parser) lifetime(f field) time.Duration {
+	if f.val.Kind == yaml.ScalarNode && (f.val.ShortTag() == "!!int" || f.val.ShortTag() == "!!float") {
+		p.errorf(f.line, f.path, "%s has no unit; write a duration such as 1h, 30m or 90s", show(f.val.Value))
+		return 0
+	}
+	s, ok := p.str(f, "a duration such as 1h")
+	if !ok {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		p.errorf(f.line, f.path, "%q is not a duration; write one such as 1h, 30m or 90s", s)
+		return 0
+	}
+	return d
+}
+
+// applyIKEDefaults gives each peer the ipsec-wide keying and fills in the
+// IKE lifetimes: life-time 10% over rekey-time and rand-time the gap, as
+// strongSwan does, so that one end's rekey is (almost always) well ahead
+// of the other's and of the hard expiry.
+func (m *hostMeta) applyIKEDefaults(p *parser, h *Host) {
+	s := h.IPsec
+	if s == nil {
+		return
+	}
+	if s.Keying == "" {
+		s.Keying = KeyingManual
+	}
+	for i, it := range m.peers {
+		if !p.given[it.path+".keying"] {
+			s.Peers[i].Keying = s.Keying
+		}
+	}
+	k := s.IKE
+	if k == nil {
+		return
+	}
+	if k.VICI == "" {
+		k.VICI = DefaultVICI
+	}
+	if k.RekeyTime == 0 && !p.given[m.ipsec.path+".ike.rekey-time"] {
+		k.RekeyTime = DefaultRekeyTime
+	}
+	if k.LifeTime == 0 && !p.given[m.ipsec.path+".ike.life-time"] {
+		k.LifeTime = k.RekeyTime + k.RekeyTime/10
+	}
+	if k.RandTime == 0 && !p.given[m.ipsec.path+".ike.rand-time"] {
+		k.RandTime = k.LifeTime - k.RekeyTime
+	}
+}
+
+// validateIKE checks ipsec.ike against the peers keyed by IKE.
+func (m *hostMeta) validateIKE(p *parser, h *Host) {
+	s := h.IPsec
+	ipath := m.ipsec.path
+	if !h.HasKeying(KeyingIKE) {
+		if s.IKE != nil {
+			p.errorf(s.IKE.Line, ipath+".ike", "no peer uses keying: ike; remove ike:, or set keying: ike (for all peers, or per peer)")
+		}
+		return
+	}
+	k := s.IKE
+	if k == nil {
+		p.errorf(p.lineOf(ipath+".keying", m.ipsec.line), ipath+".ike", "missing; keying: ike needs its authentication, such as ike: {ca: ca.pem, cert: node-a.pem, private-key: node-a.key} (recommended) or ike: {psk: node-a.psk}")
+		return
+	}
+	at := func(key string) (int, string) { return p.lineOf(ipath+".ike."+key, k.Line), ipath + ".ike." + key }
+	certs := k.CA != "" || k.Cert != "" || k.PrivateKey != ""
+	switch {
+	case k.PSK != "" && certs:
+		l, path := at("psk")
+		p.errorf(l, path, "give either psk or ca, cert and private-key, not both")
+	case k.PSK == "" && !certs:
+		p.errorf(k.Line, ipath+".ike", "no authentication; give ca, cert and private-key (certificates, recommended), or psk: a file with the pre-shared key (mode 0600)")
+	case certs:
+		for _, c := range []struct{ key, v string }{{"ca", k.CA}, {"cert", k.Cert}, {"private-key", k.PrivateKey}} {
+			if c.v == "" && !p.bad[ipath+".ike."+c.key] {
+				l, path := at(c.key)
+				p.errorf(l, path, "missing; certificate authentication needs ca, cert and private-key (PEM files; make them with strongSwan's pki, see docs/overlay.md)")
+			}
+		}
+	}
+	if k.RekeyTime > 0 && k.RekeyTime < MinRekeyTime {
+		l, path := at("rekey-time")
+		p.errorf(l, path, "%s is too short; use %s or more (strongSwan's default is 1h)", k.RekeyTime, MinRekeyTime)
+	}
+	if k.LifeTime > 0 && k.LifeTime <= k.RekeyTime {
+		l, path := at("life-time")
+		p.errorf(l, path, "%s is not after rekey-time %s: the SA would expire before its rekey finished and traffic would drop; make it later, such as %s (rekey-time + 10%%)", k.LifeTime, k.RekeyTime, k.RekeyTime+k.RekeyTime/10)
+	}
+	if k.RandTime >= k.RekeyTime && k.RekeyTime > 0 {
+		l, path := at("rand-time")
+		p.errorf(l, path, "%s is not shorter than rekey-time %s; use a fraction of it (default: life-time - rekey-time)", k.RandTime, k.RekeyTime)
+	}
+	if k.RekeyTime == 0 && k.RekeyBytes == 0 && k.RekeyPackets == 0 {
+		l, path := at("rekey-time")
+		p.errorf(l, path, "is 0 and no rekey-bytes or rekey-packets is set: the SAs would never be rekeyed; give a time such as 1h")
+	}
+}
+
+// validateIKEPeer checks what a peer keyed by IKE must not set: its SPIs,
+// reqids and keys are chosen by IKE.
+func (m *hostMeta) validateIKEPeer(p *parser, h *Host, i int) {
+	it, pr := m.peers[i], &h.IPsec.Peers[i]
+	if pr.OffloadOut != pr.OffloadIn && pr.OffloadOut != "" && pr.OffloadIn != "" {
+		key := "offload-out"
+		if !p.given[it.path+"."+key] {
+			key = "offload-in"
+		}
+		p.errorf(p.lineOf(it.path+"."+key, it.line), it.path+"."+key, "keying: ike cannot offload one direction only: strongSwan's hw_offload applies to both SAs of a CHILD_SA; use offload: for both, or keying: manual for this peer")
+	}
+	for _, key := range []string{"spi-out", "spi-in", "reqid-out", "reqid-in"} {
+		if p.given[it.path+"."+key] {
+			p.errorf(p.lineOf(it.path+"."+key, it.line), it.path+"."+key, "keying: ike chooses SPIs and reqids; remove %s (or set keying: manual for this peer)", key)
+		}
+	}
+}
+
+// IKESecretProblem says why a PSK or private-key file may not be used, or
+// "". Such a file must be readable by its owner only, like the key file.
+func IKESecretProblem(path string) string {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err.Error()
+	}
+	return KeyFileProblem(path, fi)
+}
+
+// peerKeying parses a peer's keying.
+func (p *parser) peerKeying(f field) string {
+	return enum(p, f, KeyingManual, KeyingManual, KeyingIKE)
+}
