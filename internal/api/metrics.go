@@ -34,6 +34,8 @@ var (
 	descOpen     = prometheus.NewDesc("sluice_fastpath_open", "1 when the XDP program forwards (tables ready, lease current); 0 while everything goes to the kernel.", nil, nil)
 	descPinsOK   = prometheus.NewDesc("sluice_pins_ok", "1 when every map and link is pinned under the pin dir; 0 after they were removed and could not be pinned again.", nil, nil)
 	descRepins   = prometheus.NewDesc("sluice_pin_repairs_total", "Times pins removed under the daemon were pinned again.", nil, nil)
+	descFlower   = prometheus.NewDesc("sluice_flower_rules", "Flower tier: hardware rules installed now.", nil, nil)
+	descFlowerEv = prometheus.NewDesc("sluice_flower_events_total", "Flower tier events: rules added, removed, refused (by the device), tunnels promoted into the NIC and demoted back to XDP.", []string{"event"}, nil)
 	descBuild    = prometheus.NewDesc("sluice_build_info", "Build information; always 1.", []string{"version", "commit", "goversion"}, nil)
 )
 
@@ -44,7 +46,7 @@ type collector struct {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPackets, descPolPkts, descPolBytes, descPolicies, descInSync, descResyncs, descSyncs, descNextHop, descCache, descCacheL4, descOpen, descPinsOK, descRepins, descBuild} {
+	for _, d := range []*prometheus.Desc{descPackets, descPolPkts, descPolBytes, descPolicies, descInSync, descResyncs, descSyncs, descNextHop, descCache, descCacheL4, descOpen, descPinsOK, descRepins, descFlower, descFlowerEv, descBuild} {
 		ch <- d
 	}
 }
@@ -83,6 +85,15 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descCache, prometheus.CounterValue, float64(r.n), r.name)
 	}
 	ch <- prometheus.MustNewConstMetric(descCacheL4, prometheus.GaugeValue, b2f(fc.KeysL4))
+	if f := s.Flower; f != nil {
+		ch <- prometheus.MustNewConstMetric(descFlower, prometheus.GaugeValue, float64(f.RulesInstalled))
+		for _, e := range []struct {
+			name string
+			n    uint64
+		}{{"added", f.RulesAdded}, {"removed", f.RulesRemoved}, {"refused", f.RulesRefused}, {"promoted", f.Promotions}, {"demoted", f.Demotions}} {
+			ch <- prometheus.MustNewConstMetric(descFlowerEv, prometheus.CounterValue, float64(e.n), e.name)
+		}
+	}
 
 	ps, err := c.p.Policies()
 	if err != nil {

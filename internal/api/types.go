@@ -19,6 +19,8 @@ type GatewayStatus struct {
 	Interfaces   []InterfaceStatus `json:"interfaces"`
 	Mirror       MirrorStatus      `json:"mirror"`
 	FlowCache    FlowCacheStatus   `json:"flow_cache"`
+	// Flower is the hardware tier (nil: no interface has flower on).
+	Flower *FlowerStatus `json:"flower,omitempty"`
 	// Unknown counts packets from interfaces the gateway does not know.
 	Unknown map[string]uint64 `json:"unknown_interface_reasons,omitempty"`
 }

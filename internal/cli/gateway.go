@@ -17,6 +17,8 @@ import (
 
 	"sluice/internal/config"
 	"sluice/internal/fastpath"
+	"sluice/internal/flower"
+	"sluice/internal/kernel"
 )
 
 func init() { register(newGatewayCmd) }
@@ -120,7 +122,10 @@ func newGatewayStopCmd() *cobra.Command {
 		Short: "Stop the daemon and detach the fast path from every interface",
 		Long: `Signal the 'sluice gateway run' of --pin-dir to stop, then detach the XDP
 program from every interface it was pinned on and remove the pinned maps.
-Traffic is forwarded by the kernel from then on.
+It also removes sluice's tc flower rules (docs/flower.md) from every
+interface: unlike XDP, hardware rules outlive a killed daemon, so run
+'sluice gateway stop' from the service's ExecStopPost. Traffic is
+forwarded by the kernel from then on.
 
 Each gateway records its pid per pin dir (/run/sluice/gateway.pid for the
 default one, /run/sluice/gateway-<hash>.pid for others), and stop signals
@@ -141,6 +146,14 @@ touches another's daemon.`,
 					return fmt.Errorf("%w (it did not exit within %s of SIGTERM; nothing was detached)", err, stopWait)
 				}
 				defer lock.Release()
+			}
+			// Hardware rules outlive the daemon: remove sluice's flower
+			// filters whether or not it is still running (a killed one
+			// could not). Run this from the unit's ExecStopPost.
+			if n, err := removeFlowerRules(); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "removing flower rules: %v\n", err)
+			} else if n > 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "removed %d flower rule(s)\n", n)
 			}
 			detached, err := fastpath.Detach(pinDir)
 			for _, d := range detached {
@@ -192,4 +205,13 @@ or as an Ethernet frame in hex with --hex.`,
 	cmd.Flags().StringVar(&pinDir, "pin-dir", config.DefaultPinDir, "bpffs directory of the running gateway")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+func removeFlowerRules() (int, error) {
+	fs, err := kernel.OpenFlowerSocket()
+	if err != nil {
+		return 0, err
+	}
+	defer fs.Close()
+	return flower.RemoveAll(fs)
 }

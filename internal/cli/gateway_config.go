@@ -9,6 +9,7 @@ import (
 	"sluice/internal/api"
 	"sluice/internal/config"
 	"sluice/internal/fastpath"
+	"sluice/internal/flower"
 	"sluice/internal/kernel"
 )
 
@@ -35,6 +36,15 @@ func gatewayOptions(g *config.Gateway) (fastpath.GatewayOptions, error) {
 		}
 		o.APIOptions.GID, _ = strconv.Atoi(grp.Gid)
 	}
+	// The config refuses flower-test-skip-hw without lab: true; checked
+	// again here so no other path can build a software tier in production.
+	if g.FlowerTestSkipHW && !g.Lab {
+		return o, fmt.Errorf("%s: flower-test-skip-hw needs lab: true", g.File)
+	}
+	tier := &flower.Tier{SkipHW: g.FlowerTestSkipHW, InboundChain: g.FlowerInboundChain}
+	if g.FlowerPromotePPS > 0 {
+		tier.Placement = flower.DefaultPlacement(float64(g.FlowerPromotePPS))
+	}
 	for n, i := range g.Interfaces {
 		// Checked here, where the line is known, not when the daemon
 		// resolves them (and before anything is attached).
@@ -58,6 +68,14 @@ func gatewayOptions(g *config.Gateway) (fastpath.GatewayOptions, error) {
 			gi.Mode = fastpath.XDPGeneric
 		}
 		o.Ifaces = append(o.Ifaces, gi)
+		if i.Flower.Outbound() || i.Flower.Inbound() {
+			tier.Ports = append(tier.Ports, flower.PortConfig{Name: i.Name, Outbound: i.Flower.Outbound(), Inbound: i.Flower.Inbound(),
+				InboundForward: gi.InboundForward, TTL: i.FlowerTTL, L2FIB: i.L2 == config.L2FIB,
+				HairpinNextHop: i.HairpinToNexthop, Budget: i.FlowerRuleBudget})
+		}
+	}
+	if len(tier.Ports) > 0 {
+		o.Hardware = tier
 	}
 	if g.PolicySource == config.PolicySourceStatic {
 		snap, err := staticSnapshot(g)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sluice/internal/api"
 	"sluice/internal/config"
 	"sluice/internal/fastpath"
 	"sluice/internal/kernel"
@@ -30,6 +31,9 @@ type explainResult struct {
 	Egress  string                 `json:"egress,omitempty"`
 	Policy  *explainPolicy         `json:"policy,omitempty"`
 	Out     *fastpath.FrameSummary `json:"output_frame,omitempty"`
+	// Tier is which tier serves the deciding policy's traffic, from the
+	// running daemon (docs/flower.md): "flower (...)" or "xdp — why".
+	Tier string `json:"tier,omitempty"`
 }
 
 type explainPolicy struct {
@@ -78,6 +82,13 @@ func runExplain(cmd *cobra.Command, a explainArgs, args []string) error {
 				Selector: p.Sel.String(), Action: [...]string{"allow", "block"}[p.Action&1]}
 		}
 	}
+	if a.cfgPath == "" && dec.PolicyIndex != 0 {
+		// Best effort: a daemon with the flower tier says which tier
+		// serves this policy; without one, XDP (or the kernel) does.
+		if st, err := api.NewClient(api.DefaultSocket).Gateway(); err == nil && st.Flower != nil {
+			res.Tier = policyTier(st.Flower, dec.PolicyIndex)
+		}
+	}
 	dec.Output = nil
 	if a.asJSON {
 		enc := json.NewEncoder(cmd.OutOrStdout())
@@ -86,6 +97,9 @@ func runExplain(cmd *cobra.Command, a explainArgs, args []string) error {
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "verdict: %s (%s)\n", dec.ActionName, dec.ReasonName)
+	if res.Tier != "" {
+		fmt.Fprintf(w, "tier:    %s\n", res.Tier)
+	}
 	if res.Egress != "" {
 		fmt.Fprintf(w, "egress:  %s\n", res.Egress)
 	}

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -103,12 +104,13 @@ busiest policies.`,
 			if len(ps) > 0 {
 				fmt.Fprintln(w)
 				tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "POLICY\tDIR\tPRIO\tSELECTOR\tPACKETS\tBYTES")
+				fmt.Fprintln(tw, "POLICY\tDIR\tPRIO\tSELECTOR\tPACKETS\tBYTES\tTIER")
 				for _, p := range ps {
-					fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t%d\n", p.Index, p.Dir, p.Priority, p.Selector, p.Packets, p.Bytes)
+					fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t%d\t%s\n", p.Index, p.Dir, p.Priority, p.Selector, p.Packets, p.Bytes, policyTier(s.Flower, p.Index))
 				}
 				tw.Flush()
 			}
+			printFlower(w, s.Flower)
 			return nil
 		},
 	}
@@ -135,4 +137,46 @@ func topReasons(rs map[string]uint64, n int) string {
 		parts = append(parts, fmt.Sprintf("%s %d", l[i].r, l[i].c))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// policyTier says which tier serves a policy's forwarded traffic: the NIC
+// (flower), or XDP and the kernel, with the flower tier's reason.
+func policyTier(f *api.FlowerStatus, index uint32) string {
+	if f == nil {
+		return "xdp"
+	}
+	for _, r := range f.Rules {
+		if r.PolicyIndex == index {
+			return "flower (" + r.Port + ")"
+		}
+	}
+	for _, sk := range f.Skips {
+		if sk.PolicyIndex == index {
+			return "xdp — " + sk.Reason
+		}
+	}
+	return "xdp"
+}
+
+func printFlower(w io.Writer, f *api.FlowerStatus) {
+	if f == nil {
+		return
+	}
+	fmt.Fprintln(w)
+	mode := "hardware (skip_sw)"
+	if f.SkipHW {
+		mode = "LAB: software (skip_hw)"
+	}
+	fmt.Fprintf(w, "flower:  %s; %d rules installed; %d added, %d removed, %d refused; %d promotions, %d demotions\n",
+		mode, f.RulesInstalled, f.RulesAdded, f.RulesRemoved, f.RulesRefused, f.Promotions, f.Demotions)
+	for _, d := range f.Devices {
+		state := "accepts hardware rules"
+		if !d.HardwareOK {
+			state = "refused: " + d.Message + " (XDP serves its traffic)"
+			if d.Busy {
+				state += " — mlx5 will not run IPsec packet offload and tc offload on one netdev; see `sluice doctor`"
+			}
+		}
+		fmt.Fprintf(w, "  %s chain %d: %s\n", d.Name, d.Chain, state)
+	}
 }

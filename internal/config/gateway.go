@@ -40,6 +40,20 @@ type Gateway struct {
 	// (default DefaultTopPolicies).
 	MetricsListen      string
 	MetricsTopPolicies int
+	// FlowerTestSkipHW installs the flower tier's rules as software-only
+	// (skip_hw) instead of hardware-only (skip_sw), so that a lab without
+	// an offload NIC can check their actions on real packets. Allowed only
+	// with Lab: in production a software rule would send cleartext out of
+	// the offload device without the NIC's encryption.
+	FlowerTestSkipHW bool
+	// FlowerInboundChain is the tc chain the NIC runs on packets it has
+	// decrypted (the post-decrypt chain; default DefaultFlowerInboundChain).
+	FlowerInboundChain uint32
+	// FlowerPromotePPS, when not 0, turns on placement: a tunnel moves into
+	// the NIC after steady traffic at this rate or more, and back to XDP
+	// below a tenth of it (docs/flower.md, "Placement"). 0 (default): every
+	// eligible tunnel gets its rule, within each port's budget.
+	FlowerPromotePPS int
 	// KeyLines is the line of each top-level key as written, for the
 	// checks that run later against the host (api-owner, api-group).
 	KeyLines map[string]int
@@ -74,9 +88,36 @@ type Interface struct {
 	// choice (the daemon resolves its interface and MAC). Only with
 	// InboundForward.
 	HairpinToNexthop netip.Addr
+	// Flower says which directions the hardware tier (tc flower skip_sw
+	// rules, docs/flower.md) serves on this interface (default FlowerOff).
+	// Outbound applies to a cleartext interface, inbound to the port that
+	// receives ESP and needs Inbound == InboundForward.
+	Flower FlowerMode
+	// FlowerTTL makes flower rules decrement the TTL / hop limit and leave
+	// packets with TTL <= 1 to the kernel, as a router must (default true).
+	FlowerTTL bool
+	// FlowerRuleBudget bounds the flower rules sluice keeps on this port's
+	// device (default DefaultFlowerRuleBudget); tunnels beyond it stay on XDP.
+	FlowerRuleBudget int
 	// Line is the line of this entry in File.
 	Line int
 }
+
+// FlowerMode is which directions the flower tier serves on an interface.
+type FlowerMode string
+
+const (
+	FlowerOff      FlowerMode = "off"
+	FlowerOutbound FlowerMode = "outbound"
+	FlowerInbound  FlowerMode = "inbound"
+	FlowerBoth     FlowerMode = "both"
+)
+
+// Outbound reports whether the mode serves outbound traffic.
+func (m FlowerMode) Outbound() bool { return m == FlowerOutbound || m == FlowerBoth }
+
+// Inbound reports whether the mode serves inbound traffic.
+func (m FlowerMode) Inbound() bool { return m == FlowerInbound || m == FlowerBoth }
 
 // StaticPolicy is an XFRM policy written in the file rather than read from
 // the kernel (policy-source: static, labs and offline tests only).
@@ -247,8 +288,14 @@ const (
 	DefaultAPISocket = "/run/sluice/sluice.sock"
 	// DefaultTopPolicies policies get their own metric labels.
 	DefaultTopPolicies = 50
-	MinLease           = time.Second
-	MaxLease           = 5 * time.Minute
+	// DefaultFlowerInboundChain is the post-decrypt chain fastSwan's mlx5
+	// patches use.
+	DefaultFlowerInboundChain = 1
+	MaxFlowerChain            = 65535
+	DefaultFlowerRuleBudget   = 16384
+	MaxFlowerRuleBudget       = 1 << 20
+	MinLease                  = time.Second
+	MaxLease                  = 5 * time.Minute
 )
 
 // LoadGateway reads and validates a gateway.yaml file.

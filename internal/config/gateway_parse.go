@@ -15,8 +15,8 @@ import (
 )
 
 var (
-	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "api-socket", "api-owner", "api-group", "metrics-listen", "metrics-top-policies", "daemon-cpu", "daemon-priority", "lock-memory", "interfaces", "policies"}
-	interfaceKeys = []string{"name", "l2", "xdp-mode", "inbound", "wan-antispoof", "hairpin-to-nexthop"}
+	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "api-socket", "api-owner", "api-group", "metrics-listen", "metrics-top-policies", "daemon-cpu", "daemon-priority", "lock-memory", "flower-test-skip-hw", "flower-inbound-chain", "flower-promote-pps", "interfaces", "policies"}
+	interfaceKeys = []string{"name", "l2", "xdp-mode", "inbound", "wan-antispoof", "hairpin-to-nexthop", "flower", "flower-ttl", "flower-rule-budget"}
 	policyKeys    = []string{"dir", "src", "dst", "proto", "sport", "dport", "priority", "action", "peer", "local", "reqid", "offload", "offload-dev", "optional"}
 )
 
@@ -60,6 +60,14 @@ func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
 		case "metrics-top-policies":
 			n, _ := p.uint(f, 100000)
 			g.MetricsTopPolicies = int(n)
+		case "flower-test-skip-hw":
+			g.FlowerTestSkipHW, _ = p.boolean(f)
+		case "flower-promote-pps":
+			n, _ := p.uint(f, 1<<32-1)
+			g.FlowerPromotePPS = int(n)
+		case "flower-inbound-chain":
+			n, _ := p.uint(f, MaxFlowerChain)
+			g.FlowerInboundChain = uint32(n)
 		case "daemon-cpu":
 			g.Daemon.CPUs, g.Daemon.CPUList = p.daemonCPU(f)
 		case "daemon-priority":
@@ -144,6 +152,13 @@ func (p *parser) iface(it item) Interface {
 			ifc.WANAntispoof = enum(p, f, AntispoofNone, AntispoofNone, AntispoofUpstream)
 		case "hairpin-to-nexthop":
 			ifc.HairpinToNexthop = p.addr(f, "a next-hop address")
+		case "flower":
+			ifc.Flower = enum(p, f, FlowerOff, FlowerOff, FlowerOutbound, FlowerInbound, FlowerBoth)
+		case "flower-ttl":
+			ifc.FlowerTTL, _ = p.boolean(f)
+		case "flower-rule-budget":
+			n, _ := p.uint(f, MaxFlowerRuleBudget)
+			ifc.FlowerRuleBudget = int(n)
 		}
 	}
 	return ifc

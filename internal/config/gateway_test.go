@@ -124,11 +124,11 @@ func TestParseGatewayFullExample(t *testing.T) {
 		PinDir:       "/sys/fs/bpf/sluice-test",
 		Lease:        30 * time.Second,
 		APISocket:    "/run/sluice-test/api.sock", APIOwner: "daemon", APIGroup: "adm",
-		MetricsListen: "127.0.0.1:9108", MetricsTopPolicies: 20,
+		MetricsListen: "127.0.0.1:9108", MetricsTopPolicies: 20, FlowerInboundChain: DefaultFlowerInboundChain,
 		Interfaces: []Interface{
 			{Name: "p0", L2: L2FIB, XDPMode: XDPGeneric, Inbound: InboundForward, WANAntispoof: AntispoofUpstream,
-				HairpinToNexthop: netip.MustParseAddr("10.0.0.1"), Line: 7},
-			{Name: "p0.502", L2: L2NIC, XDPMode: XDPNative, Inbound: InboundPass, WANAntispoof: AntispoofNone, Line: 13},
+				HairpinToNexthop: netip.MustParseAddr("10.0.0.1"), Flower: FlowerOff, FlowerTTL: true, FlowerRuleBudget: DefaultFlowerRuleBudget, Line: 7},
+			{Name: "p0.502", L2: L2NIC, XDPMode: XDPNative, Inbound: InboundPass, WANAntispoof: AntispoofNone, Flower: FlowerOff, FlowerTTL: true, FlowerRuleBudget: DefaultFlowerRuleBudget, Line: 13},
 		},
 		Policies: []StaticPolicy{
 			{Dir: DirOut, Src: netip.MustParsePrefix("10.0.0.0/8"), Dst: netip.MustParsePrefix("48.0.1.0/24"),
@@ -157,8 +157,9 @@ func TestParseGatewayDefaults(t *testing.T) {
 	want := &Gateway{
 		File: "gateway.yaml", Lab: false, PolicySource: PolicySourceKernel, Counters: true,
 		PinDir: "/sys/fs/bpf/sluice", Lease: 5 * time.Second, APISocket: DefaultAPISocket, MetricsTopPolicies: DefaultTopPolicies,
-		Interfaces: []Interface{{Name: "p0", L2: L2NIC, XDPMode: XDPNative, Inbound: InboundPass, WANAntispoof: AntispoofNone, Line: 2}},
-		KeyLines:   map[string]int{"interfaces": 1},
+		FlowerInboundChain: DefaultFlowerInboundChain,
+		Interfaces:         []Interface{{Name: "p0", L2: L2NIC, XDPMode: XDPNative, Inbound: InboundPass, WANAntispoof: AntispoofNone, Flower: FlowerOff, FlowerTTL: true, FlowerRuleBudget: DefaultFlowerRuleBudget, Line: 2}},
+		KeyLines:           map[string]int{"interfaces": 1},
 	}
 	if !reflect.DeepEqual(g, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", g, want)

@@ -25,6 +25,9 @@ func (m *gatewayMeta) applyDefaults(p *parser, g *Gateway) {
 	if !p.given["api-socket"] {
 		g.APISocket = DefaultAPISocket
 	}
+	if !p.given["flower-inbound-chain"] {
+		g.FlowerInboundChain = DefaultFlowerInboundChain
+	}
 	if !p.given["metrics-top-policies"] || g.MetricsTopPolicies == 0 {
 		g.MetricsTopPolicies = DefaultTopPolicies
 	}
@@ -41,6 +44,15 @@ func (m *gatewayMeta) applyDefaults(p *parser, g *Gateway) {
 		}
 		if !p.given[it.path+".wan-antispoof"] {
 			ifc.WANAntispoof = AntispoofNone
+		}
+		if !p.given[it.path+".flower"] {
+			ifc.Flower = FlowerOff
+		}
+		if !p.given[it.path+".flower-ttl"] {
+			ifc.FlowerTTL = true
+		}
+		if !p.given[it.path+".flower-rule-budget"] || ifc.FlowerRuleBudget == 0 {
+			ifc.FlowerRuleBudget = DefaultFlowerRuleBudget
 		}
 	}
 	for i, it := range m.policies {
@@ -61,6 +73,10 @@ func (m *gatewayMeta) validate(p *parser, g *Gateway) {
 	if g.PolicySource == PolicySourceStatic && !g.Lab && !p.bad["lab"] {
 		p.errorf(line("policy-source", m.rootLine), "policy-source",
 			"\"static\" needs lab: true — static policies are for labs and offline tests; a production gateway mirrors the kernel: set lab: true or policy-source: kernel")
+	}
+	if g.FlowerTestSkipHW && !g.Lab && !p.bad["lab"] {
+		p.errorf(line("flower-test-skip-hw", m.rootLine), "flower-test-skip-hw",
+			"true needs lab: true — it installs flower rules in software (skip_hw), which on a real port would send cleartext out of the offload device without the NIC's encryption; remove it, or set lab: true on a test gateway")
 	}
 	if g.PolicySource == PolicySourceKernel && m.nPolicies > 0 {
 		p.errorf(line("policies", m.rootLine), "policies",
@@ -111,6 +127,10 @@ func (m *gatewayMeta) validateInterface(p *parser, ifc *Interface, it item, name
 	if ifc.Inbound == InboundForward && ifc.WANAntispoof == AntispoofNone {
 		l, path := at("inbound")
 		p.errorf(l, path, "\"forward\" needs wan-antispoof: upstream on the same interface — XDP cannot tell a packet the NIC decrypted from spoofed cleartext, so inbound forwarding is only safe where the upstream segment drops cleartext from protected prefixes; set wan-antispoof: upstream if that is true, or inbound: pass")
+	}
+	if ifc.Flower.Inbound() && ifc.Inbound != InboundForward && !p.bad[it.path+".inbound"] {
+		l, path := at("flower")
+		p.errorf(l, path, "%q forwards decrypted traffic in the NIC without the kernel's FWD check, the same trust as inbound: forward; set inbound: forward (with wan-antispoof: upstream) on this interface, or flower: outbound", ifc.Flower)
 	}
 	if ifc.HairpinToNexthop.IsValid() && ifc.Inbound == InboundPass {
 		l, path := at("hairpin-to-nexthop")

@@ -255,6 +255,12 @@ func checkMlx5TCOrder(f *Facts, _ *DoctorOptions) []Result {
 			rs = append(rs, Result{Verdict: Warn, Subject: n.Name, Summary: "tc rules and IPsec packet offload on one port: stock mlx5 allows one of them in hardware, so the tc rules installed after the SAs run in software (not_in_hw)", Evidence: ev,
 				Fix: "check `tc -s filter show dev " + n.Name + " ingress` for not_in_hw; move hardware tc rules to a VF representor (switchdev) or keep them skip_hw"})
 		default:
+			if pk > 0 {
+				// The flower tier (docs/flower.md) probes with a skip_sw rule:
+				// here stock mlx5 answers EBUSY and the tier leaves the port
+				// to XDP.
+				ev = append(ev, "sluice's flower tier (flower: outbound|inbound|both) gets EBUSY here from stock mlx5 and leaves this port's traffic to XDP; hardware forwarding beside packet offload needs the mlx5 patches of seed 004 (IPsec and tc offload on one netdev), or switchdev on firmware that offers ipsec_packet on the port function")
+			}
 			rs = append(rs, Result{Verdict: OK, Subject: n.Name, Summary: "no tc offload competing with IPsec packet offload", Evidence: ev})
 		}
 	}

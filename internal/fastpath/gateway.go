@@ -44,6 +44,9 @@ type GatewayOptions struct {
 	MetricsListen string
 	TopPolicies   int
 	Build         api.Build
+	// Hardware, when set, is the flower tier (internal/flower): it runs
+	// beside XDP, fed by the same mirror, and removes its rules on exit.
+	Hardware HardwareRunner
 	// Ready, if set, is called once the program is attached and the first
 	// sync has been tried (tests and `lab` wait on it).
 	Ready func(*Datapath, *Mirror)
@@ -172,6 +175,26 @@ func RunGateway(ctx context.Context, o GatewayOptions) (err error) {
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 4)
+	hwDone := make(chan struct{})
+	if o.Hardware != nil {
+		m.Tier = o.Hardware
+		o.Hardware.UseCounters(func() (map[uint32]uint64, error) {
+			cs, err := dp.PolicyCounts()
+			out := make(map[uint32]uint64, len(cs))
+			for _, c := range cs {
+				out[c.Index] = c.Packets
+			}
+			return out, err
+		})
+		go func() {
+			defer close(hwDone)
+			if err := o.Hardware.Run(mctx); err != nil {
+				errc <- fmt.Errorf("flower tier: %w", err)
+			}
+		}()
+	} else {
+		close(hwDone)
+	}
 	rt := &gatewayRuntime{opts: o, dp: dp, mirror: m, started: time.Now()}
 	rt.pins.OK = true
 	if apiL != nil {
@@ -198,6 +221,7 @@ func RunGateway(ctx context.Context, o GatewayOptions) (err error) {
 	}
 	cancel()
 	dp.SetReady(false)
+	<-hwDone // the flower tier removes its rules before the daemon exits
 	log.Info("fast path closed: the kernel forwards everything until the next `sluice gateway run`; `sluice gateway stop` detaches")
 	return err
 }
@@ -286,4 +310,15 @@ func followFIBL4(dp *Datapath, log *slog.Logger) {
 	case changed:
 		log.Info("flow cache keys on addresses only: routing no longer looks at protocol or ports")
 	}
+}
+
+// HardwareRunner is a hardware tier the daemon runs (internal/flower.Tier).
+type HardwareRunner interface {
+	HardwareTier
+	// Run works until ctx ends, then removes its rules and returns.
+	Run(ctx context.Context) error
+	FlowerStatus() api.FlowerStatus
+	// UseCounters gives the tier the XDP per-policy packet counters, which
+	// its placement reads (call before Run).
+	UseCounters(func() (map[uint32]uint64, error))
 }

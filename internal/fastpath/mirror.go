@@ -104,6 +104,10 @@ type Mirror struct {
 	Debounce time.Duration // default 20ms
 	Lease    time.Duration // 0: no lease (tests)
 	Log      *slog.Logger
+	// Tier, when set, is the hardware tier (internal/flower): it gets
+	// every published snapshot, and is closed (rules removed) whenever
+	// the fast path closes.
+	Tier HardwareTier
 
 	mu      sync.Mutex // guards status and byIndex
 	status  MirrorStatus
@@ -151,6 +155,9 @@ func (m *Mirror) close(state string, err error) {
 		}
 	})
 	m.DP.SetReady(false)
+	if m.Tier != nil {
+		m.Tier.Close() // returns once the hardware rules are gone
+	}
 }
 
 const (
@@ -342,4 +349,14 @@ func (m *Mirror) renewLease() error {
 		m.Log.Error("renewing the fast path lease", "err", err)
 	}
 	return markErr
+}
+
+// HardwareTier is a forwarding tier beside XDP fed by the mirror (the
+// flower tier, internal/flower).
+type HardwareTier interface {
+	// Update hands over a freshly published snapshot.
+	Update(Snapshot)
+	// Close removes everything that depends on the mirror, before it
+	// returns: the fast path closed.
+	Close()
 }

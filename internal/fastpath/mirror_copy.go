@@ -172,6 +172,9 @@ func (m *Mirror) publish() error {
 	if err != nil {
 		return err
 	}
+	if m.Tier != nil {
+		m.Tier.Update(snap)
+	}
 	if err := m.DP.PruneCounters(func(i uint32) bool { _, ok := m.copy.policies[i]; return ok }); err != nil {
 		m.Log.Warn("pruning per-policy counters", "err", err)
 	}

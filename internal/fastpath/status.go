@@ -51,6 +51,10 @@ func (r *gatewayRuntime) Status() (*api.GatewayStatus, error) {
 		},
 		Unknown: reasonMap(counts[0]),
 	}
+	if r.opts.Hardware != nil {
+		fs := r.opts.Hardware.FlowerStatus()
+		s.Flower = &fs
+	}
 	if c, err := r.dp.CacheStats(); err == nil {
 		s.FlowCache = api.FlowCacheStatus{Hits: c.Hits, Fills: c.Fills, Bypassed: c.Bypassed}
 	}

@@ -41,3 +41,17 @@ func LinkByIndex(idx int) (*LinkInfo, error) {
 	}
 	return Link(l.Attrs().Name)
 }
+
+// LinkIndexes lists the ifindex of every link in the calling thread's
+// namespace.
+func LinkIndexes() ([]int, error) {
+	ls, err := netlink.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("ip link list: %w", err)
+	}
+	out := make([]int, len(ls))
+	for i, l := range ls {
+		out[i] = l.Attrs().Index
+	}
+	return out, nil
+}

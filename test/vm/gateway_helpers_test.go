@@ -27,6 +27,7 @@ func sluiceBin(t *testing.T) string {
 // gateway is a `sluice gateway run` in a namespace.
 type gateway struct {
 	bin, ns, pinDir string
+	daemon          *exec.Cmd // `ip netns exec` execs sluice: same pid
 }
 
 // startGateway runs the daemon in ns with the config body (pin-dir is
@@ -50,6 +51,7 @@ func startGateway(t *testing.T, l *lab, ns, config string) *gateway {
 	if err := daemon.Start(); err != nil {
 		t.Fatal(err)
 	}
+	g.daemon = daemon
 	l.owner.Cleanup(func() {
 		try("ip", "netns", "exec", ns, g.bin, "gateway", "stop", "--pin-dir", g.pinDir)
 		daemon.Process.Kill()

@@ -1,0 +1,68 @@
+package fastpath
+
+import (
+	"net/netip"
+
+	"sluice/internal/kernel"
+)
+
+// PolicyView is one mirrored policy as the XDP program's compiled tables
+// hold it: the facts the program decides on. The flower tier
+// (internal/flower) derives its hardware rules from these views, so the
+// two tiers share one reading of each policy and a fix to the compiler
+// (what counts as uncertain, which device packet-offloads an SA) reaches
+// both.
+type PolicyView struct {
+	Policy kernel.Policy
+	// Certain is false when the kernel's match depends on state the
+	// program cannot see (marks, if_id, selector ifindex, sub policies,
+	// security contexts): the program hands such packets to the kernel.
+	Certain bool
+	// TmplRequired: at least one template is not optional, so the kernel
+	// accepts matching forwarded traffic only decrypted.
+	TmplRequired bool
+	// OffloadIfindex is the device that packet-offloads every SA the
+	// policy's template can resolve to (0: none, or not certain).
+	OffloadIfindex int
+}
+
+// PolicyViews returns the view of every policy in s that can match
+// forwarded traffic (directions in, out and fwd), computed by the same
+// code that fills the program's tables.
+func PolicyViews(s Snapshot) []PolicyView {
+	// policyValue looks for the SAs of a policy's template among the
+	// states it is given, and an SA can only match a template with its
+	// destination (and its reqid, when the template names one): handing
+	// it that bucket instead of every SA gives the same answer in linear
+	// time (65,536 tunnels: every SA per policy is 8.6e9 comparisons).
+	type bucket struct {
+		dst   netip.Addr
+		reqid uint32
+	}
+	byDst := map[bucket][]kernel.State{}
+	for _, st := range s.States {
+		byDst[bucket{st.Dst, 0}] = append(byDst[bucket{st.Dst, 0}], st)
+		if st.Reqid != 0 {
+			byDst[bucket{st.Dst, st.Reqid}] = append(byDst[bucket{st.Dst, st.Reqid}], st)
+		}
+	}
+	out := make([]PolicyView, 0, len(s.Policies))
+	for i := range s.Policies {
+		p := &s.Policies[i]
+		if p.Dir > kernel.DirFwd {
+			continue
+		}
+		var states []kernel.State
+		if len(p.Tmpls) > 0 {
+			states = byDst[bucket{p.Tmpls[0].Dst, p.Tmpls[0].Reqid}]
+		}
+		v := policyValue(p, states)
+		out = append(out, PolicyView{
+			Policy:         *p,
+			Certain:        v.Flags&flagUncertain == 0,
+			TmplRequired:   v.Flags&flagTmplRequired != 0,
+			OffloadIfindex: int(v.OffloadIfindex),
+		})
+	}
+	return out
+}

@@ -1,0 +1,109 @@
+//go:build vmtest
+
+package vm
+
+import (
+	"net"
+	"net/netip"
+	"runtime"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"sluice/internal/flower"
+	"sluice/internal/kernel"
+)
+
+// inNetns runs f on a thread switched into the named namespace (netlink
+// sockets and ifindexes then belong to it).
+func inNetns(t *testing.T, name string, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
+		h, err := netns.GetFromName(name)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer h.Close()
+		if err := netns.Set(h); err != nil {
+			t.Error(err)
+			return
+		}
+		f()
+	}()
+	<-done
+}
+
+// link returns a device's ifindex and MAC inside a namespace.
+func link(t *testing.T, ns, dev string) (int, net.HardwareAddr) {
+	t.Helper()
+	var idx int
+	var mac net.HardwareAddr
+	inNetns(t, ns, func() {
+		li, err := kernel.Link(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		idx, mac = li.Ifindex, li.MAC
+	})
+	return idx, mac
+}
+
+// sendUDP sends n datagrams from inside ns to dst:port with the given TTL.
+func sendUDP(t *testing.T, ns string, dst netip.Addr, port, ttl, n int) {
+	t.Helper()
+	inNetns(t, ns, func() {
+		c, err := net.Dial("udp", net.JoinHostPort(dst.String(), strconv.Itoa(port)))
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		rc, _ := c.(*net.UDPConn).SyscallConn()
+		rc.Control(func(fd uintptr) {
+			if dst.Is4() {
+				syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_TTL, ttl)
+			} else {
+				syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IPV6, syscall.IPV6_UNICAST_HOPS, ttl)
+			}
+		})
+		for i := 0; i < n; i++ {
+			c.Write([]byte("sluice flower test"))
+			time.Sleep(50 * time.Millisecond)
+		}
+	})
+}
+
+// staticRouter is the FIB the test set up, as the flower tier's Router.
+type staticRouter map[netip.Prefix]flower.NextHop
+
+func (r staticRouter) Route(dst netip.Prefix) (flower.NextHop, string) {
+	for p, nh := range r {
+		if p.Bits() <= dst.Bits() && p.Contains(dst.Addr()) {
+			return nh, ""
+		}
+	}
+	return flower.NextHop{}, "no route"
+}
+
+// pktCount returns the packets a tc filter's actions counted ("Sent N
+// bytes M pkt") in `tc -s filter show` output for one pref.
+func pktCount(t *testing.T, ns, dev, pref string) int {
+	t.Helper()
+	out := run(t, "tc", "-n", ns, "-s", "filter", "show", "dev", dev, "ingress", "pref", pref)
+	m := sentPktRe.FindStringSubmatch(out)
+	if m == nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m[1])
+	return n
+}
+
+// Source implements flower.Router: the lab's sources are fine.
+func (r staticRouter) Source(netip.Prefix, int) ([]netip.Addr, string) { return nil, "" }
