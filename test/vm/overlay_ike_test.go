@@ -358,14 +358,3 @@ func rekeyCount() int {
 	return 3
 }
 
-// connName is the IKE connection sluice loaded for the file's peer.
-func connName(t *testing.T, ns, file string) string {
-	t.Helper()
-	out := ovMust(t, ns, "verify", "-f", file, "--json")
-	i := strings.Index(out, `"conn": "`)
-	if i < 0 {
-		t.Fatalf("verify --json names no connection:\n%s", out)
-	}
-	rest := out[i+len(`"conn": "`):]
-	return rest[:strings.IndexByte(rest, '"')]
-}
