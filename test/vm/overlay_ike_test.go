@@ -357,4 +357,3 @@ func rekeyCount() int {
 	}
 	return 3
 }
-
