@@ -189,10 +189,12 @@ func (p *planner) linuxNetwork(n *config.GuestNetwork, mtu int) {
 	br := n.BridgeName
 	k := p.live.link(br)
 	if k == nil {
-		cmd := "ip link add " + br + " type bridge"
+		// ip takes mtu before "type": after it, the bridge's own options.
+		cmd := "ip link add " + br
 		if mtu > 0 {
 			cmd += fmt.Sprintf(" mtu %d", mtu)
 		}
+		cmd += " type bridge"
 		p.add(Step{Section: "guests", Action: "create", Object: "bridge " + br, Why: "missing", Commands: []string{cmd},
 			run: func(r *runner) error {
 				if err := kernel.BridgeAdd(br, mtu); err != nil {

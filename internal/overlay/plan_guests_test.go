@@ -173,7 +173,7 @@ guests:
 		t.Fatal(err)
 	}
 	cmds := commandsOf(p)
-	for _, w := range []string{"ip link add br-t1 type bridge mtu 9132", "ip link set vxlan1 master br-t1", "ip link set br-t1 up",
+	for _, w := range []string{"ip link add br-t1 mtu 9132 type bridge", "ip link set vxlan1 master br-t1", "ip link set br-t1 up",
 		"ip link set veth-g1 mtu 9132", "ip link set veth-g1 master br-t1", "ip link set veth-g1 up"} {
 		if !strings.Contains(cmds, w+"\n") {
 			t.Errorf("missing %q in:\n%s", w, cmds)

@@ -58,21 +58,46 @@ func isStaticELF(path string) bool {
 }
 
 // initramfs returns the path of the cached initramfs for release, building
-// it first when missing. The cache key covers the kernel release, the init
-// script and helper, and the identity (size, mtime) of busybox and the
-// module files, so a changed script or reinstalled kernel gets a new file.
+// it first when missing.
 func initramfs(cacheDir, release string) (string, error) {
-	busybox, err := findStaticBusybox()
+	mods, err := bootModuleFiles(release)
 	if err != nil {
 		return "", err
 	}
-	mods, err := bootModuleFiles(release)
+	return cachedInitramfs(cacheDir, release, initScript, mods)
+}
+
+// GuestInitramfs returns a cached initramfs for kernel release whose PID 1
+// is init (a busybox sh script; every busybox applet is in /bin) and which
+// carries the named modules and their dependencies, decompressed, in
+// /modules, their load order in /modules/order (init must insmod them).
+// It is for guests other than the test VM, e.g. a libvirt domain booted by
+// a host test.
+func GuestInitramfs(cacheDir, release, init string, modules []string) (string, error) {
+	mods, err := moduleFiles(release, modules)
+	if err != nil {
+		return "", fmt.Errorf("testlab: %w", err)
+	}
+	p, err := cachedInitramfs(cacheDir, release, init, mods)
+	if err != nil {
+		return "", fmt.Errorf("testlab: %w", err)
+	}
+	return p, nil
+}
+
+// cachedInitramfs returns the path of the cached initramfs with init and
+// mods, building it first when missing. The cache key covers the kernel
+// release, the init script and helper, and the identity (size, mtime) of
+// busybox and the module files, so a changed script or reinstalled kernel
+// gets a new file.
+func cachedInitramfs(cacheDir, release, init string, mods []string) (string, error) {
+	busybox, err := findStaticBusybox()
 	if err != nil {
 		return "", err
 	}
 	h := sha256.New()
 	fmt.Fprintf(h, "format %s\nrelease %s\n", initramfsFormat, release)
-	fmt.Fprintf(h, "init %q\nhelper %q\n", initScript, modprobeHelper)
+	fmt.Fprintf(h, "init %q\nhelper %q\n", init, modprobeHelper)
 	for _, p := range append([]string{busybox}, mods...) {
 		st, err := os.Stat(p)
 		if err != nil {
@@ -90,7 +115,7 @@ func initramfs(cacheDir, release string) (string, error) {
 	if err := os.MkdirAll(cacheDir, 0o755); err != nil {
 		return "", err
 	}
-	if err := buildInitramfs(path, busybox, mods); err != nil {
+	if err := buildInitramfs(path, busybox, init, mods); err != nil {
 		return "", fmt.Errorf("building initramfs: %w", err)
 	}
 	pruneInitramfs(cacheDir, path)
@@ -114,7 +139,7 @@ func pruneInitramfs(cacheDir, keep string) {
 // two test processes racing to build the same key each write their own temp
 // file and the last rename wins with identical content; neither ever sees a
 // partial file.
-func buildInitramfs(path, busybox string, mods []string) (err error) {
+func buildInitramfs(path, busybox, init string, mods []string) (err error) {
 	applets, err := exec.Command(busybox, "--list").Output()
 	if err != nil {
 		return fmt.Errorf("%s --list: %w", busybox, err)
@@ -140,7 +165,7 @@ func buildInitramfs(path, busybox string, mods []string) (err error) {
 	}
 	// The kernel opens /dev/console for init before anything is mounted.
 	c.CharDev("dev/console", 0o600, 5, 1)
-	c.File("init", 0o755, []byte(initScript))
+	c.File("init", 0o755, []byte(init))
 	c.File("bin/busybox", 0o755, bb)
 	for _, a := range strings.Fields(string(applets)) {
 		if a != "busybox" && !strings.Contains(a, "/") {

@@ -113,6 +113,12 @@ func loadOrder(deps moduleDeps, builtin map[string]bool, want []string) ([]strin
 // bootModuleFiles resolves bootModules for a release into absolute paths,
 // in load order.
 func bootModuleFiles(release string) ([]string, error) {
+	return moduleFiles(release, bootModules)
+}
+
+// moduleFiles resolves the modules named in want, and their dependencies,
+// for a release into absolute paths, in load order.
+func moduleFiles(release string, want []string) ([]string, error) {
 	dir := filepath.Join("/lib/modules", release)
 	f, err := os.Open(filepath.Join(dir, "modules.dep"))
 	if err != nil {
@@ -131,7 +137,7 @@ func bootModuleFiles(release string) ([]string, error) {
 			return nil, err
 		}
 	}
-	rel, err := loadOrder(deps, builtin, bootModules)
+	rel, err := loadOrder(deps, builtin, want)
 	if err != nil {
 		return nil, fmt.Errorf("kernel %s: %w", release, err)
 	}

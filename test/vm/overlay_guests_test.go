@@ -187,7 +187,7 @@ func TestOverlayGuests(t *testing.T) {
 		out = ovMust(t, b, "plan", "-f", fb)
 		t.Logf("plan B:\n%s", out)
 		mustContain(t, out, "ip link add vx0 type vxlan id 1024 local 192.168.80.2 remote 192.168.80.1 dstport 4789 mtu 1516",
-			"ip link add br-t1 type bridge mtu 1516", "ip link set vx0 master br-t1", "ip link set vmb mtu 1516", "ip link set vmb master br-t1")
+			"ip link add br-t1 mtu 1516 type bridge", "ip link set vx0 master br-t1", "ip link set vmb mtu 1516", "ip link set vmb master br-t1")
 	})
 	step(t, "apply both hosts", func(t *testing.T) {
 		t.Logf("A:\n%s", ovs.sluiceMust(t, "apply", "-f", fa))
