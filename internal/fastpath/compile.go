@@ -156,7 +156,7 @@ const (
 // stores the value as given never matches it; either way the kernel
 // decides.
 func uncertain(p *kernel.Policy) bool {
-	return p.MarkMask != 0 || p.Mark != 0 || p.IfID != 0 || p.Sel.Ifindex != 0 || p.Sub || p.SecCtx
+	return p.MarkMask != 0 || p.Mark != 0 || p.IfID != 0 || p.Sel.Ifindex != 0 || p.Sub || p.SecCtx || p.Unconfirmed
 }
 
 // effectivePriority is the priority a policy competes with. The kernel

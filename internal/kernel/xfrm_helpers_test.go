@@ -17,7 +17,7 @@ var xfrmTestNSSeq atomic.Int32
 // xfrmTestNS creates a fresh network namespace for one test and removes it
 // at the end. It is named (bind-mounted under /run/netns) so that the test
 // can drive it with `ip -n NAME`, exactly as an operator would.
-func xfrmTestNS(t *testing.T) (string, netns.NsHandle) {
+func xfrmTestNS(t testing.TB) (string, netns.NsHandle) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: creates network namespaces and XFRM policies")
@@ -57,7 +57,7 @@ func ipn(t *testing.T, ns string, args ...string) string {
 }
 
 // ipBatch feeds lines to `ip -n ns -batch -`.
-func ipBatch(t *testing.T, ns string, lines []string) {
+func ipBatch(t testing.TB, ns string, lines []string) {
 	t.Helper()
 	cmd := exec.Command("ip", "-n", ns, "-batch", "-")
 	cmd.Stdin = strings.NewReader(strings.Join(lines, "\n") + "\n")

@@ -77,6 +77,7 @@ type XFRMWatch struct {
 	portid uint32            // the subscribed socket's netlink port
 	marker *nl.NetlinkSocket // sends Marks from markerPid
 	mpid   uint32
+	lookup *nl.NetlinkSocket // asks for each notified policy (xfrm_policy_lookup.go)
 }
 
 // Mark queues a Marker event carrying seq on the watch's socket, behind
@@ -114,6 +115,9 @@ func (x *XFRM) Watch(ctx context.Context) (*XFRMWatch, error) {
 		if w.marker != nil {
 			w.marker.Close()
 		}
+		if w.lookup != nil {
+			w.lookup.Close()
+		}
 		return nil, fmt.Errorf("xfrm monitor: %s: %w", what, err)
 	}
 	size := x.RcvBuf
@@ -136,6 +140,11 @@ func (x *XFRM) Watch(ctx context.Context) (*XFRMWatch, error) {
 	if w.mpid, err = w.marker.GetPid(); err != nil {
 		return fail("marker socket address", err)
 	}
+	if w.lookup, err = nl.GetNetlinkSocketAt(x.target(), netns.None(), unix.NETLINK_XFRM); err != nil {
+		return fail("policy lookup socket", err)
+	}
+	_ = w.lookup.SetExtAck(true)
+	lookup := func(p *Policy) (Policy, error) { return lookupPolicyOn(w.lookup, p) }
 	ch := make(chan XFRMEvent, 64)
 	w.Events = ch
 	stopped := make(chan struct{})
@@ -146,6 +155,7 @@ func (x *XFRM) Watch(ctx context.Context) (*XFRMWatch, error) {
 		}
 		s.Close()
 		w.marker.Close()
+		w.lookup.Close()
 	}()
 	go func() {
 		defer close(ch)
@@ -186,6 +196,9 @@ func (x *XFRM) Watch(ctx context.Context) (*XFRMWatch, error) {
 				if err != nil {
 					// A message we cannot read is a lost event.
 					ev, ok = XFRMEvent{Kind: Resync, Err: fmt.Errorf("xfrm monitor: message type %d: %w", m.Header.Type, err)}, true
+				} else if ok {
+					// Notifications leave out the security context.
+					ev = lookupPolicyEvent(ev, lookup)
 				}
 				if ok && !send(ev) {
 					return

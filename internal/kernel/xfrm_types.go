@@ -103,7 +103,11 @@ type Policy struct {
 	IfID     uint32
 	Sub      bool // XFRM_POLICY_TYPE_SUB
 	SecCtx   bool // carries a security context (SELinux labelled IPsec)
-	Offload  *Offload
+	// Unconfirmed: learnt from a notification (which never carries the
+	// security context) and gone before the kernel could be asked for it;
+	// whether it had a context is unknown.
+	Unconfirmed bool
+	Offload     *Offload
 }
 
 // State is an XFRM SA as the kernel reports it. Keys are not kept: the

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"sluice/internal/fileread"
 	"sluice/internal/kernel"
 )
 
@@ -58,7 +59,7 @@ func ledgerPath(journalPath string) string {
 
 func loadLedger(path string) (*keyLedger, error) {
 	l := &keyLedger{Keys: map[string]keyUse{}, path: path}
-	b, err := os.ReadFile(path)
+	b, err := fileread.Read(path, fileread.StateLimit)
 	if errors.Is(err, os.ErrNotExist) {
 		salt := make([]byte, 16)
 		if _, err := rand.Read(salt); err != nil {

@@ -7,11 +7,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
-	"os"
 	"strings"
 	"time"
 
 	"sluice/internal/config"
+	"sluice/internal/fileread"
 	"sluice/internal/swan"
 )
 
@@ -99,10 +99,10 @@ func ikeConn(h *config.Host, pr *config.Peer, offload string) (*swan.OverlayConn
 	if o.Auth == "pubkey" {
 		var err error
 		o.CACertFile, o.CertFile = h.IKEPath(k.CA), h.IKEPath(k.Cert)
-		if o.CACert, err = os.ReadFile(o.CACertFile); err != nil {
+		if o.CACert, err = fileread.Read(o.CACertFile, fileread.KeyLimit); err != nil {
 			return nil, fmt.Errorf("ipsec.ike.ca: %w", err)
 		}
-		if o.Cert, err = os.ReadFile(o.CertFile); err != nil {
+		if o.Cert, err = fileread.Read(o.CertFile, fileread.KeyLimit); err != nil {
 			return nil, fmt.Errorf("ipsec.ike.cert: %w", err)
 		}
 	}
@@ -142,7 +142,7 @@ func loadIKESecret(h *config.Host) (swan.OverlaySecret, error) {
 		}
 		return swan.OverlaySecret{PSK: k}, nil
 	}
-	b, err := os.ReadFile(path)
+	b, err := fileread.Read(path, fileread.KeyLimit)
 	if err != nil {
 		return swan.OverlaySecret{}, fmt.Errorf("%s: %w", field, err)
 	}

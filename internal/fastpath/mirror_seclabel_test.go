@@ -1,0 +1,27 @@
+package fastpath
+
+import (
+	"testing"
+
+	"sluice/internal/kernel"
+)
+
+// What the watch learns about a security context reaches the program: a
+// labelled policy, and one whose lookup found it gone (Unconfirmed), are
+// uncertain, so their packets go to the kernel.
+func TestMirrorLabelledOrUnconfirmedPolicyIsUncertain(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		p    kernel.Policy
+		want bool
+	}{
+		{"plain", kernel.Policy{}, false},
+		{"security context", kernel.Policy{SecCtx: true}, true},
+		{"unconfirmed", kernel.Policy{Unconfirmed: true}, true},
+	} {
+		v := policyValue(&tc.p, nil)
+		if got := v.Flags&flagUncertain != 0; got != tc.want {
+			t.Errorf("%s: uncertain=%v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
