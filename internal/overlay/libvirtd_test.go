@@ -21,6 +21,9 @@ type privateLibvirtd struct {
 	dir, netns, uri string
 	cmd             *exec.Cmd
 	exited          chan struct{} // closed when the daemon has exited
+	// made are the empty mount points the test created on the host (no
+	// libvirt-daemon-system here): removed again by stop.
+	made []string
 }
 
 // qemuConf runs QEMU as root with no confinement: the daemon is a test
@@ -91,8 +94,11 @@ func startLibvirtd(t *testing.T) *privateLibvirtd {
 	var sh strings.Builder
 	sh.WriteString("set -e\n")
 	for _, b := range binds {
-		if b[0] != "passwd" && b[0] != "group" {
-			fmt.Fprintf(&sh, "mkdir -p %s\n", b[1])
+		if _, err := os.Stat(b[1]); os.IsNotExist(err) {
+			if err := os.MkdirAll(b[1], 0o755); err != nil {
+				t.Fatal(err)
+			}
+			l.made = append(l.made, b[1])
 		}
 		fmt.Fprintf(&sh, "mount --bind %s %s\n", filepath.Join(dir, b[0]), b[1])
 	}
@@ -177,6 +183,9 @@ func (l *privateLibvirtd) stop(t *testing.T) {
 		}
 	}
 	exec.Command("ip", "netns", "del", l.netns).Run()
+	for i := len(l.made) - 1; i >= 0; i-- {
+		os.Remove(l.made[i]) // only if still empty
+	}
 	if t.Failed() {
 		t.Logf("libvirtd log:\n%s", l.logTail())
 	}
