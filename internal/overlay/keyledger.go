@@ -112,14 +112,11 @@ func (r *runner) checkKey(w wantSA) error {
 	if r.force || w.key == nil {
 		return nil
 	}
-	if r.ledger == nil {
-		l, err := loadLedger(ledgerPath(r.j.path))
-		if err != nil {
-			return err
-		}
-		r.ledger = l
+	l, err := r.keyLedger()
+	if err != nil {
+		return err
 	}
-	return r.ledger.check(w)
+	return l.check(w)
 }
 
 // recordKey notes w's key as used.
@@ -127,14 +124,24 @@ func (r *runner) recordKey(w wantSA) error {
 	if w.key == nil {
 		return nil
 	}
+	l, err := r.keyLedger()
+	if err != nil {
+		return err
+	}
+	return l.record(w)
+}
+
+// keyLedger loads the namespace's ledger on first use: a run that installs
+// no manual key never reads or creates it.
+func (r *runner) keyLedger() (*keyLedger, error) {
 	if r.ledger == nil {
 		l, err := loadLedger(ledgerPath(r.j.path))
 		if err != nil {
-			return err
+			return nil, err
 		}
 		r.ledger = l
 	}
-	return r.ledger.record(w)
+	return r.ledger, nil
 }
 
 // record notes that w's key is in use, and saves the ledger (0600).
