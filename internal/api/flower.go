@@ -2,12 +2,15 @@ package api
 
 // FlowerStatus is the hardware tier's state (docs/flower.md).
 type FlowerStatus struct {
-	Enabled        bool           `json:"enabled"`
-	SkipHW         bool           `json:"skip_hw,omitempty"` // lab: rules in software
-	RulesInstalled int            `json:"rules_installed"`
-	RulesAdded     uint64         `json:"rules_added"`
-	RulesRemoved   uint64         `json:"rules_removed"`
-	RulesRefused   uint64         `json:"rules_refused"`
+	Enabled        bool   `json:"enabled"`
+	SkipHW         bool   `json:"skip_hw,omitempty"` // lab: rules in software
+	RulesInstalled int    `json:"rules_installed"`
+	RulesAdded     uint64 `json:"rules_added"`
+	RulesRemoved   uint64 `json:"rules_removed"`
+	RulesRefused   uint64 `json:"rules_refused"`
+	// RulesWithdrawn: removed straight from an XFRM event (an SA or
+	// policy gone), ahead of the derive.
+	RulesWithdrawn uint64         `json:"rules_withdrawn"`
 	Promotions     uint64         `json:"promotions"`
 	Demotions      uint64         `json:"demotions"`
 	Devices        []FlowerDevice `json:"devices,omitempty"`

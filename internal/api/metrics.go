@@ -35,7 +35,7 @@ var (
 	descPinsOK   = prometheus.NewDesc("sluice_pins_ok", "1 when every map and link is pinned under the pin dir; 0 after they were removed and could not be pinned again.", nil, nil)
 	descRepins   = prometheus.NewDesc("sluice_pin_repairs_total", "Times pins removed under the daemon were pinned again.", nil, nil)
 	descFlower   = prometheus.NewDesc("sluice_flower_rules", "Flower tier: hardware rules installed now.", nil, nil)
-	descFlowerEv = prometheus.NewDesc("sluice_flower_events_total", "Flower tier events: rules added, removed, refused (by the device), tunnels promoted into the NIC and demoted back to XDP.", []string{"event"}, nil)
+	descFlowerEv = prometheus.NewDesc("sluice_flower_events_total", "Flower tier events: rules added, removed, refused (by the device), withdrawn (straight from an XFRM event), tunnels promoted into the NIC and demoted back to XDP.", []string{"event"}, nil)
 	descBuild    = prometheus.NewDesc("sluice_build_info", "Build information; always 1.", []string{"version", "commit", "goversion"}, nil)
 )
 
@@ -90,7 +90,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for _, e := range []struct {
 			name string
 			n    uint64
-		}{{"added", f.RulesAdded}, {"removed", f.RulesRemoved}, {"refused", f.RulesRefused}, {"promoted", f.Promotions}, {"demoted", f.Demotions}} {
+		}{{"added", f.RulesAdded}, {"removed", f.RulesRemoved}, {"refused", f.RulesRefused}, {"withdrawn", f.RulesWithdrawn}, {"promoted", f.Promotions}, {"demoted", f.Demotions}} {
 			ch <- prometheus.MustNewConstMetric(descFlowerEv, prometheus.CounterValue, float64(e.n), e.name)
 		}
 	}

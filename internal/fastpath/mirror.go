@@ -240,7 +240,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 					backoff = retryMin
 				}
 			default:
-				m.copy.apply(ev)
+				m.applyEvent(ev) // an EventTier withdraws what it lost
 				if m.verify != nil {
 					m.verify.touch(ev)
 				}

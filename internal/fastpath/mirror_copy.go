@@ -22,6 +22,8 @@ type mirrorCopy struct {
 	policies map[uint32]kernel.Policy
 	states   map[stateKey]kernel.State
 	fwdBlock bool
+	// byBucket indexes states by destination and reqid (StatesFor).
+	byBucket map[saBucket]map[stateKey]struct{}
 }
 
 func (c *mirrorCopy) load(snap Snapshot) {
@@ -30,8 +32,9 @@ func (c *mirrorCopy) load(snap Snapshot) {
 		c.policies[p.Index] = p
 	}
 	c.states = make(map[stateKey]kernel.State, len(snap.States))
+	c.byBucket = map[saBucket]map[stateKey]struct{}{}
 	for _, s := range snap.States {
-		c.states[keyOf(&s)] = s
+		c.putState(s)
 	}
 	c.fwdBlock = snap.FwdDefaultBlock
 }
@@ -69,17 +72,17 @@ func (c *mirrorCopy) apply(ev kernel.XFRMEvent) {
 	case kernel.PolicyDefault:
 		c.fwdBlock = ev.Default.Fwd == kernel.ActionBlock
 	case kernel.StateNew, kernel.StateUpd:
-		c.states[keyOf(ev.State)] = *ev.State
+		c.putState(*ev.State)
 	case kernel.StateDel:
-		delete(c.states, keyOf(ev.State))
+		c.dropState(keyOf(ev.State))
 	case kernel.StateExpire:
 		if ev.Hard {
-			delete(c.states, keyOf(ev.State))
+			c.dropState(keyOf(ev.State))
 		}
 	case kernel.StateFlush:
 		for k := range c.states {
 			if ev.State == nil || ev.State.Proto == 0 || k.proto == ev.State.Proto {
-				delete(c.states, k)
+				c.dropState(k)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/netip"
 	"sort"
 	"sync"
@@ -57,6 +58,10 @@ type Tier struct {
 	// (placement reads it between applies, under mu).
 	eligible map[uint32]int
 	room     map[int]bool
+	// wd withdraws rules straight from XFRM events (withdraw.go);
+	// wantGen is want's generation there.
+	wd      withdrawal
+	wantGen uint64
 }
 
 // KernelRouter is the kernel's FIB as a Router.
@@ -100,6 +105,10 @@ func (t *Tier) Run(ctx context.Context) error {
 		return err
 	}
 	defer fs.Close()
+	if err := t.wd.open(); err != nil {
+		return err
+	}
+	defer t.wd.close()
 	t.mu.Lock()
 	t.cond = sync.NewCond(&t.mu)
 	t.inst = &Installer{FS: fs, SkipHW: t.SkipHW}
@@ -126,9 +135,9 @@ func (t *Tier) Run(ctx context.Context) error {
 		for t.applied == t.seq && ctx.Err() == nil {
 			t.cond.Wait()
 		}
-		want, seq := t.want, t.seq
+		want, seq, gen := t.want, t.seq, t.wantGen
 		t.mu.Unlock()
-		t.apply(want)
+		t.apply(want, gen)
 		t.mu.Lock()
 		t.applied = seq
 		t.cond.Broadcast()
@@ -149,6 +158,7 @@ func (t *Tier) Update(snap fastpath.Snapshot) {
 		return
 	}
 	t.want, t.seq = &snap, t.seq+1
+	t.wantGen = t.wd.published()
 	t.cond.Broadcast()
 }
 
@@ -174,6 +184,7 @@ func (t *Tier) FlowerStatus() api.FlowerStatus {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	s := t.status
+	s.RulesWithdrawn = t.wd.withdrawnRules()
 	s.Skips = append([]api.FlowerSkip(nil), s.Skips...)
 	s.Devices = append([]api.FlowerDevice(nil), s.Devices...)
 	return s
@@ -230,12 +241,16 @@ func (t *Tier) budget(dev int, ports []Port) int {
 
 // apply derives the rules for want (nil: none) and installs them, leaving
 // out devices that refuse skip_sw and rules beyond a device's budget.
-func (t *Tier) apply(want *fastpath.Snapshot) {
+func (t *Tier) apply(want *fastpath.Snapshot, gen uint64) {
 	var res Result
+	var views []fastpath.PolicyView
 	ports := t.resolvePorts()
 	if want != nil {
-		res = Derive(Input{Views: fastpath.PolicyViews(*want), FwdDefaultBlock: want.FwdDefaultBlock,
+		views = fastpath.PolicyViews(*want)
+		res = Derive(Input{Views: views, FwdDefaultBlock: want.FwdDefaultBlock,
 			Ports: ports, Router: t.Router, InboundChain: t.InboundChain})
+	} else {
+		gen = math.MaxUint64 // closed: no event is newer than "no rules"
 	}
 	var rules []Rule
 	perDev := map[int]int{}
@@ -284,7 +299,9 @@ func (t *Tier) apply(want *fastpath.Snapshot) {
 		}
 		rules = append(rules, r)
 	}
-	rules = withGuardsInUse(rules)
+	// Events newer than want withdraw their rules before anything is
+	// installed.
+	rules = withGuardsInUse(t.wd.prepare(t.inst, rules, views, gen, &res.Skips))
 	st, errs, err := t.inst.Apply(rules)
 	for _, e := range errs {
 		t.Log.Warn("flower: rule refused; XDP serves its traffic", "err", e)
@@ -296,6 +313,7 @@ func (t *Tier) apply(want *fastpath.Snapshot) {
 			t.Log.Error("flower: reconcile failed", "err", rerr)
 		}
 	}
+	t.wd.settle(t.inst, t.Log)
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.eligible = eligible

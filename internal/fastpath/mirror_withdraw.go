@@ -1,0 +1,118 @@
+package fastpath
+
+import (
+	"net/netip"
+
+	"sluice/internal/kernel"
+)
+
+// EventTier is a HardwareTier that also withdraws rules straight from the
+// XFRM events, before the debounce and the next publish: a hardware rule
+// outlives what it depends on for as long as the tier takes to notice, and
+// the full derive at scale takes seconds.
+type EventTier interface {
+	HardwareTier
+	// Withdraw is called on the mirror's goroutine for every change, once
+	// the mirror's copy has applied it; cur reads that copy and is valid
+	// only during the call. It must return quickly (it holds up the
+	// mirror) and must not call back into the mirror.
+	Withdraw(c XFRMChange, cur CurrentState)
+}
+
+// XFRMChange is one XFRM event with what the mirror knew before it.
+type XFRMChange struct {
+	kernel.XFRMEvent
+	// Prev is the policy with the event's index before the event (nil: it
+	// was not mirrored), for policy events.
+	Prev *kernel.Policy
+	// PrevFwdBlock is the FWD default before the event.
+	PrevFwdBlock bool
+}
+
+// CurrentState answers from the mirror's copy, after the event.
+type CurrentState interface {
+	// StatesFor returns the SAs to dst with the given reqid (0: every SA
+	// to dst): the SAs a template with that destination and reqid can
+	// resolve to are among them.
+	StatesFor(dst netip.Addr, reqid uint32) []kernel.State
+}
+
+// OffloadDevice returns the device that packet-offloads every SA the
+// policy's template can resolve to among states (0: none, or not
+// certain): the XDP program's reading, which the flower tier's rules
+// depend on.
+func OffloadDevice(p *kernel.Policy, states []kernel.State) int {
+	if p.Action != kernel.ActionAllow {
+		return 0
+	}
+	return packetOffloadDevice(p, states)
+}
+
+// applyEvent applies one event to the copy and hands it to an EventTier.
+func (m *Mirror) applyEvent(ev kernel.XFRMEvent) {
+	c := XFRMChange{XFRMEvent: ev, PrevFwdBlock: m.copy.fwdBlock}
+	if ev.Policy != nil {
+		if p, ok := m.copy.policies[ev.Policy.Index]; ok {
+			c.Prev = &p
+		}
+	}
+	m.copy.apply(ev)
+	if et, ok := m.Tier.(EventTier); ok {
+		et.Withdraw(c, &m.copy)
+	}
+}
+
+// saBucket groups SAs the way templates find them: by destination, and by
+// destination and reqid.
+type saBucket struct {
+	dst   netip.Addr
+	reqid uint32
+}
+
+// StatesFor implements CurrentState.
+func (c *mirrorCopy) StatesFor(dst netip.Addr, reqid uint32) []kernel.State {
+	keys := c.byBucket[saBucket{dst, reqid}]
+	out := make([]kernel.State, 0, len(keys))
+	for k := range keys {
+		out = append(out, c.states[k])
+	}
+	return out
+}
+
+// putState stores an SA and indexes it by destination and reqid.
+func (c *mirrorCopy) putState(s kernel.State) {
+	k := keyOf(&s)
+	c.dropState(k)
+	c.states[k] = s
+	if c.byBucket == nil {
+		c.byBucket = map[saBucket]map[stateKey]struct{}{}
+	}
+	for _, b := range bucketsOf(&s) {
+		if c.byBucket[b] == nil {
+			c.byBucket[b] = map[stateKey]struct{}{}
+		}
+		c.byBucket[b][k] = struct{}{}
+	}
+}
+
+// dropState removes an SA and its index entries.
+func (c *mirrorCopy) dropState(k stateKey) {
+	old, ok := c.states[k]
+	if !ok {
+		return
+	}
+	delete(c.states, k)
+	for _, b := range bucketsOf(&old) {
+		delete(c.byBucket[b], k)
+		if len(c.byBucket[b]) == 0 {
+			delete(c.byBucket, b)
+		}
+	}
+}
+
+func bucketsOf(s *kernel.State) []saBucket {
+	if s.Reqid == 0 {
+		return []saBucket{{s.Dst, 0}}
+	}
+	return []saBucket{{s.Dst, 0}, {s.Dst, s.Reqid}}
+}

@@ -1,0 +1,434 @@
+package flower
+
+import (
+	"errors"
+	"log/slog"
+	"net/netip"
+	"reflect"
+	"sync"
+	"syscall"
+	"time"
+
+	"sluice/internal/fastpath"
+	"sluice/internal/kernel"
+)
+
+// withdrawal removes forwarding rules straight from the mirror's XFRM
+// events (fastpath.EventTier), before the mirror's debounce and the full
+// derive: a hardware rule redirects cleartext into the NIC for as long as
+// it outlives what it depends on, and at 65,536 tunnels the derive alone
+// takes seconds.
+//
+// A rule for policy P depends on (Derive, uniform): P itself, every
+// policy whose selector overlaps P's (any direction), the FWD default,
+// and the SAs P's template resolves to being packet-offloaded on the
+// rule's device. So an event withdraws P's rules when
+//   - a policy overlapping P's selector is added, deleted, hard-expired
+//     or changed (an update that changes nothing, as strongSwan sends when
+//     a rekeyed CHILD_SA takes over a policy, withdraws nothing);
+//   - an SA in P's template's (destination, reqid) bucket is added,
+//     changed, deleted or hard-expired and the mirror's current SAs no
+//     longer packet-offload P's template on that device (a rekey, new
+//     offloaded SA then old deleted, keeps the rule);
+//   - a flush, or the FWD default turning to block: every rule.
+//
+// Lookups go through indexes (template bucket, selector overlap), so an
+// event costs O(affected rules), not O(tunnels). When unsure, the rule
+// goes: the event also makes the mirror publish, and the derive of that
+// snapshot re-adds what is still right.
+//
+// The worker may be deriving or installing from a snapshot older than an
+// event while it arrives; every event is kept in a log with the snapshot
+// generation it postdates, and each derive replays the events newer than
+// its snapshot before installing anything. Rules the worker installs
+// while an event withdraws their policy are removed when its apply ends.
+type withdrawal struct {
+	mu sync.Mutex
+	fs *kernel.FlowerSocket // its own: the worker's may be busy with a long apply
+	// gen counts snapshots handed to Update; an event is newer than every
+	// snapshot up to gen.
+	gen uint64
+	// What the rules being installed or installed depend on, from the last
+	// prepare.
+	deps     map[uint32]dep
+	byBucket map[bucketKey][]uint32
+	sels     *viewIndex
+	selIdx   []uint32 // sels' view positions -> policy index
+	// handles: policy -> its installed forwarding filters (from the last
+	// settle); withdrawn: filters removed here that the installer still
+	// lists (it forgets them before its next apply); killed: policies
+	// withdrawn since the last prepare.
+	handles   map[uint32][]installedRef
+	withdrawn []installedRef
+	killed    map[uint32]bool
+	log       []damage
+	count     uint64 // rules withdrawn from events
+}
+
+type dep struct {
+	policy kernel.Policy
+	dev    int // the offload device its SAs must stay on
+}
+
+type bucketKey struct {
+	dst   netip.Addr
+	reqid uint32
+}
+
+type installedRef struct {
+	key    string
+	handle uint32
+	rule   Rule
+	skipHW bool
+}
+
+// damage is one event in the terms of what it can break.
+type damage struct {
+	gen    uint64
+	all    bool              // a flush, the FWD default turning to block
+	sels   []kernel.Selector // policy changes: rules overlapping these
+	bucket *bucketKey        // SA changes: rules whose template is here...
+	// ...unless the event's own check found them still served by an SA on
+	// this device (policy -> device).
+	spared map[uint32]int
+}
+
+func (w *withdrawal) open() error {
+	fs, err := kernel.OpenFlowerSocket()
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.fs = fs
+	w.mu.Unlock()
+	return nil
+}
+
+func (w *withdrawal) close() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fs != nil {
+		w.fs.Close()
+		w.fs = nil
+	}
+}
+
+// published records a new snapshot and returns its generation.
+func (w *withdrawal) published() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.gen++
+	return w.gen
+}
+
+// Withdraw implements fastpath.EventTier: remove, now, the rules the
+// change took the ground from.
+func (t *Tier) Withdraw(c fastpath.XFRMChange, cur fastpath.CurrentState) {
+	t.wd.event(c, cur, t.Log)
+}
+
+func (w *withdrawal) event(c fastpath.XFRMChange, cur fastpath.CurrentState, log *slog.Logger) {
+	start := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.fs == nil {
+		return // not running
+	}
+	d, ok := damageOf(c, w.gen)
+	if !ok {
+		return
+	}
+	hit := w.hits(&d, cur)
+	w.log = append(w.log, d)
+	if n := w.remove(hit, log); n > 0 {
+		log.Info("flower: rules withdrawn on an XFRM event, ahead of the derive", "event", c.Kind, "rules", n, "took", time.Since(start))
+	}
+}
+
+// damageOf says what an event can break; ok is false when nothing.
+func damageOf(c fastpath.XFRMChange, gen uint64) (d damage, ok bool) {
+	if c.Policy != nil && c.Policy.Dir > kernel.DirFwd {
+		return d, false // socket policies never meet forwarded traffic
+	}
+	d.gen = gen
+	switch c.Kind {
+	case kernel.PolicyNew, kernel.PolicyUpd:
+		if c.Prev != nil && reflect.DeepEqual(*c.Prev, *c.Policy) {
+			return d, false // strongSwan re-installs policies unchanged on a rekey
+		}
+		d.sels = append(d.sels, c.Policy.Sel)
+		if c.Prev != nil && c.Prev.Sel != c.Policy.Sel {
+			d.sels = append(d.sels, c.Prev.Sel)
+		}
+	case kernel.PolicyDel, kernel.PolicyExpire:
+		if c.Kind == kernel.PolicyExpire && !c.Hard {
+			return d, false
+		}
+		d.sels = append(d.sels, c.Policy.Sel)
+		if c.Prev != nil && c.Prev.Sel != c.Policy.Sel {
+			d.sels = append(d.sels, c.Prev.Sel)
+		}
+	case kernel.PolicyFlush:
+		d.all = true
+	case kernel.PolicyDefault:
+		if c.Default == nil || c.PrevFwdBlock || c.Default.Fwd != kernel.ActionBlock {
+			return d, false
+		}
+		d.all = true
+	case kernel.StateNew, kernel.StateUpd, kernel.StateDel, kernel.StateExpire:
+		// An added or changed SA can break a template too: one that is not
+		// packet-offloaded on the rule's device makes the kernel's choice
+		// uncertain for XDP, so the rule goes.
+		if c.Kind == kernel.StateExpire && !c.Hard || c.State.Proto != 50 {
+			return d, false // a soft expire; templates are ESP
+		}
+		d.bucket, d.spared = &bucketKey{c.State.Dst, c.State.Reqid}, map[uint32]int{}
+	case kernel.StateFlush:
+		if c.State != nil && c.State.Proto != 0 && c.State.Proto != 50 {
+			return d, false
+		}
+		d.all = true
+	default:
+		return d, false
+	}
+	return d, true
+}
+
+// hits returns the policies in deps that d breaks; with cur (live, on the
+// mirror's goroutine) an SA event is checked against the mirror's current
+// SAs and what survives is noted in d.spared. Without cur (a replay), an
+// SA event breaks every policy in its bucket it did not spare.
+func (w *withdrawal) hits(d *damage, cur fastpath.CurrentState) []uint32 {
+	var out []uint32
+	switch {
+	case d.all:
+		for idx := range w.deps {
+			out = append(out, idx)
+		}
+	case d.bucket != nil:
+		// A template with the SA's reqid, or without one (it takes any SA
+		// to its destination), can resolve to the SA.
+		buckets := []bucketKey{*d.bucket}
+		if d.bucket.reqid != 0 {
+			buckets = append(buckets, bucketKey{d.bucket.dst, 0})
+		}
+		for _, b := range buckets {
+			for _, idx := range w.byBucket[b] {
+				dp := w.deps[idx]
+				if dev, ok := d.spared[idx]; ok && dev == dp.dev {
+					continue
+				}
+				if cur != nil {
+					tm := dp.policy.Tmpls[0]
+					if fastpath.OffloadDevice(&dp.policy, cur.StatesFor(tm.Dst, tm.Reqid)) == dp.dev {
+						d.spared[idx] = dp.dev
+						continue
+					}
+				}
+				out = append(out, idx)
+			}
+		}
+	default:
+		if w.sels == nil {
+			return nil
+		}
+		for _, s := range d.sels {
+			for _, i := range w.sels.overlapping(s) {
+				out = append(out, w.selIdx[i])
+			}
+		}
+	}
+	return out
+}
+
+// remove withdraws the policies' forwarding rules: those installed are
+// deleted now through w's own socket; those still being installed go when
+// the worker's apply ends (settle). Guards stay: they only pass packets
+// to the host.
+func (w *withdrawal) remove(policies []uint32, log *slog.Logger) int {
+	var refs []installedRef
+	for _, idx := range policies {
+		if _, ok := w.deps[idx]; !ok {
+			continue
+		}
+		delete(w.deps, idx)
+		if w.killed == nil {
+			w.killed = map[uint32]bool{}
+		}
+		w.killed[idx] = true
+		refs = append(refs, w.handles[idx]...)
+		delete(w.handles, idx)
+	}
+	if len(refs) == 0 {
+		return 0
+	}
+	del := make([]*kernel.FlowerFilter, len(refs))
+	for i, r := range refs {
+		del[i] = r.rule.Filter(r.handle, r.skipHW)
+	}
+	errs, err := w.fs.Del(del)
+	if err != nil {
+		// The worker's settle removes them through the installer.
+		log.Warn("flower: withdrawing rules; the apply in progress removes them", "err", err)
+		return 0
+	}
+	n := 0
+	for i, e := range errs {
+		if e != nil && !errors.Is(e, syscall.ENOENT) {
+			log.Warn("flower: withdrawing a rule; the apply in progress removes it", "err", e)
+			continue
+		}
+		w.withdrawn = append(w.withdrawn, refs[i])
+		n++
+	}
+	w.count += uint64(n)
+	return n
+}
+
+// prepare runs on the worker before it installs rules derived from the
+// snapshot of generation gen: the installer forgets what events removed,
+// the dependency indexes are rebuilt for rules, and the events newer than
+// the snapshot are replayed on them. It returns the rules that survive and
+// adds a skip for each withdrawn forward.
+func (w *withdrawal) prepare(inst *Installer, rules []Rule, views []fastpath.PolicyView, gen uint64, skips *[]Skip) []Rule {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	inst.forget(w.withdrawn)
+	w.withdrawn = nil
+	want := map[uint32]bool{}
+	for _, r := range rules {
+		if r.Kind == KindForward {
+			want[r.PolicyIndex] = true
+		}
+	}
+	w.deps, w.byBucket, w.killed = map[uint32]dep{}, map[bucketKey][]uint32{}, nil
+	sel := &Input{}
+	w.selIdx = w.selIdx[:0]
+	for _, v := range views {
+		p := v.Policy
+		if !want[p.Index] || len(p.Tmpls) == 0 {
+			continue
+		}
+		w.deps[p.Index] = dep{policy: p, dev: v.OffloadIfindex}
+		b := bucketKey{p.Tmpls[0].Dst, p.Tmpls[0].Reqid}
+		w.byBucket[b] = append(w.byBucket[b], p.Index)
+		sel.Views = append(sel.Views, v)
+		w.selIdx = append(w.selIdx, p.Index)
+	}
+	w.sels = sel.index()
+	// Replay what happened after the snapshot; forget what it includes.
+	keep := w.log[:0]
+	gone := map[uint32]bool{}
+	for i := range w.log {
+		d := w.log[i]
+		if d.gen < gen {
+			continue
+		}
+		keep = append(keep, d)
+		for _, idx := range w.hits(&d, nil) {
+			gone[idx] = true
+		}
+	}
+	w.log = keep
+	if len(gone) == 0 {
+		return rules
+	}
+	out := rules[:0]
+	for _, r := range rules {
+		if r.Kind == KindForward && gone[r.PolicyIndex] {
+			*skips = append(*skips, Skip{PolicyIndex: r.PolicyIndex, Port: r.Port, Reason: "withdrawn: an XFRM event since this snapshot took its ground; the next snapshot decides"})
+			continue
+		}
+		out = append(out, r)
+	}
+	for idx := range gone {
+		delete(w.deps, idx)
+	}
+	return out
+}
+
+// settle runs on the worker once an apply ended: rules it installed for a
+// policy an event withdrew meanwhile are removed, and the handles Withdraw
+// deletes by are refreshed from the installer.
+func (w *withdrawal) settle(inst *Installer, log *slog.Logger) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	inst.forget(w.withdrawn)
+	w.withdrawn = nil
+	if len(w.killed) > 0 {
+		n, err := inst.removeForwards(w.killed)
+		if err != nil {
+			log.Warn("flower: removing withdrawn rules the apply installed", "err", err)
+		}
+		w.count += uint64(n)
+	}
+	w.handles = inst.forwardHandles()
+}
+
+// withdrawnRules returns how many rules events withdrew.
+func (w *withdrawal) withdrawnRules() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.count
+}
+
+// forget drops rules removed behind the installer's back (by handle: a
+// rule re-added since under a new handle stays).
+func (in *Installer) forget(refs []installedRef) {
+	if len(refs) == 0 {
+		return
+	}
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	for _, r := range refs {
+		if v, ok := in.installed[r.key]; ok && v.handle == r.handle {
+			delete(in.installed, r.key)
+		}
+	}
+}
+
+// removeForwards deletes the installed forwarding rules of the policies.
+func (in *Installer) removeForwards(policies map[uint32]bool) (int, error) {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	var keys []string
+	var del []*kernel.FlowerFilter
+	for k, v := range in.installed {
+		if v.rule.Kind == KindForward && policies[v.rule.PolicyIndex] {
+			keys = append(keys, k)
+			del = append(del, v.rule.Filter(v.handle, in.SkipHW))
+		}
+	}
+	if len(del) == 0 {
+		return 0, nil
+	}
+	errs, err := in.FS.Del(del)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	var failed []error
+	for i, e := range errs {
+		if e != nil && !errors.Is(e, syscall.ENOENT) {
+			failed = append(failed, e)
+			continue
+		}
+		delete(in.installed, keys[i])
+		n++
+	}
+	return n, errors.Join(failed...)
+}
+
+// forwardHandles returns the installed forwarding filters per policy.
+func (in *Installer) forwardHandles() map[uint32][]installedRef {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	out := map[uint32][]installedRef{}
+	for k, v := range in.installed {
+		if v.rule.Kind == KindForward {
+			r := v.rule
+			out[r.PolicyIndex] = append(out[r.PolicyIndex], installedRef{key: k, handle: v.handle, rule: r, skipHW: in.SkipHW})
+		}
+	}
+	return out
+}
