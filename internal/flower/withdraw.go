@@ -214,7 +214,10 @@ func (w *withdrawal) hits(d *damage, cur fastpath.CurrentState) []uint32 {
 		}
 		for _, b := range buckets {
 			for _, idx := range w.byBucket[b] {
-				dp := w.deps[idx]
+				dp, ok := w.deps[idx]
+				if !ok {
+					continue // withdrawn already
+				}
 				if dev, ok := d.spared[idx]; ok && dev == dp.dev {
 					continue
 				}
@@ -289,33 +292,36 @@ func (w *withdrawal) remove(policies []uint32, log *slog.Logger) int {
 // snapshot of generation gen: the installer forgets what events removed,
 // the dependency indexes are rebuilt for rules, and the events newer than
 // the snapshot are replayed on them. It returns the rules that survive and
-// adds a skip for each withdrawn forward.
+// adds a skip for each withdrawn forward. The indexes are built before
+// taking the lock: an event waits only for the swap and the replay.
 func (w *withdrawal) prepare(inst *Installer, rules []Rule, views []fastpath.PolicyView, gen uint64, skips *[]Skip) []Rule {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	inst.forget(w.withdrawn)
-	w.withdrawn = nil
 	want := map[uint32]bool{}
 	for _, r := range rules {
 		if r.Kind == KindForward {
 			want[r.PolicyIndex] = true
 		}
 	}
-	w.deps, w.byBucket, w.killed = map[uint32]dep{}, map[bucketKey][]uint32{}, nil
+	deps, byBucket := map[uint32]dep{}, map[bucketKey][]uint32{}
 	sel := &Input{}
-	w.selIdx = w.selIdx[:0]
+	var selIdx []uint32
 	for _, v := range views {
 		p := v.Policy
 		if !want[p.Index] || len(p.Tmpls) == 0 {
 			continue
 		}
-		w.deps[p.Index] = dep{policy: p, dev: v.OffloadIfindex}
+		deps[p.Index] = dep{policy: p, dev: v.OffloadIfindex}
 		b := bucketKey{p.Tmpls[0].Dst, p.Tmpls[0].Reqid}
-		w.byBucket[b] = append(w.byBucket[b], p.Index)
+		byBucket[b] = append(byBucket[b], p.Index)
 		sel.Views = append(sel.Views, v)
-		w.selIdx = append(w.selIdx, p.Index)
+		selIdx = append(selIdx, p.Index)
 	}
-	w.sels = sel.index()
+	sels := sel.index()
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	inst.forget(w.withdrawn)
+	w.withdrawn = nil
+	w.deps, w.byBucket, w.sels, w.selIdx, w.killed = deps, byBucket, sels, selIdx, nil
 	// Replay what happened after the snapshot; forget what it includes.
 	keep := w.log[:0]
 	gone := map[uint32]bool{}
@@ -349,8 +355,10 @@ func (w *withdrawal) prepare(inst *Installer, rules []Rule, views []fastpath.Pol
 
 // settle runs on the worker once an apply ended: rules it installed for a
 // policy an event withdrew meanwhile are removed, and the handles Withdraw
-// deletes by are refreshed from the installer.
+// deletes by are refreshed from the installer (read before taking the
+// lock; policies withdrawn since are left out of them).
 func (w *withdrawal) settle(inst *Installer, log *slog.Logger) {
+	handles := inst.forwardHandles()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	inst.forget(w.withdrawn)
@@ -361,8 +369,11 @@ func (w *withdrawal) settle(inst *Installer, log *slog.Logger) {
 			log.Warn("flower: removing withdrawn rules the apply installed", "err", err)
 		}
 		w.count += uint64(n)
+		for idx := range w.killed {
+			delete(handles, idx)
+		}
 	}
-	w.handles = inst.forwardHandles()
+	w.handles = handles
 }
 
 // withdrawnRules returns how many rules events withdrew.
