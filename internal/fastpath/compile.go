@@ -69,6 +69,7 @@ func Compile(s Snapshot) (*Tables, error) {
 		val fastpathFpPolicy
 	}
 	var all []placed
+	bySA := bucketStates(s.States)
 	for i := range s.Policies {
 		p := &s.Policies[i]
 		if p.Dir > kernel.DirFwd {
@@ -92,7 +93,7 @@ func Compile(s Snapshot) (*Tables, error) {
 		if prio := effectivePriority(p); prio < minPrio[fam][ti][p.Dir] {
 			minPrio[fam][ti][p.Dir] = prio
 		}
-		all = append(all, placed{key: policyKey(p, fam, ti), dir: p.Dir, val: policyValue(p, s.States)})
+		all = append(all, placed{key: policyKey(p, fam, ti), dir: p.Dir, val: policyValue(p, bySA.candidates(p))})
 		t.Mirrored++
 	}
 

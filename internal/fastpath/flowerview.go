@@ -1,8 +1,6 @@
 package fastpath
 
 import (
-	"net/netip"
-
 	"sluice/internal/kernel"
 )
 
@@ -30,33 +28,14 @@ type PolicyView struct {
 // forwarded traffic (directions in, out and fwd), computed by the same
 // code that fills the program's tables.
 func PolicyViews(s Snapshot) []PolicyView {
-	// policyValue looks for the SAs of a policy's template among the
-	// states it is given, and an SA can only match a template with its
-	// destination (and its reqid, when the template names one): handing
-	// it that bucket instead of every SA gives the same answer in linear
-	// time (65,536 tunnels: every SA per policy is 8.6e9 comparisons).
-	type bucket struct {
-		dst   netip.Addr
-		reqid uint32
-	}
-	byDst := map[bucket][]kernel.State{}
-	for _, st := range s.States {
-		byDst[bucket{st.Dst, 0}] = append(byDst[bucket{st.Dst, 0}], st)
-		if st.Reqid != 0 {
-			byDst[bucket{st.Dst, st.Reqid}] = append(byDst[bucket{st.Dst, st.Reqid}], st)
-		}
-	}
+	bySA := bucketStates(s.States)
 	out := make([]PolicyView, 0, len(s.Policies))
 	for i := range s.Policies {
 		p := &s.Policies[i]
 		if p.Dir > kernel.DirFwd {
 			continue
 		}
-		var states []kernel.State
-		if len(p.Tmpls) > 0 {
-			states = byDst[bucket{p.Tmpls[0].Dst, p.Tmpls[0].Reqid}]
-		}
-		v := policyValue(p, states)
+		v := policyValue(p, bySA.candidates(p))
 		out = append(out, PolicyView{
 			Policy:         *p,
 			Certain:        v.Flags&flagUncertain == 0,
@@ -65,4 +44,31 @@ func PolicyViews(s Snapshot) []PolicyView {
 		})
 	}
 	return out
+}
+
+// saBuckets holds SAs by destination and by destination and reqid.
+// policyValue looks for the SAs of a policy's template among the states it
+// is given, and an SA can only match a template with its destination (and
+// its reqid, when the template names one): handing it that bucket instead
+// of every SA gives the same answer in linear time (65,536 tunnels: every
+// SA per policy is 4.3e9 comparisons).
+type saBuckets map[saBucket][]kernel.State
+
+func bucketStates(states []kernel.State) saBuckets {
+	b := saBuckets{}
+	for _, st := range states {
+		for _, k := range bucketsOf(&st) {
+			b[k] = append(b[k], st)
+		}
+	}
+	return b
+}
+
+// candidates returns the SAs p's first template can resolve to (with
+// others: policyValue gives up on several templates anyway).
+func (b saBuckets) candidates(p *kernel.Policy) []kernel.State {
+	if len(p.Tmpls) == 0 {
+		return nil
+	}
+	return b[saBucket{p.Tmpls[0].Dst, p.Tmpls[0].Reqid}]
 }
