@@ -167,8 +167,8 @@ func printFlower(w io.Writer, f *api.FlowerStatus) {
 	if f.SkipHW {
 		mode = "LAB: software (skip_hw)"
 	}
-	fmt.Fprintf(w, "flower:  %s; %d rules installed; %d added, %d removed, %d refused; %d promotions, %d demotions\n",
-		mode, f.RulesInstalled, f.RulesAdded, f.RulesRemoved, f.RulesRefused, f.Promotions, f.Demotions)
+	fmt.Fprintf(w, "flower:  %s; %d rules installed; %d added, %d removed, %d refused, %d withdrawn on XFRM events; %d promotions, %d demotions\n",
+		mode, f.RulesInstalled, f.RulesAdded, f.RulesRemoved, f.RulesRefused, f.RulesWithdrawn, f.Promotions, f.Demotions)
 	for _, d := range f.Devices {
 		state := "accepts hardware rules"
 		if !d.HardwareOK {
