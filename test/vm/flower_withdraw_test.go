@@ -184,6 +184,8 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
+		// An event that arrives during a publish waits for it.
+		t.Logf("%d tunnels: the mirror's publish took %s", n, m.Status().LastSyncDuration)
 		return func() { cancel(); <-done }
 	}
 	// measured finds the forwarding filter that carries 48.0.0.1 (the
