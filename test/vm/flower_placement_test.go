@@ -21,12 +21,14 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"sluice/internal/api"
 	"sluice/internal/kernel"
 )
 
 // TestFlowerPlacement runs a real gateway daemon with placement on
-// (flower-promote-pps 20, counters read every second: the lab-only
-// flower-test-placement-interval) and a budget of one forwarding rule on
+// (flower-promote-pps 20, counters read every 500 ms: the lab-only
+// flower-test-placement-interval; promotion after 3 readings, demotion
+// after 10) and a budget of one forwarding rule on
 // the cleartext port, and moves traffic between two tunnels: short bursts
 // to B do not promote it (hysteresis); steady traffic to A promotes A into
 // the NIC tier; then A goes idle and B gets the traffic: B waits for room
@@ -81,7 +83,7 @@ api-socket: `+sock+`
 metrics-listen: 127.0.0.1:9464
 flower-test-skip-hw: true
 flower-promote-pps: 20
-flower-test-placement-interval: 1s
+flower-test-placement-interval: 500ms
 interfaces:
   - {name: x0, l2: fib}
   - {name: p0.502, l2: fib, flower: outbound, flower-rule-budget: 1}
@@ -91,17 +93,18 @@ policies:
   - {dir: out, src: 10.0.0.0/24, dst: 48.0.2.0/24, priority: 100, peer: 123.0.0.2, local: 123.0.0.1, reqid: 2, offload: packet, offload-dev: wan0}
 `)
 	// The static source numbers policy i (from 1) as i<<3 | dir.
-	idxA, idxB := uint32(1)<<3|uint32(kernel.DirOut), uint32(2)<<3|uint32(kernel.DirOut)
-	dstA, dstB := netip.MustParseAddr("48.0.1.1"), netip.MustParseAddr("48.0.2.1")
+	A := placedTunnel{"A", uint32(1)<<3 | uint32(kernel.DirOut), netip.MustParseAddr("48.0.1.1"), "dst_ip 48.0.1.0/24"}
+	B := placedTunnel{"B", uint32(2)<<3 | uint32(kernel.DirOut), netip.MustParseAddr("48.0.2.1"), "dst_ip 48.0.2.0/24"}
 	p := placementProbe{t: t, g: g, sock: sock}
+	const onFlower, waiting = "flower (p0.502) — placement: steady traffic", "waiting for room in the device's rule budget"
 
 	// Every 250 ms for the whole test: never two forwarding rules on p0.
 	stopSampling := p.sampleBudget(l)
-	send := startPacer(t, a, 50)
+	send := startPacer(t, a, 100)
 
 	step(t, "both tunnels start on XDP", func(t *testing.T) {
 		p.until(t, 60*time.Second, "both tunnels placed on XDP as new", func(s placementState) bool {
-			return strings.HasPrefix(s.tier[idxA], "xdp — placement: ") && strings.HasPrefix(s.tier[idxB], "xdp — placement: ")
+			return strings.HasPrefix(s.tier[A.idx], "xdp — placement: ") && strings.HasPrefix(s.tier[B.idx], "xdp — placement: ")
 		})
 		if n := p.forwardRules(t); n != 0 {
 			t.Fatalf("%d forwarding rules before any traffic", n)
@@ -109,42 +112,62 @@ policies:
 	})
 
 	step(t, "brief bursts below the run length do not promote", func(t *testing.T) {
-		before := p.state(t).xdp[idxB]
+		before := p.quick(t).xdp[B.idx]
 		for i := 0; i < 2; i++ {
-			send(dstB)
-			time.Sleep(700 * time.Millisecond) // under one run of 3 readings
-			send(netip.Addr{})
-			time.Sleep(2500 * time.Millisecond) // a reading below the threshold resets the run
+			send(B.dst)
+			time.Sleep(150 * time.Millisecond) // ~15 packets: at most 2 readings of a run of 3 see 20 pps
+			send()
+			time.Sleep(1500 * time.Millisecond) // a reading below the threshold resets the run
 		}
 		s := p.state(t)
-		if seen := s.xdp[idxB] - before; seen < 20 {
+		if seen := s.xdp[B.idx] - before; seen < 10 {
 			t.Fatalf("XDP counted %d of B's burst packets; the bursts did not reach it", seen)
 		}
 		if s.promotions != 0 || p.forwardRules(t) != 0 {
 			t.Fatalf("bursts promoted a tunnel: %d promotions, rules:\n%s", s.promotions, p.rules(t))
 		}
-		mustContain(t, s.tier[idxB], "xdp — placement: ")
+		mustContain(t, s.tier[B.idx], "xdp — placement: ")
 	})
 
-	step(t, "steady traffic promotes A into the NIC", func(t *testing.T) {
-		send(dstA)
-		p.until(t, 20*time.Second, "A promoted", func(s placementState) bool {
-			return strings.HasPrefix(s.tier[idxA], "flower (p0.502) — placement: steady traffic")
+	// x is the tunnel placement promotes first, y the other.
+	var x, y placedTunnel
+	step(t, "both steady: one is promoted, the other waits for the budget", func(t *testing.T) {
+		send(A.dst, B.dst) // 50 pps each
+		s := p.until(t, 20*time.Second, "one promoted, the other waiting", func(s placementState) bool {
+			return strings.HasPrefix(s.tier[A.idx], onFlower) && strings.Contains(s.tier[B.idx], waiting) ||
+				strings.HasPrefix(s.tier[B.idx], onFlower) && strings.Contains(s.tier[A.idx], waiting)
 		})
-		mustContain(t, p.rules(t), "dst_ip 48.0.1.0/24", "skip_hw", "Egress Redirect to device wan0")
-		if strings.Contains(p.rules(t), "dst_ip 48.0.2.0/24") {
-			t.Fatal("B has a rule without steady traffic")
+		x, y = A, B
+		if strings.HasPrefix(s.tier[B.idx], onFlower) {
+			x, y = B, A
 		}
-		out := p.explain(t, dstA)
-		mustContain(t, out, "verdict: XDP_REDIRECT", "tier:    flower (p0.502) — placement: steady traffic")
-		mustContain(t, p.explain(t, dstB), "tier:    xdp — placement: ")
-		// Now the rule serves A: XDP no longer sees its packets; the rule's
-		// statistics count them.
-		x0, r0 := p.state(t).xdp[idxA], pktCount(t, gw, "p0", "49004")
-		time.Sleep(2 * time.Second)
-		x1, r1 := p.state(t).xdp[idxA], pktCount(t, gw, "p0", "49004")
-		if x1 != x0 || r1-r0 < 40 {
-			t.Fatalf("over 2 s of 50 pps to A: XDP counted %d (want 0), the rule %d (want ~100)", x1-x0, r1-r0)
+		// Both reached the run length in the same reading: promoting both
+		// would overfill the budget (and leave one "in the NIC" without a rule).
+		if s.promotions != 1 {
+			t.Fatalf("%d promotions with a budget of 1", s.promotions)
+		}
+		t.Logf("%s promoted first", x.name)
+	})
+
+	step(t, "x alone steady stays in the NIC; XDP no longer sees its packets", func(t *testing.T) {
+		send(x.dst)
+		mustContain(t, p.rules(t), x.sel, "skip_hw", "Egress Redirect to device wan0")
+		if strings.Contains(p.rules(t), y.sel) {
+			t.Fatalf("%s has a rule too", y.name)
+		}
+		mustContain(t, p.explain(t, x.dst), "verdict: XDP_REDIRECT", "tier:    "+onFlower)
+		// The rule serves x: XDP no longer sees its packets; the rule's
+		// statistics count them, and placement reads those: x stays in the
+		// NIC for longer than the idle run that would demote it.
+		x0, r0 := p.quick(t).xdp[x.idx], pktCount(t, gw, "p0", "49004")
+		time.Sleep(6 * time.Second) // 12 readings; 10 idle ones demote
+		s := p.state(t)
+		x1, r1 := s.xdp[x.idx], pktCount(t, gw, "p0", "49004")
+		if x1 != x0 || r1-r0 < 150 {
+			t.Fatalf("over 6 s of 100 pps to %s: XDP counted %d (want 0), the rule %d (want ~600)", x.name, x1-x0, r1-r0)
+		}
+		if !strings.HasPrefix(s.tier[x.idx], onFlower) || s.demotions != 0 {
+			t.Fatalf("%s left the NIC under steady traffic: %q, %d demotions", x.name, s.tier[x.idx], s.demotions)
 		}
 		m := p.metrics(t)
 		if m[`sluice_flower_events_total{event="promoted"}`] != 1 || m[`sluice_flower_events_total{event="added"}`] < 1 || m["sluice_flower_rules"] < 1 {
@@ -152,39 +175,39 @@ policies:
 		}
 	})
 
-	step(t, "A idle, B steady: B waits for the budget, A is demoted, B promoted", func(t *testing.T) {
-		send(dstB)
-		p.until(t, 15*time.Second, "B waiting for room in the budget", func(s placementState) bool {
-			return strings.Contains(s.tier[idxB], "waiting for room in the device's rule budget")
+	step(t, "x idle, y steady: y waits for the budget, x is demoted, y promoted", func(t *testing.T) {
+		send(y.dst)
+		p.until(t, 15*time.Second, y.name+" waiting for room in the budget", func(s placementState) bool {
+			return strings.Contains(s.tier[y.idx], waiting)
 		})
-		if !strings.Contains(p.rules(t), "dst_ip 48.0.1.0/24") {
-			t.Fatalf("A lost its rule before its idle run ended:\n%s", p.rules(t))
+		if !strings.Contains(p.rules(t), x.sel) {
+			t.Fatalf("%s lost its rule before its idle run ended:\n%s", x.name, p.rules(t))
 		}
-		s := p.until(t, 30*time.Second, "A demoted and B promoted", func(s placementState) bool {
-			return strings.HasPrefix(s.tier[idxB], "flower (p0.502) — placement: steady traffic") && strings.HasPrefix(s.tier[idxA], "xdp — placement: ")
+		p.until(t, 30*time.Second, x.name+" demoted and "+y.name+" promoted", func(s placementState) bool {
+			return strings.HasPrefix(s.tier[y.idx], onFlower) && strings.HasPrefix(s.tier[x.idx], "xdp — placement: ")
 		})
+		s := p.state(t)
 		if s.promotions != 2 || s.demotions != 1 {
 			t.Fatalf("promotions %d demotions %d, want 2 and 1", s.promotions, s.demotions)
 		}
 		r := p.rules(t)
-		mustContain(t, r, "dst_ip 48.0.2.0/24")
-		if strings.Contains(r, "dst_ip 48.0.1.0/24") {
-			t.Fatalf("A's rule outlived its demotion:\n%s", r)
+		mustContain(t, r, y.sel)
+		if strings.Contains(r, x.sel) {
+			t.Fatalf("%s's rule outlived its demotion:\n%s", x.name, r)
 		}
-		mustContain(t, p.explain(t, dstA), "tier:    xdp — placement: ")
-		mustContain(t, p.explain(t, dstB), "tier:    flower (p0.502) — placement: steady traffic")
-		x0, r0 := p.state(t).xdp[idxB], pktCount(t, gw, "p0", "49004")
+		mustContain(t, p.explain(t, x.dst), "tier:    xdp — placement: ")
+		x0, r0 := p.quick(t).xdp[y.idx], pktCount(t, gw, "p0", "49004")
 		time.Sleep(2 * time.Second)
-		x1, r1 := p.state(t).xdp[idxB], pktCount(t, gw, "p0", "49004")
-		if x1 != x0 || r1-r0 < 40 {
-			t.Fatalf("over 2 s of 50 pps to B: XDP counted %d (want 0), the rule %d (want ~100)", x1-x0, r1-r0)
+		x1, r1 := p.quick(t).xdp[y.idx], pktCount(t, gw, "p0", "49004")
+		if x1 != x0 || r1-r0 < 50 {
+			t.Fatalf("over 2 s of 100 pps to %s: XDP counted %d (want 0), the rule %d (want ~200)", y.name, x1-x0, r1-r0)
 		}
 		m := p.metrics(t)
 		if m[`sluice_flower_events_total{event="promoted"}`] != 2 || m[`sluice_flower_events_total{event="demoted"}`] != 1 {
 			t.Fatalf("Prometheus: %v", m)
 		}
 	})
-	send(netip.Addr{})
+	send()
 
 	step(t, "the budget held at every sample", func(t *testing.T) {
 		samples, worst, at := stopSampling()
@@ -195,6 +218,15 @@ policies:
 			t.Fatalf("%d forwarding rules on p0 with a budget of 1:\n%s", worst, at)
 		}
 	})
+}
+
+// placedTunnel is one of the lab's tunnels: its policy, a destination
+// inside it and its rule's selector as tc prints it.
+type placedTunnel struct {
+	name string
+	idx  uint32
+	dst  netip.Addr
+	sel  string
 }
 
 // placementProbe reads the daemon's view of placement and the device.
@@ -211,13 +243,63 @@ type placementState struct {
 	promotions, demotions uint64
 }
 
+// state is what `sluice show gateway --json` says.
 func (p placementProbe) state(t *testing.T) placementState {
 	t.Helper()
-	out := run(t, p.g.bin, "show", "gateway", "--socket", p.sock, "--json")
+	s, err := p.read(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// quick is the same from the API directly: polling the CLI under TCG
+// costs a process start each time.
+func (p placementProbe) quick(t *testing.T) placementState {
+	t.Helper()
+	s, err := p.read(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func (p placementProbe) read(viaCLI bool) (placementState, error) {
+	var out []byte
+	if viaCLI {
+		o, err := try(p.g.bin, "show", "gateway", "--socket", p.sock, "--json")
+		if err != nil {
+			return placementState{}, fmt.Errorf("show gateway --json: %v\n%s", err, o)
+		}
+		out = []byte(o)
+	} else {
+		c := api.NewClient(p.sock)
+		st, err := c.Gateway()
+		if err != nil {
+			return placementState{}, err
+		}
+		ps, err := c.Policies()
+		if err != nil {
+			return placementState{}, err
+		}
+		out, _ = json.Marshal(struct {
+			*api.GatewayStatus
+			Top []api.PolicyStat `json:"top_policies"`
+		}{st, ps})
+	}
 	var js struct {
 		Flower *struct {
 			Promotions uint64 `json:"promotions"`
 			Demotions  uint64 `json:"demotions"`
+			Rules      []struct {
+				Index  uint32 `json:"policy_index"`
+				Port   string `json:"port"`
+				Reason string `json:"reason"`
+			} `json:"rules"`
+			Skips []struct {
+				Index  uint32 `json:"policy_index"`
+				Reason string `json:"reason"`
+			} `json:"skips"`
 		} `json:"flower"`
 		Top []struct {
 			Index   uint32 `json:"index"`
@@ -225,17 +307,28 @@ func (p placementProbe) state(t *testing.T) placementState {
 			Tier    string `json:"tier"`
 		} `json:"top_policies"`
 	}
-	if err := json.Unmarshal([]byte(out), &js); err != nil {
-		t.Fatalf("show gateway --json: %v\n%s", err, out)
+	if err := json.Unmarshal(out, &js); err != nil {
+		return placementState{}, fmt.Errorf("show gateway --json: %v\n%s", err, out)
 	}
 	if js.Flower == nil {
-		t.Fatalf("show gateway --json has no flower tier:\n%s", out)
+		return placementState{}, fmt.Errorf("show gateway --json has no flower tier:\n%s", out)
 	}
 	s := placementState{tier: map[uint32]string{}, xdp: map[uint32]uint64{}, promotions: js.Flower.Promotions, demotions: js.Flower.Demotions}
-	for _, pol := range js.Top {
-		s.tier[pol.Index], s.xdp[pol.Index] = pol.Tier, pol.Packets
+	// Every eligible policy is a rule (with why the NIC serves it) or a
+	// skip (with why XDP does); the busiest also carry their tier.
+	for _, r := range js.Flower.Rules {
+		s.tier[r.Index] = "flower (" + r.Port + ") — " + r.Reason
 	}
-	return s
+	for _, sk := range js.Flower.Skips {
+		s.tier[sk.Index] = "xdp — " + sk.Reason
+	}
+	for _, pol := range js.Top {
+		s.xdp[pol.Index] = pol.Packets
+		if viaCLI && pol.Tier != s.tier[pol.Index] {
+			return s, fmt.Errorf("show gateway --json: policy %d's tier %q is not its flower entry's %q", pol.Index, pol.Tier, s.tier[pol.Index])
+		}
+	}
+	return s, nil
 }
 
 // until polls the state until ok, and fails after limit.
@@ -243,12 +336,12 @@ func (p placementProbe) until(t *testing.T, limit time.Duration, what string, ok
 	t.Helper()
 	deadline := time.Now().Add(limit)
 	for {
-		s := p.state(t)
-		if ok(s) {
+		s, err := p.read(false) // the daemon may not answer yet
+		if err == nil && ok(s) {
 			return s
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("not %s after %s: tiers %v, promotions %d, demotions %d; rules:\n%s", what, limit, s.tier, s.promotions, s.demotions, p.rules(t))
+			t.Fatalf("not %s after %s (%v): tiers %v, promotions %d, demotions %d; rules:\n%s", what, limit, err, s.tier, s.promotions, s.demotions, p.rules(t))
 		}
 		time.Sleep(250 * time.Millisecond)
 	}
@@ -361,11 +454,12 @@ func (p placementProbe) metrics(t *testing.T) map[string]float64 {
 	return m
 }
 
-// startPacer sends UDP datagrams from inside ns at pps to the address the
-// returned function last set (none: silent) until the test ends.
-func startPacer(t *testing.T, ns string, pps int) (send func(netip.Addr)) {
+// startPacer sends UDP datagrams from inside ns at pps, in turn to the
+// addresses the returned function last set (none: silent), until the test
+// ends.
+func startPacer(t *testing.T, ns string, pps int) (send func(...netip.Addr)) {
 	t.Helper()
-	var target atomic.Pointer[netip.Addr]
+	var targets atomic.Pointer[[]netip.Addr]
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	ready := make(chan error, 1)
@@ -389,14 +483,15 @@ func startPacer(t *testing.T, ns string, pps int) (send func(netip.Addr)) {
 		tick := time.NewTicker(time.Second / time.Duration(pps))
 		defer tick.Stop()
 		msg := []byte("sluice placement test")
-		for {
+		for n := 0; ; n++ {
 			select {
 			case <-stop:
 				return
 			case <-tick.C:
 			}
-			if dst := target.Load(); dst != nil && dst.IsValid() {
-				c.WriteTo(msg, net.UDPAddrFromAddrPort(netip.AddrPortFrom(*dst, 9000)))
+			if dsts := targets.Load(); dsts != nil && len(*dsts) > 0 {
+				dst := (*dsts)[n%len(*dsts)]
+				c.WriteTo(msg, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 9000)))
 			}
 		}
 	}()
@@ -407,5 +502,5 @@ func startPacer(t *testing.T, ns string, pps int) (send func(netip.Addr)) {
 		close(stop)
 		<-done
 	})
-	return func(dst netip.Addr) { target.Store(&dst) }
+	return func(dsts ...netip.Addr) { targets.Store(&dsts) }
 }
