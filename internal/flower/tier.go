@@ -180,6 +180,7 @@ func (t *Tier) FlowerStatus() api.FlowerStatus {
 	defer t.mu.Unlock()
 	s := t.status
 	s.Skips = append([]api.FlowerSkip(nil), s.Skips...)
+	s.Rules = append([]api.FlowerRule(nil), s.Rules...) // apply and placement rewrite them in place
 	s.Devices = append([]api.FlowerDevice(nil), s.Devices...)
 	return s
 }
