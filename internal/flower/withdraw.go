@@ -75,11 +75,21 @@ type bucketKey struct {
 	reqid uint32
 }
 
+// installedRef is an installed forward as a delete needs it (device,
+// chain, priority, protocol, handle), and its installer key: a few words
+// each, kept for every installed rule.
 type installedRef struct {
 	key    string
+	dev    int
+	chain  uint32
 	handle uint32
-	rule   Rule
-	skipHW bool
+	pref   uint16
+	vlan   uint16
+	v6     bool
+}
+
+func (r installedRef) filter() *kernel.FlowerFilter {
+	return &kernel.FlowerFilter{Ifindex: r.dev, Chain: r.chain, Pref: r.pref, Handle: r.handle, VLANID: r.vlan, IPv6: r.v6}
 }
 
 // damage is one event in the terms of what it can break.
@@ -267,7 +277,7 @@ func (w *withdrawal) remove(policies []uint32, log *slog.Logger) int {
 	}
 	del := make([]*kernel.FlowerFilter, len(refs))
 	for i, r := range refs {
-		del[i] = r.rule.Filter(r.handle, r.skipHW)
+		del[i] = r.filter()
 	}
 	errs, err := w.fs.Del(del)
 	if err != nil {
@@ -438,7 +448,8 @@ func (in *Installer) forwardHandles() map[uint32][]installedRef {
 	for k, v := range in.installed {
 		if v.rule.Kind == KindForward {
 			r := v.rule
-			out[r.PolicyIndex] = append(out[r.PolicyIndex], installedRef{key: k, handle: v.handle, rule: r, skipHW: in.SkipHW})
+			out[r.PolicyIndex] = append(out[r.PolicyIndex], installedRef{key: k, dev: r.Dev, chain: r.Chain, handle: v.handle,
+				pref: r.Pref, vlan: r.VLANID, v6: r.IPv6})
 		}
 	}
 	return out

@@ -11,6 +11,7 @@ import (
 	"net/netip"
 	"os"
 	"regexp"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -119,6 +120,8 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 		// A derive of 65,536 tunnels allocates ~200 MB and takes seconds
 		// in the VM: back to back, they starve the 2 GB guest.
 		flower.RefreshEvery = 5 * time.Second
+		// The guest has 2 GB; the kernel holds the rules and SAs too.
+		defer debug.SetMemoryLimit(debug.SetMemoryLimit(900 << 20))
 	}
 	t.Cleanup(func() { flower.RefreshEvery = 10 * time.Second })
 	const key = "0x0102030405060708090a0b0c0d0e0f1011121314"
