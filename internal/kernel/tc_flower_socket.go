@@ -272,33 +272,3 @@ type FlowerHandle struct {
 	Packets uint64
 }
 
-// DumpFlower lists the flower filters on the device's clsact ingress, in
-// every chain: what reconciliation compares against.
-func DumpFlower(ifindex int) ([]FlowerHandle, error) {
-	link, err := netlink.LinkByIndex(ifindex)
-	if err != nil {
-		return nil, err
-	}
-	fl, err := netlink.FilterList(link, netlink.HANDLE_MIN_INGRESS)
-	if err != nil {
-		return nil, fmt.Errorf("tc flower: dump ifindex %d: %w", ifindex, err)
-	}
-	var out []FlowerHandle
-	for _, f := range fl {
-		v, ok := f.(*netlink.Flower)
-		if !ok || v.Handle == 0 {
-			continue
-		}
-		h := FlowerHandle{Pref: v.Priority, Handle: v.Handle, SkipSW: v.SkipSw, SkipHW: v.SkipHw}
-		if v.Chain != nil {
-			h.Chain = *v.Chain
-		}
-		if n := len(v.Actions); n > 0 {
-			if st := v.Actions[n-1].Attrs().Statistics; st != nil && st.Basic != nil {
-				h.Packets = uint64(st.Basic.Packets)
-			}
-		}
-		out = append(out, h)
-	}
-	return out, nil
-}
