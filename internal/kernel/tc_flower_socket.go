@@ -271,4 +271,3 @@ type FlowerHandle struct {
 	// and hardware together.
 	Packets uint64
 }
-
