@@ -239,8 +239,11 @@ func TestOverlayIKE(t *testing.T) {
 		mustContain(t, ovMust(t, a.ns, "verify", "-f", a.file), "verify: passed")
 	})
 	step(t, "transport+VXLAN, PSK: teardown unloads and leaves the namespaces as they were", func(t *testing.T) {
-		ovMust(t, a.ns, "teardown", "-f", a.file)
-		ovMust(t, b.ns, "teardown", "-f", b.file)
+		for _, h := range []ovHost{a, b} {
+			start := time.Now()
+			out := ovMust(t, h.ns, "teardown", "-f", h.file)
+			t.Logf("%s teardown (%.1f s):\n%s", h.name, time.Since(start).Seconds(), out)
+		}
 		if c := run(t, "swanctl", "--list-conns", "--uri", ch[0].URI); strings.Contains(c, "sluice-") {
 			t.Fatalf("a connection is left:\n%s", c)
 		}
