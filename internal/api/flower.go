@@ -30,6 +30,8 @@ type FlowerRule struct {
 	Dir         string `json:"dir"`
 	Port        string `json:"port"`
 	Rule        string `json:"rule"`
+	// Reason says why the NIC serves this tunnel (placement's reading).
+	Reason string `json:"reason,omitempty"`
 }
 
 // FlowerSkip is a policy the tier leaves to XDP or the kernel, and why.

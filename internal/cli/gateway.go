@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sluice/internal/api"
 	"sluice/internal/config"
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
@@ -175,8 +176,8 @@ var errNoGateway = errors.New("no gateway is running here")
 
 func newGatewayExplainCmd() *cobra.Command {
 	var (
-		cfgPath, iface, hexFrame, pinDir string
-		asJSON                           bool
+		cfgPath, iface, hexFrame, pinDir, socket string
+		asJSON                                   bool
 	)
 	cmd := &cobra.Command{
 		Use:   "explain [--iface IF] [--config gateway.yaml] [--json] <packet>",
@@ -196,13 +197,14 @@ or as an Ethernet frame in hex with --hex.`,
 		Example: `  sluice gateway explain --iface p1 src 16.0.0.1 dst 48.0.1.9 proto udp dport 53
   sluice gateway explain -c lab.yaml --iface lan0 --json src fd00::1 dst 2001:db8:48::9 ttl 1`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runExplain(cmd, explainArgs{cfgPath, iface, hexFrame, pinDir, asJSON}, args)
+			return runExplain(cmd, explainArgs{cfgPath, iface, hexFrame, pinDir, socket, asJSON}, args)
 		},
 	}
 	cmd.Flags().StringVarP(&cfgPath, "config", "c", "", "gateway.yaml with static policies (no daemon needed)")
 	cmd.Flags().StringVar(&iface, "iface", "", "interface the packet arrives on")
 	cmd.Flags().StringVar(&hexFrame, "hex", "", "the packet as an Ethernet frame in hex")
 	cmd.Flags().StringVar(&pinDir, "pin-dir", config.DefaultPinDir, "bpffs directory of the running gateway")
+	cmd.Flags().StringVar(&socket, "socket", api.DefaultSocket, "the running gateway's API socket, asked which tier (flower or XDP) serves the deciding policy")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -42,8 +42,14 @@ func gatewayOptions(g *config.Gateway) (fastpath.GatewayOptions, error) {
 		return o, fmt.Errorf("%s: flower-test-skip-hw needs lab: true", g.File)
 	}
 	tier := &flower.Tier{SkipHW: g.FlowerTestSkipHW, InboundChain: g.FlowerInboundChain}
+	if g.FlowerTestPlacementInterval != 0 && !g.Lab {
+		return o, fmt.Errorf("%s: flower-test-placement-interval needs lab: true", g.File)
+	}
 	if g.FlowerPromotePPS > 0 {
 		tier.Placement = flower.DefaultPlacement(float64(g.FlowerPromotePPS))
+		if g.FlowerTestPlacementInterval != 0 {
+			tier.Placement.Interval = g.FlowerTestPlacementInterval
+		}
 	}
 	for n, i := range g.Interfaces {
 		// Checked here, where the line is known, not when the daemon

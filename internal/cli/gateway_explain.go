@@ -21,8 +21,8 @@ import (
 )
 
 type explainArgs struct {
-	cfgPath, iface, hexFrame, pinDir string
-	asJSON                           bool
+	cfgPath, iface, hexFrame, pinDir, socket string
+	asJSON                                   bool
 }
 
 type explainResult struct {
@@ -85,7 +85,7 @@ func runExplain(cmd *cobra.Command, a explainArgs, args []string) error {
 	if a.cfgPath == "" && dec.PolicyIndex != 0 {
 		// Best effort: a daemon with the flower tier says which tier
 		// serves this policy; without one, XDP (or the kernel) does.
-		if st, err := api.NewClient(api.DefaultSocket).Gateway(); err == nil && st.Flower != nil {
+		if st, err := api.NewClient(a.socket).Gateway(); err == nil && st.Flower != nil {
 			res.Tier = policyTier(st.Flower, dec.PolicyIndex)
 		}
 	}

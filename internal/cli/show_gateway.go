@@ -42,10 +42,20 @@ busiest policies.`,
 				ps = ps[:top]
 			}
 			if asJSON {
+				// Each policy says which tier serves it and why, as the
+				// text's TIER column does.
+				type tiered struct {
+					api.PolicyStat
+					Tier string `json:"tier"`
+				}
+				top := make([]tiered, len(ps))
+				for i, p := range ps {
+					top[i] = tiered{p, policyTier(s.Flower, p.Index)}
+				}
 				return printJSON(cmd.OutOrStdout(), struct {
 					*api.GatewayStatus
-					TopPolicies []api.PolicyStat `json:"top_policies"`
-				}{s, ps})
+					TopPolicies []tiered `json:"top_policies"`
+				}{s, top})
 			}
 			w := cmd.OutOrStdout()
 			m := s.Mirror
@@ -147,6 +157,9 @@ func policyTier(f *api.FlowerStatus, index uint32) string {
 	}
 	for _, r := range f.Rules {
 		if r.PolicyIndex == index {
+			if r.Reason != "" {
+				return "flower (" + r.Port + ") — " + r.Reason
+			}
 			return "flower (" + r.Port + ")"
 		}
 	}

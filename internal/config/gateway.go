@@ -54,6 +54,10 @@ type Gateway struct {
 	// below a tenth of it (docs/flower.md, "Placement"). 0 (default): every
 	// eligible tunnel gets its rule, within each port's budget.
 	FlowerPromotePPS int
+	// FlowerTestPlacementInterval, labs only, replaces placement's
+	// DefaultPlacementInterval between counter readings (0: the default),
+	// so that a test sees promotions and demotions in seconds.
+	FlowerTestPlacementInterval time.Duration
 	// KeyLines is the line of each top-level key as written, for the
 	// checks that run later against the host (api-owner, api-group).
 	KeyLines map[string]int
@@ -296,6 +300,12 @@ const (
 	MaxFlowerRuleBudget       = 1 << 20
 	MinLease                  = time.Second
 	MaxLease                  = 5 * time.Minute
+	// DefaultPlacementInterval is how often placement reads the counters
+	// (docs/flower.md, "Placement"); labs may shorten it within
+	// MinPlacementInterval..MaxPlacementInterval.
+	DefaultPlacementInterval = 2 * time.Second
+	MinPlacementInterval     = 100 * time.Millisecond
+	MaxPlacementInterval     = time.Minute
 )
 
 // LoadGateway reads and validates a gateway.yaml file.

@@ -3,6 +3,7 @@ package config
 import (
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseGatewayFlower(t *testing.T) {
@@ -10,6 +11,8 @@ func TestParseGatewayFlower(t *testing.T) {
 		"lab: true",
 		"flower-test-skip-hw: true",
 		"flower-inbound-chain: 7",
+		"flower-promote-pps: 20",
+		"flower-test-placement-interval: 500ms",
 		"interfaces:",
 		"  - name: p0",
 		"    inbound: forward",
@@ -25,6 +28,9 @@ func TestParseGatewayFlower(t *testing.T) {
 	}
 	if !g.FlowerTestSkipHW || g.FlowerInboundChain != 7 {
 		t.Errorf("skip_hw %v chain %d, want true 7", g.FlowerTestSkipHW, g.FlowerInboundChain)
+	}
+	if g.FlowerPromotePPS != 20 || g.FlowerTestPlacementInterval != 500*time.Millisecond {
+		t.Errorf("promote %d interval %s, want 20 500ms", g.FlowerPromotePPS, g.FlowerTestPlacementInterval)
 	}
 	p0, vl := g.Interfaces[0], g.Interfaces[1]
 	if p0.Flower != FlowerBoth || !p0.Flower.Inbound() || !p0.Flower.Outbound() || p0.FlowerRuleBudget != 100 || !p0.FlowerTTL {
@@ -48,6 +54,14 @@ func TestParseGatewayFlowerErrors(t *testing.T) {
 		{"both without inbound: forward", ifaceDoc("name: p0", "flower: both"),
 			[]string{"gateway.yaml:3: interfaces[0].flower: \"both\""}},
 		{"unknown mode", ifaceDoc("name: p0", "flower: on"), []string{"gateway.yaml:3: interfaces[0].flower:", "use one of off (default), outbound, inbound or both"}},
+		{"placement interval outside a lab", doc("flower-promote-pps: 10", "flower-test-placement-interval: 1s", "interfaces:", "  - name: p0"),
+			[]string{"gateway.yaml:2: flower-test-placement-interval: needs lab: true"}},
+		{"placement interval without placement", doc("lab: true", "flower-test-placement-interval: 1s", "interfaces:", "  - name: p0"),
+			[]string{"gateway.yaml:2: flower-test-placement-interval: has no effect without flower-promote-pps"}},
+		{"placement interval too short", doc("lab: true", "flower-promote-pps: 10", "flower-test-placement-interval: 1ms", "interfaces:", "  - name: p0"),
+			[]string{"gateway.yaml:3: flower-test-placement-interval: \"1ms\" is not a duration from 100ms to 1m0s"}},
+		{"placement without counters", doc("counters: false", "flower-promote-pps: 10", "interfaces:", "  - name: p0"),
+			[]string{"gateway.yaml:2: flower-promote-pps: needs counters: true"}},
 		{"chain out of range", doc("flower-inbound-chain: 70000", "interfaces:", "  - name: p0"), []string{"gateway.yaml:1: flower-inbound-chain:"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 )
 
 var (
-	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "api-socket", "api-owner", "api-group", "metrics-listen", "metrics-top-policies", "daemon-cpu", "daemon-priority", "lock-memory", "flower-test-skip-hw", "flower-inbound-chain", "flower-promote-pps", "interfaces", "policies"}
+	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "api-socket", "api-owner", "api-group", "metrics-listen", "metrics-top-policies", "daemon-cpu", "daemon-priority", "lock-memory", "flower-test-skip-hw", "flower-test-placement-interval", "flower-inbound-chain", "flower-promote-pps", "interfaces", "policies"}
 	interfaceKeys = []string{"name", "l2", "xdp-mode", "inbound", "wan-antispoof", "hairpin-to-nexthop", "flower", "flower-ttl", "flower-rule-budget"}
 	policyKeys    = []string{"dir", "src", "dst", "proto", "sport", "dport", "priority", "action", "peer", "local", "reqid", "offload", "offload-dev", "optional"}
 )
@@ -62,6 +62,8 @@ func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
 			g.MetricsTopPolicies = int(n)
 		case "flower-test-skip-hw":
 			g.FlowerTestSkipHW, _ = p.boolean(f)
+		case "flower-test-placement-interval":
+			g.FlowerTestPlacementInterval = p.placementInterval(f)
 		case "flower-promote-pps":
 			n, _ := p.uint(f, 1<<32-1)
 			g.FlowerPromotePPS = int(n)
@@ -130,6 +132,22 @@ func (p *parser) lease(f field) time.Duration {
 	}
 	if d < MinLease || d > MaxLease {
 		p.errorf(f.line, f.path, "%s is out of range; use %s (the fast path falls back to the kernel when the daemon is silent this long: shorter risks falling back on a busy host, longer keeps forwarding on stale policies after the daemon dies)", s, leaseRange)
+		return 0
+	}
+	return d
+}
+
+// placementInterval reads flower-test-placement-interval: how often a lab's
+// placement reads the counters (production: DefaultPlacementInterval).
+func (p *parser) placementInterval(f field) time.Duration {
+	s, ok := p.str(f, "a duration such as 500ms")
+	if !ok {
+		return 0
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < MinPlacementInterval || d > MaxPlacementInterval {
+		p.errorf(f.line, f.path, "%q is not a duration from %s to %s; write one such as 500ms, or remove it for the production interval of %s",
+			s, MinPlacementInterval, MaxPlacementInterval, DefaultPlacementInterval)
 		return 0
 	}
 	return d

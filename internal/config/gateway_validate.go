@@ -78,6 +78,18 @@ func (m *gatewayMeta) validate(p *parser, g *Gateway) {
 		p.errorf(line("flower-test-skip-hw", m.rootLine), "flower-test-skip-hw",
 			"true needs lab: true — it installs flower rules in software (skip_hw), which on a real port would send cleartext out of the offload device without the NIC's encryption; remove it, or set lab: true on a test gateway")
 	}
+	if g.FlowerTestPlacementInterval != 0 && !g.Lab && !p.bad["lab"] {
+		p.errorf(line("flower-test-placement-interval", m.rootLine), "flower-test-placement-interval",
+			"needs lab: true — it shortens placement's %s interval so that a test sees promotions and demotions in seconds; remove it, or set lab: true on a test gateway", DefaultPlacementInterval)
+	}
+	if g.FlowerTestPlacementInterval != 0 && g.FlowerPromotePPS == 0 && !p.bad["flower-promote-pps"] {
+		p.errorf(line("flower-test-placement-interval", m.rootLine), "flower-test-placement-interval",
+			"has no effect without flower-promote-pps (placement is off); set flower-promote-pps, or remove it")
+	}
+	if g.FlowerPromotePPS != 0 && !g.Counters && !p.bad["counters"] {
+		p.errorf(line("flower-promote-pps", m.rootLine), "flower-promote-pps",
+			"needs counters: true — placement promotes tunnels from XDP's per-policy counters, which counters: false turns off, so no tunnel would ever reach the NIC; remove counters: false, or flower-promote-pps")
+	}
 	if g.PolicySource == PolicySourceKernel && m.nPolicies > 0 {
 		p.errorf(line("policies", m.rootLine), "policies",
 			"policy-source is kernel, so sluice mirrors the kernel's XFRM policies and would ignore these %d; remove policies, or for a lab set policy-source: static and lab: true", m.nPolicies)

@@ -27,12 +27,16 @@ type Placement struct {
 
 type tunnelState struct {
 	onFlower    bool
-	above       int // consecutive intervals at or above PromotePPS
-	below       int // consecutive intervals below DemotePPS
+	waiting     bool // steady enough, but its device's budget is full
+	above       int  // consecutive intervals at or above PromotePPS
+	below       int  // consecutive intervals below DemotePPS
 	lastPackets uint64
 	seen        bool
 	pps         float64
 }
+
+// placementReason starts every reason OnFlower gives.
+const placementReason = "placement: "
 
 // DefaultPlacement is what `flower-promote-pps: N` sets up.
 func DefaultPlacement(promotePPS float64) *Placement {
@@ -68,6 +72,7 @@ func (p *Placement) Observe(index uint32, packets uint64, dt time.Duration, room
 	} else {
 		t.below = 0
 	}
+	t.waiting = !t.onFlower && t.above >= p.PromoteAfter && !room
 	switch {
 	case !t.onFlower && t.above >= p.PromoteAfter && room:
 		t.onFlower, t.above, t.seen = true, 0, false
@@ -89,7 +94,10 @@ func (p *Placement) OnFlower(index uint32) (bool, string) {
 		return false, "placement: new tunnel, on XDP until its traffic is steady"
 	}
 	if t.onFlower {
-		return true, fmt.Sprintf("placement: steady (%.0f pps)", t.pps)
+		return true, fmt.Sprintf("placement: steady traffic (%.0f pps; demoted below %.0f pps for %d intervals of %s)", t.pps, p.DemotePPS, p.DemoteAfter, p.Interval)
+	}
+	if t.waiting {
+		return false, fmt.Sprintf("placement: steady traffic (%.0f pps), waiting for room in the device's rule budget", t.pps)
 	}
 	return false, fmt.Sprintf("placement: %.0f pps, promoted at %.0f pps for %d intervals of %s", t.pps, p.PromotePPS, p.PromoteAfter, p.Interval)
 }

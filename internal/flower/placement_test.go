@@ -1,6 +1,7 @@
 package flower
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -44,6 +45,9 @@ func TestPlacementHysteresis(t *testing.T) {
 		if tick(5000, false) {
 			t.Fatal("promoted without room")
 		}
+	}
+	if _, why := p.OnFlower(7); !strings.Contains(why, "waiting for room in the device's rule budget") {
+		t.Fatalf("a steady tunnel without room says %q", why)
 	}
 	if !tick(5000, true) {
 		t.Fatal("not promoted once room appeared")

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/netip"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,7 +57,11 @@ type Tier struct {
 	// eligible: policy index -> filter device, from the last apply
 	// (placement reads it between applies, under mu).
 	eligible map[uint32]int
-	room     map[int]bool
+	// free: rule slots left in each filter device's budget after the last
+	// apply (-1: no budget); placement promotes only into a free slot.
+	free map[int]int
+	// why: placement's reason per forwarding rule of the last apply.
+	why map[uint32]string
 }
 
 // KernelRouter is the kernel's FIB as a Router.
@@ -175,6 +180,7 @@ func (t *Tier) FlowerStatus() api.FlowerStatus {
 	defer t.mu.Unlock()
 	s := t.status
 	s.Skips = append([]api.FlowerSkip(nil), s.Skips...)
+	s.Rules = append([]api.FlowerRule(nil), s.Rules...) // apply and placement rewrite them in place
 	s.Devices = append([]api.FlowerDevice(nil), s.Devices...)
 	return s
 }
@@ -240,6 +246,7 @@ func (t *Tier) apply(want *fastpath.Snapshot) {
 	var rules []Rule
 	perDev := map[int]int{}
 	eligible := map[uint32]int{}
+	why := map[uint32]string{}
 	devs := map[string]api.FlowerDevice{}
 	sort.SliceStable(res.Rules, func(a, b int) bool { return res.Rules[a].PolicyIndex < res.Rules[b].PolicyIndex })
 	for _, r := range res.Rules {
@@ -269,12 +276,13 @@ func (t *Tier) apply(want *fastpath.Snapshot) {
 			eligible[r.PolicyIndex] = r.Dev
 			if t.Placement != nil {
 				t.mu.Lock()
-				on, why := t.Placement.OnFlower(r.PolicyIndex)
+				on, reason := t.Placement.OnFlower(r.PolicyIndex)
 				t.mu.Unlock()
 				if !on {
-					res.Skips = append(res.Skips, Skip{PolicyIndex: r.PolicyIndex, Port: r.Port, Reason: why})
+					res.Skips = append(res.Skips, Skip{PolicyIndex: r.PolicyIndex, Port: r.Port, Reason: reason})
 					continue
 				}
+				why[r.PolicyIndex] = reason
 			}
 			if b := t.budget(r.Dev, ports); b > 0 && perDev[r.Dev] >= b {
 				res.Skips = append(res.Skips, Skip{PolicyIndex: r.PolicyIndex, Port: r.Port, Reason: fmt.Sprintf("budget: %d rules on %s already; XDP serves it", b, r.DevName)})
@@ -298,11 +306,13 @@ func (t *Tier) apply(want *fastpath.Snapshot) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	t.eligible = eligible
-	t.room = map[int]bool{}
+	t.eligible, t.why = eligible, why
+	t.free = map[int]int{}
 	for _, dev := range eligible {
-		b := t.budget(dev, ports)
-		t.room[dev] = b == 0 || perDev[dev] < b
+		t.free[dev] = -1
+		if b := t.budget(dev, ports); b > 0 {
+			t.free[dev] = max(b-perDev[dev], 0)
+		}
 	}
 	t.status.Enabled = true
 	t.status.SkipHW = t.SkipHW
@@ -317,7 +327,7 @@ func (t *Tier) apply(want *fastpath.Snapshot) {
 	t.status.Rules = t.status.Rules[:0]
 	for _, r := range rules {
 		if r.Kind == KindForward {
-			t.status.Rules = append(t.status.Rules, api.FlowerRule{PolicyIndex: r.PolicyIndex, Dir: r.Dir.String(), Port: r.Port, Rule: r.String()})
+			t.status.Rules = append(t.status.Rules, api.FlowerRule{PolicyIndex: r.PolicyIndex, Dir: r.Dir.String(), Port: r.Port, Rule: r.String(), Reason: why[r.PolicyIndex]})
 		}
 	}
 	t.status.Devices = t.status.Devices[:0]
@@ -400,14 +410,15 @@ func withGuardsInUse(rules []Rule) []Rule {
 func (t *Tier) place(ctx context.Context) {
 	tick := time.NewTicker(t.Placement.Interval)
 	defer tick.Stop()
+	// last is when the counters were last observed: a skipped reading
+	// (an apply running, an error) must not turn two intervals' packets
+	// into one interval's rate.
 	last := time.Now()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case now := <-tick.C:
-			dt := now.Sub(last)
-			last = now
+		case <-tick.C:
 			xdp, err := t.Counters()
 			if err != nil {
 				t.Log.Warn("flower placement: XDP counters", "err", err)
@@ -426,6 +437,9 @@ func (t *Tier) place(ctx context.Context) {
 				t.Log.Warn("flower placement: rule statistics", "err", err)
 				continue
 			}
+			now := time.Now()
+			dt := now.Sub(last)
+			last = now
 			changed := false
 			t.mu.Lock()
 			for idx, dev := range t.eligible {
@@ -434,17 +448,37 @@ func (t *Tier) place(ctx context.Context) {
 				if on {
 					pk = hw[idx]
 				}
-				if t.Placement.Observe(idx, pk, dt, t.room[dev]) {
+				if t.Placement.Observe(idx, pk, dt, t.free[dev] != 0) {
 					changed = true
+					if on, _ := t.Placement.OnFlower(idx); on && t.free[dev] > 0 {
+						t.free[dev]-- // two promotions in one reading never overfill the budget
+					}
 				}
 			}
 			t.Placement.Forget(func(i uint32) bool { _, ok := t.eligible[i]; return ok })
+			t.refreshPlacementReasons()
 			t.status.Promotions, t.status.Demotions = t.Placement.Promotions, t.Placement.Demoted
 			if changed && t.want != nil {
 				t.seq++
 				t.cond.Broadcast()
 			}
 			t.mu.Unlock()
+		}
+	}
+}
+
+// refreshPlacementReasons rewrites the placement reasons `show gateway`
+// and `explain` read with this reading's rates (an apply runs only when a
+// tunnel changes tier). Call with mu held.
+func (t *Tier) refreshPlacementReasons() {
+	for i, r := range t.status.Rules {
+		if _, ok := t.why[r.PolicyIndex]; ok {
+			_, t.status.Rules[i].Reason = t.Placement.OnFlower(r.PolicyIndex)
+		}
+	}
+	for i, sk := range t.status.Skips {
+		if strings.HasPrefix(sk.Reason, placementReason) {
+			_, t.status.Skips[i].Reason = t.Placement.OnFlower(sk.PolicyIndex)
 		}
 	}
 }

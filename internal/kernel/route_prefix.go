@@ -121,14 +121,20 @@ func routePrefix(r *netlink.Route, family int) netip.Prefix {
 // SourceAccepted returns the addresses of this host inside src (the
 // kernel drops them as sources: martians), and "" when it accepts every
 // other source address in src arriving on ingress for forwarding, as far
-// as the fast path mirrors it (docs/fastpath.md, rp-filter): for IPv4
-// with rp_filter loose (2) a unicast route back covering all of src with
-// no unreachable, blackhole or prohibit route inside it; strict (1) is
-// not mirrored. Otherwise it returns the reason.
+// as the fast path mirrors it (docs/fastpath.md, rp-filter): forwarding
+// on for the ingress (the device's own conf/<dev>/forwarding, which
+// bpf_fib_lookup checks); for IPv4 with rp_filter loose (2) a unicast
+// route back covering all of src with no unreachable, blackhole or
+// prohibit route inside it; strict (1) is not mirrored. Otherwise it
+// returns the reason.
 func SourceAccepted(src netip.Prefix, ingress int) ([]netip.Addr, string, error) {
-	family := netlink.FAMILY_V4
+	family, ipv := netlink.FAMILY_V4, "ipv4"
 	if src.Addr().Is6() {
-		family = netlink.FAMILY_V6
+		family, ipv = netlink.FAMILY_V6, "ipv6"
+	}
+	ingressName := ""
+	if l, err := netlink.LinkByIndex(ingress); err == nil {
+		ingressName = l.Attrs().Name
 	}
 	addrs, err := netlink.AddrList(nil, family)
 	if err != nil {
@@ -140,13 +146,22 @@ func SourceAccepted(src netip.Prefix, ingress int) ([]netip.Addr, string, error)
 			own = append(own, ip.Unmap())
 		}
 	}
+	if ingressName != "" {
+		// The XDP program's FIB lookup passes what arrives on a device
+		// with forwarding off (BPF_FIB_LKUP_RET_FWD_DISABLED), and so does
+		// the kernel: a rule must not forward it.
+		b, err := os.ReadFile("/proc/sys/net/" + ipv + "/conf/" + ingressName + "/forwarding")
+		if err == nil && strings.TrimSpace(string(b)) == "0" {
+			return own, fmt.Sprintf("%s forwarding is off on %s: the kernel and XDP do not forward what arrives there", ipv, ingressName), nil
+		}
+	}
 	if family == netlink.FAMILY_V6 {
 		return own, "", nil
 	}
 	mode := 0
 	names := []string{"all"}
-	if l, err := netlink.LinkByIndex(ingress); err == nil {
-		names = append(names, l.Attrs().Name)
+	if ingressName != "" {
+		names = append(names, ingressName)
 	}
 	for _, n := range names {
 		b, err := os.ReadFile("/proc/sys/net/ipv4/conf/" + n + "/rp_filter")

@@ -22,6 +22,7 @@ func TestFlowerDaemon(t *testing.T) {
 	run(t, "ip", "-n", dut, "addr", "add", "10.0.0.254/24", "dev", "lan0.502")
 	run(t, "ip", "-n", dut, "link", "set", "lan0.502", "up")
 	run(t, "ip", "-n", dut, "route", "add", "48.0.0.0/8", "via", "123.0.0.254")
+	nsRun(t, dut, "sysctl", "-qw", "net.ipv4.ip_forward=1")    // a gateway forwards; rules follow the kernel
 	nsRun(t, dut, "ping", "-c", "1", "-W", "3", "123.0.0.254") // resolves the next hop's MAC
 
 	g := startGateway(t, l, dut, `lab: true

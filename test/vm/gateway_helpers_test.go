@@ -31,7 +31,8 @@ type gateway struct {
 }
 
 // startGateway runs the daemon in ns with the config body (pin-dir is
-// added: a bpffs outside /sys, because `ip netns exec` hides /sys/fs/bpf).
+// added: a bpffs outside /sys, because `ip netns exec` hides /sys/fs/bpf;
+// so is api-socket: "" unless the body names a socket).
 // It is stopped and detached when the test ends; its log is printed if
 // the test failed.
 func startGateway(t *testing.T, l *lab, ns, config string) *gateway {
@@ -42,7 +43,11 @@ func startGateway(t *testing.T, l *lab, ns, config string) *gateway {
 	l.undo("umount", bpffs)
 	g.pinDir = filepath.Join(bpffs, "sluice")
 	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
-	if err := os.WriteFile(cfg, []byte("pin-dir: "+g.pinDir+"\napi-socket: \"\"\n"+config), 0o600); err != nil {
+	head := "pin-dir: " + g.pinDir + "\n"
+	if !strings.Contains(config, "api-socket:") {
+		head += "api-socket: \"\"\n" // no API unless the test asks for one
+	}
+	if err := os.WriteFile(cfg, []byte(head+config), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	daemon := exec.Command("ip", "netns", "exec", ns, g.bin, "gateway", "run", "-c", cfg)
