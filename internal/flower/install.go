@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -141,7 +142,7 @@ func (in *Installer) Apply(rules []Rule) (Stats, []error, error) {
 	if in.installed == nil {
 		in.installed = map[string]installed{}
 	}
-	want := map[string]Rule{}
+	want := make(map[string]Rule, len(rules))
 	for _, r := range rules {
 		want[r.Key()] = r
 	}
@@ -179,40 +180,46 @@ func (in *Installer) Apply(rules []Rule) (Stats, []error, error) {
 		delete(in.installed, k)
 		st.Removed++
 	}
-	keys := make([]string, 0, len(want))
-	for k := range want {
-		if _, ok := in.installed[k]; !ok {
-			keys = append(keys, k)
-		}
-	}
 	// Guards go in before the forwards they protect (a forward without
 	// its TTL, ICMP or own-source guard would carry what the kernel must
-	// see), and come out after them (below, removals are ordered the
+	// see), and come out after them (above, removals are ordered the
 	// other way).
-	sort.Slice(keys, func(a, b int) bool {
-		ga, gb := want[keys[a]].Kind != KindForward, want[keys[b]].Kind != KindForward
-		if ga != gb {
-			return ga
+	type pending struct {
+		key   string
+		rule  *Rule
+		guard bool
+	}
+	news := make([]pending, 0, len(want))
+	for k, r := range want {
+		if _, ok := in.installed[k]; !ok {
+			news = append(news, pending{k, &r, r.Kind != KindForward})
 		}
-		return keys[a] < keys[b]
+	}
+	slices.SortFunc(news, func(a, b pending) int {
+		if a.guard != b.guard {
+			if a.guard {
+				return -1
+			}
+			return 1
+		}
+		return strings.Compare(a.key, b.key)
 	})
-	add := make([]*kernel.FlowerFilter, len(keys))
-	for i, k := range keys {
-		r := want[k]
+	add := make([]*kernel.FlowerFilter, len(news))
+	for i, p := range news {
 		in.next++
-		add[i] = r.Filter(in.next, in.SkipHW)
+		add[i] = p.rule.Filter(in.next, in.SkipHW)
 	}
 	errs, err = in.FS.Add(add)
 	if err != nil {
 		return st, out, err
 	}
-	for i, k := range keys {
+	for i, p := range news {
 		if errs[i] != nil {
 			st.Refused++
 			out = append(out, errs[i])
 			continue
 		}
-		in.installed[k] = installed{handle: add[i].Handle, rule: want[k]}
+		in.installed[p.key] = installed{handle: add[i].Handle, rule: *p.rule}
 		st.Added++
 	}
 	return st, out, nil

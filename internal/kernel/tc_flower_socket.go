@@ -5,24 +5,49 @@ import (
 	"errors"
 	"fmt"
 	"syscall"
+	"time"
+	"unsafe"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
-// FlowerWindow is how many filter requests FlowerSocket keeps outstanding
-// before it reads acknowledgements: enough to keep the kernel busy, few
-// enough that the acks (each echoing its request, ~0.5 KiB) never
-// overflow the socket's receive buffer, which is what makes a naive
-// sender lose acks with ENOBUFS at a few thousand rules.
+// FlowerWindow is how many filter requests FlowerSocket sends in one
+// batch (one sendmsg, which the kernel processes message by message before
+// it returns) and so keeps outstanding before it reads their
+// acknowledgements: enough to spread the cost of a system call over many
+// rules, few enough that the acks never overflow the socket's receive
+// buffer, which is what makes a naive sender lose acks with ENOBUFS at a
+// few thousand rules.
 const FlowerWindow = 64
 
+// flowerBatchBytes bounds a batch's size (a netlink message larger than
+// the socket's send buffer is refused with EMSGSIZE).
+const flowerBatchBytes = 48 << 10
+
+// flowerAckSlot is the room for one acknowledgement: with NETLINK_CAP_ACK
+// an error ack carries the request's header and the extended-ack
+// message, not the request.
+const flowerAckSlot = 4 << 10
+
+// flowerAckTimeout bounds the wait for an acknowledgement. The kernel
+// answers a request before the sendmsg that carried it returns, so a
+// missing ack means it was lost: the caller must dump and reconcile.
+const flowerAckTimeout = 10 * time.Second
+
 // FlowerSocket installs and removes flower filters through one netlink
-// socket, pipelining up to FlowerWindow requests.
+// socket, FlowerWindow requests per system call, their acknowledgements
+// read FlowerWindow per system call (recvmmsg), with buffers reused from
+// one batch to the next. Not safe for concurrent use.
 type FlowerSocket struct {
-	s *nl.NetlinkSocket
+	fd   int
+	seq  uint32
+	send []byte
+	recv []byte // FlowerWindow slots of flowerAckSlot bytes
+	iovs []unix.Iovec
+	msgs []unix.Mmsghdr
+	done []bool // per request of the batch: its ack arrived
 }
 
 // FlowerError is the kernel's answer to one filter request, with the
@@ -45,20 +70,35 @@ func (e *FlowerError) Unwrap() error { return e.Errno }
 
 // OpenFlowerSocket opens the socket (in the calling thread's namespace).
 func OpenFlowerSocket() (*FlowerSocket, error) {
-	s, err := nl.GetNetlinkSocketAt(netns.None(), netns.None(), unix.NETLINK_ROUTE)
+	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("tc flower: netlink socket: %w", err)
 	}
-	if err := s.SetExtAck(true); err != nil {
-		s.Close()
+	if err := unix.Bind(fd, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("tc flower: bind netlink socket: %w", err)
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_EXT_ACK, 1); err != nil {
+		unix.Close(fd)
 		return nil, fmt.Errorf("tc flower: extended acks: %w", err)
 	}
-	_ = s.SetReceiveBufferSize(4<<20, false)
-	return &FlowerSocket{s: s}, nil
+	// Acks without a copy of the request (kernels since 4.2; without it
+	// the acks are larger, nothing else changes).
+	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1)
+	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
+	fs := &FlowerSocket{fd: fd, recv: make([]byte, FlowerWindow*flowerAckSlot),
+		iovs: make([]unix.Iovec, FlowerWindow), msgs: make([]unix.Mmsghdr, FlowerWindow), done: make([]bool, FlowerWindow)}
+	for i := range fs.msgs {
+		fs.iovs[i].Base = &fs.recv[i*flowerAckSlot]
+		fs.iovs[i].SetLen(flowerAckSlot)
+		fs.msgs[i].Hdr.Iov = &fs.iovs[i]
+		fs.msgs[i].Hdr.SetIovlen(1)
+	}
+	return fs, nil
 }
 
 // Close closes the socket.
-func (fs *FlowerSocket) Close() { fs.s.Close() }
+func (fs *FlowerSocket) Close() { unix.Close(fs.fd) }
 
 // Add installs filters; Del removes them (by chain, pref, protocol and
 // handle). Both return one error per filter (nil: done), in order, and an
@@ -78,49 +118,121 @@ func (fs *FlowerSocket) DelAny(fl []*FlowerFilter) ([]error, error) {
 	return fs.run(fl, true)
 }
 
+// run sends the filters in batches, in order (the kernel applies a
+// batch's requests one after the other, so order carries over: guards
+// before the forwards they protect), and reads each batch's acks before
+// the next batch goes.
 func (fs *FlowerSocket) run(fl []*FlowerFilter, del bool) ([]error, error) {
 	errs := make([]error, len(fl))
-	pending := map[uint32]int{} // seq -> index
-	next := 0
-	for next < len(fl) || len(pending) > 0 {
-		for next < len(fl) && len(pending) < FlowerWindow {
-			req := fl[next].request(del)
-			if err := fs.s.Send(req); err != nil {
-				return errs, fmt.Errorf("tc flower: send: %w", err)
-			}
-			pending[req.Seq] = next
-			next++
+	to := &unix.SockaddrNetlink{Family: unix.AF_NETLINK}
+	for start := 0; start < len(fl); {
+		fs.send = fs.send[:0]
+		first, end := fs.seq+1, start
+		for end < len(fl) && end-start < FlowerWindow && (end == start || len(fs.send) < flowerBatchBytes) {
+			fs.seq++
+			fs.send = fl[end].appendRequest(fs.send, fs.seq, del)
+			end++
 		}
-		msgs, _, err := fs.s.Receive()
-		if err != nil {
-			return errs, fmt.Errorf("tc flower: receive: %w", err)
+		if err := sendRetry(fs.fd, fs.send, to); err != nil {
+			return errs, fmt.Errorf("tc flower: send: %w", err)
 		}
-		for _, m := range msgs {
-			i, ok := pending[m.Header.Seq]
-			if !ok || m.Header.Type != unix.NLMSG_ERROR {
-				continue
-			}
-			delete(pending, m.Header.Seq)
-			errs[i] = ackError(fl[i], m)
+		if err := fs.acks(fl[start:end], errs[start:end], first); err != nil {
+			return errs, err
 		}
+		start = end
 	}
 	return errs, nil
 }
 
-// ackError decodes an NLMSG_ERROR (errno 0: an ack) with its extack.
-func ackError(f *FlowerFilter, m syscall.NetlinkMessage) error {
-	if len(m.Data) < 4 {
+func sendRetry(fd int, b []byte, to unix.Sockaddr) error {
+	for {
+		err := unix.Sendto(fd, b, 0, to)
+		if err != unix.EINTR {
+			return err
+		}
+	}
+}
+
+// acks reads the acknowledgements of one batch, whose first request had
+// sequence number first, into errs.
+func (fs *FlowerSocket) acks(fl []*FlowerFilter, errs []error, first uint32) error {
+	done := fs.done[:len(fl)]
+	clear(done)
+	missing := len(fl)
+	for missing > 0 {
+		n, err := fs.receive()
+		if err != nil {
+			return fmt.Errorf("tc flower: receive (%d acknowledgements outstanding): %w", missing, err)
+		}
+		for i := range n {
+			if fs.msgs[i].Hdr.Flags&unix.MSG_TRUNC != 0 {
+				return fmt.Errorf("tc flower: receive: an acknowledgement was truncated (over %d bytes)", flowerAckSlot)
+			}
+			b := fs.recv[i*flowerAckSlot : i*flowerAckSlot+int(fs.msgs[i].Len)]
+			for len(b) >= unix.SizeofNlMsghdr {
+				l := int(binary.NativeEndian.Uint32(b))
+				if l < unix.SizeofNlMsghdr || l > len(b) {
+					break
+				}
+				typ := binary.NativeEndian.Uint16(b[4:])
+				flags := binary.NativeEndian.Uint16(b[6:])
+				k := binary.NativeEndian.Uint32(b[8:]) - first // the request's index in the batch
+				if typ == unix.NLMSG_ERROR && int(k) < len(fl) && !done[k] {
+					done[k] = true
+					missing--
+					errs[k] = ackError(fl[k], flags, b[unix.SizeofNlMsghdr:l])
+				}
+				b = b[min(len(b), (l+3)&^3):]
+			}
+		}
+	}
+	return nil
+}
+
+// receive reads up to FlowerWindow datagrams into the slots and returns
+// how many; it waits (up to flowerAckTimeout) only when none is queued.
+func (fs *FlowerSocket) receive() (int, error) {
+	for {
+		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fs.fd), uintptr(unsafe.Pointer(&fs.msgs[0])), uintptr(len(fs.msgs)),
+			unix.MSG_DONTWAIT, 0, 0)
+		switch e {
+		case 0:
+			return int(n), nil
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			pfd := []unix.PollFd{{Fd: int32(fs.fd), Events: unix.POLLIN}}
+			ready, err := unix.Poll(pfd, int(flowerAckTimeout/time.Millisecond))
+			if err == unix.EINTR {
+				continue
+			}
+			if err != nil {
+				return 0, err
+			}
+			if ready == 0 {
+				return 0, fmt.Errorf("no acknowledgement within %v", flowerAckTimeout)
+			}
+		default:
+			return 0, e
+		}
+	}
+}
+
+// ackError decodes an NLMSG_ERROR's payload (errno 0: an ack) with its
+// extended ack.
+func ackError(f *FlowerFilter, flags uint16, data []byte) error {
+	if len(data) < 4 {
 		return nil
 	}
-	errno := int32(binary.NativeEndian.Uint32(m.Data))
+	errno := int32(binary.NativeEndian.Uint32(data))
 	if errno == 0 {
 		return nil
 	}
 	e := &FlowerError{Filter: f, Errno: syscall.Errno(-errno)}
-	rest := m.Data[4:]
-	if m.Header.Flags&unix.NLM_F_ACK_TLVS != 0 && len(rest) >= unix.SizeofNlMsghdr {
+	rest := data[4:]
+	if flags&unix.NLM_F_ACK_TLVS != 0 && len(rest) >= unix.SizeofNlMsghdr {
 		l := int(binary.NativeEndian.Uint32(rest))
-		if m.Header.Flags&unix.NLM_F_CAPPED != 0 {
+		if flags&unix.NLM_F_CAPPED != 0 {
 			l = unix.SizeofNlMsghdr
 		}
 		rest = rest[min(len(rest), (l+3)&^3):]
@@ -158,35 +270,4 @@ type FlowerHandle struct {
 	// Packets the filter's last action (the redirect) counted: software
 	// and hardware together.
 	Packets uint64
-}
-
-// DumpFlower lists the flower filters on the device's clsact ingress, in
-// every chain: what reconciliation compares against.
-func DumpFlower(ifindex int) ([]FlowerHandle, error) {
-	link, err := netlink.LinkByIndex(ifindex)
-	if err != nil {
-		return nil, err
-	}
-	fl, err := netlink.FilterList(link, netlink.HANDLE_MIN_INGRESS)
-	if err != nil {
-		return nil, fmt.Errorf("tc flower: dump ifindex %d: %w", ifindex, err)
-	}
-	var out []FlowerHandle
-	for _, f := range fl {
-		v, ok := f.(*netlink.Flower)
-		if !ok || v.Handle == 0 {
-			continue
-		}
-		h := FlowerHandle{Pref: v.Priority, Handle: v.Handle, SkipSW: v.SkipSw, SkipHW: v.SkipHw}
-		if v.Chain != nil {
-			h.Chain = *v.Chain
-		}
-		if n := len(v.Actions); n > 0 {
-			if st := v.Actions[n-1].Attrs().Statistics; st != nil && st.Basic != nil {
-				h.Packets = uint64(st.Basic.Packets)
-			}
-		}
-		out = append(out, h)
-	}
-	return out, nil
 }
