@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/vishvananda/netns"
@@ -137,9 +138,9 @@ func RunRekey(ctx context.Context, o RekeyOptions) (*RekeyReport, error) {
 		return nil, fmt.Errorf("receiver in %s: %w", o.NSB, err)
 	}
 	defer rx.Close()
-	// Room for a burst after a stall, so the socket does not drop what
-	// the overlay delivered.
-	_ = rx.SetReadBuffer(8 << 20)
+	if rep.ReceiveBuffer, err = bigReceiveBuffer(rx); err != nil {
+		return nil, fmt.Errorf("receiver socket: %w", err)
+	}
 	tx, err := socketIn(o.NSA, func() (*net.UDPConn, error) {
 		return net.DialUDP("udp", nil, net.UDPAddrFromAddrPort(netip.AddrPortFrom(o.To, uint16(o.Port))))
 	})
@@ -148,34 +149,37 @@ func RunRekey(ctx context.Context, o RekeyOptions) (*RekeyReport, error) {
 	}
 	defer tx.Close()
 
-	statA, statB := xfrmStat(o.NSA), xfrmStat(o.NSB)
+	// The counters that say where a datagram was dropped: sampled
+	// before the traffic, at every window boundary and after the drain.
+	sampler, err := openSampler(o.NSA, o.NSB)
+	if err != nil {
+		return nil, err
+	}
+	defer sampler.Close()
+	var socketDrops atomic.Uint64
+	sampler.socketDrops = socketDrops.Load
+	samples := []map[string]uint64{sampler.sample()}
+	boundary := func() { samples = append(samples, sampler.sample()) }
 	start := time.Now()
 	var arrivals []uint64
 	rxDone := make(chan struct{})
 	go func() {
 		defer close(rxDone)
-		buf := make([]byte, 64)
-		for {
-			n, err := rx.Read(buf)
-			if err != nil {
-				return
-			}
-			if n >= rekeyPayload {
-				arrivals = append(arrivals, binary.BigEndian.Uint64(buf))
-			}
-		}
+		receive(rx, &arrivals, &socketDrops)
 	}()
 	var sentAt []time.Duration // by sequence number
+	sendErrs := map[uint64]string{}
 	stop := make(chan struct{})
 	txDone := make(chan error, 1)
-	go func() { txDone <- sendPaced(tx, o.Rate, start, &sentAt, stop) }()
+	go func() { txDone <- sendPaced(tx, o.Rate, start, &sentAt, sendErrs, stop) }()
 
 	time.Sleep(o.Interval / 2)
-	events, err := triggerRekeys(ctx, o, ca, cb, start)
+	events, err := triggerRekeys(ctx, o, ca, cb, start, boundary)
 	time.Sleep(o.Interval / 2)
 	close(stop)
 	txErr := <-txDone
 	time.Sleep(time.Second) // the last datagrams in flight
+	boundary()              // the drain belongs to the last window
 	rx.Close()
 	<-rxDone
 	if err != nil {
@@ -185,11 +189,11 @@ func RunRekey(ctx context.Context, o RekeyOptions) (*RekeyReport, error) {
 		return nil, fmt.Errorf("sender: %w", txErr)
 	}
 	rep.Duration = time.Since(start).Seconds()
-	rep.XfrmStatA, rep.XfrmStatB = statDelta(statA, xfrmStat(o.NSA)), statDelta(statB, xfrmStat(o.NSB))
 	if len(sentAt) > 0 {
 		rep.AchievedRate = float64(len(sentAt)) / sentAt[len(sentAt)-1].Seconds()
 	}
 	rep.account(events, sentAt, arrivals, o.Interval)
+	rep.explain(samples, sendErrs, sentAt, o.Interval)
 	return rep, nil
 }
 
@@ -238,7 +242,7 @@ func socketIn(name string, open func() (*net.UDPConn, error)) (*net.UDPConn, err
 // datagram's own send time. A sender that falls behind (a slow guest)
 // catches up by at most 10 ms worth per tick rather than in one burst,
 // so the windows stay honest and the receiver is not flooded.
-func sendPaced(c *net.UDPConn, rate int, start time.Time, sentAt *[]time.Duration, stop chan struct{}) error {
+func sendPaced(c *net.UDPConn, rate int, start time.Time, sentAt *[]time.Duration, sendErrs map[uint64]string, stop chan struct{}) error {
 	buf := make([]byte, rekeyPayload)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
@@ -256,8 +260,11 @@ func sendPaced(c *net.UDPConn, rate int, start time.Time, sentAt *[]time.Duratio
 			binary.BigEndian.PutUint64(buf, seq)
 			binary.BigEndian.PutUint64(buf[8:], uint64(el))
 			*sentAt = append(*sentAt, el)
-			if _, err := c.Write(buf); err != nil && !isTransient(err) {
-				return err
+			if _, err := c.Write(buf); err != nil {
+				if !isTransient(err) {
+					return err
+				}
+				sendErrs[seq] = errName(err)
 			}
 		}
 	}
@@ -273,13 +280,19 @@ func isTransient(err error) bool {
 
 // triggerRekeys forces (or, for lifetime, waits for) o.Rekeys rekeys, one
 // per interval, and returns when each happened.
-func triggerRekeys(ctx context.Context, o RekeyOptions, ca, cb *swan.Client, start time.Time) ([]RekeyEvent, error) {
+// boundary is called between windows (half an interval before each rekey
+// but the first); the lifetime mode has no windows of its own.
+func triggerRekeys(ctx context.Context, o RekeyOptions, ca, cb *swan.Client, start time.Time, boundary func()) ([]RekeyEvent, error) {
 	var events []RekeyEvent
 	if o.Mode == RekeyLifetime {
 		return watchRekeys(ctx, o, ca, start)
 	}
 	next := time.Now()
 	for i := 1; i <= o.Rekeys; i++ {
+		if i > 1 {
+			time.Sleep(time.Until(next.Add(-o.Interval / 2)))
+			boundary()
+		}
 		time.Sleep(time.Until(next))
 		next = next.Add(o.Interval)
 		ev := RekeyEvent{N: i, At: time.Since(start).Seconds()}
@@ -384,41 +397,4 @@ func delayIKE(ns, dev string, d time.Duration) (func(), error) {
 		}
 	}
 	return undo, nil
-}
-
-// xfrmStat reads /proc/net/xfrm_stat in namespace ns (nil when it cannot:
-// a kernel without CONFIG_XFRM_STATISTICS): the kernel's own reason for
-// each ESP packet it dropped (XfrmOutNoStates, XfrmInStateExpired, ...).
-func xfrmStat(ns string) map[string]uint64 {
-	name, args := "cat", []string{"/proc/net/xfrm_stat"}
-	if ns != "" {
-		name, args = "ip", append([]string{"netns", "exec", ns, "cat"}, args...)
-	}
-	out, err := exec.Command(name, args...).Output()
-	if err != nil {
-		return nil
-	}
-	m := map[string]uint64{}
-	for _, l := range strings.Split(string(out), "\n") {
-		var k string
-		var v uint64
-		if n, _ := fmt.Sscan(l, &k, &v); n == 2 {
-			m[k] = v
-		}
-	}
-	return m
-}
-
-// statDelta keeps the counters that rose.
-func statDelta(before, after map[string]uint64) map[string]uint64 {
-	d := map[string]uint64{}
-	for k, v := range after {
-		if v > before[k] {
-			d[k] = v - before[k]
-		}
-	}
-	if len(d) == 0 {
-		return nil
-	}
-	return d
 }

@@ -34,6 +34,13 @@ type RekeyEvent struct {
 	// sending time.
 	LongestGapMS float64 `json:"longest_gap_ms"`
 	Error        string  `json:"error,omitempty"`
+	// Drops are the drop counters of A and B (xfrm_stat, snmp Ip/Udp,
+	// per device, the receiver's socket) that rose during the window, and
+	// "A send ERRNO" for datagrams A's kernel refused.
+	Drops map[string]uint64 `json:"drop_counters,omitempty"`
+	// Cause of the window's losses: IPsec, outside IPsec, send error, or
+	// no counter rose.
+	Cause string `json:"cause,omitempty"`
 }
 
 // RekeyReport is the result of one rekey run.
@@ -52,10 +59,13 @@ type RekeyReport struct {
 	Interval     float64      `json:"interval_seconds"`
 	IKEDelay     float64      `json:"ike_delay_ms,omitempty"`
 	Events       []RekeyEvent `json:"rekeys"`
-	// XfrmStatA and XfrmStatB are the /proc/net/xfrm_stat counters of A
-	// and B that rose during the run: where the kernel dropped ESP.
-	XfrmStatA map[string]uint64 `json:"xfrm_stat_a,omitempty"`
-	XfrmStatB map[string]uint64 `json:"xfrm_stat_b,omitempty"`
+	// ReceiveBuffer is the receiver's socket buffer (bytes) the kernel
+	// granted.
+	ReceiveBuffer int `json:"receive_buffer_bytes,omitempty"`
+	// Drops are the drop counters that rose during the whole run, and
+	// LostBy the lost datagrams by cause.
+	Drops  map[string]uint64 `json:"drop_counters,omitempty"`
+	LostBy map[string]int    `json:"lost_by_cause,omitempty"`
 	// Totals over all rekeys (and Outside: datagrams sent outside every
 	// window, which the first and last half-intervals hold).
 	Total RekeyEvent `json:"total"`
@@ -128,12 +138,67 @@ func (r *RekeyReport) account(events []RekeyEvent, sentAt []time.Duration, arriv
 	}
 }
 
+// explain attributes the drop counters to the windows: samples[i] and
+// samples[i+1] bound rekey i's window (one sample per boundary; the
+// lifetime mode has only the first and last), and each window with a loss
+// gets its cause.
+func (r *RekeyReport) explain(samples []map[string]uint64, sendErrs map[uint64]string, sentAt []time.Duration, interval time.Duration) {
+	if len(samples) >= 2 {
+		r.Drops = counterDelta(samples[0], samples[len(samples)-1])
+	}
+	perWindow := len(samples) == len(r.Events)+1
+	add := func(m *map[string]uint64, k string) {
+		if *m == nil {
+			*m = map[string]uint64{}
+		}
+		(*m)[k]++
+	}
+	sendIn := make([]int, len(r.Events))
+	for seq, name := range sendErrs {
+		add(&r.Drops, "A send "+name)
+		for i, e := range r.Events {
+			at := time.Duration(e.At * float64(time.Second))
+			if t := sentAt[seq]; t >= at-interval/2 && t < at+interval/2 {
+				add(&r.Events[i].Drops, "A send "+name)
+				sendIn[i]++
+			}
+		}
+	}
+	for i := range r.Events {
+		e := &r.Events[i]
+		if perWindow {
+			for k, v := range counterDelta(samples[i], samples[i+1]) {
+				if e.Drops == nil {
+					e.Drops = map[string]uint64{}
+				}
+				e.Drops[k] += v
+			}
+		}
+		if e.Lost == 0 {
+			continue
+		}
+		drops := e.Drops
+		if !perWindow {
+			drops = r.Drops
+		}
+		e.Cause = causeOf(sendIn[i], drops)
+		if r.LostBy == nil {
+			r.LostBy = map[string]int{}
+		}
+		r.LostBy[e.Cause] += e.Lost
+	}
+}
+
 // WriteTable prints the per-rekey table and the totals.
 func (r *RekeyReport) WriteTable(w io.Writer) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintf(tw, "rekey\tat (s)\tsent\treceived\tlost\tdup\treordered\tlongest gap (ms)\t\n")
+	fmt.Fprintf(tw, "rekey\tat (s)\tsent\treceived\tlost\tdup\treordered\tlongest gap (ms)\t drop counters that rose\n")
 	for _, e := range r.Events {
-		fmt.Fprintf(tw, "%d\t%.2f\t%d\t%d\t%d\t%d\t%d\t%.1f\t%s\n", e.N, e.At, e.Sent, e.Received, e.Lost, e.Duplicated, e.Reordered, e.LongestGapMS, e.Error)
+		note := strings.Join(slices.DeleteFunc([]string{e.Cause, formatCounters(e.Drops), e.Error}, func(s string) bool { return s == "" }), "; ")
+		if e.Cause != "" {
+			note = "lost: " + note
+		}
+		fmt.Fprintf(tw, "%d\t%.2f\t%d\t%d\t%d\t%d\t%d\t%.1f\t %s\n", e.N, e.At, e.Sent, e.Received, e.Lost, e.Duplicated, e.Reordered, e.LongestGapMS, note)
 	}
 	t := r.Total
 	fmt.Fprintf(tw, "all %d\t\t%d\t%d\t%d\t%d\t%d\t%.1f\t\n", len(r.Events), t.Sent, t.Received, t.Lost, t.Duplicated, t.Reordered, t.LongestGapMS)
@@ -144,22 +209,21 @@ func (r *RekeyReport) WriteTable(w io.Writer) {
 		fmt.Fprintf(w, "; %d rekey trigger(s) failed", t.N)
 	}
 	fmt.Fprintln(w)
-	for _, s := range []struct {
-		host string
-		m    map[string]uint64
-	}{{"A", r.XfrmStatA}, {"B", r.XfrmStatB}} {
-		if len(s.m) > 0 {
-			keys := make([]string, 0, len(s.m))
-			for k := range s.m {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			var parts []string
-			for _, k := range keys {
-				parts = append(parts, fmt.Sprintf("%s +%d", k, s.m[k]))
-			}
-			fmt.Fprintf(w, "xfrm_stat on %s: %s\n", s.host, strings.Join(parts, ", "))
+	if r.ReceiveBuffer > 0 {
+		fmt.Fprintf(w, "receiver socket buffer: %d bytes\n", r.ReceiveBuffer)
+	}
+	if len(r.LostBy) > 0 {
+		causes := make([]string, 0, len(r.LostBy))
+		for c, n := range r.LostBy {
+			causes = append(causes, fmt.Sprintf("%d %s", n, c))
 		}
+		slices.Sort(causes)
+		fmt.Fprintf(w, "lost by cause: %s\n", strings.Join(causes, ", "))
+	}
+	if len(r.Drops) > 0 {
+		fmt.Fprintf(w, "drop counters that rose during the run: %s\n", formatCounters(r.Drops))
+	} else {
+		fmt.Fprintln(w, "drop counters that rose during the run: none (xfrm_stat, Ip/Udp errors, device drops, socket drops, softnet)")
 	}
 }
 

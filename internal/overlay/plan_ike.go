@@ -247,7 +247,7 @@ func (p *planner) ikePeer(path string, pr *config.Peer) {
 		c := c
 		p.add(Step{Section: "ipsec", Action: "delete", Object: "IKE connection " + c, Why: "the file's settings for " + pr.Name + " changed (the connection is replaced; its SAs are renegotiated)",
 			Commands: []string{"swanctl --unload-conn " + c + " && swanctl --terminate --ike " + c}, run: func(r *runner) error {
-				return withVICI(uri, func(cl *swan.Client) error { return cl.UnloadOverlay(c, ikeTimeout) })
+				return withVICI(uri, func(cl *swan.Client) error { return cl.UnloadOverlay(c) })
 			}})
 	}
 	if !loaded {
@@ -283,7 +283,7 @@ func (p *planner) ikePeer(path string, pr *config.Peer) {
 					// Stop the attempt: charon would keep retransmitting
 					// it, and when the peer comes up and initiates too
 					// there would be two IKE_SAs with a CHILD_SA each.
-					_ = cl.TerminateForce(o.Name, ikeTimeout)
+					_ = cl.TerminateForce(o.Name)
 				}
 				return err
 			})

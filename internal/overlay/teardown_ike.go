@@ -42,7 +42,7 @@ func (t *tearer) ike() {
 			}
 			t.add(Step{Section: "ipsec", Action: "delete", Object: "IKE connection " + c, Why: "declared by the file",
 				Commands: []string{"swanctl --unload-conn " + c + " && swanctl --terminate --ike " + c}, run: func(r *runner) error {
-					if err := withVICI(uri, func(cl *swan.Client) error { return cl.UnloadOverlay(c, ikeTimeout) }); err != nil {
+					if err := withVICI(uri, func(cl *swan.Client) error { return cl.UnloadOverlay(c) }); err != nil {
 						return err
 					}
 					r.j.dropCreated(entry{Kind: kindIKEConn, Name: c})

@@ -202,14 +202,14 @@ func (c *Client) LoadOverlay(o *OverlayConn, s OverlaySecret) error {
 // UnloadOverlay unloads the connection (removing its trap policies),
 // terminates its IKE_SA (removing its SAs and policies) and unloads its
 // shared secret. Missing pieces are not errors: teardown may run twice.
-func (c *Client) UnloadOverlay(name string, timeout time.Duration) error {
+func (c *Client) UnloadOverlay(name string) error {
 	if err := c.UnloadConn(name); err != nil && !strings.Contains(err.Error(), "not found") {
 		return err
 	}
 	// force: teardown removes the route to the peer first (so no VTEP
 	// packet leaves in clear), so the peer's answer to DELETE may never
 	// come; charon sends DELETE once and removes the SAs at once.
-	if err := c.TerminateForce(name, timeout); err != nil {
+	if err := c.TerminateForce(name); err != nil {
 		// charon 5.9 may report a forced termination whose DELETE could
 		// not be sent as failed although the SA is gone: what counts is
 		// that none is left.
@@ -227,9 +227,13 @@ func (c *Client) UnloadOverlay(name string, timeout time.Duration) error {
 }
 
 // TerminateForce deletes the IKE_SAs of connection ike without waiting for
-// the peer's answer (none is not an error).
-func (c *Client) TerminateForce(ike string, timeout time.Duration) error {
-	_, err := c.cmd("terminate", msg("ike", ike, "force", "yes", "timeout", strconv.Itoa(int(timeout/time.Millisecond)), "loglevel", "-1"))
+// the peer's answer (none is not an error): charon sends DELETE once and
+// destroys the IKE_SA, its CHILD_SAs and their policies at once. Timeout 0
+// matters: with force and a timeout, charon 5.9.8 (controller.c
+// terminate_ike) first deletes gracefully and waits the whole timeout for
+// an answer that, with the route to the peer gone, never comes.
+func (c *Client) TerminateForce(ike string) error {
+	_, err := c.cmd("terminate", msg("ike", ike, "force", "yes", "timeout", "0", "loglevel", "-1"))
 	if err != nil && !strings.Contains(err.Error(), "no matching SAs") {
 		return err
 	}

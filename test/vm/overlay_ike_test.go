@@ -12,6 +12,7 @@ package vm
 // leaves the namespaces as they were.
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -21,6 +22,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/internal/bench"
 	"sluice/internal/swan"
 )
 
@@ -185,48 +187,63 @@ func TestOverlayIKE(t *testing.T) {
 	})
 	step(t, "rekey bench: CHILD_SA rekeys, alone and colliding, lose nothing; the SAs change", func(t *testing.T) {
 		n, out := rekeyCount(), os.Getenv("SLUICE_REKEY_OUT")
-		bench := func(mode, label string, rekeys int, extra ...string) (string, error) {
+		// The report as JSON on stdout (the charts only for the run by
+		// hand: rendering them costs seconds under TCG).
+		runBench := func(mode, label string, rekeys int, extra ...string) *bench.RekeyReport {
 			args := []string{"bench", "rekey", "--ns-a", a.ns, "--ns-b", b.ns, "--to", "192.168.90.2", "--vici-a", ch[0].URI, "--vici-b", ch[1].URI,
-				"--rekeys", strconv.Itoa(rekeys), "--interval", "2s", "--rate", "200", "--mode", mode, "--label", label}
+				"--rekeys", strconv.Itoa(rekeys), "--interval", "2s", "--rate", "200", "--mode", mode, "--label", label, "--json"}
 			if out != "" {
 				args = append(args, "--out", filepath.Join(out, label))
 			}
-			res, err := try(sluiceBin(t), append(args, extra...)...)
-			t.Logf("%s:\n%s", label, res)
-			return res, err
+			var stderr strings.Builder
+			cmd := exec.Command(sluiceBin(t), append(args, extra...)...)
+			cmd.Stderr = &stderr
+			stdout, _ := cmd.Output()
+			var r bench.RekeyReport
+			if err := json.Unmarshal(stdout, &r); err != nil || len(r.Events) == 0 {
+				t.Fatalf("%s: no report (%v):\n%s%s", label, err, stdout, stderr.String())
+			}
+			var table strings.Builder
+			r.WriteTable(&table)
+			t.Logf("%s:\n%s%s", label, table.String(), stderr.String())
+			return &r
 		}
 		spis := run(t, "ip", "-n", a.ns, "xfrm", "state")
-		if _, err := bench("child", "sluice-child", n); err != nil {
-			t.Errorf("CHILD_SA rekeys lost datagrams: %v", err)
-		}
+		checkRekeyLosses(t, "CHILD_SA rekeys", runBench("child", "sluice-child", n))
 		if after := run(t, "ip", "-n", a.ns, "xfrm", "state"); after == spis {
 			t.Fatalf("the SAs did not change across %d rekeys:\n%s", n, after)
 		}
 		run(t, "modprobe", "sch_netem")
-		if _, err := bench("collide", "sluice-collide", n, "--ike-delay", "100ms", "--ike-dev", "bond0"); err != nil {
-			t.Errorf("colliding rekeys lost datagrams: %v", err)
-		}
+		checkRekeyLosses(t, "colliding rekeys", runBench("collide", "sluice-collide", n, "--ike-delay", "100ms", "--ike-dev", "bond0"))
 		if os.Getenv("SLUICE_REKEYS") != "" {
-			// The naive configuration, measured by hand (docs/benchmarks.md):
-			// charon's default reauthentication deletes the CHILD_SAs first.
-			naive := max(2, n/10)
-			bench("reauth", "naive-reauth", naive)
+			// Reauthentication, measured by hand (docs/benchmarks.md). The
+			// charons started with make_before_break = yes.
+			reauths := max(2, n/10)
+			checkRekeyLosses(t, "reauthentications with make_before_break", runBench("reauth", "reauth-make-before-break", reauths))
+			// The naive configuration: charon's default deletes the old
+			// CHILD_SAs first. Each IKE_SA reads make_before_break when it
+			// is created, so after the reload one more reauthentication is
+			// still make-before-break; the IKE_SA it creates has the default.
 			for _, c := range ch {
 				f, err := os.OpenFile(filepath.Join(c.Opts.Dir, "strongswan.conf"), os.O_APPEND|os.O_WRONLY, 0)
 				if err != nil {
 					t.Fatal(err)
 				}
-				fmt.Fprintln(f, "charon {\n  make_before_break = yes\n}")
+				fmt.Fprintln(f, "charon {\n  make_before_break = no\n}")
 				f.Close()
 				run(t, "swanctl", "--reload-settings", "--uri", c.URI)
 			}
-			bench("reauth", "reauth-make-before-break", naive)
+			checkRekeyLosses(t, "the first reauthentication after the reload (still make-before-break)", runBench("reauth", "first-reauth-after-reload", 1))
+			runBench("reauth", "naive-reauth", reauths)
 		}
 		mustContain(t, ovMust(t, a.ns, "verify", "-f", a.file), "verify: passed")
 	})
 	step(t, "transport+VXLAN, PSK: teardown unloads and leaves the namespaces as they were", func(t *testing.T) {
-		ovMust(t, a.ns, "teardown", "-f", a.file)
-		ovMust(t, b.ns, "teardown", "-f", b.file)
+		for _, h := range []ovHost{a, b} {
+			start := time.Now()
+			out := ovMust(t, h.ns, "teardown", "-f", h.file)
+			t.Logf("%s teardown (%.1f s):\n%s", h.name, time.Since(start).Seconds(), out)
+		}
 		if c := run(t, "swanctl", "--list-conns", "--uri", ch[0].URI); strings.Contains(c, "sluice-") {
 			t.Fatalf("a connection is left:\n%s", c)
 		}
@@ -346,6 +363,37 @@ func waitIKE(t *testing.T, h ovHost) {
 			t.Fatalf("IKE not up after 60 s:\n%s", out)
 		}
 		time.Sleep(2 * time.Second)
+	}
+}
+
+// checkRekeyLosses fails for every datagram the rekey bench's report r
+// says was lost, except those the kernel counted as XfrmOutStateInvalid on A
+// in the same window or the next (a drop lands in the next window's
+// counters when it happens just after the boundary). That is the race
+// docs/overlay.md describes: a datagram whose route resolved to the old
+// outbound SA just before charon installed the new one reached ESP output
+// after charon deleted the old one (strongSwan deletes it right after
+// installing the new one, with no setting to delay that). Any other loss,
+// a run of datagrams at the switch included, fails the test.
+func checkRekeyLosses(t *testing.T, what string, r *bench.RekeyReport) {
+	t.Helper()
+	const race = "A xfrm XfrmOutStateInvalid"
+	for i, e := range r.Events {
+		if e.Lost == 0 {
+			continue
+		}
+		counted, other := e.Drops[race], false
+		if i+1 < len(r.Events) {
+			counted += r.Events[i+1].Drops[race]
+		}
+		for k := range e.Drops {
+			other = other || (strings.Contains(k, " xfrm ") && k != race)
+		}
+		if !other && uint64(e.Lost) <= counted {
+			t.Logf("%s: rekey %d lost %d datagram(s) to the outbound SA switch race (XfrmOutStateInvalid on A, docs/overlay.md)", what, e.N, e.Lost)
+			continue
+		}
+		t.Errorf("%s: rekey %d lost %d datagram(s) (longest run %.0f ms): %s; counters: %v", what, e.N, e.Lost, e.LongestGapMS, e.Cause, e.Drops)
 	}
 }
 
