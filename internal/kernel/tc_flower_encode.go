@@ -244,25 +244,7 @@ func (a *FlowerAction) appendTo(e *nlAppender) {
 		}
 		e.end(o)
 	case ActDecTTL, ActSetMACs:
-		p := nl.TcPedit{}
-		p.Sel.Action = tcActPipe
-		if a.Kind == ActSetMACs {
-			p.SetEthDst(a.DstMAC)
-			p.SetEthSrc(a.SrcMAC)
-		} else {
-			// Adding 0xff to the byte is a decrement (it wraps); the mask
-			// keeps the other three bytes of the 32-bit word, and the
-			// kernel and the NIC drop the carry. Words are read in host
-			// order: the TTL is byte 0 of the IPv4 word at offset 8, the
-			// hop limit byte 3 of the IPv6 word at offset 4.
-			key := nl.TcPeditKey{Off: 8, Val: 0xff, Mask: 0xffffff00}
-			ex := nl.TcPeditKeyEx{HeaderType: nl.TCA_PEDIT_KEY_EX_HDR_TYPE_IP4, Cmd: nl.TCA_PEDIT_KEY_EX_CMD_ADD}
-			if a.Hoplimit {
-				key = nl.TcPeditKey{Off: 4, Val: 0xff000000, Mask: 0x00ffffff}
-				ex.HeaderType = nl.TCA_PEDIT_KEY_EX_HDR_TYPE_IP6
-			}
-			p.Keys, p.KeysEx, p.Sel.NKeys = []nl.TcPeditKey{key}, []nl.TcPeditKeyEx{ex}, 1
-		}
+		p := peditFor(a)
 		o := options("pedit")
 		// TCA_PEDIT_PARMS_EX: struct tc_pedit_sel, then its keys.
 		parms := len(e.b)
@@ -294,4 +276,29 @@ func (a *FlowerAction) appendTo(e *nlAppender) {
 		e.attr(nl.TCA_MIRRED_PARMS, structBytes(&m))
 		e.end(o)
 	}
+}
+
+// peditFor is the pedit action that rewrites the MACs or decrements the
+// TTL / hop limit.
+func peditFor(a *FlowerAction) nl.TcPedit {
+	p := nl.TcPedit{}
+	p.Sel.Action = tcActPipe
+	if a.Kind == ActSetMACs {
+		p.SetEthDst(a.DstMAC)
+		p.SetEthSrc(a.SrcMAC)
+	} else {
+		// Adding 0xff to the byte is a decrement (it wraps); the mask
+		// keeps the other three bytes of the 32-bit word, and the
+		// kernel and the NIC drop the carry. Words are read in host
+		// order: the TTL is byte 0 of the IPv4 word at offset 8, the
+		// hop limit byte 3 of the IPv6 word at offset 4.
+		key := nl.TcPeditKey{Off: 8, Val: 0xff, Mask: 0xffffff00}
+		ex := nl.TcPeditKeyEx{HeaderType: nl.TCA_PEDIT_KEY_EX_HDR_TYPE_IP4, Cmd: nl.TCA_PEDIT_KEY_EX_CMD_ADD}
+		if a.Hoplimit {
+			key = nl.TcPeditKey{Off: 4, Val: 0xff000000, Mask: 0x00ffffff}
+			ex.HeaderType = nl.TCA_PEDIT_KEY_EX_HDR_TYPE_IP6
+		}
+		p.Keys, p.KeysEx, p.Sel.NKeys = []nl.TcPeditKey{key}, []nl.TcPeditKeyEx{ex}, 1
+	}
+	return p
 }

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/netip"
 	"os/exec"
-	"runtime"
 	"syscall"
 	"testing"
 
@@ -82,22 +81,11 @@ func TestFlowerSocketAnswersEveryRequest(t *testing.T) {
 
 func openFlowerSocketIn(t *testing.T, h netns.NsHandle) *FlowerSocket {
 	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
+	var fs *FlowerSocket
+	var err error
+	inNS(t, h, func() { fs, err = OpenFlowerSocket() })
 	if err != nil {
 		t.Fatal(err)
-	}
-	defer orig.Close()
-	if err := netns.Set(h); err != nil {
-		t.Fatal(err)
-	}
-	fs, ferr := OpenFlowerSocket()
-	if err := netns.Set(orig); err != nil {
-		panic("cannot return to the test's network namespace: " + err.Error())
-	}
-	if ferr != nil {
-		t.Fatal(ferr)
 	}
 	t.Cleanup(fs.Close)
 	return fs
