@@ -69,23 +69,11 @@ func TestParseFlowerHandle(t *testing.T) {
 // (the host kernel has no flower) and a device that does not exist.
 func TestDumpFlowerEmptyAndMissing(t *testing.T) {
 	ns, h := xfrmTestNS(t)
-	ipn(t, ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
-	if out, err := exec.Command("tc", "-n", ns, "qdisc", "add", "dev", "v0", "clsact").CombinedOutput(); err != nil {
-		t.Fatalf("clsact: %v %s", err, out)
-	}
-	nh, err := netlink.NewHandleAt(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nh.Close()
-	v0, err := nh.LinkByName("v0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	idx := clsactVeth(t, ns, h)
 	var hs, none []FlowerHandle
 	var derr, nerr error
 	inNS(t, h, func() {
-		hs, derr = DumpFlower(v0.Attrs().Index)
+		hs, derr = DumpFlower(idx)
 		none, nerr = DumpFlower(1 << 30)
 	})
 	if derr != nil || len(hs) != 0 {
@@ -116,4 +104,24 @@ func inNS(t *testing.T, h netns.NsHandle, f func()) {
 		}
 	}()
 	f()
+}
+
+// clsactVeth adds a veth pair v0/v1 in the namespace with a clsact qdisc
+// on v0 and returns v0's ifindex.
+func clsactVeth(t *testing.T, ns string, h netns.NsHandle) int {
+	t.Helper()
+	ipn(t, ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
+	if out, err := exec.Command("tc", "-n", ns, "qdisc", "add", "dev", "v0", "clsact").CombinedOutput(); err != nil {
+		t.Fatalf("clsact: %v %s", err, out)
+	}
+	nh, err := netlink.NewHandleAt(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nh.Close()
+	v0, err := nh.LinkByName("v0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v0.Attrs().Index
 }

@@ -3,11 +3,9 @@ package kernel
 import (
 	"errors"
 	"net/netip"
-	"os/exec"
 	"syscall"
 	"testing"
 
-	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
 
@@ -19,21 +17,8 @@ import (
 // with the kernel's message.
 func TestFlowerSocketAnswersEveryRequest(t *testing.T) {
 	ns, h := xfrmTestNS(t)
-	ipn(t, ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
-	if out, err := exec.Command("tc", "-n", ns, "qdisc", "add", "dev", "v0", "clsact").CombinedOutput(); err != nil {
-		t.Fatalf("clsact: %v %s", err, out)
-	}
 	fs := openFlowerSocketIn(t, h)
-	nh, err := netlink.NewHandleAt(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nh.Close()
-	v0, err := nh.LinkByName("v0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	idx := v0.Attrs().Index
+	idx := clsactVeth(t, ns, h)
 	const missing = 1 << 30 // no such ifindex
 	var fl []*FlowerFilter
 	n := 3*FlowerWindow + 5
