@@ -12,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"sluice/internal/fileread"
 	"sluice/internal/kernel"
 )
 
@@ -172,7 +173,7 @@ func parseNetDev(b []byte, prefix string, m map[string]uint64) {
 // the guest dropped because a CPU's backlog was full (netdev_max_backlog).
 // The data is per CPU, not per namespace.
 func softnetDropped(m map[string]uint64) {
-	b, err := os.ReadFile("/proc/net/softnet_stat")
+	b, err := fileread.Read("/proc/net/softnet_stat", fileread.ProcLimit)
 	if err != nil {
 		return
 	}
