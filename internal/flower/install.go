@@ -116,6 +116,12 @@ func ExplainRefusal(dev string, p ProbeResult) string {
 type Installer struct {
 	FS     *kernel.FlowerSocket
 	SkipHW bool // labs only
+	// Withdrawn, when set, says whether an XFRM event withdrew a policy's
+	// forwarding rules while this apply runs (the tier's withdrawal).
+	// Apply adds in chunks and asks between them: such a forward is not
+	// sent, and one the kernel took already is removed after its chunk,
+	// so a withdrawal waits for one chunk, not for a 65,536-rule apply.
+	Withdrawn func(policy uint32) bool
 	// installed: rule key -> handle and the rule it was built from.
 	mu        sync.Mutex // serialises Apply, Reconcile and RulePackets
 	installed map[string]installed
@@ -147,7 +153,6 @@ func (in *Installer) Apply(rules []Rule) (Stats, []error, error) {
 		want[r.Key()] = r
 	}
 	var st Stats
-	var del []*kernel.FlowerFilter
 	var delKeys []string
 	for k, old := range in.installed {
 		if r, ok := want[k]; ok && r.String() == old.rule.String() {
@@ -163,22 +168,10 @@ func (in *Installer) Apply(rules []Rule) (Stats, []error, error) {
 		}
 		return delKeys[a] < delKeys[b]
 	})
-	for _, k := range delKeys {
-		old := in.installed[k]
-		del = append(del, old.rule.Filter(old.handle, in.SkipHW))
-	}
-	var out []error
-	errs, err := in.FS.Del(del)
+	removed, out, err := in.removeKeys(delKeys)
+	st.Removed = removed
 	if err != nil {
 		return st, nil, err
-	}
-	for i, k := range delKeys {
-		if errs[i] != nil && !errors.Is(errs[i], syscall.ENOENT) {
-			out = append(out, errs[i])
-			continue
-		}
-		delete(in.installed, k)
-		st.Removed++
 	}
 	// Guards go in before the forwards they protect (a forward without
 	// its TTL, ICMP or own-source guard would carry what the kernel must
@@ -204,25 +197,79 @@ func (in *Installer) Apply(rules []Rule) (Stats, []error, error) {
 		}
 		return strings.Compare(a.key, b.key)
 	})
-	add := make([]*kernel.FlowerFilter, len(news))
-	for i, p := range news {
-		in.next++
-		add[i] = p.rule.Filter(in.next, in.SkipHW)
-	}
-	errs, err = in.FS.Add(add)
-	if err != nil {
-		return st, out, err
-	}
-	for i, p := range news {
-		if errs[i] != nil {
-			st.Refused++
-			out = append(out, errs[i])
-			continue
+	for lo := 0; lo < len(news); lo += applyChunk {
+		chunk := news[lo:min(lo+applyChunk, len(news))]
+		var sent []pending
+		var add []*kernel.FlowerFilter
+		for _, p := range chunk {
+			if in.withdrawn(p.rule) {
+				continue
+			}
+			in.next++
+			sent = append(sent, p)
+			add = append(add, p.rule.Filter(in.next, in.SkipHW))
 		}
-		in.installed[p.key] = installed{handle: add[i].Handle, rule: *p.rule}
-		st.Added++
+		errs, err := in.FS.Add(add)
+		if err != nil {
+			return st, out, err
+		}
+		var late []string
+		for i, p := range sent {
+			if errs[i] != nil {
+				st.Refused++
+				out = append(out, errs[i])
+				continue
+			}
+			in.installed[p.key] = installed{handle: add[i].Handle, rule: *p.rule}
+			st.Added++
+			if in.withdrawn(p.rule) {
+				late = append(late, p.key)
+			}
+		}
+		n, failed, err := in.removeKeys(late)
+		st.Added -= n
+		out = append(out, failed...)
+		if err != nil {
+			return st, out, err
+		}
 	}
 	return st, out, nil
+}
+
+// applyChunk is how many filters Apply sends between two questions to
+// Withdrawn: small enough that a withdrawn forward goes within a fraction
+// of a second, large enough to keep the socket's window full.
+const applyChunk = 512
+
+func (in *Installer) withdrawn(r *Rule) bool {
+	return in.Withdrawn != nil && r.Kind == KindForward && in.Withdrawn(r.PolicyIndex)
+}
+
+// removeKeys deletes installed filters by key (in.mu held); a filter the
+// kernel no longer has counts as removed. failed holds the kernel's
+// refusals, err a socket error.
+func (in *Installer) removeKeys(keys []string) (removed int, failed []error, err error) {
+	if len(keys) == 0 {
+		return 0, nil, nil
+	}
+	del := make([]*kernel.FlowerFilter, len(keys))
+	for i, k := range keys {
+		v := in.installed[k]
+		del[i] = v.rule.Filter(v.handle, in.SkipHW)
+	}
+	errs, err := in.FS.Del(del)
+	if err != nil {
+		return 0, nil, err
+	}
+	for i, e := range errs {
+		if e != nil && !errors.Is(e, syscall.ENOENT) {
+			failed = append(failed, e)
+			continue
+		}
+		delete(in.installed, keys[i])
+		removed++
+	}
+	return removed, failed, nil
 }
 
 // Installed returns how many filters the installer believes are in place.

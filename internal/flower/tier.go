@@ -116,7 +116,7 @@ func (t *Tier) Run(ctx context.Context) error {
 	defer t.wd.close()
 	t.mu.Lock()
 	t.cond = sync.NewCond(&t.mu)
-	t.inst = &Installer{FS: fs, SkipHW: t.SkipHW}
+	t.inst = &Installer{FS: fs, SkipHW: t.SkipHW, Withdrawn: t.wd.withdrew}
 	t.probes = map[string]ProbeResult{}
 	t.mu.Unlock()
 	if removed, _, err := t.inst.Reconcile(t.filterDevs()); err != nil {

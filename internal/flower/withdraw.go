@@ -60,9 +60,12 @@ type withdrawal struct {
 	// withdrawn since the last prepare.
 	handles   map[uint32][]installedRef
 	withdrawn []installedRef
-	killed    map[uint32]bool
 	log       []damage
 	count     uint64 // rules withdrawn from events
+	// killed has a lock of its own, taken last: the installer asks it
+	// between chunks of an apply while holding its own lock.
+	killedMu sync.Mutex
+	killed   map[uint32]bool
 }
 
 type dep struct {
@@ -265,10 +268,7 @@ func (w *withdrawal) remove(policies []uint32, log *slog.Logger) int {
 			continue
 		}
 		delete(w.deps, idx)
-		if w.killed == nil {
-			w.killed = map[uint32]bool{}
-		}
-		w.killed[idx] = true
+		w.kill(idx)
 		refs = append(refs, w.handles[idx]...)
 		delete(w.handles, idx)
 	}
@@ -331,7 +331,8 @@ func (w *withdrawal) prepare(inst *Installer, rules []Rule, views []fastpath.Pol
 	defer w.mu.Unlock()
 	inst.forget(w.withdrawn)
 	w.withdrawn = nil
-	w.deps, w.byBucket, w.sels, w.selIdx, w.killed = deps, byBucket, sels, selIdx, nil
+	w.deps, w.byBucket, w.sels, w.selIdx = deps, byBucket, sels, selIdx
+	w.takeKilled()
 	// Replay what happened after the snapshot; forget what it includes.
 	keep := w.log[:0]
 	gone := map[uint32]bool{}
@@ -373,17 +374,44 @@ func (w *withdrawal) settle(inst *Installer, log *slog.Logger) {
 	defer w.mu.Unlock()
 	inst.forget(w.withdrawn)
 	w.withdrawn = nil
-	if len(w.killed) > 0 {
-		n, err := inst.removeForwards(w.killed)
+	if killed := w.takeKilled(); len(killed) > 0 {
+		n, err := inst.removeForwards(killed)
 		if err != nil {
 			log.Warn("flower: removing withdrawn rules the apply installed", "err", err)
 		}
 		w.count += uint64(n)
-		for idx := range w.killed {
+		for idx := range killed {
 			delete(handles, idx)
 		}
 	}
 	w.handles = handles
+}
+
+func (w *withdrawal) kill(policy uint32) {
+	w.killedMu.Lock()
+	defer w.killedMu.Unlock()
+	if w.killed == nil {
+		w.killed = map[uint32]bool{}
+	}
+	w.killed[policy] = true
+}
+
+// takeKilled returns the policies withdrawn since the last call and
+// starts a new set.
+func (w *withdrawal) takeKilled() map[uint32]bool {
+	w.killedMu.Lock()
+	defer w.killedMu.Unlock()
+	k := w.killed
+	w.killed = nil
+	return k
+}
+
+// withdrew is Installer.Withdrawn: did an event withdraw the policy since
+// the apply's prepare?
+func (w *withdrawal) withdrew(policy uint32) bool {
+	w.killedMu.Lock()
+	defer w.killedMu.Unlock()
+	return w.killed[policy]
 }
 
 // withdrawnRules returns how many rules events withdrew.
@@ -413,29 +441,14 @@ func (in *Installer) removeForwards(policies map[uint32]bool) (int, error) {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	var keys []string
-	var del []*kernel.FlowerFilter
 	for k, v := range in.installed {
 		if v.rule.Kind == KindForward && policies[v.rule.PolicyIndex] {
 			keys = append(keys, k)
-			del = append(del, v.rule.Filter(v.handle, in.SkipHW))
 		}
 	}
-	if len(del) == 0 {
-		return 0, nil
-	}
-	errs, err := in.FS.Del(del)
+	n, failed, err := in.removeKeys(keys)
 	if err != nil {
-		return 0, err
-	}
-	n := 0
-	var failed []error
-	for i, e := range errs {
-		if e != nil && !errors.Is(e, syscall.ENOENT) {
-			failed = append(failed, e)
-			continue
-		}
-		delete(in.installed, keys[i])
-		n++
+		return n, err
 	}
 	return n, errors.Join(failed...)
 }

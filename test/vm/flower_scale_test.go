@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -115,6 +116,45 @@ func TestFlowerScale(t *testing.T) {
 		}
 		if c := count(); c != 0 {
 			t.Fatalf("%d filters left", c)
+		}
+	})
+	step(t, "installer: a withdrawal during the apply waits for no more than a chunk", func(t *testing.T) {
+		// The first forward (in key order) is withdrawn right after the
+		// kernel took it, and at that moment the last one too: the first
+		// must be removed before the apply goes on, the last never sent.
+		var fwd []flower.Rule
+		for _, r := range res.Rules {
+			if r.Kind == flower.KindForward {
+				fwd = append(fwd, r)
+			}
+		}
+		slices.SortFunc(fwd, func(a, b flower.Rule) int { return strings.Compare(a.Key(), b.Key()) })
+		first, last := fwd[0].PolicyIndex, fwd[len(fwd)-1].PolicyIndex
+		asked := map[uint32]int{}
+		killed := map[uint32]bool{}
+		inst := &flower.Installer{FS: fs, SkipHW: true, Withdrawn: func(p uint32) bool {
+			asked[p]++
+			if p == first && asked[p] == 2 { // asked before sending, then once added
+				killed[first], killed[last] = true, true
+			}
+			return killed[p]
+		}}
+		var st flower.Stats
+		var errs []error
+		var err error
+		inNetns(t, gw, func() { st, errs, err = inst.Apply(res.Rules) })
+		if err != nil || len(errs) > 0 || st.Added != total-2 {
+			t.Fatalf("apply: %+v (want %d added), %d errors, %v", st, total-2, len(errs), err)
+		}
+		if asked[first] != 2 || asked[last] != 1 {
+			t.Fatalf("Withdrawn asked %d times for the first forward (want 2: before and after), %d for the last (want 1: before)", asked[first], asked[last])
+		}
+		if c := count(); c != total-2 {
+			t.Fatalf("%d filters on d0, want %d: a withdrawn forward is in the kernel", c, total-2)
+		}
+		inNetns(t, gw, func() { st, _, err = inst.Apply(nil) })
+		if err != nil || count() != 0 {
+			t.Fatalf("remove: %+v %v, %d left", st, err, count())
 		}
 	})
 	step(t, "tc -batch: the same rules", func(t *testing.T) {
