@@ -58,9 +58,8 @@ func TestIndexMatchesFullScan(t *testing.T) {
 }
 
 // 65,536 tunnels derive in one pass (the index keeps it linear); the
-// figure itself is in docs/benchmarks.md. The views are built here, not
-// by fastpath.PolicyViews, whose SA matching scans every SA per policy
-// (quadratic at this size, as the XDP compiler's is).
+// figure itself is in docs/benchmarks.md. The views are built here so
+// that only Derive is timed.
 func BenchmarkDerive65536(b *testing.B) {
 	views := scaleViews(65536)
 	b.ResetTimer()

@@ -1,0 +1,53 @@
+package fastpath
+
+import (
+	"net/netip"
+	"testing"
+
+	"sluice/internal/kernel"
+)
+
+// BenchmarkCompile65536 is the publish's compile at 65,536 strongSwan
+// tunnels (OUT, fwd-out, IN, fwd-in, two packet-offloaded SAs each): an
+// XFRM event that arrives while the mirror publishes waits for it before
+// the flower tier can withdraw a rule (docs/flower.md). The figure is in
+// docs/benchmarks.md.
+func BenchmarkCompile65536(b *testing.B) {
+	snap := scaleSnapshot(65536)
+	b.ResetTimer()
+	for b.Loop() {
+		t, err := Compile(snap)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if t.Mirrored != len(snap.Policies) {
+			b.Fatalf("%d of %d policies mirrored", t.Mirrored, len(snap.Policies))
+		}
+	}
+}
+
+func scaleSnapshot(n int) Snapshot {
+	local, peer := netip.MustParseAddr("123.0.0.1"), netip.MustParseAddr("123.2.0.1")
+	off := &kernel.Offload{Ifindex: 2, Flags: kernel.OffloadPacket}
+	offIn := &kernel.Offload{Ifindex: 2, Flags: kernel.OffloadPacket | kernel.OffloadInbound}
+	var s Snapshot
+	for i := range n {
+		lan := netip.PrefixFrom(netip.AddrFrom4([4]byte{16, byte(i >> 8), byte(i), 0}), 24)
+		far := netip.PrefixFrom(netip.AddrFrom4([4]byte{48, byte(i >> 8), byte(i), 0}), 24)
+		idx, reqid := uint32(8*i+8), uint32(i+1)
+		out := kernel.Policy{Index: idx + 1, Dir: kernel.DirOut, Priority: 100, Sel: kernel.Selector{Src: lan, Dst: far},
+			Tmpls: []kernel.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid}}, Offload: off}
+		fwdOut := out
+		fwdOut.Index, fwdOut.Dir, fwdOut.Offload = idx+2, kernel.DirFwd, nil
+		fwdOut.Tmpls = []kernel.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid, Optional: true}}
+		in := kernel.Policy{Index: idx + 3, Dir: kernel.DirIn, Priority: 100, Sel: kernel.Selector{Src: far, Dst: lan},
+			Tmpls: []kernel.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}}, Offload: offIn}
+		fwdIn := in
+		fwdIn.Index, fwdIn.Dir, fwdIn.Offload = idx+4, kernel.DirFwd, nil
+		s.Policies = append(s.Policies, out, fwdOut, in, fwdIn)
+		s.States = append(s.States,
+			kernel.State{Src: local, Dst: peer, Proto: 50, SPI: 2*reqid + 0x1000, Reqid: reqid, Mode: 1, Offload: off},
+			kernel.State{Src: peer, Dst: local, Proto: 50, SPI: 2*reqid + 0x1001, Reqid: reqid, Mode: 1, Offload: offIn})
+	}
+	return s
+}
