@@ -5,6 +5,8 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+
+	"github.com/vishvananda/netns"
 )
 
 // TestFIBUsesL4 in a namespace of its own: a plain FIB ignores ports; a
@@ -29,19 +31,7 @@ func TestFIBUsesL4(t *testing.T) {
 			t.Errorf("FIBUsesL4() = %v, %q; want %v, %q", got, why, want, wantWhy)
 		}
 	}
-	in := func(args ...string) {
-		t.Helper()
-		err := InNetns(ns, func() error {
-			out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-	}
+	in := func(args ...string) { t.Helper(); runInNetns(t, ns, args...) }
 	check(false, "")
 	in("ip", "rule", "add", "priority", "100", "ipproto", "udp", "dport", "53", "lookup", "100")
 	check(true, "policy rule priority 100")
@@ -51,4 +41,19 @@ func TestFIBUsesL4(t *testing.T) {
 	check(true, "net.ipv4.fib_multipath_hash_policy is 1")
 	in("sysctl", "-qw", "net.ipv4.fib_multipath_hash_policy=2")
 	check(false, "")
+}
+
+// runInNetns runs a command inside the namespace and fails the test, with
+// its output, if it fails.
+func runInNetns(t *testing.T, ns netns.NsHandle, args ...string) {
+	t.Helper()
+	if err := InNetns(ns, func() error {
+		out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -3,7 +3,6 @@ package kernel
 import (
 	"net/netip"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -22,18 +21,7 @@ func TestSourceAcceptedNeedsForwarding(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ns.Close()
-	in := func(args ...string) {
-		t.Helper()
-		if err := InNetns(ns, func() error {
-			out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
-			if err != nil {
-				t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
-			}
-			return nil
-		}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	in := func(args ...string) { t.Helper(); runInNetns(t, ns, args...) }
 	in("ip", "link", "add", "v0", "type", "veth", "peer", "name", "v1")
 	in("ip", "link", "set", "v0", "up")
 	check := func(src, wantWhy string) {
