@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/vishvananda/netns"
 )
 
 // nextEvent waits for one event, failing the test after a few seconds.
@@ -24,12 +26,7 @@ func nextEvent(t *testing.T, ch <-chan XFRMEvent) XFRMEvent {
 
 func TestMonitorPolicyEvents(t *testing.T) {
 	ns, h := xfrmTestNS(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w, err := XFRMAt(h).Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, cancel := watchXFRM(t, h)
 	ch := w.Events
 	sel := []string{"src", "10.0.0.0/24", "dst", "10.1.0.0/24", "proto", "udp", "dport", "4789", "dir", "out"}
 	tmpl := []string{"tmpl", "src", "192.0.2.1", "dst", "192.0.2.2", "proto", "esp", "reqid", "3", "mode", "tunnel"}
@@ -134,12 +131,7 @@ func TestMonitorOverrunResyncs(t *testing.T) {
 
 func TestMonitorDefaultBufferKeepsUp(t *testing.T) {
 	ns, h := xfrmTestNS(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w, err := XFRMAt(h).Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, _ := watchXFRM(t, h)
 	ch := w.Events
 	const n = 3000
 	lines := make([]string, n)
@@ -159,12 +151,7 @@ func TestMonitorDefaultBufferKeepsUp(t *testing.T) {
 // dump's stragglers have all been applied.
 func TestWatchMarkerComesAfterQueuedEvents(t *testing.T) {
 	ns, h := xfrmTestNS(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w, err := XFRMAt(h).Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, _ := watchXFRM(t, h)
 	lines := make([]string, 200)
 	for i := range lines {
 		lines[i] = fmt.Sprintf("xfrm policy add src 10.0.%d.0/24 dst 172.16.0.0/16 dir out", i)
@@ -187,15 +174,23 @@ func TestWatchMarkerComesAfterQueuedEvents(t *testing.T) {
 // policy group; the watch reports all three actions.
 func TestWatchPolicyDefault(t *testing.T) {
 	ns, h := xfrmTestNS(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w, err := XFRMAt(h).Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, _ := watchXFRM(t, h)
 	ipn(t, ns, "xfrm", "policy", "setdefault", "fwd", "block")
 	ev := nextEvent(t, w.Events)
 	if ev.Kind != PolicyDefault || ev.Default == nil || *ev.Default != (PolicyDefaults{In: ActionAllow, Fwd: ActionBlock, Out: ActionAllow}) {
 		t.Fatalf("got %v %+v, want policy-default with fwd block", ev.Kind, ev.Default)
 	}
+}
+
+// watchXFRM watches the namespace's XFRM notifications until the test ends
+// or cancel is called.
+func watchXFRM(t *testing.T, h netns.NsHandle) (*XFRMWatch, context.CancelFunc) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := XFRMAt(h).Watch(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, cancel
 }

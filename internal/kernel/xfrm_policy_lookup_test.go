@@ -1,7 +1,6 @@
 package kernel
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"reflect"
@@ -68,12 +67,7 @@ func TestWatchPolicyEventTakesContextFromLookup(t *testing.T) {
 // the context: the dump has none either).
 func TestWatchPolicyEventsMatchDump(t *testing.T) {
 	ns, h := xfrmTestNS(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	w, err := XFRMAt(h).Watch(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, _ := watchXFRM(t, h)
 	const n, deleted = 120, 25 // n well past the channel (64): the watch blocks mid-way
 	tmpl := "tmpl src 192.0.2.1 dst 192.0.2.2 proto esp reqid 1 mode tunnel"
 	var lines []string
