@@ -18,8 +18,8 @@ func TestFastpathBenchmarkMeasuresTheNamedPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"outbound-match": "forward-out", "first-packet": "forward-out", "inbound-match": "inbound",
-		"esp": "esp-ah", "no-match": "no-policy"}
+	want := map[string]string{"outbound-match": "forward-out", "first-packet": "forward-out", "inbound-match": "not-forwardable",
+		"esp": "esp-ah", "no-match": "not-forwardable"}
 	if len(res) != 2*len(want) {
 		t.Fatalf("%d results, want 2 tunnel counts x %d cases: %+v", len(res), len(want), res)
 	}
