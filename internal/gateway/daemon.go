@@ -9,7 +9,7 @@ import (
 )
 
 // ApplyDaemonSettings runs the daemon as gateway.yaml's daemon-cpu,
-// daemon-priority and lock-memory say (seed 004), before anything else
+// daemon-priority and lock-memory say (the ConnectX-7 benchmark), before anything else
 // starts: a setting the file asks for and the host refuses stops the
 // run with the reason, rather than running differently from the file.
 func ApplyDaemonSettings(g *config.Gateway, log *slog.Logger) error {
