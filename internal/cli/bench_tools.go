@@ -38,11 +38,11 @@ func newBenchIperf3Cmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "iperf3",
 		Short: "Throughput as mean ± sample standard deviation over repeated iperf3 runs",
-		Long: `Measure TCP throughput the way seed 000 does: one warm-up run, then --runs runs
+		Long: `Measure TCP throughput the way the ConnectX-6 SR-IOV guide does: one warm-up run, then --runs runs
 of 'iperf3 --bidi --parallel P --json'. Each run gives two values, the rate
 each side received; the result is their mean and *sample* standard deviation
 (n - 1) over all 2 x runs values. --direction forward or reverse measures one
-direction (runs values); seed 001's method is one direction, one flow, 60 s:
+direction (runs values); the VM single-flow guide's method is one direction, one flow, 60 s:
 --direction forward --parallel 1 --time 60.
 
 With --lab, the server runs in the lab's sink namespace (on 11.0.0.1) and the
@@ -51,7 +51,7 @@ forwarder. With --target, the client runs here against a host where
 'iperf3 -s' runs.`,
 		Example: `  sluice bench iperf3 --lab lab --runs 10 --parallel 2
   sluice bench iperf3 --target 192.168.90.3 --runs 10 --parallel 2 --time 10 --json
-  sluice bench iperf3 --lab lab --direction forward --parallel 1 --time 60   # seed 001`,
+  sluice bench iperf3 --lab lab --direction forward --parallel 1 --time 60   # the VM single-flow guide`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			ep, err := benchEndpoints(labName, target)
@@ -97,7 +97,7 @@ forwarder. With --target, the client runs here against a host where
 	cmd.Flags().StringVar(&target, "target", "", "measure from here towards this host (running iperf3 -s)")
 	cmd.Flags().IntVar(&o.Runs, "runs", 10, "measured runs after the warm-up")
 	cmd.Flags().IntVar(&o.Parallel, "parallel", 2, "iperf3 --parallel streams")
-	cmd.Flags().IntVar(&o.Seconds, "time", 10, "seconds per run (the duration; seed 001 uses 60)")
+	cmd.Flags().IntVar(&o.Seconds, "time", 10, "seconds per run (the duration; the VM single-flow guide uses 60)")
 	cmd.Flags().StringVar(&o.Direction, "direction", bench.DirBidi, "forward (client to server), reverse (server to client) or bidi (both at once)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	return cmd
@@ -112,7 +112,7 @@ func newBenchPingCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "ping",
 		Short: "Round-trip time as mean ± population standard deviation of a flood ping",
-		Long: `Measure latency the way seed 000 does: a flood ping (ping -f -c COUNT) to warm
+		Long: `Measure latency the way the ConnectX-6 SR-IOV guide does: a flood ping (ping -f -c COUNT) to warm
 up the path, then a second one whose mean and *population* standard deviation
 (ping's mdev) are reported. Flood ping needs root.
 

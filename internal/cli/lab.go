@@ -28,7 +28,7 @@ seeds' plan, with a forwarder in the device under test:
   gateway-pair  gen --g0|p1-- gw0 --p0|p0-- gw1 --p1|s0-- sink
   overlay-pair  h0 --p0|p0-- h1, a VXLAN per tunnel over ESP (needs ESP: --vm)
 
-Addresses (seed 002): the generator 10.0.0.1/24 behind 10.0.0.254 sends from
+Addresses (the BlueField-3 benchmark): the generator 10.0.0.1/24 behind 10.0.0.254 sends from
 clients in 16.0.0.0/8 to 48.x.y.0/24, one /24 per tunnel; the sink is
 11.0.0.1/24 behind 11.0.0.254; tunnel i runs between 123.0.0.1 and
 123.0.(i/255).(i%255+1). Namespaces are named sl-NAME-ROLE; the lab's state
@@ -64,7 +64,7 @@ install the forwarder in the device under test (dut, or gw0 and gw1):
                 packet-offloaded policies (on veth nothing encrypts; on a
                 packet-offload NIC the NIC does)
 
-overlay-pair has no forwarder: its two hosts h0 and h1 run seed 000's
+overlay-pair has no forwarder: its two hosts h0 and h1 run the ConnectX-6 SR-IOV guide's
 encrypted overlay, one VXLAN per tunnel (VNI i, h0's VTEP 123.0.0.1, h1's
 123.0.x.y) in ESP transport mode with random per-lab AES-GCM keys, set up by
 'sluice apply' of host files the lab writes (overlay addresses 48.x.y.1 on h0

@@ -39,24 +39,24 @@ It prints:
   - the overhead table and its range (the padding varies with the size);
   - the largest overlay MTU for --underlay, with the arithmetic;
   - each --check MTU against the underlay;
-  - the "whole frame in one 4 KiB page" variant found by hand in seed 000
+  - the "whole frame in one 4 KiB page" variant found by hand in the ConnectX-6 SR-IOV guide
     (representor MTU 4096 - 110 = 3986, route MTU 3992, VXLAN over ESP
     transport): the arithmetic for both, counted two ways: the frame as
     it sits in memory (14-byte Ethernet header + IP packet; NICs strip the
     FCS), and the receive buffer mlx5 sizes for it (IP packet + 22: Ethernet
     14 + VLAN 4 + FCS 4, MLX5E_SW2HW_MTU), and which one fits and why;
-  - the guest rule of seed 001: a VM's MTU must leave the host room for
+  - the guest rule of the VM single-flow guide: a VM's MTU must leave the host room for
     its encapsulation, or every GSO segment the guest sends is too big
     after Geneve + ESP and the host segments in software (up to 5x
-    slower); seed 001's rule of thumb is "host MTU - 100".
+    slower); the VM single-flow guide's rule of thumb is "host MTU - 100".
 
 Ciphers: aes-gcm-128 and aes-gcm-256 (rfc4106: IV 8, ICV 16),
 chacha20-poly1305 (IV 8, ICV 16), aes-cbc-hmac-sha256 (IV 16, ICV 16,
 16-byte blocks: Cilium's 77-byte budget), aes-cbc-hmac-sha1 (ICV 12).`,
-		Example: `  # seed 000: VXLAN over ESP transport, AES-GCM, underlay MTU 9216
+		Example: `  # the ConnectX-6 SR-IOV guide: VXLAN over ESP transport, AES-GCM, underlay MTU 9216
   sluice mtu --underlay 9216 --check 9000
 
-  # seed 001: Geneve over ESP transport on a 1500-byte host: the guest MTU
+  # the VM single-flow guide: Geneve over ESP transport on a 1500-byte host: the guest MTU
   sluice mtu --encap geneve --underlay 1500
 
   # plain IPsec tunnel mode overhead (54-57 bytes for AES-GCM over IPv4)
@@ -165,7 +165,7 @@ func printMTUReport(w io.Writer, r *mtu.Report) {
 	}
 
 	p := r.Page
-	fmt.Fprintf(w, "\nOne %d-byte page (seed 000): frame = %d Ethernet", p.Size, mtu.EthernetHeader)
+	fmt.Fprintf(w, "\nOne %d-byte page (the ConnectX-6 SR-IOV guide): frame = %d Ethernet", p.Size, mtu.EthernetHeader)
 	if r.Stack.UnderlayVLANs > 0 {
 		fmt.Fprintf(w, " + %d VLAN", mtu.VLANTag*r.Stack.UnderlayVLANs)
 	}
@@ -178,7 +178,7 @@ func printMTUReport(w io.Writer, r *mtu.Report) {
 	fmt.Fprintf(w, "  %s\n", pageVerdict(p))
 
 	g := r.Guest
-	fmt.Fprintf(w, "\nGuests (seed 001): a VM's MTU must leave the host room for this encapsulation, or\n")
+	fmt.Fprintf(w, "\nGuests (the VM single-flow guide): a VM's MTU must leave the host room for this encapsulation, or\n")
 	fmt.Fprintf(w, "its GSO segments exceed the host MTU after encapsulation and the host segments in software.\n")
 	if g.MaxGuestMTU == 0 {
 		fmt.Fprintf(w, "  host MTU %d leaves no room for a guest\n", g.HostMTU)

@@ -343,7 +343,7 @@ func newVerifyCmd() *cobra.Command {
 every SA is installed with the offload the file asks for (for auto: which
 one it got), and that every VTEP's traffic is covered by an SA pair.
 
-With --traffic, also prove it with counters (seed 000's "confirming ipsec is
+With --traffic, also prove it with counters (the ConnectX-6 SR-IOV guide's "confirming ipsec is
 being used"): the SA packet counters (ip -s xfrm state) and the offload
 devices' ethtool IPsec counters are read, again after --window, and every SA
 of the file must have counted packets in between. Traffic is whatever flows

@@ -25,7 +25,7 @@ func newSwanCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "swan",
 		Short: "Generate strongSwan configs for thousands of tunnels and drive charon over VICI",
-		Long: `Replace seed 002's bash heredoc generators and "swanctl -i" loops.
+		Long: `Replace the BlueField-3 benchmark's bash heredoc generators and "swanctl -i" loops.
 
   gen     writes swanctl.conf (+ secrets.conf, 0600) and the routing plan for a
           gateway role of the test0 or routed topology, 1 to 65,025 tunnels
@@ -37,7 +37,7 @@ func newSwanCmd() *cobra.Command {
 
 The strongSwan SAs and policies then appear in the kernel, where
 'sluice gateway run' (policy-source: kernel) mirrors them. See docs/strongswan.md.`,
-		Example: `  # the concentrator (gw0) and the far side (gw1) of seed 002's test 0, 1000 tunnels
+		Example: `  # the concentrator (gw0) and the far side (gw1) of the BlueField-3 benchmark's test 0, 1000 tunnels
   sluice swan gen --topology test0 --role gw0 --tunnels 1000 --hw-offload packet -o /etc/swanctl/sluice
   sluice swan gen --topology test0 --role gw1 --tunnels 1000 --psk-file /etc/swanctl/sluice/psk -o gw1
   sluice swan up --dir /etc/swanctl/sluice
@@ -57,7 +57,7 @@ type specFlags struct {
 
 func (f *specFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.topology, "topology", "", "seed 002 topology: test0 (one tunnel port) or routed (two ports behind a router)")
+	fl.StringVar(&f.topology, "topology", "", "the BlueField-3 benchmark topology: test0 (one tunnel port) or routed (two ports behind a router)")
 	fl.StringVar(&f.role, "role", "", "gateway role: gw0 (one address per port, initiates) or gw1 (one carrier address per tunnel)")
 	fl.IntVar(&f.tunnels, "tunnels", 0, fmt.Sprintf("tunnels per port: 1..%d (test0), 1..%d (routed)", swan.MaxTunnelsTest0, swan.MaxTunnelsRouted))
 	fl.StringVar(&f.port, "port", "", "routed only: p0 or p1 (default both, as the seed's two generators); test0 uses p0")
@@ -122,8 +122,8 @@ func newSwanGenCmd() *cobra.Command {
 	var apply, noDummy, asJSON bool
 	cmd := &cobra.Command{
 		Use:   "gen",
-		Short: "Write swanctl.conf, secrets.conf and the routing plan for one gateway of seed 002",
-		Long: `Write the strongSwan configuration of one gateway of seed 002's lab, equivalent
+		Short: "Write swanctl.conf, secrets.conf and the routing plan for one gateway of the BlueField-3 benchmark",
+		Long: `Write the strongSwan configuration of one gateway of the BlueField-3 benchmark's lab, equivalent
 to the operators' bash generators (same connection, child and secret names,
 addresses and traffic selectors; TestGeneratorMatchesSeedScripts runs the
 seed's scripts and compares):
@@ -274,7 +274,7 @@ initiate every child (as the seed's 'swanctl -i --child tnlI' loop), with
 
 Each blocking initiation holds one charon worker thread until its CHILD_SA
 is up, so the concurrency is capped at half of charon's workers (charon.threads,
-16 by default). By default gw0 initiates and gw1 only loads, as in seed 002.
+16 by default). By default gw0 initiates and gw1 only loads, as in the BlueField-3 benchmark.
 
 The tunnel set comes from --dir (written by 'sluice swan gen') or from the same
 flags as gen (then --psk-file is required). Prints loaded, established and

@@ -12,7 +12,7 @@ import (
 
 func init() { register(newTuneCmd) }
 
-const tuneLong = `A tuning profile (tune.yaml) is seed 004's host script as data:
+const tuneLong = `A tuning profile (tune.yaml) is the ConnectX-7 benchmark's host script as data:
 
   sysctls:                      # sysctl -w, checked and applied
     net.ipv4.ip_forward: 1

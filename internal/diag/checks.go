@@ -260,7 +260,7 @@ func checkMlx5TCOrder(f *Facts, _ *DoctorOptions) []Result {
 				// The flower tier (docs/flower.md) probes with a skip_sw rule:
 				// here stock mlx5 answers EBUSY and the tier leaves the port
 				// to XDP.
-				ev = append(ev, "sluice's flower tier (flower: outbound|inbound|both) gets EBUSY here from stock mlx5 and leaves this port's traffic to XDP; hardware forwarding beside packet offload needs the mlx5 patches of seed 004 (IPsec and tc offload on one netdev), or switchdev on firmware that offers ipsec_packet on the port function")
+				ev = append(ev, "sluice's flower tier (flower: outbound|inbound|both) gets EBUSY here from stock mlx5 and leaves this port's traffic to XDP; hardware forwarding beside packet offload needs the mlx5 patches of the ConnectX-7 benchmark (IPsec and tc offload on one netdev), or switchdev on firmware that offers ipsec_packet on the port function")
 			}
 			rs = append(rs, Result{Verdict: OK, Subject: n.Name, Summary: "no tc offload competing with IPsec packet offload", Evidence: ev})
 		}
@@ -369,7 +369,7 @@ func checkMTUHeadroom(f *Facts, _ *DoctorOptions) []Result {
 		}
 		ev = append(ev, fmt.Sprintf("= %d on underlay %s with MTU %d (sluice mtu shows the same arithmetic)", need, low.Name, low.MTU))
 		if need > low.MTU {
-			rs = append(rs, Result{Verdict: Warn, Subject: n.Name, Summary: fmt.Sprintf("a full-size packet becomes %d bytes on %s (MTU %d): it is fragmented, and GSO falls back to software segmentation (5x slower, seed 001)", need, low.Name, low.MTU), Evidence: ev,
+			rs = append(rs, Result{Verdict: Warn, Subject: n.Name, Summary: fmt.Sprintf("a full-size packet becomes %d bytes on %s (MTU %d): it is fragmented, and GSO falls back to software segmentation (5x slower, the VM single-flow guide)", need, low.Name, low.MTU), Evidence: ev,
 				Fix: fmt.Sprintf("ip link set dev %s mtu %d (and the guests' MTU at most that), or ip link set dev %s mtu %d", n.Name, s.MaxOverlay(low.MTU, s.UnderlayLen), low.Name, need)})
 		} else {
 			rs = append(rs, Result{Verdict: OK, Subject: n.Name, Summary: fmt.Sprintf("%d bytes of headroom left on %s", low.MTU-need, low.Name), Evidence: ev})
@@ -457,7 +457,7 @@ func checkFirmware(f *Facts, _ *DoctorOptions) []Result {
 		}
 		var warns, fixes []string
 		if fp, ok := v["FLEX_PARSER_PROFILE_ENABLE"]; ok && fwNumber(fp) != "3" {
-			warns = append(warns, "FLEX_PARSER_PROFILE_ENABLE is "+fp+", not 3 (the IPsec accel path of seed 004)")
+			warns = append(warns, "FLEX_PARSER_PROFILE_ENABLE is "+fp+", not 3 (the IPsec accel path of the ConnectX-7 benchmark)")
 			fixes = append(fixes, fmt.Sprintf("%s -d %s set FLEX_PARSER_PROFILE_ENABLE=3", tool, a))
 		}
 		if h, ok := v["HAIRPIN_DATA_BUFFER_LOCK"]; ok && fwNumber(h) != "1" {

@@ -15,7 +15,7 @@ func on() kernel.EthFeature    { return kernel.EthFeature{Available: true, Activ
 func off() kernel.EthFeature   { return kernel.EthFeature{Available: true} }
 func fixed() kernel.EthFeature { return kernel.EthFeature{} }
 
-// healthy is a gateway that passes every check: seed 004's ConnectX-7
+// healthy is a gateway that passes every check: the ConnectX-7 benchmark's ConnectX-7
 // ports p0/p1 in an active-backup bond with ESP offload, packet-offload
 // SAs on the bond (per-CPU: two per peer direction; the bond moves them
 // to the new active port at failover, from Linux 6.16), a VXLAN with headroom, native
