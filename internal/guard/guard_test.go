@@ -65,6 +65,13 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("%s imports os/exec: %s", p.ImportPath, why)
 			}
 		}
+		if p.ImportPath == "sluice/internal/mtu" {
+			for _, imp := range p.Imports {
+				if strings.HasPrefix(imp, "sluice/") {
+					t.Errorf("internal/mtu imports %s: the MTU arithmetic is a leaf every part shares", imp)
+				}
+			}
+		}
 		if p.ImportPath == "sluice/internal/config" {
 			for _, imp := range p.Imports {
 				// fileread is a leaf (it imports nothing of sluice): the one bounded reader.
