@@ -1,39 +1,20 @@
 package cli
 
 import (
-	"crypto/sha256"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"os/signal"
-	"path/filepath"
-	"strconv"
-	"strings"
+	goruntime "runtime"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"sluice/internal/api"
 	"sluice/internal/config"
-	"sluice/internal/fastpath"
-	"sluice/internal/flower"
-	"sluice/internal/kernel"
+	"sluice/internal/gateway"
 )
 
 func init() { register(newGatewayCmd) }
-
-// gatewayPIDFile is where 'gateway run' with pinDir records its pid for
-// 'gateway stop --pin-dir': one file per pin dir, so that stopping one
-// gateway (a lab's, another namespace's) never signals another.
-func gatewayPIDFile(pinDir string) string {
-	if filepath.Clean(pinDir) == filepath.Clean(config.DefaultPinDir) {
-		return "/run/sluice/gateway.pid"
-	}
-	sum := sha256.Sum256([]byte(filepath.Clean(pinDir)))
-	return fmt.Sprintf("/run/sluice/gateway-%x.pid", sum[:6])
-}
 
 func newGatewayCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -67,54 +48,26 @@ If this process dies, the fast path closes by itself after the lease.`,
 			if err != nil {
 				return err
 			}
-			opts, err := gatewayOptions(g)
+			opts, err := gateway.FromConfig(g, buildInfo())
 			if err != nil {
 				return err
 			}
 			opts.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			if err := applyDaemonSettings(g, opts.Log); err != nil {
+			if err := gateway.ApplyDaemonSettings(g, opts.Log); err != nil {
 				return err
 			}
-			// Written by RunGateway once it holds the pin dir's lock, so
+			// Written by gateway.Run once it holds the pin dir's lock, so
 			// a refused second start never touches the first one's.
-			opts.PIDFile = gatewayPIDFile(g.PinDir)
+			opts.PIDFile = gateway.PIDFile(g.PinDir)
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
 			defer stop()
 			opts.Log.Info("sluice gateway starting", "config", cfgPath, "policy-source", string(g.PolicySource), "pin-dir", g.PinDir, "lease", g.Lease)
-			return fastpath.RunGateway(ctx, opts)
+			return gateway.Run(ctx, opts)
 		},
 	}
 	cmd.Flags().StringVarP(&cfgPath, "config", "c", "/etc/sluice/gateway.yaml", "gateway configuration file")
 	return cmd
 }
-
-func readPIDFile(path string) (int, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid, err == nil && pid > 0
-}
-
-// isGatewayRun reports whether pid is a 'sluice ... gateway run': a stale
-// pid file must not make stop signal whatever process reused the pid.
-func isGatewayRun(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		return false
-	}
-	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-	for i := 0; i+1 < len(args); i++ {
-		if args[i] == "gateway" && args[i+1] == "run" {
-			return true
-		}
-	}
-	return false
-}
-
-// stopWait is how long stop waits for the daemon to exit after SIGTERM.
-const stopWait = 10 * time.Second
 
 func newGatewayStopCmd() *cobra.Command {
 	var pinDir string
@@ -134,36 +87,7 @@ the pid only if it still is a 'gateway run': stopping one gateway never
 touches another's daemon.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if pid, ok := readPIDFile(gatewayPIDFile(pinDir)); ok && isGatewayRun(pid) {
-				if p, err := os.FindProcess(pid); err == nil && p.Signal(syscall.SIGTERM) == nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "signalled daemon (pid %d)\n", pid)
-				}
-			}
-			// Detach only once the daemon is gone (its lock is free):
-			// a daemon still running would pin again what stop removes.
-			if _, err := os.Stat(pinDir); err == nil {
-				lock, err := fastpath.WaitLockPinDir(pinDir, stopWait)
-				if err != nil {
-					return fmt.Errorf("%w (it did not exit within %s of SIGTERM; nothing was detached)", err, stopWait)
-				}
-				defer lock.Release()
-			}
-			// Hardware rules outlive the daemon: remove sluice's flower
-			// filters whether or not it is still running (a killed one
-			// could not). Run this from the unit's ExecStopPost.
-			if n, err := removeFlowerRules(); err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "removing flower rules: %v\n", err)
-			} else if n > 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "removed %d flower rule(s)\n", n)
-			}
-			detached, err := fastpath.Detach(pinDir)
-			for _, d := range detached {
-				fmt.Fprintf(cmd.OutOrStdout(), "detached from %s\n", d)
-			}
-			if len(detached) == 0 && err == nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "nothing attached (no pins under %s)\n", pinDir)
-			}
-			return err
+			return gateway.Stop(pinDir, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().StringVar(&pinDir, "pin-dir", config.DefaultPinDir, "bpffs directory of the pinned maps and links")
@@ -209,11 +133,7 @@ or as an Ethernet frame in hex with --hex.`,
 	return cmd
 }
 
-func removeFlowerRules() (int, error) {
-	fs, err := kernel.OpenFlowerSocket()
-	if err != nil {
-		return 0, err
-	}
-	defer fs.Close()
-	return flower.RemoveAll(fs)
+// buildInfo is this binary's version as the daemon reports it.
+func buildInfo() api.Build {
+	return api.Build{Version: version, Commit: buildCommit(), GoVersion: goruntime.Version()}
 }

@@ -16,6 +16,7 @@ import (
 	"sluice/internal/api"
 	"sluice/internal/config"
 	"sluice/internal/fastpath"
+	"sluice/internal/gateway"
 	"sluice/internal/kernel"
 )
 
@@ -134,12 +135,12 @@ func explainDatapath(a explainArgs) (*fastpath.Datapath, []kernel.Policy, error)
 		if g.PolicySource != config.PolicySourceStatic {
 			return nil, nil, fmt.Errorf("%s: explain --config needs policy-source: static; for kernel policies run 'sluice gateway run' and omit --config", a.cfgPath)
 		}
-		opts, err := gatewayOptions(g)
+		opts, err := gateway.FromConfig(g, buildInfo())
 		if err != nil {
 			return nil, nil, err
 		}
 		snap, _ := opts.Source.Dump()
-		ifs, err := fastpath.ResolveIfaces(opts.Ifaces)
+		ifs, err := gateway.ResolveIfaces(opts.Ifaces)
 		if err != nil {
 			return nil, nil, err
 		}
