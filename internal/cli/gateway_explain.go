@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -92,9 +91,7 @@ func runExplain(cmd *cobra.Command, a explainArgs, args []string) error {
 	}
 	dec.Output = nil
 	if a.asJSON {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(cmd.OutOrStdout(), res)
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "verdict: %s (%s)\n", dec.ActionName, dec.ReasonName)
