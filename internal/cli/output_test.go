@@ -77,9 +77,6 @@ func TestNoLiteralExitCodes(t *testing.T) {
 // --config, --host) are hidden aliases of the same flag.
 func TestOneInputFlagName(t *testing.T) {
 	walk(NewRootCommand(), func(c *cobra.Command) {
-		if strings.HasPrefix(c.CommandPath(), "sluice gateway") {
-			return // TODO(i25): -f once the gateway's move into internal/gateway has landed
-		}
 		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
 			if (f.Name == "config" || f.Name == "host" || f.Shorthand == "c") && !f.Hidden {
 				t.Errorf("%s: --%s is visible: the input file is -f/--file", c.CommandPath(), f.Name)

@@ -25,8 +25,10 @@ builds labs that measure throughput, loss and latency.`,
 	root.CompletionOptions.HiddenDefaultCmd = true
 	root.AddCommand(
 		newVersionCmd(),
+		with(newGatewayCmd(), newGatewayRunCmd(), newGatewayStopCmd(), newGatewayExplainCmd()),
 		// The encrypted overlay: sluice plan|apply|verify|teardown -f host.yaml.
 		newPlanCmd(), newApplyCmd(), newVerifyCmd(), newTeardownCmd(),
+		newMTUCmd(),
 		newDoctorCmd(),
 		with(newShowCmd(),
 			newShowGatewayCmd(),
@@ -41,21 +43,11 @@ builds labs that measure throughput, loss and latency.`,
 		with(newSwanCmd(), newSwanGenCmd(), newSwanUpCmd(), newSwanDownCmd(), newSwanStatusCmd()),
 		with(newVMCmd(), newVMRunCmd(), newVMCheckCmd(), newVMNetdevsimCmd()),
 	)
-	for _, f := range registered {
-		root.AddCommand(f())
-	}
 	root.Long += "\n\n" + exitCodesHelp(root)
 	addExitCodeHelp(root)
 	markRunErrors(root)
 	return root
 }
-
-// registered holds the commands still registering themselves from an init
-// function (gateway and mtu, until their owners land their moves); new commands go
-// into the tree above.
-var registered []func() *cobra.Command
-
-func register(f func() *cobra.Command) { registered = append(registered, f) }
 
 // with adds subs under parent and returns parent, so the tree above reads as
 // a tree.
