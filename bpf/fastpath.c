@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* sluice XDP fast path.
  *
  * Forwards in XDP only what the kernel would have sent through a
@@ -1252,4 +1252,6 @@ const struct fp_flow_key4 *_fp_flow_key4 __attribute__((unused));
 const struct fp_flow *_fp_flow __attribute__((unused));
 const enum fp_reason *_fp_reason __attribute__((unused));
 
-char LICENSE[] SEC("license") = "GPL";
+/* Dual BSD/GPL: GPL-compatible for the kernel's GPL-only helpers (bpf_fib_lookup), BSD so
+ * the object can be embedded in the Apache-2.0 binary (README, License). */
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* Definitions shared by the XDP fast path (fastpath.c) and its Go control
  * plane (bpf2go generates the Go types from these with -type). Change both
  * sides together: the layouts are the contract. */

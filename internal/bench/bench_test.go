@@ -259,7 +259,7 @@ func TestSinkCountsStampedFrames(t *testing.T) {
 	}
 }
 
-// TestIperfStatsOnRecordedRuns checks seed 000's statistics against a hand
+// TestIperfStatsOnRecordedRuns checks the ConnectX-6 SR-IOV guide's statistics against a hand
 // computation over three recorded `iperf3 --bidi --parallel 2 --json` runs
 // (testdata/iperf3, taken in a forwarder lab).
 func TestIperfStatsOnRecordedRuns(t *testing.T) {

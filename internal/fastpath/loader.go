@@ -88,7 +88,7 @@ func Load(opts LoadOptions) (*Datapath, error) {
 	if errors.Is(err, ebpf.ErrMapIncompatible) && opts.PinPath != "" && !opts.AdoptOnly {
 		// Pinned by another version of sluice with other map layouts:
 		// replace them (the new daemon resyncs from the kernel anyway).
-		removePinnedMaps(opts.PinPath)
+		RemovePinnedMaps(opts.PinPath)
 		err = spec.LoadAndAssign(&dp.objs, &ebpf.CollectionOptions{Maps: mapOpts})
 	}
 	if err != nil {
@@ -165,7 +165,9 @@ func (dp *Datapath) Close() error {
 	return dp.objs.Close()
 }
 
-func removePinnedMaps(dir string) {
+// RemovePinnedMaps removes the pinned maps under dir, leaving the links: the
+// maps of another version, or of a start that failed after pinning them.
+func RemovePinnedMaps(dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if !strings.HasPrefix(e.Name(), linkPinPrefix) {

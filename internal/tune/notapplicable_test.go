@@ -115,7 +115,7 @@ func TestTuneSysrootSaysWhatItSkips(t *testing.T) {
 	}
 }
 
-// The daemon goes on housekeeping CPUs (seed 004's layout): never on an RX
+// The daemon goes on housekeeping CPUs (the ConnectX-7 benchmark's layout): never on an RX
 // queue's CPU nor an isolated one; plan prints the layout as the seed's
 // comment does.
 func TestTuneDaemonLayout(t *testing.T) {

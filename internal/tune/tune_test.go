@@ -14,7 +14,7 @@ import (
 	"sluice/internal/diag"
 )
 
-// copyTree copies the seed 004 fixture host (internal/diag/testdata/cx7)
+// copyTree copies the the ConnectX-7 benchmark fixture host (internal/diag/testdata/cx7)
 // into a temporary directory, symbolic links kept.
 func copyTree(t *testing.T) diag.FS {
 	t.Helper()
