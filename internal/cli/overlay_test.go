@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"sluice/internal/overlay"
+	"sluice/internal/mtu"
 )
 
 func TestMTUCommandSeed000(t *testing.T) {
@@ -49,7 +49,7 @@ func TestMTUCommandGuestAndTunnel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var r overlay.Report
+	var r mtu.Report
 	if err := json.Unmarshal([]byte(out), &r); err != nil {
 		t.Fatalf("%v\n%s", err, out)
 	}

@@ -1,4 +1,4 @@
-package cli
+package gateway
 
 import (
 	"os"
@@ -16,11 +16,11 @@ import (
 // signals only a process that is a 'gateway run': a stale pid file naming
 // some other process (here a sleep) leaves it alone.
 func TestGatewayStopSignalsOnlyItsOwnDaemon(t *testing.T) {
-	if gatewayPIDFile(config.DefaultPinDir) != "/run/sluice/gateway.pid" {
-		t.Errorf("default pid file moved: %s", gatewayPIDFile(config.DefaultPinDir))
+	if PIDFile(config.DefaultPinDir) != "/run/sluice/gateway.pid" {
+		t.Errorf("default pid file moved: %s", PIDFile(config.DefaultPinDir))
 	}
-	a, b := gatewayPIDFile("/run/sluice/lab/x/bpf/gw-dut"), gatewayPIDFile("/run/sluice/lab/y/bpf/gw-dut")
-	if a == b || a == gatewayPIDFile(config.DefaultPinDir) {
+	a, b := PIDFile("/run/sluice/lab/x/bpf/gw-dut"), PIDFile("/run/sluice/lab/y/bpf/gw-dut")
+	if a == b || a == PIDFile(config.DefaultPinDir) {
 		t.Fatalf("pid files collide: %s, %s", a, b)
 	}
 	if os.Geteuid() != 0 {
@@ -32,7 +32,7 @@ func TestGatewayStopSignalsOnlyItsOwnDaemon(t *testing.T) {
 	}
 	defer sleeper.Process.Kill()
 	pinDir := t.TempDir() // no pins: stop only looks at the pid file
-	pidFile := gatewayPIDFile(pinDir)
+	pidFile := PIDFile(pinDir)
 	// A fresh machine has no /run/sluice until a daemon made one.
 	if err := os.MkdirAll(filepath.Dir(pidFile), 0o755); err != nil {
 		t.Fatal(err)
@@ -41,7 +41,9 @@ func TestGatewayStopSignalsOnlyItsOwnDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Remove(pidFile)
-	out, err := runCLI(t, "gateway", "stop", "--pin-dir", pinDir)
+	var sb strings.Builder
+	err := Stop(pinDir, &sb, &sb)
+	out := sb.String()
 	if err != nil || strings.Contains(out, "signalled") {
 		t.Fatalf("stop with a stale pid file: %v\n%s", err, out)
 	}
