@@ -19,13 +19,13 @@ import (
 // takes for a help topic (no Run and no subcommands) and one that is not
 // available; this is where that shows.
 func TestEveryCommandHasAManPage(t *testing.T) {
-	checkPages(t, cli.NewRoot())
+	checkPages(t, cli.NewRootCommand())
 }
 
 // TestManPageCheckCatchesAHelpTopic: the check above fails on a command
 // cobra writes no page for.
 func TestManPageCheckCatchesAHelpTopic(t *testing.T) {
-	root := cli.NewRoot()
+	root := cli.NewRootCommand()
 	root.AddCommand(&cobra.Command{Use: "topic", Short: "no Run: cobra treats it as a help topic"})
 	ft := &fakeT{TB: t} // TempDir from t; errors collected
 	checkPages(ft, root)

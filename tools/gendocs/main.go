@@ -27,7 +27,7 @@ func main() {
 		}
 		date = time.Unix(sec, 0).UTC()
 	}
-	if err := manual.Write(cli.NewRoot(), *out, *version, date); err != nil {
+	if err := manual.Write(cli.NewRootCommand(), *out, *version, date); err != nil {
 		fmt.Fprintln(os.Stderr, "gendocs:", err)
 		os.Exit(1)
 	}
