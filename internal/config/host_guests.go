@@ -8,18 +8,18 @@ import (
 
 // GuestNetwork is an overlay segment for virtual machines: one VNI (the
 // VTEP it names), one bridge. Guests on different networks share nothing
-// but the encrypted underlay (seed 000's isolation goal).
+// but the encrypted underlay (the ConnectX-6 SR-IOV guide's isolation goal).
 type GuestNetwork struct {
 	Name string
 	// VTEP names the vteps[] entry whose VNI, type, port, local address and
 	// remotes the segment carries; its SAs are the ones that cover it.
 	VTEP string
-	// Bridge is BridgeOVS (Open vSwitch, seed 000's choice) or BridgeLinux.
+	// Bridge is BridgeOVS (Open vSwitch, the ConnectX-6 SR-IOV guide's choice) or BridgeLinux.
 	Bridge string
 	// BridgeName is the bridge device (default "br-" + Name).
 	BridgeName string
 	// PageFit sizes the guest-facing MTU so that one encapsulated,
-	// encrypted packet fits a 4 KiB page (seed 000: 4096-110 = 3986).
+	// encrypted packet fits a 4 KiB page (the ConnectX-6 SR-IOV guide: 4096-110 = 3986).
 	PageFit bool
 	// MTU is the guest-facing MTU (bridge ports, representors, guests); 0:
 	// computed from the uplink MTU (or the page) by sluice's arithmetic.
@@ -43,7 +43,7 @@ const (
 	// through.
 	AttachRepresentor = "representor"
 	// AttachVirtio: a virtio-net NIC whose tap libvirt creates on the
-	// network's bridge, with vhost (seed 001).
+	// network's bridge, with vhost (the VM single-flow guide).
 	AttachVirtio = "virtio"
 )
 
@@ -75,7 +75,7 @@ type Guest struct {
 	MemoryMiB int
 	// CPUs pins the vCPUs (one per vCPU); empty: chosen on NUMANode.
 	CPUs []int
-	// EmulatorCPUs hosts the emulator and I/O threads and vhost (seed 001:
+	// EmulatorCPUs hosts the emulator and I/O threads and vhost (the VM single-flow guide:
 	// emulatorpin apart from the vCPUs); empty: chosen on NUMANode.
 	EmulatorCPUs []int
 	// NUMANode is the node for vCPUs and memory; nil: the NIC's node.
@@ -356,7 +356,7 @@ func (m *guestMeta) validateAttach(p *parser, h *Host, it item, g *Guest, at fun
 	}
 	switch g.Attach {
 	case "":
-		missing(it, "attach", "say how the guest's NIC attaches: vf-passthrough (SR-IOV, seed 000), representor (a host netdev into the bridge) or virtio (tap/vhost, seed 001)")
+		missing(it, "attach", "say how the guest's NIC attaches: vf-passthrough (SR-IOV, the ConnectX-6 SR-IOV guide), representor (a host netdev into the bridge) or virtio (tap/vhost, the VM single-flow guide)")
 	case AttachVFPassthrough:
 		if g.VF == nil {
 			missing(it, "vf", "name the VF to pass through, such as vf: {pf: enp3s0f0np0, index: 0}")
@@ -382,7 +382,7 @@ func (m *guestMeta) validateAttach(p *parser, h *Host, it item, g *Guest, at fun
 	}
 	if g.Attach == AttachVirtio && g.QueueSize != 0 && !slices.Contains([]int{256, 512, 1024}, g.QueueSize) {
 		l, path := at(it, "queue-size")
-		p.errorf(l, path, "%d: virtio queues are 256, 512 or 1024 descriptors (QEMU's limit is 1024, seed 001 uses 1024)", g.QueueSize)
+		p.errorf(l, path, "%d: virtio queues are 256, 512 or 1024 descriptors (QEMU's limit is 1024, the VM single-flow guide uses 1024)", g.QueueSize)
 	}
 	if vf := g.VF; vf != nil {
 		vi := item{path: it.path + ".vf", line: vf.Line}
@@ -431,7 +431,7 @@ func (m *guestMeta) validatePlacement(p *parser, it item, g *Guest, at func(item
 	}
 	if len(g.CPUs) > 0 && len(g.CPUs) != g.VCPUs && g.VCPUs > 0 {
 		l, path := at(it, "cpus")
-		p.errorf(l, path, "%d CPUs listed for %d vCPUs; list one host CPU per vCPU (seed 001 pins each vCPU to its own CPU)", len(g.CPUs), g.VCPUs)
+		p.errorf(l, path, "%d CPUs listed for %d vCPUs; list one host CPU per vCPU (the VM single-flow guide pins each vCPU to its own CPU)", len(g.CPUs), g.VCPUs)
 	}
 	seen := map[int]bool{}
 	for _, c := range g.CPUs {
@@ -444,7 +444,7 @@ func (m *guestMeta) validatePlacement(p *parser, it item, g *Guest, at func(item
 	for _, c := range g.EmulatorCPUs {
 		if seen[c] {
 			l, path := at(it, "emulator-cpus")
-			p.errorf(l, path, "CPU %d also runs a vCPU; keep the emulator and vhost threads apart from the vCPUs (seed 001: a vhost thread on a vCPU's CPU halves its time)", c)
+			p.errorf(l, path, "CPU %d also runs a vCPU; keep the emulator and vhost threads apart from the vCPUs (the VM single-flow guide: a vhost thread on a vCPU's CPU halves its time)", c)
 		}
 	}
 	if g.Initrd != "" && g.Kernel == "" {

@@ -10,7 +10,7 @@ import (
 
 // Keying: how a peer's SAs get their keys.
 const (
-	// KeyingManual installs SAs from the key file (seed 000's walk-through).
+	// KeyingManual installs SAs from the key file (the ConnectX-6 SR-IOV guide's walk-through).
 	// The same key comes back whenever the SA is created again, with the
 	// sequence number at 1: see docs/overlay.md "Keying".
 	KeyingManual = "manual"

@@ -204,7 +204,7 @@ func (p *parser) bond(it item) *Bond {
 				break
 			}
 			if s != BondModeActiveBackup {
-				p.errorf(f.line, f.path, "%s is not supported; sluice bonds in active-backup mode only: the kernel offloads ESP to a bond (xfrmdev_ops) only in active-backup mode, where one port at a time holds every SA; in 802.3ad/balance modes flows spread over ports whose NICs do not share SA state, so offload is refused (seed 000). Write mode: active-backup", show(s))
+				p.errorf(f.line, f.path, "%s is not supported; sluice bonds in active-backup mode only: the kernel offloads ESP to a bond (xfrmdev_ops) only in active-backup mode, where one port at a time holds every SA; in 802.3ad/balance modes flows spread over ports whose NICs do not share SA state, so offload is refused (the ConnectX-6 SR-IOV guide). Write mode: active-backup", show(s))
 				break
 			}
 			b.Mode = s

@@ -10,7 +10,7 @@ import (
 	"sluice/internal/kernel"
 )
 
-// Guests: what seed 001 found by staring at top and /proc/interrupts, as
+// Guests: what the VM single-flow guide found by staring at top and /proc/interrupts, as
 // checks. A vCPU thread that shares its CPU with a vhost thread or with a
 // NIC queue's interrupt loses half its time to it; a guest MTU without
 // room for the host's encapsulation makes the host segment in software; a
@@ -189,7 +189,7 @@ func checkGuestCPUs(f *Facts, _ *DoctorOptions) []Result {
 		}
 		if len(clash) > 0 {
 			rs = append(rs, Result{Verdict: Fail, Subject: subj, Summary: fmt.Sprintf("%d vCPU/CPU conflicts: %s", len(clash), strings.Join(clash, "; ")),
-				Evidence: ev, Fix: "pin the vCPUs to CPUs of their own (vcpupin), the emulator and vhost threads elsewhere (emulatorpin; seed 001), and move the NIC's queue IRQs off the vCPUs' CPUs (sluice tune, or echo CPU > /proc/irq/N/smp_affinity_list)"})
+				Evidence: ev, Fix: "pin the vCPUs to CPUs of their own (vcpupin), the emulator and vhost threads elsewhere (emulatorpin; the VM single-flow guide), and move the NIC's queue IRQs off the vCPUs' CPUs (sluice tune, or echo CPU > /proc/irq/N/smp_affinity_list)"})
 			continue
 		}
 		rs = append(rs, Result{Verdict: OK, Subject: subj, Summary: "no vCPU shares a CPU with a vhost thread or a NIC interrupt", Evidence: ev})
@@ -223,7 +223,7 @@ func checkGuestMTU(f *Facts, _ *DoctorOptions) []Result {
 			}
 			ev := []string{fmt.Sprintf("%s MTU %d and VTEP %s MTU %d in bridge %s", p.Name, p.MTU, vt.Name, vt.MTU, vt.Master)}
 			if p.MTU > vt.MTU {
-				rs = append(rs, Result{Verdict: Fail, Subject: p.Name, Summary: fmt.Sprintf("guest MTU %d leaves no headroom: the VTEP %s carries %d; the host segments or drops every larger frame (seed 001)", p.MTU, vt.Name, vt.MTU),
+				rs = append(rs, Result{Verdict: Fail, Subject: p.Name, Summary: fmt.Sprintf("guest MTU %d leaves no headroom: the VTEP %s carries %d; the host segments or drops every larger frame (the VM single-flow guide)", p.MTU, vt.Name, vt.MTU),
 					Evidence: ev, Fix: fmt.Sprintf("ip link set %s mtu %d, and the same MTU inside the guest (sluice mtu shows the arithmetic)", p.Name, vt.MTU)})
 			} else {
 				rs = append(rs, Result{Verdict: OK, Subject: p.Name, Summary: fmt.Sprintf("MTU %d fits VTEP %s (%d)", p.MTU, vt.Name, vt.MTU), Evidence: ev})

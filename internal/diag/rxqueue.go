@@ -452,7 +452,7 @@ func keysOf(m map[int][]queueOwner) map[int]bool {
 }
 
 // WriteText prints the queues by node and interface, then the diagnostic,
-// in the layout of seed 004:
+// in the layout of the ConnectX-7 benchmark:
 //
 //	NUMA node 0  [cpus: 0-23  24 CPUs]
 //	  p0  rx_queues:10

@@ -170,7 +170,7 @@ func (c *Client) LoadConn(s *Spec, t Tunnel) error {
 	_, err := c.cmd("load-conn", ConnMessage(s, t))
 	if err != nil && s.HWOffload == "packet" && strings.Contains(err.Error(), "hw_offload") {
 		v, _ := c.Version()
-		return fmt.Errorf("%s: charon %s does not know hw_offload = packet (strongSwan 5.9.8 refuses it; seed 002 ran 6.0.0): use --hw-offload crypto, auto or no, or a newer strongSwan (%w)", t.Conn, v.Version, err)
+		return fmt.Errorf("%s: charon %s does not know hw_offload = packet (strongSwan 5.9.8 refuses it; the BlueField-3 benchmark ran 6.0.0): use --hw-offload crypto, auto or no, or a newer strongSwan (%w)", t.Conn, v.Version, err)
 	}
 	if err != nil {
 		return fmt.Errorf("%s: %w", t.Conn, err)

@@ -381,7 +381,7 @@ func rssSpread(t []uint32) string {
 }
 
 // mrrsItem reads and sets PCIe Device Control bits 14:12 (Max Read
-// Request Size) with setpci, as seed 004's set_pcie_mrrs.
+// Request Size) with setpci, as the ConnectX-7 benchmark's set_pcie_mrrs.
 func (h *Host) mrrsItem(name string, want int) Item {
 	pci := h.FS.PCIAddress(name)
 	key := name + " pcie max-read-req"

@@ -25,7 +25,7 @@ func cmdlineCPUs(v string) diag.CPUSet {
 	return set
 }
 
-// validateLayout places the daemon on housekeeping CPUs as seed 004's
+// validateLayout places the daemon on housekeeping CPUs as the ConnectX-7 benchmark's
 // layout does: never on a CPU that serves an RX queue (the daemon's
 // netlink work would steal the queue's cycles) nor on an isolated CPU
 // (isolcpus/nohz_full are for the data path; the scheduler would not
@@ -46,7 +46,7 @@ func (p *Profile) validateLayout() error {
 		}
 		rx, _ := diag.ParseCPUList(ifc.CPUs)
 		if both := set.Intersect(rx); len(both) > 0 {
-			return p.errf("daemon-cpus", "%s shares CPU %s with %s's RX queues (cpus: %s): put the daemon on housekeeping CPUs, as seed 004 does (0-1 kernel, 2-3 daemon, 4-23 RX queues)", p.DaemonCPUs, both, name, ifc.CPUs)
+			return p.errf("daemon-cpus", "%s shares CPU %s with %s's RX queues (cpus: %s): put the daemon on housekeeping CPUs, as the ConnectX-7 benchmark does (0-1 kernel, 2-3 daemon, 4-23 RX queues)", p.DaemonCPUs, both, name, ifc.CPUs)
 		}
 	}
 	for _, k := range []string{"isolcpus", "nohz_full"} {
@@ -57,7 +57,7 @@ func (p *Profile) validateLayout() error {
 	return nil
 }
 
-// WriteLayout prints the profile's CPU layout as seed 004's script
+// WriteLayout prints the profile's CPU layout as the ConnectX-7 benchmark's script
 // comments it: housekeeping, the daemon, each port's RX queues. Nothing
 // when the profile places no CPUs.
 func WriteLayout(w io.Writer, p *Profile) {

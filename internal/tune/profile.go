@@ -1,4 +1,4 @@
-// Package tune turns seed 004's host tuning script into a declarative
+// Package tune turns the ConnectX-7 benchmark's host tuning script into a declarative
 // profile (tune.yaml): plan prints what would change as the equivalent
 // commands, apply changes only what differs (idempotent), check reports
 // each drift with the live and wanted values. Kernel command line items
@@ -30,7 +30,7 @@ type Profile struct {
 	Cmdline    map[string]string     `yaml:"cmdline"`
 	Interfaces map[string]*Interface `yaml:"interfaces"`
 	// DaemonCPUs are the housekeeping CPUs the gateway daemon runs on
-	// (seed 004's layout: 0-1 kernel, 2-3 daemon, the rest RX queues);
+	// (the ConnectX-7 benchmark's layout: 0-1 kernel, 2-3 daemon, the rest RX queues);
 	// gateway.yaml's daemon-cpu pins it there.
 	DaemonCPUs string `yaml:"daemon-cpus"`
 	daemon     []int
