@@ -172,7 +172,8 @@ func Start(dir string, users ...User) (*Server, error) {
 	s.apiArgs = []string{APIServerBinary(),
 		"--etcd-servers=" + s.etcdURL,
 		"--etcd-prefix=/registry",
-		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1",
+		fmt.Sprintf("--secure-port=%d", port), "--bind-address=127.0.0.1", // Advertised to nobody: the endpoint reconciler is off (it refuses loopback).
+		"--advertise-address=192.0.2.1", "--endpoint-reconciler-type=none",
 		"--cert-dir=" + filepath.Join(dir, "certs"),
 		"--token-auth-file=" + filepath.Join(dir, "tokens.csv"),
 		"--authorization-mode=RBAC",
