@@ -71,7 +71,11 @@ type Agent struct {
 	Metrics *Metrics
 	src     *kubeSource
 	trigger chan struct{}
-	truth   *truthTracker
+	// full asks for a full reconcile (interval, settle and initiation
+	// timers); trigger (watch events) reconciles only when the rendered
+	// state changed: every status write is an event for every agent.
+	full  chan struct{}
+	truth *truthTracker
 
 	mu          sync.Mutex
 	firstSeen   map[string]time.Time
@@ -84,6 +88,7 @@ type Agent struct {
 	Reconciles  int
 	lastOutcome Outcome
 	lastTruth   []SATruth
+	lastKey     string
 }
 
 // New prepares an agent (loads its last good state).
@@ -107,7 +112,7 @@ func New(o Options) (*Agent, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	a := &Agent{o: o, Metrics: NewMetrics(), trigger: make(chan struct{}, 1), truth: newTruthTracker(), firstSeen: map[string]time.Time{}}
+	a := &Agent{o: o, Metrics: NewMetrics(), trigger: make(chan struct{}, 1), full: make(chan struct{}, 1), truth: newTruthTracker(), firstSeen: map[string]time.Time{}}
 	var err error
 	if a.rec, err = NewReconciler(o.StateDir, o.Name, a.logf); err != nil {
 		return nil, err
@@ -129,7 +134,14 @@ func (a *Agent) kick() {
 	}
 }
 
-func (a *Agent) kickAfter(d time.Duration) { time.AfterFunc(d, a.kick) }
+func (a *Agent) kickAfter(d time.Duration) {
+	time.AfterFunc(d, func() {
+		select {
+		case a.full <- struct{}{}:
+		default:
+		}
+	})
+}
 
 // WatchEvents is the number of watch events received (benchmarks).
 func (a *Agent) WatchEvents() int64 {
@@ -137,6 +149,13 @@ func (a *Agent) WatchEvents() int64 {
 		return 0
 	}
 	return a.src.events.Load()
+}
+
+// ReconcileCount is the number of reconciles done.
+func (a *Agent) ReconcileCount() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.Reconciles
 }
 
 // Run reconciles until ctx ends.
@@ -233,6 +252,7 @@ func (a *Agent) runKube(ctx context.Context) error {
 	defer t.Stop()
 	ready := false
 	for {
+		full := true
 		select {
 		case <-ctx.Done():
 			return nil
@@ -240,17 +260,19 @@ func (a *Agent) runKube(ctx context.Context) error {
 			ready = ok
 			a.logf("watching overlays and hosts in namespace %s", a.o.Namespace)
 		case <-t.C:
+		case <-a.full:
 		case <-a.trigger:
+			full = false
 		}
 		if !ready {
 			continue
 		}
-		a.step(ctx)
+		a.step(ctx, full)
 	}
 }
 
 // step renders the desired state from the objects and reconciles.
-func (a *Agent) step(ctx context.Context) {
+func (a *Agent) step(ctx context.Context, full bool) {
 	if !a.registered && a.o.Spec != nil {
 		if err := a.src.register(ctx, a.o.Name, *a.o.Spec, a.o.Labels); err != nil {
 			a.logf("registering Host %s: %v (retried)", a.o.Name, err)
@@ -268,12 +290,22 @@ func (a *Agent) step(ctx context.Context) {
 			me = &hosts[i]
 		}
 	}
+	key := fmt.Sprintf("%s|%v|%v|%s|%v", d.Digest, d.Refused, d.Overlay != nil, strings.Join(d.Problems, ";"), me != nil)
+	if !full && key == a.lastKey && a.lastOutcome.Result != ResultFailed {
+		return
+	}
+	a.lastKey = key
 	var out Outcome
 	switch {
 	case d.Refused:
 		out = Outcome{Result: ResultRefused, Message: "nothing applied, the last good state stays: " + strings.Join(d.Problems, "; ")}
 	case d.Overlay == nil:
 		out = a.notMember(overlays, me)
+	case len(d.Peers) == 0:
+		// Alone (the first member, or every other one gone at once, as
+		// when a namespace is being deleted): nothing to set up, and what
+		// is set up stays.
+		out = Outcome{Result: ResultNothingToDo, Message: "no other member in overlay " + d.Overlay.Name + " yet: nothing to set up"}
 	default:
 		now := time.Now()
 		if dg, _ := a.rec.LastGood(); d.Digest != dg {

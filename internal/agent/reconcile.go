@@ -196,7 +196,10 @@ func (r *Reconciler) Reconcile(d Desired) Outcome {
 		if plan.Empty() && (prune == nil || prune.Empty()) {
 			out.Result = ResultNothingToDo
 		} else {
-			out.Drift = r.applied == out.Digest || (r.applied == "" && r.last != nil && r.last.Digest == out.Digest)
+			// Drift: the state was applied and the host moved away from
+			// it. An IKE initiation alone is not drift: the SA is not up
+			// yet (the peer was down, or its slot came).
+			out.Drift = (r.applied == out.Digest || (r.applied == "" && r.last != nil && r.last.Digest == out.Digest)) && !onlyInitiations(plan)
 			if prune != nil && !prune.Empty() {
 				n, err := overlay.Prune(prune, j)
 				out.Steps += n
@@ -210,7 +213,13 @@ func (r *Reconciler) Reconcile(d Desired) Outcome {
 			if res != nil {
 				out.Steps += res.Done
 				out.OffloadNotes = res.Offload
-				r.logSteps(map[bool]string{true: "drift repaired", false: "applied"}[out.Drift], plan, res.Done)
+				verb := "applied"
+				if out.Drift {
+					verb = "drift repaired"
+				} else if onlyInitiations(plan) {
+					verb = "initiated"
+				}
+				r.logSteps(verb, plan, res.Done)
 			}
 			if err != nil {
 				out.Result, out.Message = ResultFailed, err.Error()
@@ -335,6 +344,15 @@ func (r *Reconciler) logSteps(verb string, p *overlay.Plan, n int) {
 		}
 		r.Logf("%s: [%s] %s %s: %s", verb, s.Section, s.Action, s.Object, s.Why)
 	}
+}
+
+func onlyInitiations(p *overlay.Plan) bool {
+	for _, s := range p.Steps {
+		if !strings.HasPrefix(s.Object, "IKE SA with ") {
+			return false
+		}
+	}
+	return true
 }
 
 // gate drops the IKE initiations the gate holds back ("create IKE SA with

@@ -1,9 +1,8 @@
-package fleet
+package fleet_test
 
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -13,40 +12,12 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
+	. "sluice/internal/fleet"
 	"sluice/internal/fleet/kubetest"
 )
 
-// installDeploy applies deploy/crds and deploy/rbac.yaml as the
-// administrator and waits until the CRDs serve.
 func installDeploy(t testing.TB, s *kubetest.Server) dynamic.Interface {
-	t.Helper()
-	admin, err := dynamic.NewForConfig(s.Config("admin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	crds, _ := filepath.Glob("../../deploy/crds/*.yaml")
-	objs, err := ReadManifests(append(crds, "../../deploy/rbac.yaml")...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := Apply(ctx, admin, objs); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(60 * time.Second)
-	for _, gvr := range []schema.GroupVersionResource{OverlaysGVR, HostsGVR} {
-		for {
-			_, err := admin.Resource(gvr).Namespace("sluice-system").List(ctx, metav1.ListOptions{})
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s not served: %v", gvr.Resource, err)
-			}
-			time.Sleep(200 * time.Millisecond)
-		}
-	}
-	return admin
+	return s.Install(t, "../..")
 }
 
 func obj(kind, name string, spec map[string]any) *unstructured.Unstructured {
@@ -135,7 +106,7 @@ func TestCRDValidation(t *testing.T) {
 	}{
 		{"manual keys", "Overlay", set(validOverlay(), "keying", map[string]any{"mode": "manual"}), "manual keys are a two-host, file-only feature"},
 		{"conflicting VNIs", "Overlay", set(validOverlay(), "segments", []any{seg("a", 100), seg("b", 100)}), "two segments use the same vni"},
-		{"VNI out of range", "Overlay", set(validOverlay(), "segments", []any{seg("a", 1 << 24)}), "spec.segments[0].vni"},
+		{"VNI out of range", "Overlay", set(validOverlay(), "segments", []any{seg("a", 1<<24)}), "spec.segments[0].vni"},
 		{"segment name too long for a device", "Overlay", set(validOverlay(), "segments", []any{seg("averylongsegmentname", 7)}), "spec.segments[0].name"},
 		{"unknown offload", "Overlay", set(validOverlay(), "offload", "packet-please"), "spec.offload"},
 		{"fixed MTU without value", "Overlay", set(validOverlay(), "mtu", map[string]any{"policy": "fixed"}), "mtu: policy fixed needs mtu.value"},

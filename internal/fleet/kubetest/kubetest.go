@@ -24,7 +24,12 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"sluice/internal/fleet"
 )
 
 // Version is the Kubernetes release scripts/kube-apiserver.sh builds.
@@ -299,4 +304,38 @@ func (s *Server) Stop() {
 	if s.etcd != nil {
 		s.etcd.stop()
 	}
+}
+
+// Install applies the repository's deploy/crds/*.yaml and deploy/rbac.yaml
+// (root: the repository's top directory) as the administrator and waits
+// until the CRDs serve.
+func (s *Server) Install(t testing.TB, root string) dynamic.Interface {
+	t.Helper()
+	admin, err := dynamic.NewForConfig(s.Config("admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	crds, _ := filepath.Glob(filepath.Join(root, "deploy/crds/*.yaml"))
+	objs, err := fleet.ReadManifests(append(crds, filepath.Join(root, "deploy/rbac.yaml"))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := fleet.Apply(ctx, admin, objs); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for _, gvr := range []schema.GroupVersionResource{fleet.OverlaysGVR, fleet.HostsGVR} {
+		for {
+			_, err := admin.Resource(gvr).Namespace("sluice-system").List(ctx, metav1.ListOptions{})
+			if err == nil {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s not served: %v", gvr.Resource, err)
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	return admin
 }
