@@ -151,6 +151,7 @@ func explainDatapath(a explainArgs) (*fastpath.Datapath, []kernel.Policy, error)
 		if err != nil {
 			return nil, nil, err
 		}
+		fastpath.FillRouteMTU(&snap, nil) // the SAs' MTUs, from this host's routes
 		tables, err := fastpath.Compile(snap)
 		if err == nil {
 			err = dp.SetIfaces(ifs)

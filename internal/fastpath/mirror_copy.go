@@ -168,6 +168,8 @@ func (v *verification) compare(c *mirrorCopy) string {
 func (m *Mirror) publish() error {
 	start := time.Now()
 	snap := m.copy.snapshot()
+	FillRouteMTU(&snap, m.PathMTU)
+	m.routeMTU = snap.RouteMTU
 	tables, err := Compile(snap)
 	if err == nil {
 		err = m.DP.Apply(tables)
