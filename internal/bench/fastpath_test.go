@@ -18,9 +18,10 @@ func TestFastpathBenchmarkMeasuresTheNamedPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"outbound-match": "forward-out", "inbound-match": "inbound", "no-match": "no-policy"}
-	if len(res) != 6 {
-		t.Fatalf("%d results, want 2 tunnel counts x 3 cases: %+v", len(res), res)
+	want := map[string]string{"outbound-match": "forward-out", "first-packet": "forward-out", "inbound-match": "not-forwardable",
+		"esp": "esp-ah", "no-match": "not-forwardable"}
+	if len(res) != 2*len(want) {
+		t.Fatalf("%d results, want 2 tunnel counts x %d cases: %+v", len(res), len(want), res)
 	}
 	for _, r := range res {
 		if want[r.Case] != r.Reason || r.NsPerPacket <= 0 {

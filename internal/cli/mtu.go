@@ -12,16 +12,8 @@ import (
 	"sluice/internal/mtu"
 )
 
-func init() { register(newMTUCmd) }
-
 func newMTUCmd() *cobra.Command {
-	var (
-		underlay, page, geneveOpts, vlans int
-		encap, esp, cipher                string
-		ipv6, innerIPv6, innerVLAN        bool
-		checks                            []int
-		asJSON                            bool
-	)
+	var f mtuFlags
 	cmd := &cobra.Command{
 		Use:   "mtu",
 		Short: "Compute overlay MTUs byte by byte: encapsulation + ESP overhead, 4 KiB page fit, guest MTU",
@@ -65,54 +57,65 @@ chacha20-poly1305 (IV 8, ICV 16), aes-cbc-hmac-sha256 (IV 16, ICV 16,
 
   sluice mtu --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s := mtu.Stack{Encap: mtu.Encap(encap), GeneveOptions: geneveOpts, InnerVLAN: innerVLAN,
-				ESP: mtu.ESPMode(esp), OuterIPv6: ipv6, InnerIPv6: innerIPv6, UnderlayVLANs: vlans}
-			if s.ESP != mtu.ESPNone {
-				c, err := mtu.ParseCipher(cipher)
-				if err != nil {
-					return usageErrorf("--cipher: %w", err)
-				}
-				s.Cipher = c
-			}
-			if underlay < mtu.MinIPv4MTU || underlay > 65535 {
-				return usageErrorf("--underlay %d: use an MTU from %d to 65535", underlay, mtu.MinIPv4MTU)
-			}
-			for _, c := range checks {
-				if c < mtu.MinIPv4MTU || c > 65535 {
-					return usageErrorf("--check %d: an MTU is %d to 65535", c, mtu.MinIPv4MTU)
-				}
-			}
-			if page < 512 || page > 1<<20 {
-				return usageErrorf("--page %d: use a size from 512 to 1048576 bytes", page)
-			}
-			r, err := mtu.NewReport(s, underlay, checks, page)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(r)
-			}
-			printMTUReport(cmd.OutOrStdout(), r)
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runMTU(cmd, f) },
 	}
-	f := cmd.Flags()
-	f.IntVar(&underlay, "underlay", 1500, "underlay MTU (the bond's or port's)")
-	f.StringVar(&encap, "encap", "vxlan", "encapsulation: vxlan, geneve or none")
-	f.IntVar(&geneveOpts, "geneve-options", 0, "Geneve option bytes per packet (multiple of 4)")
-	f.BoolVar(&innerVLAN, "inner-vlan", false, "the encapsulated frame carries an 802.1Q tag")
-	f.StringVar(&esp, "esp", "transport", "ESP mode: transport, tunnel or none")
-	f.StringVar(&cipher, "cipher", "aes-gcm-128", "ESP cipher: "+strings.Join(mtu.CipherNames(), ", "))
-	f.BoolVar(&ipv6, "ipv6", false, "the underlay is IPv6")
-	f.BoolVar(&innerIPv6, "inner-ipv6", false, "the overlay packets are IPv6 (matters for --encap none --esp transport)")
-	f.IntVar(&vlans, "underlay-vlans", 0, "802.1Q tags on the underlay frame (frame size only)")
-	f.IntSliceVar(&checks, "check", nil, "overlay MTU(s) to check against the underlay and the page (repeatable or comma-separated)")
-	f.IntVar(&page, "page", mtu.PageSize, "page size for the one-page variant")
-	f.BoolVar(&asJSON, "json", false, "print a JSON object")
+	fl := cmd.Flags()
+	fl.IntVar(&f.underlay, "underlay", 1500, "underlay MTU (the bond's or port's)")
+	fl.StringVar(&f.encap, "encap", "vxlan", "encapsulation: vxlan, geneve or none")
+	fl.IntVar(&f.geneveOpts, "geneve-options", 0, "Geneve option bytes per packet (multiple of 4)")
+	fl.BoolVar(&f.innerVLAN, "inner-vlan", false, "the encapsulated frame carries an 802.1Q tag")
+	fl.StringVar(&f.esp, "esp", "transport", "ESP mode: transport, tunnel or none")
+	fl.StringVar(&f.cipher, "cipher", "aes-gcm-128", "ESP cipher: "+strings.Join(mtu.CipherNames(), ", "))
+	fl.BoolVar(&f.ipv6, "ipv6", false, "the underlay is IPv6")
+	fl.BoolVar(&f.innerIPv6, "inner-ipv6", false, "the overlay packets are IPv6 (matters for --encap none --esp transport)")
+	fl.IntVar(&f.vlans, "underlay-vlans", 0, "802.1Q tags on the underlay frame (frame size only)")
+	fl.IntSliceVar(&f.checks, "check", nil, "overlay MTU(s) to check against the underlay and the page (repeatable or comma-separated)")
+	fl.IntVar(&f.page, "page", mtu.PageSize, "page size for the one-page variant")
+	fl.BoolVar(&f.asJSON, "json", false, "print a JSON object")
 	return cmd
+}
+
+// mtuFlags are the flags of sluice mtu.
+type mtuFlags struct {
+	underlay, page, geneveOpts, vlans int
+	encap, esp, cipher                string
+	ipv6, innerIPv6, innerVLAN        bool
+	checks                            []int
+	asJSON                            bool
+}
+
+func runMTU(cmd *cobra.Command, f mtuFlags) error {
+	s := mtu.Stack{Encap: mtu.Encap(f.encap), GeneveOptions: f.geneveOpts, InnerVLAN: f.innerVLAN,
+		ESP: mtu.ESPMode(f.esp), OuterIPv6: f.ipv6, InnerIPv6: f.innerIPv6, UnderlayVLANs: f.vlans}
+	if s.ESP != mtu.ESPNone {
+		c, err := mtu.ParseCipher(f.cipher)
+		if err != nil {
+			return usageErrorf("--cipher: %w", err)
+		}
+		s.Cipher = c
+	}
+	if f.underlay < mtu.MinIPv4MTU || f.underlay > 65535 {
+		return usageErrorf("--underlay %d: use an MTU from %d to 65535", f.underlay, mtu.MinIPv4MTU)
+	}
+	for _, c := range f.checks {
+		if c < mtu.MinIPv4MTU || c > 65535 {
+			return usageErrorf("--check %d: an MTU is %d to 65535", c, mtu.MinIPv4MTU)
+		}
+	}
+	if f.page < 512 || f.page > 1<<20 {
+		return usageErrorf("--page %d: use a size from 512 to 1048576 bytes", f.page)
+	}
+	r, err := mtu.NewReport(s, f.underlay, f.checks, f.page)
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		enc := json.NewEncoder(cmd.OutOrStdout())
+		enc.SetIndent("", "  ")
+		return enc.Encode(r)
+	}
+	printMTUReport(cmd.OutOrStdout(), r)
+	return nil
 }
 
 func printMTUReport(w io.Writer, r *mtu.Report) {

@@ -16,7 +16,7 @@ import (
 
 // sluiceCLI runs the command line in-process and returns stdout+stderr.
 func sluiceCLI(args ...string) (string, error) {
-	root := NewRoot()
+	root := NewRootCommand()
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&out)

@@ -101,7 +101,7 @@ policies:
 		return names
 	}
 	gatewayRun := func(cfg string) (string, error) {
-		c := exec.Command("ip", "netns", "exec", dut, bin, "gateway", "run", "-c", cfg)
+		c := exec.Command("ip", "netns", "exec", dut, bin, "gateway", "run", "-f", cfg)
 		done := make(chan struct{})
 		var out []byte
 		var err error
@@ -159,7 +159,7 @@ policies:
 
 	cfg := config("gateway.yaml", "api-socket: "+apiSock)
 	var logs bytes.Buffer
-	daemon := exec.Command("ip", "netns", "exec", dut, bin, "gateway", "run", "-c", cfg)
+	daemon := exec.Command("ip", "netns", "exec", dut, bin, "gateway", "run", "-f", cfg)
 	daemon.Stdout, daemon.Stderr = &logs, &logs
 	if err := daemon.Start(); err != nil {
 		t.Fatal(err)
