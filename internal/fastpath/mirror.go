@@ -126,8 +126,9 @@ type Mirror struct {
 	verify *verification // while StateVerifying
 	// routeMTU is what the tables were last compiled with; mtuNext is
 	// where the next re-check resumes.
-	routeMTU map[Endpoints]int
-	mtuNext  int
+	routeMTU   map[Endpoints]int
+	routeState map[Endpoints]*kernel.State // an SA of each route, for the re-check
+	mtuNext    int
 }
 
 // Status returns a copy of the mirror's status.

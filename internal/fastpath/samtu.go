@@ -58,15 +58,21 @@ func tmplMatches(tm kernel.Tmpl, st *kernel.State) bool {
 		(tm.Reqid == 0 || st.Reqid == tm.Reqid) && (tm.SPI == 0 || st.SPI == tm.SPI)
 }
 
-// PathMTUFunc gives the MTU of the route under an SA (kernel.RouteMTUAt).
-type PathMTUFunc func(src, dst netip.Addr) (int, error)
+// PathMTUFunc gives the MTU and device of the route under an SA
+// (kernel.RouteMTUAt).
+type PathMTUFunc func(src, dst netip.Addr) (mtu, ifindex int, err error)
 
 // HostPathMTU looks routes up in the calling thread's namespace.
-func HostPathMTU(src, dst netip.Addr) (int, error) { return kernel.RouteMTUAt(netns.None(), src, dst) }
+func HostPathMTU(src, dst netip.Addr) (int, int, error) {
+	return kernel.RouteMTUAt(netns.None(), src, dst)
+}
 
-// FillRouteMTU looks up the route MTU under every SA of s. An SA whose
-// route cannot be found keeps no entry: the kernel could not send through
-// it either (xfrm_lookup fails without a route to the peer).
+// FillRouteMTU looks up the route MTU under every SA of s. An SA the
+// kernel could not send through gets 0 (nothing is forwarded through it):
+// without a route to its peer (xfrm_lookup fails), or, packet-offloaded,
+// when that route leaves through another device than the SA's
+// (xfrm_dev_offload_ok wants the bundle's path device to be the SA's, and
+// validate_xmit_xfrm drops a packet sent to another).
 func FillRouteMTU(s *Snapshot, lookup PathMTUFunc) {
 	if lookup == nil {
 		lookup = HostPathMTU
@@ -77,11 +83,7 @@ func FillRouteMTU(s *Snapshot, lookup PathMTUFunc) {
 		if _, done := s.RouteMTU[e]; done || s.States[i].Proto != 50 {
 			continue
 		}
-		if m, err := lookup(e.Src, e.Dst); err == nil {
-			s.RouteMTU[e] = m
-		} else {
-			s.RouteMTU[e] = 0
-		}
+		s.RouteMTU[e] = routeMTUFor(&s.States[i], lookup)
 	}
 }
 
@@ -119,10 +121,7 @@ func (m *Mirror) routeMTUChanged() bool {
 	}
 	end := min(m.mtuNext+routeMTUBatch, len(keys))
 	for _, e := range keys[m.mtuNext:end] {
-		got, err := lookup(e.Src, e.Dst)
-		if err != nil {
-			got = 0
-		}
+		got := routeMTUFor(m.routeState[e], lookup)
 		if got != m.routeMTU[e] {
 			m.Log.Info("the route under an SA changed its MTU; recompiling", "src", e.Src, "dst", e.Dst, "was", m.routeMTU[e], "now", got)
 			return true
@@ -130,4 +129,16 @@ func (m *Mirror) routeMTUChanged() bool {
 	}
 	m.mtuNext = end
 	return false
+}
+
+// routeMTUFor is the route MTU FillRouteMTU records for st.
+func routeMTUFor(st *kernel.State, lookup PathMTUFunc) int {
+	if st == nil {
+		return 0
+	}
+	m, dev, err := lookup(st.Src, st.Dst)
+	if err != nil || (st.Offload.Packet() && dev != st.Offload.Ifindex) {
+		return 0
+	}
+	return m
 }

@@ -79,6 +79,15 @@ func TestSAMTU(t *testing.T) {
 	check("IPv6 in IPv6 over a 1300 route", "fd00:a::5", "2001:db8:48::9", 1226)
 	check("IPv4 in IPv6, route unchanged", "10.0.0.5", "49.0.1.9", 1426)
 
+	// The route to the peer leaves through another device than the SA's
+	// offload device: the kernel drops (xfrm_dev_offload_ok), the program
+	// forwards nothing through the SA.
+	ip(t, "-n", e.name, "route", "replace", "123.2.0.9/32", "via", "10.0.0.1")
+	apply()
+	if d := e.explain(sized("10.0.0.5", "48.0.1.9", 100), e.lan); d.ReasonName != "sa-mtu" {
+		t.Errorf("route to the peer off the offload device: %s, want sa-mtu", d.ReasonName)
+	}
+
 	// An SA whose algorithm sluice cannot size forwards nothing.
 	odd := snap
 	odd.States = append([]kernel.State(nil), snap.States...)

@@ -18,11 +18,11 @@ import (
 // has not expired, else the route's mtu metric (locked or not: output
 // routes read it either way, ipv4_mtu and ip6_mtu), else the device's MTU
 // (for IPv6 the device's IPv6 MTU, net.ipv6.conf.DEV.mtu). `ip route get
-// DST from SRC` shows the same number.
-func RouteMTUAt(ns netns.NsHandle, src, dst netip.Addr) (int, error) {
+// DST from SRC` shows the same number. ifindex is the route's device.
+func RouteMTUAt(ns netns.NsHandle, src, dst netip.Addr) (mtu, ifindex int, err error) {
 	h, err := netlink.NewHandleAt(ns, unix.NETLINK_ROUTE)
 	if err != nil {
-		return 0, fmt.Errorf("route MTU to %s: %w", dst, err)
+		return 0, 0, fmt.Errorf("route MTU to %s: %w", dst, err)
 	}
 	defer h.Close()
 	var opt netlink.RouteGetOptions
@@ -31,17 +31,17 @@ func RouteMTUAt(ns netns.NsHandle, src, dst netip.Addr) (int, error) {
 	}
 	rs, err := h.RouteGetWithOptions(dst.AsSlice(), &opt)
 	if err != nil || len(rs) == 0 {
-		return 0, fmt.Errorf("route MTU to %s: no route (%v)", dst, err)
+		return 0, 0, fmt.Errorf("route MTU to %s: no route (%v)", dst, err)
 	}
 	r := rs[0]
 	if r.MTU > 0 {
-		return r.MTU, nil
+		return r.MTU, r.LinkIndex, nil
 	}
 	l, err := h.LinkByIndex(r.LinkIndex)
 	if err != nil {
-		return 0, fmt.Errorf("route MTU to %s: device %d: %w", dst, r.LinkIndex, err)
+		return 0, 0, fmt.Errorf("route MTU to %s: device %d: %w", dst, r.LinkIndex, err)
 	}
-	mtu := l.Attrs().MTU
+	mtu = l.Attrs().MTU
 	if dst.Is6() && !dst.Is4In6() {
 		read := func() error {
 			b, err := os.ReadFile("/proc/sys/net/ipv6/conf/" + l.Attrs().Name + "/mtu")
@@ -58,8 +58,8 @@ func RouteMTUAt(ns netns.NsHandle, src, dst netip.Addr) (int, error) {
 			err = read()
 		}
 		if err != nil {
-			return 0, err
+			return 0, 0, err
 		}
 	}
-	return mtu, nil
+	return mtu, r.LinkIndex, nil
 }
