@@ -3,7 +3,6 @@ package fastpath
 import (
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"sluice/internal/kernel"
+	"sluice/internal/testutil"
 )
 
 // testEnv is a gateway namespace with real routes and neighbours, so the
@@ -35,13 +35,6 @@ var (
 	wanRouterMAC = net.HardwareAddr{0x02, 0xbb, 0, 0, 0, 1}
 )
 
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loads BPF programs and creates network namespaces")
-	}
-}
-
 func ip(t testing.TB, args ...string) {
 	t.Helper()
 	out, err := exec.Command("ip", args...).CombinedOutput()
@@ -51,14 +44,8 @@ func ip(t testing.TB, args ...string) {
 }
 
 func newTestEnv(t *testing.T) *testEnv {
-	requireRoot(t)
-	name := "sluice-fp-" + strings.ReplaceAll(strings.ToLower(t.Name()), "/", "-")
-	if len(name) > 40 {
-		name = name[:40]
-	}
-	exec.Command("ip", "netns", "del", name).Run()
-	ip(t, "netns", "add", name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	testutil.RequireRoot(t, "loads BPF programs and creates network namespaces")
+	name, _ := testutil.NewNetNS(t)
 	n := func(args ...string) { ip(t, append([]string{"-n", name}, args...)...) }
 	for _, l := range []string{"lan0", "wan0", "lan1"} {
 		n("link", "add", l, "type", "veth", "peer", "name", l+"p")
