@@ -10,6 +10,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // Datapath is a loaded fast path: the XDP program, its explain twin and
@@ -88,6 +89,11 @@ func Load(opts LoadOptions) (*Datapath, error) {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("fastpath: the kernel's verifier rejected the program: %+v", ve)
+		}
+		if errors.Is(err, unix.EPERM) {
+			if perr := CheckPrivileges(); perr != nil {
+				return nil, fmt.Errorf("fastpath: loading: %w", perr)
+			}
 		}
 		return nil, fmt.Errorf("fastpath: loading: %w", err)
 	}
