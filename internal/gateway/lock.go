@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/trust"
 )
 
 // PinDirLock is an exclusive flock(2) on a gateway's pin dir: one daemon
@@ -27,7 +29,7 @@ var ErrPinDirBusy = errors.New("pin-dir is in use")
 // LockPinDir takes the lock of dir (which must exist), failing at once if
 // another process holds it; the error names that process.
 func LockPinDir(dir string) (*PinDirLock, error) {
-	f, err := os.Open(dir)
+	f, err := trust.OpenDir(dir, trust.Private)
 	if err != nil {
 		return nil, fmt.Errorf("pin-dir %s: %w", dir, err)
 	}

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -72,12 +71,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := fastpath.CheckPrivileges(); err != nil {
 		return err
 	}
-	if err := fastpath.EnsureBPFFS(o.PinDir); err != nil {
-		return err
-	}
-	_, statErr := os.Stat(o.PinDir)
-	created := errors.Is(statErr, os.ErrNotExist)
-	if err := os.MkdirAll(o.PinDir, 0o700); err != nil {
+	created, err := preparePinDir(o.PinDir)
+	if err != nil {
 		return err
 	}
 	first, err := LockPinDir(o.PinDir)
