@@ -119,6 +119,36 @@ func (dp *Datapath) Attach(pinDir, ifname string, ifindex int, mode XDPMode) (fr
 	return true, nil
 }
 
+// AttachedTo says why this daemon's program is not attached to ifname
+// (ifindex) in the calling thread's namespace, or "" when it is: what
+// status reports, checked against the kernel each time rather than
+// remembered from the attach (`bpftool link detach`, or an interface
+// deleted and re-created under the same name, leave no program there).
+func (dp *Datapath) AttachedTo(ifname string, ifindex int) string {
+	dp.linksMu.Lock()
+	l, ok := dp.links[ifname]
+	dp.linksMu.Unlock()
+	if !ok {
+		return "not attached by this daemon"
+	}
+	switch where := LinkTarget(l, ifname, ifindex); where {
+	case "":
+		return ""
+	case targetDetached:
+		return "its XDP link was detached (the interface was deleted or re-created, or the link detached by hand)"
+	default:
+		return "its XDP link is attached to " + where
+	}
+}
+
+// Reattach attaches afresh to ifname after AttachedTo found it detached:
+// the empty link is dropped (unpinned, closed) and a new one pinned.
+func (dp *Datapath) Reattach(pinDir, ifname string, ifindex int, mode XDPMode) error {
+	dp.Unattach(ifname) // a detached link: nothing leaves any interface
+	_, err := dp.Attach(pinDir, ifname, ifindex, mode)
+	return err
+}
+
 // targetDetached is LinkTarget's answer for a link whose interface is gone.
 const targetDetached = "no interface (detached)"
 
@@ -158,6 +188,8 @@ func notSymlink(path string) error {
 }
 
 func (dp *Datapath) keepLink(ifname string, l link.Link) {
+	dp.linksMu.Lock()
+	defer dp.linksMu.Unlock()
 	if dp.links == nil {
 		dp.links = map[string]link.Link{}
 	}
@@ -167,11 +199,13 @@ func (dp *Datapath) keepLink(ifname string, l link.Link) {
 // Unattach detaches the program from an interface it was attached to by
 // Attach (unpins and drops the link): undoing a start that failed.
 func (dp *Datapath) Unattach(ifname string) error {
+	dp.linksMu.Lock()
 	l, ok := dp.links[ifname]
+	delete(dp.links, ifname)
+	dp.linksMu.Unlock()
 	if !ok {
 		return nil
 	}
-	delete(dp.links, ifname)
 	err := l.Unpin()
 	return errors.Join(err, l.Close())
 }

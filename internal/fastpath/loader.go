@@ -37,8 +37,10 @@ type Datapath struct {
 
 	// links are the XDP links Attach made or adopted, by interface name,
 	// held open so that removing their pins cannot detach the program
-	// under a running daemon.
-	links map[string]link.Link
+	// under a running daemon. linksMu guards the map: the daemon's
+	// attachment watcher re-attaches while status reads it.
+	linksMu sync.Mutex
+	links   map[string]link.Link
 }
 
 // LoadOptions select where the maps live.
@@ -153,9 +155,11 @@ func (dp *Datapath) Program() *ebpf.Program { return dp.objs.XdpFastpath }
 // Close releases the file descriptors (pinned maps and links stay pinned,
 // so the program stays attached).
 func (dp *Datapath) Close() error {
+	dp.linksMu.Lock()
 	for _, l := range dp.links {
 		l.Close()
 	}
+	dp.linksMu.Unlock()
 	if dp.explain != nil {
 		dp.explain.Close()
 		dp.explainOut.Close()

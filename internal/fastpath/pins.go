@@ -28,9 +28,11 @@ func (dp *Datapath) pins() map[string]pinned {
 			out[v.Type().Field(i).Tag.Get("ebpf")] = m
 		}
 	}
+	dp.linksMu.Lock()
 	for name, l := range dp.links {
 		out[linkPinPrefix+name] = l
 	}
+	dp.linksMu.Unlock()
 	return out
 }
 

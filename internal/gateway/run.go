@@ -215,6 +215,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	go func() { errc <- m.Run(mctx) }()
 	go refreshNextHops(mctx, dp, resolve, log)
 	go func() { errc <- rt.watchPins(mctx, &lock, log) }()
+	go rt.watchAttachments(mctx, resolve, log)
 	if o.Ready != nil {
 		o.Ready(dp, m)
 	}
