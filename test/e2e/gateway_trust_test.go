@@ -20,11 +20,11 @@ import (
 // trustGW is a gateway namespace (lan0, wan0, x0 veths) with a bpffs of
 // its own, for the tests of what the daemon trusts and reports.
 type trustGW struct {
-	t      *testing.T
-	bin    string
-	ns     string
-	bpffs  string // a private bpffs mount (mode 1777, as the default mount)
-	tmp    string // root's, reachable by uid 65534
+	t     *testing.T
+	bin   string
+	ns    string
+	bpffs string // a private bpffs mount (mode 1777, as the default mount)
+	tmp   string // root's, reachable by uid 65534
 }
 
 func newTrustGW(t *testing.T) *trustGW {
