@@ -14,8 +14,6 @@ import (
 	"sluice/internal/gateway"
 )
 
-func init() { register(newGatewayCmd) }
-
 func newGatewayCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "gateway",
@@ -24,14 +22,13 @@ func newGatewayCmd() *cobra.Command {
 program and forwards in XDP the traffic whose SA the NIC packet-offloads,
 leaving everything else to the kernel. See docs/fastpath.md.`,
 	}
-	cmd.AddCommand(newGatewayRunCmd(), newGatewayStopCmd(), newGatewayExplainCmd())
 	return cmd
 }
 
 func newGatewayRunCmd() *cobra.Command {
-	var cfgPath string
+	var f gatewayRunFlags
 	cmd := &cobra.Command{
-		Use:   "run -c gateway.yaml",
+		Use:   "run -f gateway.yaml",
 		Short: "Attach the fast path and mirror XFRM state until stopped",
 		Long: `Attach the XDP fast path to the interfaces of gateway.yaml, mirror the
 kernel's XFRM policies and SAs into it (or the file's static policies in a
@@ -41,36 +38,45 @@ Maps and XDP links are pinned under pin-dir: when this process exits the fast
 path closes (the kernel forwards everything) but stays attached, and the next
 'sluice gateway run' adopts it without a gap. 'sluice gateway stop' detaches.
 If this process dies, the fast path closes by itself after the lease.`,
-		Example: "  sluice gateway run -c /etc/sluice/gateway.yaml",
+		Example: "  sluice gateway run -f /etc/sluice/gateway.yaml",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			g, err := config.LoadGateway(cfgPath)
-			if err != nil {
-				return err
-			}
-			opts, err := gateway.FromConfig(g, buildInfo())
-			if err != nil {
-				return err
-			}
-			opts.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			if err := gateway.ApplyDaemonSettings(g, opts.Log); err != nil {
-				return err
-			}
-			// Written by gateway.Run once it holds the pin dir's lock, so
-			// a refused second start never touches the first one's.
-			opts.PIDFile = gateway.PIDFile(g.PinDir)
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			opts.Log.Info("sluice gateway starting", "config", cfgPath, "policy-source", string(g.PolicySource), "pin-dir", g.PinDir, "lease", g.Lease)
-			return gateway.Run(ctx, opts)
-		},
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runGatewayRun(cmd, f) },
 	}
-	cmd.Flags().StringVarP(&cfgPath, "config", "c", "/etc/sluice/gateway.yaml", "gateway configuration file")
+	addFileFlag(cmd, &f.file, "/etc/sluice/gateway.yaml", "gateway configuration file", "config/c")
 	return cmd
 }
 
+// gatewayRunFlags are the flags of sluice gateway run.
+type gatewayRunFlags struct {
+	file string
+}
+
+// runGatewayRun starts the daemon: internal/gateway owns it; the CLI only
+// loads the file, sets up logging and signals, and calls gateway.Run.
+func runGatewayRun(cmd *cobra.Command, f gatewayRunFlags) error {
+	g, err := config.LoadGateway(f.file)
+	if err != nil {
+		return err
+	}
+	opts, err := gateway.FromConfig(g, buildInfo())
+	if err != nil {
+		return err
+	}
+	opts.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	if err := gateway.ApplyDaemonSettings(g, opts.Log); err != nil {
+		return err
+	}
+	// Written by gateway.Run once it holds the pin dir's lock, so
+	// a refused second start never touches the first one's.
+	opts.PIDFile = gateway.PIDFile(g.PinDir)
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	opts.Log.Info("sluice gateway starting", "config", f.file, "policy-source", string(g.PolicySource), "pin-dir", g.PinDir, "lease", g.Lease)
+	return gateway.Run(ctx, opts)
+}
+
 func newGatewayStopCmd() *cobra.Command {
-	var pinDir string
+	var f gatewayStopFlags
 	cmd := &cobra.Command{
 		Use:   "stop",
 		Short: "Stop the daemon and detach the fast path from every interface",
@@ -86,12 +92,19 @@ default one, /run/sluice/gateway-<hash>.pid for others), and stop signals
 the pid only if it still is a 'gateway run': stopping one gateway never
 touches another's daemon.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			return gateway.Stop(pinDir, cmd.OutOrStdout(), cmd.ErrOrStderr())
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runGatewayStop(cmd, f) },
 	}
-	cmd.Flags().StringVar(&pinDir, "pin-dir", config.DefaultPinDir, "bpffs directory of the pinned maps and links")
+	cmd.Flags().StringVar(&f.pinDir, "pin-dir", config.DefaultPinDir, "bpffs directory of the pinned maps and links")
 	return cmd
+}
+
+// gatewayStopFlags are the flags of sluice gateway stop.
+type gatewayStopFlags struct {
+	pinDir string
+}
+
+func runGatewayStop(cmd *cobra.Command, f gatewayStopFlags) error {
+	return gateway.Stop(f.pinDir, cmd.OutOrStdout(), cmd.ErrOrStderr())
 }
 
 // errNoGateway is returned by explain when neither a running gateway nor a
@@ -99,19 +112,16 @@ touches another's daemon.`,
 var errNoGateway = errors.New("no gateway is running here")
 
 func newGatewayExplainCmd() *cobra.Command {
-	var (
-		cfgPath, iface, hexFrame, pinDir, socket string
-		asJSON                                   bool
-	)
+	var f explainFlags
 	cmd := &cobra.Command{
-		Use:   "explain [--iface IF] [--config gateway.yaml] [--json] <packet>",
+		Use:   "explain [--iface IF] [-f gateway.yaml] [--json] <packet>",
 		Short: "Show what the fast path does with a packet, and why",
 		Long: `Run the fast path over one packet with BPF_PROG_RUN, like 'ip route get' for
 the fast path: the verdict, the reason, the policy that decided (kernel index,
 selector, priority, direction) and the rewritten output.
 
-Without --config it uses the live, pinned maps of the running gateway. With
---config and policy-source: static it builds the tables from the file, with
+Without -f it uses the live, pinned maps of the running gateway. With
+-f gateway.yaml and policy-source: static it builds the tables from the file, with
 no daemon. The packet is given as fields:
 
   src ADDR dst ADDR [proto tcp|udp|icmp|icmpv6|N] [sport N] [dport N]
@@ -119,17 +129,15 @@ no daemon. The packet is given as fields:
 
 or as an Ethernet frame in hex with --hex.`,
 		Example: `  sluice gateway explain --iface p1 src 16.0.0.1 dst 48.0.1.9 proto udp dport 53
-  sluice gateway explain -c lab.yaml --iface lan0 --json src fd00::1 dst 2001:db8:48::9 ttl 1`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runExplain(cmd, explainArgs{cfgPath, iface, hexFrame, pinDir, socket, asJSON}, args)
-		},
+  sluice gateway explain -f lab.yaml --iface lan0 --json src fd00::1 dst 2001:db8:48::9 ttl 1`,
+		RunE: func(cmd *cobra.Command, args []string) error { return runExplain(cmd, f, args) },
 	}
-	cmd.Flags().StringVarP(&cfgPath, "config", "c", "", "gateway.yaml with static policies (no daemon needed)")
-	cmd.Flags().StringVar(&iface, "iface", "", "interface the packet arrives on")
-	cmd.Flags().StringVar(&hexFrame, "hex", "", "the packet as an Ethernet frame in hex")
-	cmd.Flags().StringVar(&pinDir, "pin-dir", config.DefaultPinDir, "bpffs directory of the running gateway")
-	cmd.Flags().StringVar(&socket, "socket", api.DefaultSocket, "the running gateway's API socket, asked which tier (flower or XDP) serves the deciding policy")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	addFileFlag(cmd, &f.cfgPath, "", "gateway.yaml with static policies (no daemon needed)", "config/c")
+	cmd.Flags().StringVar(&f.iface, "iface", "", "interface the packet arrives on")
+	cmd.Flags().StringVar(&f.hexFrame, "hex", "", "the packet as an Ethernet frame in hex")
+	cmd.Flags().StringVar(&f.pinDir, "pin-dir", config.DefaultPinDir, "bpffs directory of the running gateway")
+	cmd.Flags().StringVar(&f.socket, "socket", api.DefaultSocket, "the running gateway's API socket, asked which tier (flower or XDP) serves the deciding policy")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd
 }
 

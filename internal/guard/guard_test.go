@@ -61,8 +61,18 @@ func TestImportRules(t *testing.T) {
 					t.Errorf("%s imports %s: %s", p.ImportPath, imp, r.why)
 				}
 			}
+			if imp == "sluice/internal/testutil" {
+				t.Errorf("%s imports internal/testutil: test helpers are for _test.go files only", p.ImportPath)
+			}
 			if why, ok := noExec[p.ImportPath]; ok && imp == "os/exec" {
 				t.Errorf("%s imports os/exec: %s", p.ImportPath, why)
+			}
+		}
+		if p.ImportPath == "sluice/internal/mtu" {
+			for _, imp := range p.Imports {
+				if strings.HasPrefix(imp, "sluice/") {
+					t.Errorf("internal/mtu imports %s: the MTU arithmetic is a leaf every part shares", imp)
+				}
 			}
 		}
 		if p.ImportPath == "sluice/internal/config" {

@@ -311,7 +311,7 @@ func (l *Lab) startSluice(progress func(string)) error {
 		if err != nil {
 			return err
 		}
-		cmd := exec.Command("ip", "netns", "exec", l.NS(h.Role), bin, "gateway", "run", "-c", cfg)
+		cmd := exec.Command("ip", "netns", "exec", l.NS(h.Role), bin, "gateway", "run", "-f", cfg)
 		cmd.Stdout, cmd.Stderr = logf, logf
 		cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true} // outlives 'lab up'
 		err = cmd.Start()

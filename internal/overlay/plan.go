@@ -8,6 +8,7 @@ import (
 
 	"sluice/internal/config"
 	"sluice/internal/kernel"
+	"sluice/internal/mtu"
 )
 
 // Step is one change to the host: what, why, the equivalent commands an
@@ -312,14 +313,14 @@ func (p *planner) vteps() {
 
 // vtepStack is the MTU stack of a VTEP: its encapsulation over the ESP
 // mode of the peer that protects it (none when no peer does).
-func (p *planner) vtepStack(v *config.VTEP) (Stack, *config.Peer) {
-	s := Stack{Encap: Encap(v.Type), GeneveOptions: v.GeneveOptions, ESP: ESPNone, OuterIPv6: !v.Local.Is4()}
+func (p *planner) vtepStack(v *config.VTEP) (mtu.Stack, *config.Peer) {
+	s := mtu.Stack{Encap: mtu.Encap(v.Type), GeneveOptions: v.GeneveOptions, ESP: mtu.ESPNone, OuterIPv6: !v.Local.Is4()}
 	peer := p.peerFor(v.Local, v.Remotes)
 	if peer != nil {
-		s.ESP = ESPMode(peer.Mode)
-		s.Cipher = Ciphers["aes-gcm-128"]
+		s.ESP = mtu.ESPMode(peer.Mode)
+		s.Cipher = mtu.Ciphers["aes-gcm-128"]
 		if peer.KeyBits == 256 {
-			s.Cipher = Ciphers["aes-gcm-256"]
+			s.Cipher = mtu.Ciphers["aes-gcm-256"]
 		}
 	}
 	return s, peer

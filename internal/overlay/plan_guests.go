@@ -11,6 +11,7 @@ import (
 	"sluice/internal/config"
 	"sluice/internal/fileread"
 	"sluice/internal/kernel"
+	"sluice/internal/mtu"
 )
 
 // The guest steps run last: the segment's bridge and its tunnel port only
@@ -69,11 +70,11 @@ func (p *planner) guestMTU(path string, n *config.GuestNetwork) int {
 		}
 		return n.MTU
 	case n.PageFit:
-		page := stack.MaxOverlay(PageSize, stack.MLX5BufferLen)
+		page := stack.MaxOverlay(mtu.PageSize, stack.MLX5BufferLen)
 		if limit > 0 {
 			page = min(page, limit)
 		}
-		p.note("%s: MTU %d fits a %d-byte page as mlx5 sizes its receive buffer (packet + %d): %s", path, page, PageSize, MLX5HardMTU, stack.Arithmetic(page))
+		p.note("%s: MTU %d fits a %d-byte page as mlx5 sizes its receive buffer (packet + %d): %s", path, page, mtu.PageSize, mtu.MLX5HardMTU, stack.Arithmetic(page))
 		return page
 	}
 	if limit > 0 {
