@@ -49,8 +49,8 @@ func TestFilesAreBoundedAndRegular(t *testing.T) {
 		{[]string{"tune", "check", "-f", fifo}, fifo + " " + pipe},
 		{[]string{"doctor", "--facts", "/dev/zero"}, "/dev/zero " + dev},
 		// A kernel file looks regular but can block its reader for ever.
-		{[]string{"gateway", "explain", "-c", "/proc/kmsg", "src", "10.0.0.1", "dst", "10.0.0.2"}, kmsg},
-		{[]string{"gateway", "run", "-c", "/proc/kmsg"}, kmsg},
+		{[]string{"gateway", "explain", "-f", "/proc/kmsg", "src", "10.0.0.1", "dst", "10.0.0.2"}, kmsg},
+		{[]string{"gateway", "run", "-f", "/proc/kmsg"}, kmsg},
 		{[]string{"doctor", "--facts", "/proc/kmsg"}, kmsg},
 		{[]string{"tune", "check", "-f", "/proc/kmsg"}, kmsg},
 		{[]string{"plan", "-f", "/proc/kmsg"}, kmsg},

@@ -90,7 +90,7 @@ func (g *trustGW) config(name, pinDir, extra string, ifaces ...string) string {
 func (g *trustGW) start(cfg, pinDir string) (*exec.Cmd, *syncBuffer) {
 	g.t.Helper()
 	logs := &syncBuffer{}
-	d := exec.Command("ip", "netns", "exec", g.ns, g.bin, "gateway", "run", "-c", cfg)
+	d := exec.Command("ip", "netns", "exec", g.ns, g.bin, "gateway", "run", "-f", cfg)
 	d.Stdout, d.Stderr = logs, logs
 	if err := d.Start(); err != nil {
 		g.t.Fatal(err)
@@ -110,7 +110,7 @@ func (g *trustGW) start(cfg, pinDir string) (*exec.Cmd, *syncBuffer) {
 // gatewayRun runs a daemon expected to fail (in the namespace, as the
 // user of the as prefix), and returns its output.
 func (g *trustGW) gatewayRun(cfg string, as ...string) (string, error) {
-	args := append(append([]string{"ip", "netns", "exec", g.ns}, as...), g.bin, "gateway", "run", "-c", cfg)
+	args := append(append([]string{"ip", "netns", "exec", g.ns}, as...), g.bin, "gateway", "run", "-f", cfg)
 	c := exec.Command(args[0], args[1:]...)
 	var out bytes.Buffer
 	c.Stdout, c.Stderr = &out, &out
