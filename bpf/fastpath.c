@@ -657,6 +657,14 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct scratch *w, st
 		d->reason = FP_R_NOT_CONFIGURED;
 		return XDP_PASS;
 	}
+	/* Past the SA: above its MTU the kernel answers frag-needed (DF) or
+	 * packet-too-big, or fragments (IPv4 without DF); either way it is the
+	 * kernel's packet. A cache entry's max_len never exceeds this, and a
+	 * new MTU comes with a new generation. */
+	if (p->tot_len > out->sa_mtu) {
+		d->reason = FP_R_SA_MTU;
+		return XDP_PASS;
+	}
 	/* Every configured port that is not a VLAN child is in tx_ports (the
 	 * control plane keeps it so), so the redirect below cannot miss and
 	 * this path needs no devmap lookup of its own. */

@@ -78,6 +78,7 @@ enum fp_reason {
 	FP_R_ICMP_ERROR,      /* ICMP error with no FWD match: the kernel checks the quoted packet instead */
 	FP_R_RP_FILTER,       /* IPv4 under strict rp_filter, or loose without a route back: the kernel decides */
 	FP_R_NOT_FORWARDABLE, /* no forwardable policy covers the destination (fwd_dsts): passed before the exact checks */
+	FP_R_SA_MTU,          /* larger than the SA's MTU (xfrm_state_mtu): the kernel sends frag-needed/PTB or fragments */
 	FP_R_MAX,
 };
 
@@ -145,7 +146,10 @@ struct fp_policy {
 	__u32 offload_ifindex;    /* packet-offload device of the policy's SA, 0 if none */
 	__u8 action;              /* enum fp_action */
 	__u8 flags;               /* enum fp_policy_flags */
-	__u16 pad;
+	/* Largest L3 packet the SA carries (xfrm_state_mtu of its route's
+	 * MTU, computed by the control plane; the smallest over the SAs the
+	 * template may resolve to). 0: not known, nothing is forwarded. */
+	__u16 sa_mtu;
 };
 
 /* Value of a policy table: the best policy per direction for one key. */

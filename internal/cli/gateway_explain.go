@@ -149,6 +149,7 @@ func explainDatapath(a explainFlags) (*fastpath.Datapath, []kernel.Policy, error
 		if err != nil {
 			return nil, nil, err
 		}
+		fastpath.FillRouteMTU(&snap, nil) // the SAs' MTUs, from this host's routes
 		tables, err := fastpath.Compile(snap)
 		if err == nil {
 			err = dp.SetIfaces(ifs)

@@ -150,7 +150,7 @@ type fastpathFpPolicy struct {
 	OffloadIfindex uint32
 	Action         uint8
 	Flags          uint8
-	Pad            uint16
+	SaMtu          uint16
 }
 
 type fastpathFpReason uint32
@@ -187,7 +187,8 @@ const (
 	fastpathFpReasonFP_R_ICMP_ERROR      fastpathFpReason = 28
 	fastpathFpReasonFP_R_RP_FILTER       fastpathFpReason = 29
 	fastpathFpReasonFP_R_NOT_FORWARDABLE fastpathFpReason = 30
-	fastpathFpReasonFP_R_MAX             fastpathFpReason = 31
+	fastpathFpReasonFP_R_SA_MTU          fastpathFpReason = 31
+	fastpathFpReasonFP_R_MAX             fastpathFpReason = 32
 )
 
 type fastpathFpSlotRef struct {

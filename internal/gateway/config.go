@@ -140,8 +140,10 @@ func staticSnapshot(g *config.Gateway) (fastpath.Snapshot, error) {
 		}
 		s.Policies = append(s.Policies, p)
 		if dir != kernel.DirFwd {
+			// AES-GCM-128 (strongSwan's esp=aes128gcm16, what the NICs
+			// offload): the SA's size, and so its MTU, depends on it.
 			s.States = append(s.States, kernel.State{Src: tm.Src, Dst: tm.Dst, Proto: 50, Mode: 1, Reqid: tm.Reqid,
-				SPI: 0x100 + uint32(i), Offload: off})
+				SPI: 0x100 + uint32(i), Offload: off, Alg: kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}})
 		}
 	}
 	return s, nil

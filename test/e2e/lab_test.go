@@ -12,6 +12,8 @@ import (
 	"testing"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"sluice/internal/testutil"
 )
 
 // labName is unique per test process and test, short enough for the
@@ -22,9 +24,7 @@ func labName(suffix string) string {
 
 func labNeedsRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces and XDP")
-	}
+	testutil.RequireRoot(t, "network namespaces and XDP")
 }
 
 // labUp brings a lab up and registers its removal.
