@@ -41,7 +41,7 @@ type Tier struct {
 	// UseTime: each forward hands the kernel one packet a second, so the
 	// kernel stamps the XFRM policies' use times (kernel policy source).
 	UseTime bool
-	Log          *slog.Logger
+	Log     *slog.Logger
 	// Router answers the FIB per prefix (default: the kernel's).
 	Router Router
 	// Placement, when set, puts only tunnels with steady traffic in the
