@@ -31,7 +31,7 @@ is shared read-write at the same path. Commands run as root. Boot to the
 first command takes about 4-5 seconds on an idle host (longer when the host's
 CPUs are busy: everything is emulated).`,
 	}
-	cmd.AddCommand(newVMRunCmd(), newVMCheckCmd(), newVMNetdevsimCmd())
+	cmd.AddCommand(newVMRunCmd(), newVMCheckCmd(), newVMNetdevsimCmd(), newVMNicmodelCmd())
 	return cmd
 }
 
@@ -133,6 +133,37 @@ Once built, "sluice vm run" passes the path to the guest as SLUICE_NETDEVSIM.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o.Log = io.Discard
 			p, err := testlab.NetdevsimModule(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), p)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.Kernel, "kernel", "", "vmlinuz the module is for (default: as for vm run)")
+	cmd.Flags().StringVar(&o.CacheDir, "cache-dir", "", "cache directory (default /var/cache/sluice/vm)")
+	return cmd
+}
+
+func newVMNicmodelCmd() *cobra.Command {
+	var o testlab.Options
+	cmd := &cobra.Command{
+		Use:   "nicmodel",
+		Short: "Build nicmodel.ko, the packet-offload NIC model, for the VM kernel (cached) and print its path",
+		Long: `Build nicmodel.ko for the VM kernel and print its path.
+
+nicmodel (kmod/nicmodel in the source tree, embedded in this binary) is a
+kernel module of sluice's own: pairs of Ethernet ports joined by a wire,
+with native XDP and IPsec packet offload done in the "device" (ESP and
+AES-GCM through the kernel crypto API). It lets the VM tests run what
+otherwise needs a ConnectX-6 Dx or BlueField-3. It is built against the
+kernel headers, about 10 seconds the first time, cached by kernel release
+and source digest. Once built, "sluice vm run" passes the path to the guest
+as SLUICE_NICMODEL.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Log = io.Discard
+			p, err := testlab.NicmodelModule(cmd.Context(), o)
 			if err != nil {
 				return err
 			}
