@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* sluice XDP fast path.
  *
  * Forwards in XDP only what the kernel would have sent through a
@@ -51,12 +51,50 @@ struct {
 	});
 } policy_tables SEC(".maps");
 
+/* The destinations something could be forwarded to: one bit per IPv4 /24
+ * (per first 24 bits of an IPv6 address) that a forwardable policy's
+ * destination selector covers, in part or whole. Forwardable: an allow
+ * OUT policy whose SA is packet-offloaded, or, while some interface has
+ * inbound forwarding on, such an IN or FWD policy. A packet whose bit is
+ * clear cannot be forwarded whatever the exact checks say, so it is
+ * passed after parsing, before the flow cache, the interface tables and
+ * the classifier (everything passed, the kernel checks anyway). A set bit
+ * only says "maybe": the full decision follows. The control plane writes
+ * the union of the old and new policy sets' bits before it flips the
+ * generation and the new set's alone after, so the map is never short of
+ * the active set's bits. Mmapable: the control plane writes the words in
+ * place. [family][FP_DST_WORDS] 64-bit words, 4 MiB. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 2 * FP_DST_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} fwd_dsts SEC(".maps");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 4096);
 	__type(key, __u32); /* ifindex: any value works, unlike a 1024-slot array */
 	__type(value, struct fp_iface);
 } ifaces SEC(".maps");
+
+/* The interfaces' counter slots, direct-mapped by ifindex (slot
+ * ifindex & (FP_IFACE_SLOT_MAP - 1)), for the quick pass: an inline array
+ * load instead of a hash lookup. An ifindex whose place another one holds
+ * is found in ifaces; so is an unknown one (not-configured). Written by
+ * the control plane with ifaces. */
+#define FP_IFACE_SLOT_MAP 256
+struct fp_slot_ref {
+	__u32 ifindex; /* 0: empty */
+	__u32 slot;
+};
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FP_IFACE_SLOT_MAP);
+	__type(key, __u32);
+	__type(value, struct fp_slot_ref);
+} iface_slots SEC(".maps");
 
 /* The gateway's IPv4 addresses (all devices of its namespace): a source
  * among them is a martian to the kernel (fib_validate_source). Written by
@@ -619,6 +657,14 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct scratch *w, st
 		d->reason = FP_R_NOT_CONFIGURED;
 		return XDP_PASS;
 	}
+	/* Past the SA: above its MTU the kernel answers frag-needed (DF) or
+	 * packet-too-big, or fragments (IPv4 without DF); either way it is the
+	 * kernel's packet. A cache entry's max_len never exceeds this, and a
+	 * new MTU comes with a new generation. */
+	if (p->tot_len > out->sa_mtu) {
+		d->reason = FP_R_SA_MTU;
+		return XDP_PASS;
+	}
 	/* Every configured port that is not a VLAN child is in tx_ports (the
 	 * control plane keeps it so), so the redirect below cannot miss and
 	 * this path needs no devmap lookup of its own. */
@@ -1060,8 +1106,42 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 	return forward_out(ctx, w, p, &out->pol, logical_in, fk, d);
 }
 
-/* decide_cached answers from the flow cache: a hit needs neither the
- * interface tables nor classification (an entry exists only for a
+/* could_forward says whether a forwardable policy's destination may cover
+ * p's (see fwd_dsts): one inline array load. */
+static __always_inline int could_forward(struct pkt *p)
+{
+	__u32 top = bpf_ntohl(p->dst[0]) >> (32 - FP_DST_BITS);
+	__u32 i = (p->family & 1) * FP_DST_WORDS + (top >> 6);
+	__u64 *w = bpf_map_lookup_elem(&fwd_dsts, &i);
+	return !w || (*w >> (top & 63)) & 1; /* no map word: fail toward the full path */
+}
+
+/* pass_early passes a packet the cached stage already knows cannot be
+ * forwarded, with the decision the full one would report for it: reason,
+ * or not-configured when the ingress interface is unknown (whose counter
+ * slot it needs either way). */
+static __always_inline int pass_early(struct xdp_md *ctx, struct fp_decision *d, __u32 reason)
+{
+	__u32 phys = ctx->ingress_ifindex;
+	__u32 at = phys & (FP_IFACE_SLOT_MAP - 1);
+	struct fp_slot_ref *ref = bpf_map_lookup_elem(&iface_slots, &at);
+	if (ref && ref->ifindex == phys) {
+		d->slot = ref->slot;
+		d->reason = reason;
+		return XDP_PASS;
+	}
+	struct fp_iface *in_if = bpf_map_lookup_elem(&ifaces, &phys);
+	if (!in_if) {
+		d->reason = FP_R_NOT_CONFIGURED;
+		return XDP_PASS;
+	}
+	d->slot = in_if->slot;
+	d->reason = reason;
+	return XDP_PASS;
+}
+
+/* decide_cached passes what cannot be forwarded, and answers from the
+ * flow cache: a hit needs neither the interface tables nor classification (an entry exists only for a
  * configured interface and VLAN, and any change to those bumps the epoch
  * that invalidates it). It returns the XDP action, or FP_ASK_FULL - the
  * parse result when the full decision must run. Inline in the program: as
@@ -1075,6 +1155,16 @@ static __always_inline int decide_cached(struct xdp_md *ctx, struct fp_config *c
 	if (!usable(cfg, d))
 		return XDP_PASS;
 	int parsed = parse_packet(ctx, p);
+	/* The explain instance always takes the full decision, so that it
+	 * names the exact reason. The live program passes what parsing
+	 * refused, and what no forwardable policy covers, from here: the
+	 * same verdict at a fraction of the cost. */
+	if (!explain_mode) {
+		if (parsed != FP_R_MAX)
+			return pass_early(ctx, d, parsed);
+		if (!could_forward(p))
+			return pass_early(ctx, d, FP_R_NOT_FORWARDABLE);
+	}
 	/* ICMP errors never use the cache: whether the kernel looks into the
 	 * quoted packet depends on the type, which a key without ports (flow_l4
 	 * 0) does not hold; they are rare. */
@@ -1170,4 +1260,6 @@ const struct fp_flow_key4 *_fp_flow_key4 __attribute__((unused));
 const struct fp_flow *_fp_flow __attribute__((unused));
 const enum fp_reason *_fp_reason __attribute__((unused));
 
-char LICENSE[] SEC("license") = "GPL";
+/* Dual BSD/GPL: GPL-compatible for the kernel's GPL-only helpers (bpf_fib_lookup), BSD so
+ * the object can be embedded in the Apache-2.0 binary (README, License). */
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* Definitions shared by the XDP fast path (fastpath.c) and its Go control
  * plane (bpf2go generates the Go types from these with -type). Change both
  * sides together: the layouts are the contract. */
@@ -18,6 +18,10 @@
 /* Interfaces get a counter slot (1..FP_MAX_IFACE_SLOTS-1); slot 0 counts
  * packets from interfaces the gateway does not know. */
 #define FP_MAX_IFACE_SLOTS 64
+/* fwd_dsts: one bit per value of a destination's first FP_DST_BITS bits
+ * (an IPv4 /24; for IPv6, its first 24 bits), per family. */
+#define FP_DST_BITS 24
+#define FP_DST_WORDS (1 << (FP_DST_BITS - 6)) /* 64-bit words per family */
 
 enum fp_action {
 	FP_ALLOW = 0,
@@ -73,6 +77,8 @@ enum fp_reason {
 	FP_R_MARTIAN,         /* martian source or destination, or (IPv4) one of this host's addresses as source */
 	FP_R_ICMP_ERROR,      /* ICMP error with no FWD match: the kernel checks the quoted packet instead */
 	FP_R_RP_FILTER,       /* IPv4 under strict rp_filter, or loose without a route back: the kernel decides */
+	FP_R_NOT_FORWARDABLE, /* no forwardable policy covers the destination (fwd_dsts): passed before the exact checks */
+	FP_R_SA_MTU,          /* larger than the SA's MTU (xfrm_state_mtu): the kernel sends frag-needed/PTB or fragments */
 	FP_R_MAX,
 };
 
@@ -140,7 +146,10 @@ struct fp_policy {
 	__u32 offload_ifindex;    /* packet-offload device of the policy's SA, 0 if none */
 	__u8 action;              /* enum fp_action */
 	__u8 flags;               /* enum fp_policy_flags */
-	__u16 pad;
+	/* Largest L3 packet the SA carries (xfrm_state_mtu of its route's
+	 * MTU, computed by the control plane; the smallest over the SAs the
+	 * template may resolve to). 0: not known, nothing is forwarded. */
+	__u16 sa_mtu;
 };
 
 /* Value of a policy table: the best policy per direction for one key. */

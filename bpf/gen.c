@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* sluice traffic generator: an XDP program run with BPF_PROG_RUN and
  * BPF_F_TEST_XDP_LIVE_FRAMES. Each run turns one frame of the page pool into
  * the next packet of the profile and sends it (XDP_TX) out of the generator's
@@ -236,4 +236,6 @@ int xdp_gen_port(struct xdp_md *ctx)
 	return XDP_PASS;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+/* Dual BSD/GPL: GPL-compatible for the kernel's GPL-only helpers (bpf_fib_lookup), BSD so
+ * the object can be embedded in the Apache-2.0 binary (README, License). */
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

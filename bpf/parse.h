@@ -1,4 +1,4 @@
-/* SPDX-License-Identifier: GPL-2.0 */
+/* SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause) */
 /* Packet parsing for the fast path: Ethernet, one 802.1Q/802.1ad tag, IPv4
  * without options or fragments, IPv6 without extension headers, and the L4
  * fields the kernel's XFRM selector match reads. Anything else is reported

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* parse_packet alone, for tests: the fuzz test (FuzzParsePacket) runs it
  * with BPF_PROG_RUN on random frames and compares what it parsed with a Go
  * model of the kernel's parsing. Never attached. */
@@ -29,4 +29,6 @@ int xdp_parse_probe(struct xdp_md *ctx)
 
 const struct parse_result *_parse_result __attribute__((unused));
 
-char LICENSE[] SEC("license") = "GPL";
+/* Dual BSD/GPL: GPL-compatible for the kernel's GPL-only helpers (bpf_fib_lookup), BSD so
+ * the object can be embedded in the Apache-2.0 binary (README, License). */
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* A bare XDP forwarder for the lab: every IPv4 frame with TTL > 1 gets its
  * TTL decremented (incremental checksum, RFC 1624), the MAC addresses of the
  * configured next hop, and is redirected through a devmap to the one egress
@@ -142,4 +142,6 @@ int xdp_redirect_fwd(struct xdp_md *ctx)
 	return rc;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+/* Dual BSD/GPL: GPL-compatible for the kernel's GPL-only helpers (bpf_fib_lookup), BSD so
+ * the object can be embedded in the Apache-2.0 binary (README, License). */
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

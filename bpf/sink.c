@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: GPL-2.0
+// SPDX-License-Identifier: (GPL-2.0-only OR BSD-2-Clause)
 /* sluice traffic sink: counts the generator's frames (bpf/gen.c) in XDP and
  * drops them. Everything else (ARP, the kernel's own traffic) passes.
  *
@@ -148,4 +148,6 @@ int xdp_sink(struct xdp_md *ctx)
 	return XDP_DROP;
 }
 
-char LICENSE[] SEC("license") = "GPL";
+/* Dual BSD/GPL: GPL-compatible for the kernel's GPL-only helpers (bpf_fib_lookup), BSD so
+ * the object can be embedded in the Apache-2.0 binary (README, License). */
+char LICENSE[] SEC("license") = "Dual BSD/GPL";

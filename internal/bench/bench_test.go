@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"sluice/internal/testutil"
 )
 
 func TestBuiltinProfiles(t *testing.T) {
@@ -190,9 +192,7 @@ func TestPercentilesFromHistogram(t *testing.T) {
 // TestSinkCountsStampedFrames runs bpf/sink.c with BPF_PROG_RUN on frames
 // stamped like the generator's: in order, late, foreign and out of range.
 func TestSinkCountsStampedFrames(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loads BPF programs")
-	}
+	testutil.RequireRoot(t, "loads BPF programs")
 	var objs sinkObjects
 	if err := loadSinkObjects(&objs, nil); err != nil {
 		t.Fatal(err)
@@ -259,7 +259,7 @@ func TestSinkCountsStampedFrames(t *testing.T) {
 	}
 }
 
-// TestIperfStatsOnRecordedRuns checks seed 000's statistics against a hand
+// TestIperfStatsOnRecordedRuns checks the ConnectX-6 SR-IOV guide's statistics against a hand
 // computation over three recorded `iperf3 --bidi --parallel 2 --json` runs
 // (testdata/iperf3, taken in a forwarder lab).
 func TestIperfStatsOnRecordedRuns(t *testing.T) {

@@ -10,19 +10,27 @@ import (
 
 // FastpathResult is one measurement of `sluice bench fastpath`.
 type FastpathResult struct {
-	Tunnels     int     `json:"tunnels"`  // each: one OUT, one IN and one FWD policy, like strongSwan
-	Policies    int     `json:"policies"` // total XFRM policies mirrored
-	Case        string  `json:"case"`     // outbound-match, inbound-match, no-match
+	Tunnels  int    `json:"tunnels"`  // each: one OUT, one IN and one FWD policy, like strongSwan
+	Policies int    `json:"policies"` // total XFRM policies mirrored
+	Case     string `json:"case"`     // see fastpathCases
+
 	NsPerPacket float64 `json:"ns_per_packet"`
 	Runs        int     `json:"runs"` // BPF_PROG_RUN runs measured: --repeat, at most 25,000 for a forward
 	Action      string  `json:"action"`
-	Reason      string  `json:"reason"`
+	Reason      string  `json:"reason"` // counted by the live program
+	// Explained is the full decision's reason (sluice gateway explain);
+	// the live program passes what cannot be forwarded before it, with
+	// reason not-forwardable.
+	Explained string `json:"explained"`
 }
 
 // tunnelSnapshot builds n strongSwan-style tunnels: 16.0.0.0/8 <-> 48.x.y.0/24,
 // each SA packet-offloaded on wan.
+// gcm128 is the SAs' transform, as strongSwan's esp=aes128gcm16 makes it.
+var gcm128 = kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
+
 func tunnelSnapshot(n, wan int) fastpath.Snapshot {
-	var s fastpath.Snapshot
+	s := fastpath.Snapshot{RouteMTU: map[fastpath.Endpoints]int{}}
 	local := netip.MustParseAddr("123.0.0.1")
 	lan := netip.MustParsePrefix("16.0.0.0/8")
 	for i := 0; i < n; i++ {
@@ -40,8 +48,10 @@ func tunnelSnapshot(n, wan int) fastpath.Snapshot {
 			kernel.Policy{Index: base | 2, Dir: kernel.DirFwd, Priority: 1000, Sel: kernel.Selector{Src: remote, Dst: lan},
 				Tmpls: []kernel.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}}})
 		s.States = append(s.States,
-			kernel.State{Src: local, Dst: peer, Proto: 50, SPI: 0x10000 + reqid, Reqid: reqid, Mode: 1, Offload: out},
-			kernel.State{Src: peer, Dst: local, Proto: 50, SPI: 0x20000 + reqid, Reqid: reqid, Mode: 1, Offload: in})
+			kernel.State{Src: local, Dst: peer, Proto: 50, SPI: 0x10000 + reqid, Reqid: reqid, Mode: 1, Offload: out, Alg: gcm128},
+			kernel.State{Src: peer, Dst: local, Proto: 50, SPI: 0x20000 + reqid, Reqid: reqid, Mode: 1, Offload: in, Alg: gcm128})
+		// a 1500-byte route under each SA: its MTU is 1446, above every packet here
+		s.RouteMTU[fastpath.Endpoints{Src: local, Dst: peer}] = 1500
 	}
 	return s
 }
@@ -76,34 +86,96 @@ func Fastpath(tunnels []int, repeat int) ([]FastpathResult, error) {
 				return err
 			}
 			last := n - 1
-			cases := []struct {
-				name string
-				pkt  fastpath.Packet
-			}{
-				{"outbound-match", udp("16.0.0.1", fmt.Sprintf("48.%d.%d.9", last>>8&0xff, last&0xff))},
-				{"inbound-match", udp(fmt.Sprintf("48.%d.%d.9", last>>8&0xff, last&0xff), "16.0.0.1")},
-				{"no-match", udp("16.0.0.1", "49.0.0.1")},
-			}
-			for _, c := range cases {
+			remote := fmt.Sprintf("48.%d.%d.9", last>>8&0xff, last&0xff)
+			for _, c := range fastpathCases(remote) {
 				frame, err := c.pkt.Marshal()
 				if err != nil {
+					return err
+				}
+				if err := dp.SetFlowCacheOff(!c.cached); err != nil {
 					return err
 				}
 				d, err := dp.Explain(frame, 0)
 				if err != nil {
 					return err
 				}
-				per, runs, err := benchmarkVerdict(dp, frame, repeat, d.Reason)
+				if d.ReasonName != c.explained {
+					return fmt.Errorf("%d tunnels, %s: the full decision is %s, not %s", n, c.name, d.ReasonName, c.explained)
+				}
+				live := d.Reason
+				if c.quickPass {
+					live = fastpath.ReasonNotForwardable
+				}
+				per, runs, err := benchmarkCase(dp, frame, repeat, live, c.cached)
 				if err != nil {
 					return fmt.Errorf("%d tunnels, %s: %w", n, c.name, err)
 				}
 				results = append(results, FastpathResult{Tunnels: n, Policies: len(snap.Policies), Case: c.name,
-					NsPerPacket: per, Runs: runs, Action: d.ActionName, Reason: d.ReasonName})
+					NsPerPacket: per, Runs: runs, Action: d.ActionName, Reason: live.String(), Explained: d.ReasonName})
+			}
+			if err := dp.SetFlowCacheOff(false); err != nil {
+				return err
 			}
 		}
 		return nil
 	})
 	return results, err
+}
+
+// fastpathCase is one packet `bench fastpath` measures. cached: the flow
+// cache is on (a forward is then replayed from it after the first run);
+// otherwise it is off on every CPU, so every run pays the full decision,
+// as the first packet of a flow does.
+type fastpathCase struct {
+	name      string
+	pkt       fastpath.Packet
+	cached    bool
+	explained string // the full decision's reason
+	quickPass bool   // the live program passes it before the full decision (not-forwardable)
+}
+
+// fastpathCases are the measured packets; remote is an address inside the
+// last tunnel's remote subnet.
+func fastpathCases(remote string) []fastpathCase {
+	esp := udp("123.2.0.1", "123.0.0.1") // from a tunnel peer to the gateway
+	esp.Proto, esp.Payload = 50, 64
+	return []fastpathCase{
+		// the cached forward: 25,000 runs, all hits after the first
+		{"outbound-match", udp("16.0.0.1", remote), true, "forward-out", false},
+		// the same packet with the cache off: the full decision every run
+		{"first-packet", udp("16.0.0.1", remote), false, "forward-out", false},
+		// decrypted traffic from the tunnel (IN match): passed by default
+		{"inbound-match", udp(remote, "16.0.0.1"), true, "inbound", true},
+		// ESP itself on the ESP side, to the gateway: passed
+		{"esp", esp, true, "esp-ah", false},
+		// cleartext no policy covers: passed
+		{"no-match", udp("16.0.0.1", "49.0.0.1"), true, "no-policy", true},
+	}
+}
+
+// benchmarkCase is benchmarkVerdict, and for a case without the cache
+// also checks through the cache's counters that no run was a hit or a
+// fill: every run took the full decision.
+func benchmarkCase(dp *fastpath.Datapath, frame []byte, repeat int, want fastpath.Reason, cached bool) (float64, int, error) {
+	before, err := dp.CacheStats()
+	if err != nil {
+		return 0, 0, err
+	}
+	per, runs, err := benchmarkVerdict(dp, frame, repeat, want)
+	if err != nil || cached {
+		return per, runs, err
+	}
+	after, err := dp.CacheStats()
+	if err != nil {
+		return 0, 0, err
+	}
+	if hits, fills := after.Hits-before.Hits, after.Fills-before.Fills; hits+fills > 0 {
+		return 0, 0, fmt.Errorf("%d runs were flow-cache hits and %d filled it: the cache was not off", hits, fills)
+	}
+	if want.Forwarded() && after.Bypassed-before.Bypassed < uint64(runs) {
+		return 0, 0, fmt.Errorf("%d of %d runs went around the cache", after.Bypassed-before.Bypassed, runs)
+	}
+	return per, runs, nil
 }
 
 // ttlBatch runs of a TTL-255 frame stay forwards: BPF_PROG_RUN runs the

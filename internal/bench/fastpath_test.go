@@ -1,9 +1,10 @@
 package bench
 
 import (
-	"os"
 	"strings"
 	"testing"
+
+	"sluice/internal/testutil"
 )
 
 // The benchmark measures the path it names: every run of the outbound case
@@ -11,16 +12,15 @@ import (
 // BPF_PROG_RUN reuses; and a batch long enough to run the TTL down is
 // reported as an error, not as a number.
 func TestFastpathBenchmarkMeasuresTheNamedPath(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("loads BPF and creates a namespace: needs root")
-	}
+	testutil.RequireRoot(t, "loads BPF and creates a namespace")
 	res, err := Fastpath([]int{1, 16}, 600)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"outbound-match": "forward-out", "inbound-match": "inbound", "no-match": "no-policy"}
-	if len(res) != 6 {
-		t.Fatalf("%d results, want 2 tunnel counts x 3 cases: %+v", len(res), res)
+	want := map[string]string{"outbound-match": "forward-out", "first-packet": "forward-out", "inbound-match": "not-forwardable",
+		"esp": "esp-ah", "no-match": "not-forwardable"}
+	if len(res) != 2*len(want) {
+		t.Fatalf("%d results, want 2 tunnel counts x %d cases: %+v", len(res), len(want), res)
 	}
 	for _, r := range res {
 		if want[r.Case] != r.Reason || r.NsPerPacket <= 0 {

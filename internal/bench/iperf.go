@@ -32,7 +32,7 @@ type IperfRun struct {
 const (
 	DirForward = "forward" // client -> server (iperf3's default)
 	DirReverse = "reverse" // server -> client (iperf3 --reverse)
-	DirBidi    = "bidi"    // both at once (iperf3 --bidi), seed 000
+	DirBidi    = "bidi"    // both at once (iperf3 --bidi), the ConnectX-6 SR-IOV guide
 )
 
 // values are the rates a run measured in direction dir.

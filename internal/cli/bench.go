@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,23 +11,16 @@ import (
 	"sluice/internal/bench"
 )
 
-func init() { register(newBenchCmd) }
-
 func newBenchCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench",
 		Short: "Measure the fast path and lab traffic",
 	}
-	cmd.AddCommand(newBenchFastpathCmd(), newBenchRunCmd(), newBenchCompareCmd(), newBenchIperf3Cmd(), newBenchPingCmd(), newBenchTRexProfileCmd(), newBenchRekeyCmd())
 	return cmd
 }
 
 func newBenchFastpathCmd() *cobra.Command {
-	var (
-		tunnels string
-		repeat  int
-		asJSON  bool
-	)
+	var f benchFastpathFlags
 	cmd := &cobra.Command{
 		Use:   "fastpath",
 		Short: "Per-packet cost of the XDP program at several policy counts (BPF_PROG_RUN)",
@@ -48,38 +40,45 @@ periods). Every run's verdict is checked through the reason counters: a
 measurement of another path than the one named is an error.`,
 		Example: "  sluice bench fastpath --tunnels 1,1024,8192,65536 --json",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var counts []int
-			for _, f := range strings.Split(tunnels, ",") {
-				n, err := strconv.Atoi(strings.TrimSpace(f))
-				if err != nil || n < 1 || n > 65536 {
-					return usageErrorf("--tunnels: %q is not a count between 1 and 65536", f)
-				}
-				counts = append(counts, n)
-			}
-			if repeat < 1 {
-				return usageErrorf("--repeat %d: run the program at least once", repeat)
-			}
-			res, err := bench.Fastpath(counts, repeat)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(res)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "TUNNELS\tPOLICIES\tCASE\tNS/PACKET\tRUNS\tVERDICT")
-			for _, r := range res {
-				fmt.Fprintf(tw, "%d\t%d\t%s\t%.1f\t%d\t%s/%s\n", r.Tunnels, r.Policies, r.Case, r.NsPerPacket, r.Runs, r.Action, r.Reason)
-			}
-			return tw.Flush()
-		},
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runBenchFastpath(cmd, f) },
 	}
-	cmd.Flags().StringVar(&tunnels, "tunnels", "1,1024,8192,65536", "comma-separated tunnel counts")
-	cmd.Flags().StringVar(&tunnels, "policies", "1,1024,8192,65536", "alias of --tunnels")
-	cmd.Flags().IntVar(&repeat, "repeat", 1000000, "BPF_PROG_RUN runs per measurement (a forward: at most 25,000)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&f.tunnels, "tunnels", "1,1024,8192,65536", "comma-separated tunnel counts")
+	cmd.Flags().StringVar(&f.tunnels, "policies", "1,1024,8192,65536", "alias of --tunnels")
+	cmd.Flags().IntVar(&f.repeat, "repeat", 1000000, "BPF_PROG_RUN runs per measurement (a forward: at most 25,000)")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// benchFastpathFlags are the flags of sluice bench fastpath.
+type benchFastpathFlags struct {
+	tunnels string
+	repeat  int
+	asJSON  bool
+}
+
+func runBenchFastpath(cmd *cobra.Command, f benchFastpathFlags) error {
+	var counts []int
+	for _, f := range strings.Split(f.tunnels, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 65536 {
+			return usageErrorf("--tunnels: %q is not a count between 1 and 65536", f)
+		}
+		counts = append(counts, n)
+	}
+	if f.repeat < 1 {
+		return usageErrorf("--repeat %d: run the program at least once", f.repeat)
+	}
+	res, err := bench.Fastpath(counts, f.repeat)
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "TUNNELS\tPOLICIES\tCASE\tNS/PACKET\tRUNS\tVERDICT")
+	for _, r := range res {
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%.1f\t%d\t%s/%s\n", r.Tunnels, r.Policies, r.Case, r.NsPerPacket, r.Runs, r.Action, r.Reason)
+	}
+	return tw.Flush()
 }

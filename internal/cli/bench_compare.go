@@ -14,11 +14,7 @@ import (
 )
 
 func newBenchCompareCmd() *cobra.Command {
-	var (
-		f          loadFlags
-		forwarders string
-		rounds     int
-	)
+	var f benchCompareFlags
 	cmd := &cobra.Command{
 		Use:   "compare",
 		Short: "The same stepped load through several forwarders, in one report",
@@ -47,79 +43,88 @@ ratios with their range. Needs root.`,
   sluice bench compare --topology forwarder --forwarders xdp-redirect,sluice --rounds 5 --steps 10
   sluice bench compare --topology gateway-pair --tunnels 1024 --forwarders kernel,sluice --rate-max 2Mpps --steps 8 --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var fwds []string
-			for _, fw := range strings.Split(forwarders, ",") {
-				fw = strings.TrimSpace(fw)
-				if !benchContains(lab.Forwarders, fw) {
-					return usageErrorf("--forwarders: %q is not one of %s", fw, strings.Join(lab.Forwarders, ", "))
-				}
-				if benchContains(fwds, fw) {
-					return usageErrorf("--forwarders: %s is listed twice", fw)
-				}
-				fwds = append(fwds, fw)
-			}
-			if rounds < 1 || rounds > 50 {
-				return usageErrorf("--rounds %d: use 1 to 50", rounds)
-			}
-			o, err := f.runOptions()
-			if err != nil {
-				return err
-			}
-			log := cmd.ErrOrStderr()
-			progress := func(s string) { fmt.Fprintln(log, s) }
-			l, cleanup, err := f.tempLab(progress)
-			if err != nil {
-				return err
-			}
-			defer cleanup()
-			ctx, stop := benchSignalContext(cmd.Context())
-			defer stop()
-			rep := bench.NewReport("compare", "sluice "+strings.Join(os.Args[1:], " "), benchVersion(), f.settings(o))
-			var runErr error
-		rounds:
-			for r := 1; r <= rounds; r++ {
-				for _, fw := range compareOrder(fwds, r) {
-					if err := l.SetForwarder(fw, lab.ForwarderOptions{}, progress); err != nil {
-						runErr = err
-						break rounds
-					}
-					o.Label = fw
-					if rounds > 1 {
-						o.Label = fmt.Sprintf("%s #%d", fw, r)
-					}
-					o.Progress = benchStepPrinter(log, o.Label, o.Steps)
-					o.Tick = benchTicker(log, o.Label, o.Steps)
-					run, err := bench.Run(ctx, l, o)
-					if run != nil && len(run.Steps) > 0 {
-						if rounds > 1 {
-							run.Round = r
-						}
-						rep.Runs = append(rep.Runs, run)
-					}
-					if err != nil {
-						runErr = err
-						break rounds
-					}
-				}
-			}
-			if len(rep.Runs) == 0 {
-				if runErr == nil {
-					runErr = errors.New("no run completed")
-				}
-				return runErr
-			}
-			dir := f.outDir("compare")
-			if err := rep.WriteDir(dir); err != nil {
-				return errors.Join(runErr, err)
-			}
-			return benchFinishReport(cmd, rep, dir, f.asJSON, runErr)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchCompare(cmd, f) },
 	}
-	f.register(cmd, true)
-	cmd.Flags().IntVar(&rounds, "rounds", 1, "repeat the comparison this many times, alternating the order; the summary gives medians")
-	cmd.Flags().StringVar(&forwarders, "forwarders", strings.Join(lab.Forwarders, ","), "forwarders to compare, in order (the first is the reference)")
+	f.load.register(cmd, true)
+	cmd.Flags().IntVar(&f.rounds, "rounds", 1, "repeat the comparison this many times, alternating the order; the summary gives medians")
+	cmd.Flags().StringVar(&f.forwarders, "forwarders", strings.Join(lab.Forwarders, ","), "forwarders to compare, in order (the first is the reference)")
 	return cmd
+}
+
+// benchCompareFlags are the flags of sluice bench compare.
+type benchCompareFlags struct {
+	load       loadFlags
+	forwarders string
+	rounds     int
+}
+
+func runBenchCompare(cmd *cobra.Command, f benchCompareFlags) error {
+	var fwds []string
+	for _, fw := range strings.Split(f.forwarders, ",") {
+		fw = strings.TrimSpace(fw)
+		if !benchContains(lab.Forwarders, fw) {
+			return usageErrorf("--forwarders: %q is not one of %s", fw, strings.Join(lab.Forwarders, ", "))
+		}
+		if benchContains(fwds, fw) {
+			return usageErrorf("--forwarders: %s is listed twice", fw)
+		}
+		fwds = append(fwds, fw)
+	}
+	if f.rounds < 1 || f.rounds > 50 {
+		return usageErrorf("--rounds %d: use 1 to 50", f.rounds)
+	}
+	o, err := f.load.runOptions()
+	if err != nil {
+		return err
+	}
+	log := cmd.ErrOrStderr()
+	progress := func(s string) { fmt.Fprintln(log, s) }
+	l, cleanup, err := f.load.tempLab(progress)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	ctx, stop := benchSignalContext(cmd.Context())
+	defer stop()
+	rep := bench.NewReport("compare", "sluice "+strings.Join(os.Args[1:], " "), benchVersion(), f.load.settings(o))
+	var runErr error
+rounds:
+	for r := 1; r <= f.rounds; r++ {
+		for _, fw := range compareOrder(fwds, r) {
+			if err := l.SetForwarder(fw, lab.ForwarderOptions{}, progress); err != nil {
+				runErr = err
+				break rounds
+			}
+			o.Label = fw
+			if f.rounds > 1 {
+				o.Label = fmt.Sprintf("%s #%d", fw, r)
+			}
+			o.Progress = benchStepPrinter(log, o.Label, o.Steps)
+			o.Tick = benchTicker(log, o.Label, o.Steps)
+			run, err := bench.Run(ctx, l, o)
+			if run != nil && len(run.Steps) > 0 {
+				if f.rounds > 1 {
+					run.Round = r
+				}
+				rep.Runs = append(rep.Runs, run)
+			}
+			if err != nil {
+				runErr = err
+				break rounds
+			}
+		}
+	}
+	if len(rep.Runs) == 0 {
+		if runErr == nil {
+			runErr = errors.New("no run completed")
+		}
+		return runErr
+	}
+	dir := f.load.outDir("compare")
+	if err := rep.WriteDir(dir); err != nil {
+		return errors.Join(runErr, err)
+	}
+	return benchFinishReport(cmd, rep, dir, f.load.asJSON, runErr)
 }
 
 // compareOrder is the order of round r (1-based): as given in odd rounds,

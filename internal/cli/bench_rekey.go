@@ -12,12 +12,7 @@ import (
 )
 
 func newBenchRekeyCmd() *cobra.Command {
-	var (
-		o      bench.RekeyOptions
-		to     string
-		outDir string
-		asJSON bool
-	)
+	var f benchRekeyFlags
 	cmd := &cobra.Command{
 		Use:   "rekey --ns-a A --ns-b B --to ADDR --vici-a URI --vici-b URI",
 		Short: "Count datagrams lost, duplicated or reordered across forced IKE rekeys",
@@ -38,59 +33,68 @@ apply with keying: ike). Modes:
 (the VM's kernel has sch_netem), so collisions are certain.
 
 Prints the per-rekey table; --out DIR also writes rekey.json, rekey.txt,
-the chart (rekey.svg, rekey.png) and report.html. Exit code 1 when a
-datagram was lost. Measured figures and commands: docs/benchmarks.md.`,
+the chart (rekey.svg, rekey.png) and report.html. Measured figures and commands: docs/benchmarks.md.`,
 		Example: `  sluice bench rekey --ns-a ike-a --ns-b ike-b --to 192.168.90.2 \
     --vici-a unix:///run/a/charon.vici --vici-b unix:///run/b/charon.vici --rekeys 100 --mode collide \
     --ike-delay 100ms --ike-dev bond0 --out rekey-report`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			a, err := netip.ParseAddr(to)
-			if err != nil {
-				return fmt.Errorf("--to %q: want B's overlay address, such as 192.168.90.2", to)
-			}
-			o.To = a
-			rep, err := bench.RunRekey(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			rep.Command = "sluice " + strings.Join(os.Args[1:], " ")
-			w := cmd.OutOrStdout()
-			if asJSON {
-				if err := writeJSON(w, rep); err != nil {
-					return err
-				}
-			} else {
-				rep.WriteTable(w)
-			}
-			if outDir != "" {
-				if err := rep.WriteDir(outDir); err != nil {
-					return err
-				}
-			}
-			if rep.Total.Lost > 0 {
-				return &ExitError{Code: 1, Err: fmt.Errorf("%d datagram(s) lost over %d rekeys", rep.Total.Lost, len(rep.Events))}
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchRekey(cmd, f) },
 	}
-	f := cmd.Flags()
-	f.StringVar(&o.NSA, "ns-a", "", "network namespace of sender A (default: this one)")
-	f.StringVar(&o.NSB, "ns-b", "", "network namespace of receiver B (default: this one)")
-	f.StringVar(&to, "to", "", "B's overlay address (required)")
-	f.IntVar(&o.Port, "port", 9999, "UDP port the receiver listens on")
-	f.StringVar(&o.ViciA, "vici-a", "unix:///var/run/charon.vici", "A's charon VICI socket")
-	f.StringVar(&o.ViciB, "vici-b", "unix:///var/run/charon.vici", "B's charon VICI socket")
-	f.StringVar(&o.ConnA, "conn-a", "", "A's IKE connection (default: the only sluice- connection)")
-	f.StringVar(&o.ConnB, "conn-b", "", "B's IKE connection (default: the only sluice- connection)")
-	f.IntVar(&o.Rekeys, "rekeys", 10, "number of rekeys")
-	f.DurationVar(&o.Interval, "interval", 0, "time between rekeys (default 3s)")
-	f.IntVar(&o.Rate, "rate", 0, "datagrams per second (default 1000)")
-	f.StringVar(&o.Mode, "mode", bench.RekeyChild, "child, collide, reauth or lifetime")
-	f.DurationVar(&o.IKEDelay, "ike-delay", 0, "netem delay on A's IKE packets (0: none)")
-	f.StringVar(&o.IKEDev, "ike-dev", "", "A's underlay device for --ike-delay")
-	f.StringVar(&o.Label, "label", "", "name of the configuration measured (for the report)")
-	f.StringVar(&outDir, "out", "", "also write the report (JSON, table, chart, HTML) into this directory")
-	f.BoolVar(&asJSON, "json", false, "print the report as JSON")
-	return cmd
+	fl := cmd.Flags()
+	fl.StringVar(&f.o.NSA, "ns-a", "", "network namespace of sender A (default: this one)")
+	fl.StringVar(&f.o.NSB, "ns-b", "", "network namespace of receiver B (default: this one)")
+	fl.StringVar(&f.to, "to", "", "B's overlay address (required)")
+	fl.IntVar(&f.o.Port, "port", 9999, "UDP port the receiver listens on")
+	fl.StringVar(&f.o.ViciA, "vici-a", "unix:///var/run/charon.vici", "A's charon VICI socket")
+	fl.StringVar(&f.o.ViciB, "vici-b", "unix:///var/run/charon.vici", "B's charon VICI socket")
+	fl.StringVar(&f.o.ConnA, "conn-a", "", "A's IKE connection (default: the only sluice- connection)")
+	fl.StringVar(&f.o.ConnB, "conn-b", "", "B's IKE connection (default: the only sluice- connection)")
+	fl.IntVar(&f.o.Rekeys, "rekeys", 10, "number of rekeys")
+	fl.DurationVar(&f.o.Interval, "interval", 0, "time between rekeys (default 3s)")
+	fl.IntVar(&f.o.Rate, "rate", 0, "datagrams per second (default 1000)")
+	fl.StringVar(&f.o.Mode, "mode", bench.RekeyChild, "child, collide, reauth or lifetime")
+	fl.DurationVar(&f.o.IKEDelay, "ike-delay", 0, "netem delay on A's IKE packets (0: none)")
+	fl.StringVar(&f.o.IKEDev, "ike-dev", "", "A's underlay device for --ike-delay")
+	fl.StringVar(&f.o.Label, "label", "", "name of the configuration measured (for the report)")
+	fl.StringVar(&f.outDir, "out", "", "also write the report (JSON, table, chart, HTML) into this directory")
+	fl.BoolVar(&f.asJSON, "json", false, "print the report as JSON")
+	return exits(cmd, ExitCheckFailed, "a datagram was lost")
+}
+
+// benchRekeyFlags are the flags of sluice bench rekey.
+type benchRekeyFlags struct {
+	o      bench.RekeyOptions
+	to     string
+	outDir string
+	asJSON bool
+}
+
+func runBenchRekey(cmd *cobra.Command, f benchRekeyFlags) error {
+	a, err := netip.ParseAddr(f.to)
+	if err != nil {
+		return fmt.Errorf("--to %q: want B's overlay address, such as 192.168.90.2", f.to)
+	}
+	f.o.To = a
+	rep, err := bench.RunRekey(cmd.Context(), f.o)
+	if err != nil {
+		return err
+	}
+	rep.Command = "sluice " + strings.Join(os.Args[1:], " ")
+	w := cmd.OutOrStdout()
+	if f.asJSON {
+		if err := writeJSON(w, rep); err != nil {
+			return err
+		}
+	} else {
+		rep.WriteTable(w)
+	}
+	if f.outDir != "" {
+		if err := rep.WriteDir(f.outDir); err != nil {
+			return err
+		}
+	}
+	if rep.Total.Lost > 0 {
+		return checkFailed(fmt.Errorf("%d datagram(s) lost over %d rekeys", rep.Total.Lost, len(rep.Events)))
+	}
+	return nil
 }

@@ -175,12 +175,7 @@ func benchSignalContext(parent context.Context) (context.Context, context.Cancel
 }
 
 func newBenchRunCmd() *cobra.Command {
-	var (
-		f         loadFlags
-		forwarder string
-		label     string
-		search    string
-	)
+	var f benchRunFlags
 	cmd := &cobra.Command{
 		Use:   "run",
 		Short: "Stepped load through a lab: throughput, loss and latency per step, with a report",
@@ -207,81 +202,91 @@ The report directory holds report.json (docs/bench.md), steps.csv, the plots
   sluice bench run --lab fw --profile imix-simple --rate-max 20Gbps --out /tmp/r1
   sluice bench run --forwarder sluice --topology gateway-pair --tunnels 1024 --search ndr --rate-max 3Mpps`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o, err := f.runOptions()
-			if err != nil {
-				return err
-			}
-			kind := "run"
-			switch search {
-			case "":
-			case "ndr", "pdr":
-				kind = search
-				if search == "pdr" && !cmd.Flags().Changed("loss-threshold") {
-					o.LossThreshold = 0.5
-				}
-			default:
-				return usageErrorf("--search %q: use ndr (no drop rate) or pdr (partial drop rate, loss <= --loss-threshold)", search)
-			}
-			if forwarder != "" && !benchContains(lab.Forwarders, forwarder) {
-				return usageErrorf("--forwarder %q: use one of %s", forwarder, strings.Join(lab.Forwarders, ", "))
-			}
-			log := cmd.ErrOrStderr()
-			progress := func(s string) { fmt.Fprintln(log, s) }
-			l, cleanup, err := f.tempLab(progress)
-			if err != nil {
-				return err
-			}
-			defer cleanup()
-			if forwarder != "" {
-				if err := l.SetForwarder(forwarder, l.ForwarderOpts, progress); err != nil {
-					return err
-				}
-			}
-			ctx, stop := benchSignalContext(cmd.Context())
-			defer stop()
-			o.Label = label
-			if o.Label == "" {
-				o.Label = l.Forwarder
-				if l.Topology == lab.Direct {
-					o.Label = "direct"
-				}
-			}
-			total := o.Steps
-			o.Progress = benchStepPrinter(log, o.Label, total)
-			o.Tick = benchTicker(log, o.Label, total)
-			rep := bench.NewReport(kind, "sluice "+strings.Join(os.Args[1:], " "), benchVersion(), f.settings(o))
-			var run *bench.RunResult
-			if kind == "run" {
-				run, err = bench.Run(ctx, l, o)
-			} else {
-				rep.Settings.Search = kind
-				run, err = bench.Search(ctx, l, o, kind)
-			}
-			if run != nil {
-				rep.Runs = append(rep.Runs, run)
-			}
-			if err != nil && run == nil {
-				return err
-			}
-			dir := f.outDir(kind)
-			if werr := rep.WriteDir(dir); werr != nil {
-				return errors.Join(err, werr)
-			}
-			return benchFinishReport(cmd, rep, dir, f.asJSON, err)
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchRun(cmd, f) },
 	}
-	f.register(cmd, true)
-	cmd.Flags().StringVar(&forwarder, "forwarder", "", "install this forwarder first: "+strings.Join(lab.Forwarders, ", ")+" (default: the lab's)")
-	cmd.Flags().StringVar(&label, "label", "", "name of the run in the report (default: the forwarder)")
-	cmd.Flags().StringVar(&search, "search", "", "ndr or pdr: RFC 2544 binary search instead of linear steps")
+	f.load.register(cmd, true)
+	cmd.Flags().StringVar(&f.forwarder, "forwarder", "", "install this forwarder first: "+strings.Join(lab.Forwarders, ", ")+" (default: the lab's)")
+	cmd.Flags().StringVar(&f.label, "label", "", "name of the run in the report (default: the forwarder)")
+	cmd.Flags().StringVar(&f.search, "search", "", "ndr or pdr: RFC 2544 binary search instead of linear steps")
 	return cmd
+}
+
+// benchRunFlags are the flags of sluice bench run.
+type benchRunFlags struct {
+	load      loadFlags
+	forwarder string
+	label     string
+	search    string
+}
+
+func runBenchRun(cmd *cobra.Command, f benchRunFlags) error {
+	o, err := f.load.runOptions()
+	if err != nil {
+		return err
+	}
+	kind := "run"
+	switch f.search {
+	case "":
+	case "ndr", "pdr":
+		kind = f.search
+		if f.search == "pdr" && !cmd.Flags().Changed("loss-threshold") {
+			o.LossThreshold = 0.5
+		}
+	default:
+		return usageErrorf("--search %q: use ndr (no drop rate) or pdr (partial drop rate, loss <= --loss-threshold)", f.search)
+	}
+	if f.forwarder != "" && !benchContains(lab.Forwarders, f.forwarder) {
+		return usageErrorf("--forwarder %q: use one of %s", f.forwarder, strings.Join(lab.Forwarders, ", "))
+	}
+	log := cmd.ErrOrStderr()
+	progress := func(s string) { fmt.Fprintln(log, s) }
+	l, cleanup, err := f.load.tempLab(progress)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	if f.forwarder != "" {
+		if err := l.SetForwarder(f.forwarder, l.ForwarderOpts, progress); err != nil {
+			return err
+		}
+	}
+	ctx, stop := benchSignalContext(cmd.Context())
+	defer stop()
+	o.Label = f.label
+	if o.Label == "" {
+		o.Label = l.Forwarder
+		if l.Topology == lab.Direct {
+			o.Label = "direct"
+		}
+	}
+	total := o.Steps
+	o.Progress = benchStepPrinter(log, o.Label, total)
+	o.Tick = benchTicker(log, o.Label, total)
+	rep := bench.NewReport(kind, "sluice "+strings.Join(os.Args[1:], " "), benchVersion(), f.load.settings(o))
+	var run *bench.RunResult
+	if kind == "run" {
+		run, err = bench.Run(ctx, l, o)
+	} else {
+		rep.Settings.Search = kind
+		run, err = bench.Search(ctx, l, o, kind)
+	}
+	if run != nil {
+		rep.Runs = append(rep.Runs, run)
+	}
+	if err != nil && run == nil {
+		return err
+	}
+	dir := f.load.outDir(kind)
+	if werr := rep.WriteDir(dir); werr != nil {
+		return errors.Join(err, werr)
+	}
+	return benchFinishReport(cmd, rep, dir, f.load.asJSON, err)
 }
 
 // benchFinishReport prints the summary (or the JSON) and where the report is.
 func benchFinishReport(cmd *cobra.Command, rep *bench.Report, dir string, asJSON bool, runErr error) error {
 	if asJSON {
-		if err := labWriteJSON(cmd, rep); err != nil {
+		if err := writeJSON(cmd.OutOrStdout(), rep); err != nil {
 			return err
 		}
 		fmt.Fprintf(cmd.ErrOrStderr(), "report: %s\n", filepath.Join(dir, "report.html"))

@@ -30,19 +30,15 @@ func benchEndpoints(labName, target string) (bench.Endpoints, error) {
 }
 
 func newBenchIperf3Cmd() *cobra.Command {
-	var (
-		o               bench.IperfOptions
-		labName, target string
-		asJSON          bool
-	)
+	var f benchIperf3Flags
 	cmd := &cobra.Command{
 		Use:   "iperf3",
 		Short: "Throughput as mean ± sample standard deviation over repeated iperf3 runs",
-		Long: `Measure TCP throughput the way seed 000 does: one warm-up run, then --runs runs
+		Long: `Measure TCP throughput the way the ConnectX-6 SR-IOV guide does: one warm-up run, then --runs runs
 of 'iperf3 --bidi --parallel P --json'. Each run gives two values, the rate
 each side received; the result is their mean and *sample* standard deviation
 (n - 1) over all 2 x runs values. --direction forward or reverse measures one
-direction (runs values); seed 001's method is one direction, one flow, 60 s:
+direction (runs values); the VM single-flow guide's method is one direction, one flow, 60 s:
 --direction forward --parallel 1 --time 60.
 
 With --lab, the server runs in the lab's sink namespace (on 11.0.0.1) and the
@@ -51,68 +47,73 @@ forwarder. With --target, the client runs here against a host where
 'iperf3 -s' runs.`,
 		Example: `  sluice bench iperf3 --lab lab --runs 10 --parallel 2
   sluice bench iperf3 --target 192.168.90.3 --runs 10 --parallel 2 --time 10 --json
-  sluice bench iperf3 --lab lab --direction forward --parallel 1 --time 60   # seed 001`,
+  sluice bench iperf3 --lab lab --direction forward --parallel 1 --time 60   # the VM single-flow guide`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ep, err := benchEndpoints(labName, target)
-			if err != nil {
-				return err
-			}
-			o.Endpoints = ep
-			if !asJSON {
-				o.Progress = func(i int, r bench.IperfRun) {
-					what := fmt.Sprintf("run %d/%d", i, o.Runs)
-					if i == 0 {
-						what = "warm-up"
-					}
-					switch o.Direction {
-					case bench.DirForward:
-						fmt.Fprintf(cmd.ErrOrStderr(), "%-10s forward %8.3f Gbit/s\n", what, r.ForwardBPS/1e9)
-					case bench.DirReverse:
-						fmt.Fprintf(cmd.ErrOrStderr(), "%-10s reverse %8.3f Gbit/s\n", what, r.ReverseBPS/1e9)
-					default:
-						fmt.Fprintf(cmd.ErrOrStderr(), "%-10s forward %8.3f Gbit/s  reverse %8.3f Gbit/s\n", what, r.ForwardBPS/1e9, r.ReverseBPS/1e9)
-					}
-				}
-			}
-			ctx, stop := benchSignalContext(cmd.Context())
-			defer stop()
-			res, err := bench.RunIperf3(ctx, o)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return labWriteJSON(cmd, res)
-			}
-			per := "2 directions"
-			if res.Direction != bench.DirBidi {
-				per = res.Direction + " only"
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "%.3g ± %.2g Gbit/s (mean ± sample std dev of %d values: %d runs, %s; %s)\n",
-				res.MeanBPS/1e9, res.StdDevBPS/1e9, res.N, len(res.Runs), per, res.Command)
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchIperf3(cmd, f) },
 	}
-	cmd.Flags().StringVar(&labName, "lab", "", "measure across this lab (client in gen, server in sink)")
-	cmd.Flags().StringVar(&target, "target", "", "measure from here towards this host (running iperf3 -s)")
-	cmd.Flags().IntVar(&o.Runs, "runs", 10, "measured runs after the warm-up")
-	cmd.Flags().IntVar(&o.Parallel, "parallel", 2, "iperf3 --parallel streams")
-	cmd.Flags().IntVar(&o.Seconds, "time", 10, "seconds per run (the duration; seed 001 uses 60)")
-	cmd.Flags().StringVar(&o.Direction, "direction", bench.DirBidi, "forward (client to server), reverse (server to client) or bidi (both at once)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&f.labName, "lab", "", "measure across this lab (client in gen, server in sink)")
+	cmd.Flags().StringVar(&f.target, "target", "", "measure from here towards this host (running iperf3 -s)")
+	cmd.Flags().IntVar(&f.o.Runs, "runs", 10, "measured runs after the warm-up")
+	cmd.Flags().IntVar(&f.o.Parallel, "parallel", 2, "iperf3 --parallel streams")
+	cmd.Flags().IntVar(&f.o.Seconds, "time", 10, "seconds per run (the duration; the VM single-flow guide uses 60)")
+	cmd.Flags().StringVar(&f.o.Direction, "direction", bench.DirBidi, "forward (client to server), reverse (server to client) or bidi (both at once)")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd
 }
 
+// benchIperf3Flags are the flags of sluice bench iperf3.
+type benchIperf3Flags struct {
+	o               bench.IperfOptions
+	labName, target string
+	asJSON          bool
+}
+
+func runBenchIperf3(cmd *cobra.Command, f benchIperf3Flags) error {
+	ep, err := benchEndpoints(f.labName, f.target)
+	if err != nil {
+		return err
+	}
+	f.o.Endpoints = ep
+	if !f.asJSON {
+		f.o.Progress = func(i int, r bench.IperfRun) {
+			what := fmt.Sprintf("run %d/%d", i, f.o.Runs)
+			if i == 0 {
+				what = "warm-up"
+			}
+			switch f.o.Direction {
+			case bench.DirForward:
+				fmt.Fprintf(cmd.ErrOrStderr(), "%-10s forward %8.3f Gbit/s\n", what, r.ForwardBPS/1e9)
+			case bench.DirReverse:
+				fmt.Fprintf(cmd.ErrOrStderr(), "%-10s reverse %8.3f Gbit/s\n", what, r.ReverseBPS/1e9)
+			default:
+				fmt.Fprintf(cmd.ErrOrStderr(), "%-10s forward %8.3f Gbit/s  reverse %8.3f Gbit/s\n", what, r.ForwardBPS/1e9, r.ReverseBPS/1e9)
+			}
+		}
+	}
+	ctx, stop := benchSignalContext(cmd.Context())
+	defer stop()
+	res, err := bench.RunIperf3(ctx, f.o)
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	per := "2 directions"
+	if res.Direction != bench.DirBidi {
+		per = res.Direction + " only"
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "%.3g ± %.2g Gbit/s (mean ± sample std dev of %d values: %d runs, %s; %s)\n",
+		res.MeanBPS/1e9, res.StdDevBPS/1e9, res.N, len(res.Runs), per, res.Command)
+	return nil
+}
+
 func newBenchPingCmd() *cobra.Command {
-	var (
-		o               bench.PingOptions
-		labName, target string
-		asJSON          bool
-	)
+	var f benchPingFlags
 	cmd := &cobra.Command{
 		Use:   "ping",
 		Short: "Round-trip time as mean ± population standard deviation of a flood ping",
-		Long: `Measure latency the way seed 000 does: a flood ping (ping -f -c COUNT) to warm
+		Long: `Measure latency the way the ConnectX-6 SR-IOV guide does: a flood ping (ping -f -c COUNT) to warm
 up the path, then a second one whose mean and *population* standard deviation
 (ping's mdev) are reported. Flood ping needs root.
 
@@ -121,40 +122,45 @@ With --lab, the ping runs from the lab's generator namespace to the sink
 		Example: `  sluice bench ping --lab lab
   sluice bench ping --target 192.168.90.3 --count 10000 --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ep, err := benchEndpoints(labName, target)
-			if err != nil {
-				return err
-			}
-			o.Endpoints = ep
-			ctx, stop := benchSignalContext(cmd.Context())
-			defer stop()
-			res, err := bench.RunPing(ctx, o)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return labWriteJSON(cmd, res)
-			}
-			r := res.Run
-			fmt.Fprintf(cmd.OutOrStdout(), "%.1f ± %.1f µs round trip (mean ± population std dev of %d replies to %d; min %.1f, max %.1f µs; after a warm-up of %d; %s)\n",
-				r.MeanUs, r.StdDevUs, r.Received, r.Sent, r.MinUs, r.MaxUs, res.Warmup.Sent, res.Command)
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchPing(cmd, f) },
 	}
-	cmd.Flags().StringVar(&labName, "lab", "", "measure across this lab (from gen to sink)")
-	cmd.Flags().StringVar(&target, "target", "", "measure from here towards this host")
-	cmd.Flags().IntVar(&o.Count, "count", 10000, "echo requests per flood ping")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&f.labName, "lab", "", "measure across this lab (from gen to sink)")
+	cmd.Flags().StringVar(&f.target, "target", "", "measure from here towards this host")
+	cmd.Flags().IntVar(&f.o.Count, "count", 10000, "echo requests per flood ping")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd
 }
 
+// benchPingFlags are the flags of sluice bench ping.
+type benchPingFlags struct {
+	o               bench.PingOptions
+	labName, target string
+	asJSON          bool
+}
+
+func runBenchPing(cmd *cobra.Command, f benchPingFlags) error {
+	ep, err := benchEndpoints(f.labName, f.target)
+	if err != nil {
+		return err
+	}
+	f.o.Endpoints = ep
+	ctx, stop := benchSignalContext(cmd.Context())
+	defer stop()
+	res, err := bench.RunPing(ctx, f.o)
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	r := res.Run
+	fmt.Fprintf(cmd.OutOrStdout(), "%.1f ± %.1f µs round trip (mean ± population std dev of %d replies to %d; min %.1f, max %.1f µs; after a warm-up of %d; %s)\n",
+		r.MeanUs, r.StdDevUs, r.Received, r.Sent, r.MinUs, r.MaxUs, res.Warmup.Sent, res.Command)
+	return nil
+}
+
 func newBenchTRexProfileCmd() *cobra.Command {
-	var (
-		o   bench.TRexOptions
-		out string
-		pps string
-	)
+	var f benchTRexProfileFlags
 	cmd := &cobra.Command{
 		Use:   "trex-profile PROFILE",
 		Short: "Write a sluice traffic profile as a TRex STL Python profile",
@@ -169,39 +175,48 @@ subnets 48.x.y.0/24 of the seeds' plan.`,
 		Example: `  sluice bench trex-profile imix-mno-1 --tunnels 50 -o imix-mno-1.py
   sluice bench trex-profile imix-simple --pps 1Mpps`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			p, err := bench.LoadProfile(args[0])
-			if err != nil {
-				return err
-			}
-			if o.Tunnels < 1 || o.Tunnels > lab.MaxTunnels {
-				return usageErrorf("--tunnels %d: use 1 to %d", o.Tunnels, lab.MaxTunnels)
-			}
-			if pps != "" {
-				r, err := bench.ParseRate("--pps", pps)
-				if err != nil {
-					return err
-				}
-				o.TotalPPS = r.PPS(p)
-			}
-			b, err := bench.TRexProfile(p, o)
-			if err != nil {
-				return err
-			}
-			if out == "" || out == "-" {
-				_, err = cmd.OutOrStdout().Write(b)
-				return err
-			}
-			if err := os.WriteFile(out, b, 0o644); err != nil {
-				return err
-			}
-			abs, _ := filepath.Abs(out)
-			fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", abs)
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runBenchTRexProfile(cmd, f, args) },
 	}
-	cmd.Flags().IntVar(&o.Tunnels, "tunnels", 1, "tunnel subnets the destinations spread over")
-	cmd.Flags().StringVar(&pps, "pps", "", "total rate at multiplier 1 (default: each stream's weight as pps)")
-	cmd.Flags().StringVarP(&out, "output", "o", "", "file to write (default: stdout)")
+	cmd.Flags().IntVar(&f.o.Tunnels, "tunnels", 1, "tunnel subnets the destinations spread over")
+	cmd.Flags().StringVar(&f.pps, "pps", "", "total rate at multiplier 1 (default: each stream's weight as pps)")
+	cmd.Flags().StringVarP(&f.out, "output", "o", "", "file to write (default: stdout)")
 	return cmd
+}
+
+// benchTRexProfileFlags are the flags of sluice bench trex-profile.
+type benchTRexProfileFlags struct {
+	o   bench.TRexOptions
+	out string
+	pps string
+}
+
+func runBenchTRexProfile(cmd *cobra.Command, f benchTRexProfileFlags, args []string) error {
+	p, err := bench.LoadProfile(args[0])
+	if err != nil {
+		return err
+	}
+	if f.o.Tunnels < 1 || f.o.Tunnels > lab.MaxTunnels {
+		return usageErrorf("--tunnels %d: use 1 to %d", f.o.Tunnels, lab.MaxTunnels)
+	}
+	if f.pps != "" {
+		r, err := bench.ParseRate("--pps", f.pps)
+		if err != nil {
+			return err
+		}
+		f.o.TotalPPS = r.PPS(p)
+	}
+	b, err := bench.TRexProfile(p, f.o)
+	if err != nil {
+		return err
+	}
+	if f.out == "" || f.out == "-" {
+		_, err = cmd.OutOrStdout().Write(b)
+		return err
+	}
+	if err := os.WriteFile(f.out, b, 0o644); err != nil {
+		return err
+	}
+	abs, _ := filepath.Abs(f.out)
+	fmt.Fprintf(cmd.ErrOrStderr(), "wrote %s\n", abs)
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 
@@ -13,16 +14,8 @@ import (
 	"sluice/internal/fileread"
 )
 
-func init() { register(newDoctorCmd) }
-
 func newDoctorCmd() *cobra.Command {
-	var (
-		asJSON            bool
-		noProbe           bool
-		factsIn, factsOut string
-		hostFile          string
-		opts              diag.DoctorOptions
-	)
+	var f doctorFlags
 	cmd := &cobra.Command{
 		Use:   "doctor",
 		Short: "Check the host for what breaks or slows IPsec offload, and say why and how to fix it",
@@ -47,7 +40,7 @@ Checks (select some with --check):
                    (RFC 9611, strongSwan 6.0.2+, Linux 6.13+)
   sa-budget        offloaded SAs per NIC SA table against the driver's known
                    limit (ixgbe/x540: 1024 Rx + 1024 Tx shared by the PF and
-                   its VFs; netdevsim: 33 per port); --host adds a host.yaml's
+                   its VFs; netdevsim: 33 per port); -f adds a host.yaml's
   bond-port-offload SAs offloaded to one port of an active-backup bond: the
                    bond does not move them at failover
   firmware         SRIOV_EN, NUM_OF_VFS, LAG_RESOURCE_ALLOCATION,
@@ -57,75 +50,96 @@ Checks (select some with --check):
 
 The host is read once; --save-facts writes what was read to a file, and
 --facts diagnoses such a file (from another host) instead of this one.
-Exits 3 when a check fails, 0 otherwise. Needs root for the probes.`,
+Needs root for the probes.`,
 		Example: `  sluice doctor
   sluice doctor --check bond-offload --check esp-offload
   sluice doctor --eswitch switchdev --json
-  sluice doctor --host /etc/sluice/host.yaml --check sa-budget
+  sluice doctor -f /etc/sluice/host.yaml --check sa-budget
   sluice doctor --save-facts gw1.json   # then, elsewhere: sluice doctor --facts gw1.json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if opts.WantEswitch != "" && opts.WantEswitch != "legacy" && opts.WantEswitch != "switchdev" {
-				return usageErrorf("--eswitch %q: want legacy or switchdev", opts.WantEswitch)
-			}
-			if hostFile != "" {
-				planned, err := plannedSAs(hostFile)
-				if err != nil {
-					return err
-				}
-				opts.PlannedSAs = planned
-			}
-			var facts *diag.Facts
-			if factsIn != "" {
-				b, err := fileread.Read(factsIn, fileread.StateLimit)
-				if err != nil {
-					return fmt.Errorf("--facts: %w", err)
-				}
-				facts = &diag.Facts{}
-				if err := json.Unmarshal(b, facts); err != nil {
-					return fmt.Errorf("--facts %s: %w (write one with sluice doctor --save-facts)", factsIn, err)
-				}
-			} else {
-				facts = diag.Gather(diag.GatherOptions{FS: diag.Host, NoProbe: noProbe})
-			}
-			if factsOut != "" {
-				b, err := json.MarshalIndent(facts, "", "  ")
-				if err != nil {
-					return err
-				}
-				if err := os.WriteFile(factsOut, append(b, '\n'), 0o644); err != nil {
-					return fmt.Errorf("--save-facts: %w", err)
-				}
-			}
-			rep, err := diag.Diagnose(facts, opts)
-			if err != nil {
-				return fmt.Errorf("--check: %w", err)
-			}
-			if asJSON {
-				if err := writeIndentedJSON(cmd.OutOrStdout(), rep); err != nil {
-					return err
-				}
-			} else {
-				rep.WriteText(cmd.OutOrStdout())
-			}
-			if rep.Overall == diag.Fail {
-				var failed []string
-				for _, r := range rep.Results {
-					if r.Verdict == diag.Fail {
-						failed = append(failed, r.Check)
-					}
-				}
-				return checkFailed(errors.New("doctor: failed checks: " + strings.Join(failed, ", ")))
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runDoctor(cmd.OutOrStdout(), f) },
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
-	cmd.Flags().BoolVar(&noProbe, "no-probe", false, "do not install throwaway offload SAs")
-	cmd.Flags().StringVar(&opts.WantEswitch, "eswitch", "", "eswitch mode the configuration needs: legacy or switchdev")
-	cmd.Flags().StringSliceVar(&opts.Only, "check", nil, "run only these checks (repeat or comma-separate)")
-	cmd.Flags().StringVar(&factsIn, "facts", "", "diagnose facts saved by --save-facts instead of this host")
-	cmd.Flags().StringVar(&factsOut, "save-facts", "", "also write the facts read from the host to this file")
-	cmd.Flags().StringVar(&hostFile, "host", "", "count the offloaded SAs this host.yaml adds with those installed (sa-budget)")
-	return cmd
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print a JSON object")
+	cmd.Flags().BoolVar(&f.noProbe, "no-probe", false, "do not install throwaway offload SAs")
+	cmd.Flags().StringVar(&f.opts.WantEswitch, "eswitch", "", "eswitch mode the configuration needs: legacy or switchdev")
+	cmd.Flags().StringSliceVar(&f.opts.Only, "check", nil, "run only these checks (repeat or comma-separate)")
+	cmd.Flags().StringVar(&f.factsIn, "facts", "", "diagnose facts saved by --save-facts instead of this host")
+	cmd.Flags().StringVar(&f.factsOut, "save-facts", "", "also write the facts read from the host to this file")
+	addFileFlag(cmd, &f.hostFile, "", "count the offloaded SAs this host.yaml adds with those installed (sa-budget)", "host")
+	return exits(cmd, ExitCheckFailed, "a check failed")
+}
+
+// doctorFlags are the flags of sluice doctor.
+type doctorFlags struct {
+	asJSON, noProbe   bool
+	factsIn, factsOut string
+	hostFile          string
+	opts              diag.DoctorOptions
+}
+
+func runDoctor(w io.Writer, f doctorFlags) error {
+	opts := f.opts
+	if opts.WantEswitch != "" && opts.WantEswitch != "legacy" && opts.WantEswitch != "switchdev" {
+		return usageErrorf("--eswitch %q: want legacy or switchdev", opts.WantEswitch)
+	}
+	if f.hostFile != "" {
+		planned, err := plannedSAs(f.hostFile)
+		if err != nil {
+			return err
+		}
+		opts.PlannedSAs = planned
+	}
+	facts, err := doctorFacts(f)
+	if err != nil {
+		return err
+	}
+	rep, err := diag.Diagnose(facts, opts)
+	if err != nil {
+		return fmt.Errorf("--check: %w", err)
+	}
+	if f.asJSON {
+		if err := writeJSON(w, rep); err != nil {
+			return err
+		}
+	} else {
+		rep.WriteText(w)
+	}
+	if rep.Overall == diag.Fail {
+		var failed []string
+		for _, r := range rep.Results {
+			if r.Verdict == diag.Fail {
+				failed = append(failed, r.Check)
+			}
+		}
+		return checkFailed(errors.New("doctor: failed checks: " + strings.Join(failed, ", ")))
+	}
+	return nil
+}
+
+// doctorFacts reads the host, or the file --facts names, and writes what
+// it read to --save-facts.
+func doctorFacts(f doctorFlags) (*diag.Facts, error) {
+	var facts *diag.Facts
+	if f.factsIn != "" {
+		b, err := fileread.Read(f.factsIn, fileread.StateLimit)
+		if err != nil {
+			return nil, fmt.Errorf("--facts: %w", err)
+		}
+		facts = &diag.Facts{}
+		if err := json.Unmarshal(b, facts); err != nil {
+			return nil, fmt.Errorf("--facts %s: %w (write one with sluice doctor --save-facts)", f.factsIn, err)
+		}
+	} else {
+		facts = diag.Gather(diag.GatherOptions{FS: diag.Host, NoProbe: f.noProbe})
+	}
+	if f.factsOut != "" {
+		b, err := json.MarshalIndent(facts, "", "  ")
+		if err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(f.factsOut, append(b, '\n'), 0o644); err != nil {
+			return nil, fmt.Errorf("--save-facts: %w", err)
+		}
+	}
+	return facts, nil
 }

@@ -7,13 +7,13 @@ import (
 	"sluice/internal/diag"
 )
 
-// plannedSAs reads a host.yaml for doctor --host: the offloaded SAs it
+// plannedSAs reads a host.yaml for doctor -f: the offloaded SAs it
 // will add, per device, so sa-budget counts them with those installed.
 // offload auto counts as offloaded (the worst case for the table).
 func plannedSAs(path string) ([]diag.PlannedSA, error) {
 	h, err := config.LoadHost(path)
 	if err != nil {
-		return nil, fmt.Errorf("--host: %w", err)
+		return nil, fmt.Errorf("-f: %w", err)
 	}
 	var out []diag.PlannedSA
 	if h.IPsec == nil {

@@ -3,13 +3,16 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/spf13/cobra"
 )
 
-// The exit codes, one table for every command (printed by `sluice --help`,
-// documented in README.md). Scripts tell a typo in a flag from a host that
-// does not match its file, and both from a broken host.
+// The exit codes, one table for every command (printed by `sluice --help`
+// and, for the codes each command returns, by its own --help; documented in
+// README.md). Scripts tell a typo in a flag from a host that does not match
+// its file, and both from a broken host.
 const (
 	ExitOK          = 0 // done; the check passed
 	ExitFailure     = 1 // the command could not do its job: bad file, kernel refusal, daemon unreachable
@@ -18,16 +21,99 @@ const (
 	ExitUnavailable = 4 // this host cannot run it: the kernel lacks a feature (lab up: use --vm), no test VM
 )
 
-// exitCodesHelp is the table as `sluice --help` prints it.
-const exitCodesHelp = `Exit codes:
-  0  done; the check passed
-  1  failure: the command could not do its job (bad file, kernel refusal, ...)
-  2  usage error: unknown command or flag, bad flag value, missing argument
-  3  check failed: verify, tune check or doctor found a difference, or
-     plan --exit-code has steps pending
-  4  unavailable here: the kernel lacks a feature (lab up: use --vm) or the
-     test VM cannot run
-  vm run and lab up --vm exit with the command's own exit code.`
+// exitTable is what each code means, in the words of every --help.
+var exitTable = []struct {
+	code    int
+	meaning string
+}{
+	{ExitOK, "done; the check passed"},
+	{ExitFailure, "failure: the command could not do its job (bad file, kernel refusal, ...)"},
+	{ExitUsage, "usage error: unknown command or flag, bad flag value, missing argument"},
+	{ExitCheckFailed, "check failed: the command ran and found a difference"},
+	{ExitUnavailable, "unavailable here: the kernel lacks a feature or the test VM cannot run"},
+}
+
+// passthroughExit marks a command that exits with another command's code.
+const passthroughExit = -1
+
+// exitAnnotation is the cobra annotation under which a command declares
+// the codes it returns beyond 0, 1 and 2 (which every command can return).
+const exitAnnotation = "sluice.exit."
+
+// exits declares that cmd returns code, and when: the text after the code in
+// cmd's generated "Exit codes:" help. passthroughExit says that the command
+// exits with another command's code.
+func exits(cmd *cobra.Command, code int, when string) *cobra.Command {
+	if cmd.Annotations == nil {
+		cmd.Annotations = map[string]string{}
+	}
+	cmd.Annotations[exitAnnotation+strconv.Itoa(code)] = when
+	return cmd
+}
+
+// exitCodesHelp is the whole table as `sluice --help` prints it, naming
+// the commands that declare each code beyond 2.
+func exitCodesHelp(root *cobra.Command) string {
+	users := map[int][]string{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, e := range append(exitTable, struct {
+			code    int
+			meaning string
+		}{passthroughExit, ""}) {
+			if _, ok := c.Annotations[exitAnnotation+strconv.Itoa(e.code)]; ok {
+				users[e.code] = append(users[e.code], strings.TrimPrefix(c.CommandPath(), root.Name()+" "))
+			}
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(root)
+	var b strings.Builder
+	b.WriteString("Exit codes:\n")
+	for _, e := range exitTable {
+		fmt.Fprintf(&b, "  %d  %s\n", e.code, e.meaning)
+		if u := users[e.code]; e.code > ExitUsage && len(u) > 0 {
+			fmt.Fprintf(&b, "     (%s)\n", strings.Join(u, ", "))
+		}
+	}
+	if u := users[passthroughExit]; len(u) > 0 {
+		fmt.Fprintf(&b, "  %s exit with the command's own exit code.", strings.Join(u, " and "))
+	}
+	return strings.TrimRight(b.String(), "\n")
+}
+
+// addExitCodeHelp appends to the help of every runnable command under c the
+// codes it can return, from exitTable and the command's exits declarations,
+// so that the help cannot say one code while the code returns another.
+func addExitCodeHelp(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		addExitCodeHelp(sub)
+	}
+	if c.RunE == nil || c.Parent() == nil {
+		return
+	}
+	var b strings.Builder
+	b.WriteString("Exit codes:\n")
+	for _, e := range exitTable {
+		when, declared := c.Annotations[exitAnnotation+strconv.Itoa(e.code)]
+		switch {
+		case e.code <= ExitUsage:
+			fmt.Fprintf(&b, "  %d  %s\n", e.code, e.meaning)
+		case declared:
+			fmt.Fprintf(&b, "  %d  %s: %s\n", e.code, e.meaning[:strings.Index(e.meaning, ":")], when)
+		}
+	}
+	if when, ok := c.Annotations[exitAnnotation+strconv.Itoa(passthroughExit)]; ok {
+		fmt.Fprintf(&b, "  %s\n", when)
+	}
+	long := c.Long
+	if long == "" {
+		long = c.Short
+	}
+	c.Long = strings.TrimRight(long, "\n") + "\n\n" + strings.TrimRight(b.String(), "\n")
+}
 
 // ExitError carries a specific process exit code (ExitCheckFailed,
 // ExitUnavailable, a VM command's own code) without printing a stack trace.
@@ -82,7 +168,7 @@ func markRunErrors(c *cobra.Command) {
 	}
 }
 
-// Execute runs root (built by NewRoot) and returns an error whose ExitCode
+// Execute runs root (built by NewRootCommand) and returns an error whose ExitCode
 // follows the table: cobra's errors (unknown command or flag, a flag value
 // that does not parse, a wrong argument count, a required flag missing)
 // become usage errors pointing at --help.

@@ -1,39 +1,18 @@
 package cli
 
 import (
-	"crypto/sha256"
 	"errors"
-	"fmt"
 	"log/slog"
-	"os"
 	"os/signal"
-	"path/filepath"
-	"strconv"
-	"strings"
+	goruntime "runtime"
 	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"sluice/internal/api"
 	"sluice/internal/config"
-	"sluice/internal/fastpath"
-	"sluice/internal/flower"
-	"sluice/internal/kernel"
+	"sluice/internal/gateway"
 )
-
-func init() { register(newGatewayCmd) }
-
-// gatewayPIDFile is where 'gateway run' with pinDir records its pid for
-// 'gateway stop --pin-dir': one file per pin dir, so that stopping one
-// gateway (a lab's, another namespace's) never signals another.
-func gatewayPIDFile(pinDir string) string {
-	if filepath.Clean(pinDir) == filepath.Clean(config.DefaultPinDir) {
-		return "/run/sluice/gateway.pid"
-	}
-	sum := sha256.Sum256([]byte(filepath.Clean(pinDir)))
-	return fmt.Sprintf("/run/sluice/gateway-%x.pid", sum[:6])
-}
 
 func newGatewayCmd() *cobra.Command {
 	cmd := &cobra.Command{
@@ -43,14 +22,13 @@ func newGatewayCmd() *cobra.Command {
 program and forwards in XDP the traffic whose SA the NIC packet-offloads,
 leaving everything else to the kernel. See docs/fastpath.md.`,
 	}
-	cmd.AddCommand(newGatewayRunCmd(), newGatewayStopCmd(), newGatewayExplainCmd())
 	return cmd
 }
 
 func newGatewayRunCmd() *cobra.Command {
-	var cfgPath string
+	var f gatewayRunFlags
 	cmd := &cobra.Command{
-		Use:   "run -c gateway.yaml",
+		Use:   "run -f gateway.yaml",
 		Short: "Attach the fast path and mirror XFRM state until stopped",
 		Long: `Attach the XDP fast path to the interfaces of gateway.yaml, mirror the
 kernel's XFRM policies and SAs into it (or the file's static policies in a
@@ -60,64 +38,45 @@ Maps and XDP links are pinned under pin-dir: when this process exits the fast
 path closes (the kernel forwards everything) but stays attached, and the next
 'sluice gateway run' adopts it without a gap. 'sluice gateway stop' detaches.
 If this process dies, the fast path closes by itself after the lease.`,
-		Example: "  sluice gateway run -c /etc/sluice/gateway.yaml",
+		Example: "  sluice gateway run -f /etc/sluice/gateway.yaml",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			g, err := config.LoadGateway(cfgPath)
-			if err != nil {
-				return err
-			}
-			opts, err := gatewayOptions(g)
-			if err != nil {
-				return err
-			}
-			opts.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
-			if err := applyDaemonSettings(g, opts.Log); err != nil {
-				return err
-			}
-			// Written by RunGateway once it holds the pin dir's lock, so
-			// a refused second start never touches the first one's.
-			opts.PIDFile = gatewayPIDFile(g.PinDir)
-			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
-			defer stop()
-			opts.Log.Info("sluice gateway starting", "config", cfgPath, "policy-source", string(g.PolicySource), "pin-dir", g.PinDir, "lease", g.Lease)
-			return fastpath.RunGateway(ctx, opts)
-		},
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runGatewayRun(cmd, f) },
 	}
-	cmd.Flags().StringVarP(&cfgPath, "config", "c", "/etc/sluice/gateway.yaml", "gateway configuration file")
+	addFileFlag(cmd, &f.file, "/etc/sluice/gateway.yaml", "gateway configuration file", "config/c")
 	return cmd
 }
 
-func readPIDFile(path string) (int, bool) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return 0, false
-	}
-	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
-	return pid, err == nil && pid > 0
+// gatewayRunFlags are the flags of sluice gateway run.
+type gatewayRunFlags struct {
+	file string
 }
 
-// isGatewayRun reports whether pid is a 'sluice ... gateway run': a stale
-// pid file must not make stop signal whatever process reused the pid.
-func isGatewayRun(pid int) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+// runGatewayRun starts the daemon: internal/gateway owns it; the CLI only
+// loads the file, sets up logging and signals, and calls gateway.Run.
+func runGatewayRun(cmd *cobra.Command, f gatewayRunFlags) error {
+	g, err := config.LoadGateway(f.file)
 	if err != nil {
-		return false
+		return err
 	}
-	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
-	for i := 0; i+1 < len(args); i++ {
-		if args[i] == "gateway" && args[i+1] == "run" {
-			return true
-		}
+	opts, err := gateway.FromConfig(g, buildInfo())
+	if err != nil {
+		return err
 	}
-	return false
+	opts.Log = slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil))
+	if err := gateway.ApplyDaemonSettings(g, opts.Log); err != nil {
+		return err
+	}
+	// Written by gateway.Run once it holds the pin dir's lock, so
+	// a refused second start never touches the first one's.
+	opts.PIDFile = gateway.PIDFile(g.PinDir)
+	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	opts.Log.Info("sluice gateway starting", "config", f.file, "policy-source", string(g.PolicySource), "pin-dir", g.PinDir, "lease", g.Lease)
+	return gateway.Run(ctx, opts)
 }
-
-// stopWait is how long stop waits for the daemon to exit after SIGTERM.
-const stopWait = 10 * time.Second
 
 func newGatewayStopCmd() *cobra.Command {
-	var pinDir string
+	var f gatewayStopFlags
 	cmd := &cobra.Command{
 		Use:   "stop",
 		Short: "Stop the daemon and detach the fast path from every interface",
@@ -133,41 +92,19 @@ default one, /run/sluice/gateway-<hash>.pid for others), and stop signals
 the pid only if it still is a 'gateway run': stopping one gateway never
 touches another's daemon.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if pid, ok := readPIDFile(gatewayPIDFile(pinDir)); ok && isGatewayRun(pid) {
-				if p, err := os.FindProcess(pid); err == nil && p.Signal(syscall.SIGTERM) == nil {
-					fmt.Fprintf(cmd.OutOrStdout(), "signalled daemon (pid %d)\n", pid)
-				}
-			}
-			// Detach only once the daemon is gone (its lock is free):
-			// a daemon still running would pin again what stop removes.
-			if _, err := os.Stat(pinDir); err == nil {
-				lock, err := fastpath.WaitLockPinDir(pinDir, stopWait)
-				if err != nil {
-					return fmt.Errorf("%w (it did not exit within %s of SIGTERM; nothing was detached)", err, stopWait)
-				}
-				defer lock.Release()
-			}
-			// Hardware rules outlive the daemon: remove sluice's flower
-			// filters whether or not it is still running (a killed one
-			// could not). Run this from the unit's ExecStopPost.
-			if n, err := removeFlowerRules(); err != nil {
-				fmt.Fprintf(cmd.ErrOrStderr(), "removing flower rules: %v\n", err)
-			} else if n > 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "removed %d flower rule(s)\n", n)
-			}
-			detached, err := fastpath.Detach(pinDir)
-			for _, d := range detached {
-				fmt.Fprintf(cmd.OutOrStdout(), "detached from %s\n", d)
-			}
-			if len(detached) == 0 && err == nil {
-				fmt.Fprintf(cmd.OutOrStdout(), "nothing attached (no pins under %s)\n", pinDir)
-			}
-			return err
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runGatewayStop(cmd, f) },
 	}
-	cmd.Flags().StringVar(&pinDir, "pin-dir", config.DefaultPinDir, "bpffs directory of the pinned maps and links")
+	cmd.Flags().StringVar(&f.pinDir, "pin-dir", config.DefaultPinDir, "bpffs directory of the pinned maps and links")
 	return cmd
+}
+
+// gatewayStopFlags are the flags of sluice gateway stop.
+type gatewayStopFlags struct {
+	pinDir string
+}
+
+func runGatewayStop(cmd *cobra.Command, f gatewayStopFlags) error {
+	return gateway.Stop(f.pinDir, cmd.OutOrStdout(), cmd.ErrOrStderr())
 }
 
 // errNoGateway is returned by explain when neither a running gateway nor a
@@ -175,19 +112,16 @@ touches another's daemon.`,
 var errNoGateway = errors.New("no gateway is running here")
 
 func newGatewayExplainCmd() *cobra.Command {
-	var (
-		cfgPath, iface, hexFrame, pinDir, socket string
-		asJSON                                   bool
-	)
+	var f explainFlags
 	cmd := &cobra.Command{
-		Use:   "explain [--iface IF] [--config gateway.yaml] [--json] <packet>",
+		Use:   "explain [--iface IF] [-f gateway.yaml] [--json] <packet>",
 		Short: "Show what the fast path does with a packet, and why",
 		Long: `Run the fast path over one packet with BPF_PROG_RUN, like 'ip route get' for
 the fast path: the verdict, the reason, the policy that decided (kernel index,
 selector, priority, direction) and the rewritten output.
 
-Without --config it uses the live, pinned maps of the running gateway. With
---config and policy-source: static it builds the tables from the file, with
+Without -f it uses the live, pinned maps of the running gateway. With
+-f gateway.yaml and policy-source: static it builds the tables from the file, with
 no daemon. The packet is given as fields:
 
   src ADDR dst ADDR [proto tcp|udp|icmp|icmpv6|N] [sport N] [dport N]
@@ -195,25 +129,19 @@ no daemon. The packet is given as fields:
 
 or as an Ethernet frame in hex with --hex.`,
 		Example: `  sluice gateway explain --iface p1 src 16.0.0.1 dst 48.0.1.9 proto udp dport 53
-  sluice gateway explain -c lab.yaml --iface lan0 --json src fd00::1 dst 2001:db8:48::9 ttl 1`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			return runExplain(cmd, explainArgs{cfgPath, iface, hexFrame, pinDir, socket, asJSON}, args)
-		},
+  sluice gateway explain -f lab.yaml --iface lan0 --json src fd00::1 dst 2001:db8:48::9 ttl 1`,
+		RunE: func(cmd *cobra.Command, args []string) error { return runExplain(cmd, f, args) },
 	}
-	cmd.Flags().StringVarP(&cfgPath, "config", "c", "", "gateway.yaml with static policies (no daemon needed)")
-	cmd.Flags().StringVar(&iface, "iface", "", "interface the packet arrives on")
-	cmd.Flags().StringVar(&hexFrame, "hex", "", "the packet as an Ethernet frame in hex")
-	cmd.Flags().StringVar(&pinDir, "pin-dir", config.DefaultPinDir, "bpffs directory of the running gateway")
-	cmd.Flags().StringVar(&socket, "socket", api.DefaultSocket, "the running gateway's API socket, asked which tier (flower or XDP) serves the deciding policy")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	addFileFlag(cmd, &f.cfgPath, "", "gateway.yaml with static policies (no daemon needed)", "config/c")
+	cmd.Flags().StringVar(&f.iface, "iface", "", "interface the packet arrives on")
+	cmd.Flags().StringVar(&f.hexFrame, "hex", "", "the packet as an Ethernet frame in hex")
+	cmd.Flags().StringVar(&f.pinDir, "pin-dir", config.DefaultPinDir, "bpffs directory of the running gateway")
+	cmd.Flags().StringVar(&f.socket, "socket", api.DefaultSocket, "the running gateway's API socket, asked which tier (flower or XDP) serves the deciding policy")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd
 }
 
-func removeFlowerRules() (int, error) {
-	fs, err := kernel.OpenFlowerSocket()
-	if err != nil {
-		return 0, err
-	}
-	defer fs.Close()
-	return flower.RemoveAll(fs)
+// buildInfo is this binary's version as the daemon reports it.
+func buildInfo() api.Build {
+	return api.Build{Version: version, Commit: buildCommit(), GoVersion: goruntime.Version()}
 }

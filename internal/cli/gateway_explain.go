@@ -2,7 +2,6 @@ package cli
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -17,10 +16,12 @@ import (
 	"sluice/internal/api"
 	"sluice/internal/config"
 	"sluice/internal/fastpath"
+	"sluice/internal/gateway"
 	"sluice/internal/kernel"
 )
 
-type explainArgs struct {
+// explainFlags are the flags of sluice gateway explain.
+type explainFlags struct {
 	cfgPath, iface, hexFrame, pinDir, socket string
 	asJSON                                   bool
 }
@@ -44,7 +45,7 @@ type explainPolicy struct {
 	Action   string `json:"action"`
 }
 
-func runExplain(cmd *cobra.Command, a explainArgs, args []string) error {
+func runExplain(cmd *cobra.Command, a explainFlags, args []string) error {
 	ingress := 0
 	var ingressMAC net.HardwareAddr
 	if a.iface != "" {
@@ -91,9 +92,7 @@ func runExplain(cmd *cobra.Command, a explainArgs, args []string) error {
 	}
 	dec.Output = nil
 	if a.asJSON {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		return enc.Encode(res)
+		return writeJSON(cmd.OutOrStdout(), res)
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "verdict: %s (%s)\n", dec.ActionName, dec.ReasonName)
@@ -128,21 +127,21 @@ func runExplain(cmd *cobra.Command, a explainArgs, args []string) error {
 
 // explainDatapath loads the program over the running gateway's pinned maps,
 // or over tables built from a static config.
-func explainDatapath(a explainArgs) (*fastpath.Datapath, []kernel.Policy, error) {
+func explainDatapath(a explainFlags) (*fastpath.Datapath, []kernel.Policy, error) {
 	if a.cfgPath != "" {
 		g, err := config.LoadGateway(a.cfgPath)
 		if err != nil {
 			return nil, nil, err
 		}
 		if g.PolicySource != config.PolicySourceStatic {
-			return nil, nil, fmt.Errorf("%s: explain --config needs policy-source: static; for kernel policies run 'sluice gateway run' and omit --config", a.cfgPath)
+			return nil, nil, fmt.Errorf("%s: explain -f needs policy-source: static; for kernel policies run 'sluice gateway run' and omit -f", a.cfgPath)
 		}
-		opts, err := gatewayOptions(g)
+		opts, err := gateway.FromConfig(g, buildInfo())
 		if err != nil {
 			return nil, nil, err
 		}
 		snap, _ := opts.Source.Dump()
-		ifs, err := fastpath.ResolveIfaces(opts.Ifaces)
+		ifs, err := gateway.ResolveIfaces(opts.Ifaces)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -150,6 +149,7 @@ func explainDatapath(a explainArgs) (*fastpath.Datapath, []kernel.Policy, error)
 		if err != nil {
 			return nil, nil, err
 		}
+		fastpath.FillRouteMTU(&snap, nil) // the SAs' MTUs, from this host's routes
 		tables, err := fastpath.Compile(snap)
 		if err == nil {
 			err = dp.SetIfaces(ifs)
@@ -164,7 +164,7 @@ func explainDatapath(a explainArgs) (*fastpath.Datapath, []kernel.Policy, error)
 		return dp, snap.Policies, nil
 	}
 	if _, err := os.Stat(filepath.Join(a.pinDir, "config")); err != nil {
-		return nil, nil, fmt.Errorf("%w (no pinned maps in %s): start 'sluice gateway run', or pass --config with static policies", errNoGateway, a.pinDir)
+		return nil, nil, fmt.Errorf("%w (no pinned maps in %s): start 'sluice gateway run', or pass -f with a gateway.yaml of static policies", errNoGateway, a.pinDir)
 	}
 	dp, err := fastpath.Load(fastpath.LoadOptions{PinPath: a.pinDir, AdoptOnly: true})
 	if err != nil {

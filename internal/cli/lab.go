@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -15,8 +14,6 @@ import (
 	"sluice/internal/lab"
 )
 
-func init() { register(newLabCmd) }
-
 func newLabCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lab",
@@ -28,7 +25,7 @@ seeds' plan, with a forwarder in the device under test:
   gateway-pair  gen --g0|p1-- gw0 --p0|p0-- gw1 --p1|s0-- sink
   overlay-pair  h0 --p0|p0-- h1, a VXLAN per tunnel over ESP (needs ESP: --vm)
 
-Addresses (seed 002): the generator 10.0.0.1/24 behind 10.0.0.254 sends from
+Addresses (the BlueField-3 benchmark): the generator 10.0.0.1/24 behind 10.0.0.254 sends from
 clients in 16.0.0.0/8 to 48.x.y.0/24, one /24 per tunnel; the sink is
 11.0.0.1/24 behind 11.0.0.254; tunnel i runs between 123.0.0.1 and
 123.0.(i/255).(i%255+1). Namespaces are named sl-NAME-ROLE; the lab's state
@@ -39,18 +36,11 @@ through it.`,
   sluice bench run --lab lab --profile imix-mno-1 --rate-max 2Mpps
   sluice lab down`,
 	}
-	cmd.AddCommand(newLabUpCmd(), newLabDownCmd(), newLabStatusCmd())
 	return cmd
 }
 
 func newLabUpCmd() *cobra.Command {
-	var (
-		s         lab.Spec
-		asJSON    bool
-		vm        bool
-		vmTimeout time.Duration
-		rateLimit string
-	)
+	var f labUpFlags
 	cmd := &cobra.Command{
 		Use:   "up TOPOLOGY [--vm [-- COMMAND...]]",
 		Short: "Build a lab (idempotent) and install its forwarder",
@@ -64,7 +54,7 @@ install the forwarder in the device under test (dut, or gw0 and gw1):
                 packet-offloaded policies (on veth nothing encrypts; on a
                 packet-offload NIC the NIC does)
 
-overlay-pair has no forwarder: its two hosts h0 and h1 run seed 000's
+overlay-pair has no forwarder: its two hosts h0 and h1 run the ConnectX-6 SR-IOV guide's
 encrypted overlay, one VXLAN per tunnel (VNI i, h0's VTEP 123.0.0.1, h1's
 123.0.x.y) in ESP transport mode with random per-lab AES-GCM keys, set up by
 'sluice apply' of host files the lab writes (overlay addresses 48.x.y.1 on h0
@@ -88,67 +78,79 @@ appear on the host. Never read throughput from the VM: it is emulated.`,
   sluice lab up overlay-pair --vm -- 'sluice bench iperf3 --lab lab --runs 3 --json > iperf.json'`,
 		Args:      cobra.MinimumNArgs(1),
 		ValidArgs: lab.Topologies,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			s.Topology = args[0]
-			if rateLimit != "" {
-				r, err := bench.ParseRate("--rate-limit", rateLimit)
-				if err != nil || r.Unit != "pps" {
-					return usageErrorf("--rate-limit %q: write a packet rate such as 200kpps", rateLimit)
-				}
-				s.Opts.RatePPS = uint64(r.Value)
-			}
-			if (s.Opts.DropEvery > 0 || s.Opts.RatePPS > 0) && s.Forwarder != lab.FwdXDPRedirect {
-				return usageErrorf("--drop-every and --rate-limit apply to --forwarder %s only", lab.FwdXDPRedirect)
-			}
-			if s.Opts.DropEvery == 1 {
-				return usageErrorf("--drop-every 1 would drop everything: use 2 or more (0: never)")
-			}
-			command := args[1:]
-			if len(command) > 0 && (!vm || cmd.ArgsLenAtDash() != 1) {
-				return usageErrorf("a command after the topology runs only with --vm, after --: sluice lab up %s --vm -- COMMAND", s.Topology)
-			}
-			// Validate checks the arguments and flags only (topology, name,
-			// tunnels, forwarder); lab.Up checks it again.
-			if err := s.Validate(); err != nil {
-				return usageErrorf("%w", err)
-			}
-			if vm {
-				return labUpInVM(cmd, s, command, vmTimeout, asJSON)
-			}
-			progress := func(line string) {
-				if !asJSON {
-					fmt.Fprintln(cmd.OutOrStdout(), line)
-				}
-			}
-			l, err := lab.Up(s, progress)
-			if err != nil {
-				var nv *lab.NeedsVMError
-				if errors.As(err, &nv) {
-					return &ExitError{Code: ExitUnavailable, Err: err}
-				}
-				return err
-			}
-			if asJSON {
-				return labWriteJSON(cmd, l)
-			}
-			if l.Topology == lab.OverlayPair {
-				fmt.Fprintf(cmd.OutOrStdout(), "lab %s is up: %s, %d tunnel(s); measure across it with 'sluice bench ping --lab %s' or 'sluice bench iperf3 --lab %s'\n",
-					l.Name, l.Topology, l.Tunnels, l.Name, l.Name)
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "lab %s is up: %s, %d tunnel(s), forwarder %s\n", l.Name, l.Topology, l.Tunnels, l.Forwarder)
-			return nil
-		},
+		RunE:      func(cmd *cobra.Command, args []string) error { return runLabUp(cmd, f, args) },
 	}
-	cmd.Flags().StringVar(&s.Name, "name", "lab", "lab name (1-12 of a-z, 0-9, -)")
-	cmd.Flags().IntVar(&s.Tunnels, "tunnels", 1, fmt.Sprintf("tunnels: remote subnets 48.x.y.0/24 and their endpoints (1-%d)", lab.MaxTunnels))
-	cmd.Flags().StringVar(&s.Forwarder, "forwarder", lab.FwdKernel, "forwarder in the device under test: "+strings.Join(lab.Forwarders, ", "))
-	cmd.Flags().Uint32Var(&s.Opts.DropEvery, "drop-every", 0, "xdp-redirect only: drop every Nth frame (a known loss, to test the benchmark)")
-	cmd.Flags().StringVar(&rateLimit, "rate-limit", "", "xdp-redirect only: forward at most this rate, e.g. 200kpps (a known bottleneck, to test the benchmark)")
-	cmd.Flags().BoolVar(&vm, "vm", false, "build the lab in the test VM, run the command after -- there (default: lab status), take the lab down and power off")
-	cmd.Flags().DurationVar(&vmTimeout, "vm-timeout", 10*time.Minute, "with --vm: limit for the whole VM run, boot included")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the lab as JSON")
-	return cmd
+	cmd.Flags().StringVar(&f.s.Name, "name", "lab", "lab name (1-12 of a-z, 0-9, -)")
+	cmd.Flags().IntVar(&f.s.Tunnels, "tunnels", 1, fmt.Sprintf("tunnels: remote subnets 48.x.y.0/24 and their endpoints (1-%d)", lab.MaxTunnels))
+	cmd.Flags().StringVar(&f.s.Forwarder, "forwarder", lab.FwdKernel, "forwarder in the device under test: "+strings.Join(lab.Forwarders, ", "))
+	cmd.Flags().Uint32Var(&f.s.Opts.DropEvery, "drop-every", 0, "xdp-redirect only: drop every Nth frame (a known loss, to test the benchmark)")
+	cmd.Flags().StringVar(&f.rateLimit, "rate-limit", "", "xdp-redirect only: forward at most this rate, e.g. 200kpps (a known bottleneck, to test the benchmark)")
+	cmd.Flags().BoolVar(&f.vm, "vm", false, "build the lab in the test VM, run the command after -- there (default: lab status), take the lab down and power off")
+	cmd.Flags().DurationVar(&f.vmTimeout, "vm-timeout", 10*time.Minute, "with --vm: limit for the whole VM run, boot included")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the lab as JSON")
+	exits(cmd, ExitUnavailable, "the kernel lacks a feature the topology needs: use --vm")
+	return exits(cmd, passthroughExit, "With --vm, a command that ran in the VM: its own exit code.")
+}
+
+// labUpFlags are the flags of sluice lab up.
+type labUpFlags struct {
+	s         lab.Spec
+	asJSON    bool
+	vm        bool
+	vmTimeout time.Duration
+	rateLimit string
+}
+
+func runLabUp(cmd *cobra.Command, f labUpFlags, args []string) error {
+	f.s.Topology = args[0]
+	if f.rateLimit != "" {
+		r, err := bench.ParseRate("--rate-limit", f.rateLimit)
+		if err != nil || r.Unit != "pps" {
+			return usageErrorf("--rate-limit %q: write a packet rate such as 200kpps", f.rateLimit)
+		}
+		f.s.Opts.RatePPS = uint64(r.Value)
+	}
+	if (f.s.Opts.DropEvery > 0 || f.s.Opts.RatePPS > 0) && f.s.Forwarder != lab.FwdXDPRedirect {
+		return usageErrorf("--drop-every and --rate-limit apply to --forwarder %s only", lab.FwdXDPRedirect)
+	}
+	if f.s.Opts.DropEvery == 1 {
+		return usageErrorf("--drop-every 1 would drop everything: use 2 or more (0: never)")
+	}
+	command := args[1:]
+	if len(command) > 0 && (!f.vm || cmd.ArgsLenAtDash() != 1) {
+		return usageErrorf("a command after the topology runs only with --vm, after --: sluice lab up %s --vm -- COMMAND", f.s.Topology)
+	}
+	// Validate checks the arguments and flags only (topology, name,
+	// tunnels, forwarder); lab.Up checks it again.
+	if err := f.s.Validate(); err != nil {
+		return usageErrorf("%w", err)
+	}
+	if f.vm {
+		return labUpInVM(cmd, f.s, command, f.vmTimeout, f.asJSON)
+	}
+	progress := func(line string) {
+		if !f.asJSON {
+			fmt.Fprintln(cmd.OutOrStdout(), line)
+		}
+	}
+	l, err := lab.Up(f.s, progress)
+	if err != nil {
+		var nv *lab.NeedsVMError
+		if errors.As(err, &nv) {
+			return &ExitError{Code: ExitUnavailable, Err: err}
+		}
+		return err
+	}
+	if f.asJSON {
+		return writeJSON(cmd.OutOrStdout(), l)
+	}
+	if l.Topology == lab.OverlayPair {
+		fmt.Fprintf(cmd.OutOrStdout(), "lab %s is up: %s, %d tunnel(s); measure across it with 'sluice bench ping --lab %s' or 'sluice bench iperf3 --lab %s'\n",
+			l.Name, l.Topology, l.Tunnels, l.Name, l.Name)
+		return nil
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "lab %s is up: %s, %d tunnel(s), forwarder %s\n", l.Name, l.Topology, l.Tunnels, l.Forwarder)
+	return nil
 }
 
 // labNameArg is the lab a command acts on: NAME as an argument (as in
@@ -166,8 +168,7 @@ func labNameArg(args []string, flag string) (string, error) {
 }
 
 func newLabDownCmd() *cobra.Command {
-	var asJSON bool
-	var flagName string
+	var f labDownFlags
 	cmd := &cobra.Command{
 		Use:   "down [NAME]",
 		Short: "Remove a lab: daemons, XDP links, pins, namespaces, state",
@@ -178,35 +179,42 @@ works on a half-built lab too, and removing a lab that does not exist is not
 an error.`,
 		Example: "  sluice lab down\n  sluice lab down gp --json",
 		Args:    cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			name, err := labNameArg(args, flagName)
-			if err != nil {
-				return err
-			}
-			res, err := lab.Down(name)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return labWriteJSON(cmd, res)
-			}
-			if len(res.Namespaces) == 0 && len(res.Daemons) == 0 && len(res.Detached) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "lab %s: nothing to remove\n", name)
-				return nil
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "lab %s removed: %d namespace(s), %d daemon(s) stopped, %d XDP link(s) detached\n",
-				name, len(res.Namespaces), len(res.Daemons), len(res.Detached))
-			return nil
-		},
+		RunE:    func(cmd *cobra.Command, args []string) error { return runLabDown(cmd, f, args) },
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print what was removed as JSON")
-	cmd.Flags().StringVar(&flagName, "name", "", "the lab, as 'lab up --name' took it (or give NAME)")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print what was removed as JSON")
+	cmd.Flags().StringVar(&f.flagName, "name", "", "the lab, as 'lab up --name' took it (or give NAME)")
 	return cmd
 }
 
+// labDownFlags are the flags of sluice lab down.
+type labDownFlags struct {
+	asJSON   bool
+	flagName string
+}
+
+func runLabDown(cmd *cobra.Command, f labDownFlags, args []string) error {
+	name, err := labNameArg(args, f.flagName)
+	if err != nil {
+		return err
+	}
+	res, err := lab.Down(name)
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	if len(res.Namespaces) == 0 && len(res.Daemons) == 0 && len(res.Detached) == 0 {
+		fmt.Fprintf(cmd.OutOrStdout(), "lab %s: nothing to remove\n", name)
+		return nil
+	}
+	fmt.Fprintf(cmd.OutOrStdout(), "lab %s removed: %d namespace(s), %d daemon(s) stopped, %d XDP link(s) detached\n",
+		name, len(res.Namespaces), len(res.Daemons), len(res.Detached))
+	return nil
+}
+
 func newLabStatusCmd() *cobra.Command {
-	var asJSON bool
-	var flagName string
+	var f labStatusFlags
 	cmd := &cobra.Command{
 		Use:   "status [NAME]",
 		Short: "List the labs that exist and whether they are whole",
@@ -216,66 +224,68 @@ Namespaces named sl-NAME-* without lab state are listed too, as leftovers
 for 'sluice lab down NAME'. Exits 1 when NAME is given and not up.`,
 		Example: "  sluice lab status\n  sluice lab status gp --json",
 		Args:    cobra.MaximumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			all, err := lab.List()
-			if err != nil {
-				return err
-			}
-			if len(args) == 1 || flagName != "" {
-				name, err := labNameArg(args, flagName)
-				if err != nil {
-					return err
-				}
-				var only []lab.Status
-				for _, s := range all {
-					if s.Name == name {
-						only = append(only, s)
-					}
-				}
-				if len(only) == 0 {
-					return fmt.Errorf("lab %q is not up (start it with 'sluice lab up TOPOLOGY --name %s')", name, name)
-				}
-				all = only
-			}
-			if asJSON {
-				if all == nil {
-					all = []lab.Status{}
-				}
-				return labWriteJSON(cmd, all)
-			}
-			if len(all) == 0 {
-				fmt.Fprintln(cmd.OutOrStdout(), "no labs")
-				return nil
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tTOPOLOGY\tTUNNELS\tFORWARDER\tSTATE\tNAMESPACES")
-			for _, s := range all {
-				state := "up"
-				switch {
-				case s.Topology == "":
-					state = "leftover (lab down " + s.Name + ")"
-				case len(s.Missing) > 0:
-					state = "broken: missing " + strings.Join(s.Missing, ",")
-				case len(s.DeadDaemon) > 0:
-					state = "broken: gateway died in " + strings.Join(s.DeadDaemon, ",")
-				}
-				var nss []string
-				for _, n := range s.Namespaces {
-					nss = append(nss, n)
-				}
-				sort.Strings(nss)
-				fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Name, s.Topology, s.Tunnels, s.Forwarder, state, strings.Join(nss, " "))
-			}
-			return tw.Flush()
-		},
+		RunE:    func(cmd *cobra.Command, args []string) error { return runLabStatus(cmd, f, args) },
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().StringVar(&flagName, "name", "", "only this lab, as 'lab up --name' took it (or give NAME)")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&f.flagName, "name", "", "only this lab, as 'lab up --name' took it (or give NAME)")
 	return cmd
 }
 
-func labWriteJSON(cmd *cobra.Command, v any) error {
-	enc := json.NewEncoder(cmd.OutOrStdout())
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+// labStatusFlags are the flags of sluice lab status.
+type labStatusFlags struct {
+	asJSON   bool
+	flagName string
+}
+
+func runLabStatus(cmd *cobra.Command, f labStatusFlags, args []string) error {
+	all, err := lab.List()
+	if err != nil {
+		return err
+	}
+	if len(args) == 1 || f.flagName != "" {
+		name, err := labNameArg(args, f.flagName)
+		if err != nil {
+			return err
+		}
+		var only []lab.Status
+		for _, s := range all {
+			if s.Name == name {
+				only = append(only, s)
+			}
+		}
+		if len(only) == 0 {
+			return fmt.Errorf("lab %q is not up (start it with 'sluice lab up TOPOLOGY --name %s')", name, name)
+		}
+		all = only
+	}
+	if f.asJSON {
+		if all == nil {
+			all = []lab.Status{}
+		}
+		return writeJSON(cmd.OutOrStdout(), all)
+	}
+	if len(all) == 0 {
+		fmt.Fprintln(cmd.OutOrStdout(), "no labs")
+		return nil
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tTOPOLOGY\tTUNNELS\tFORWARDER\tSTATE\tNAMESPACES")
+	for _, s := range all {
+		state := "up"
+		switch {
+		case s.Topology == "":
+			state = "leftover (lab down " + s.Name + ")"
+		case len(s.Missing) > 0:
+			state = "broken: missing " + strings.Join(s.Missing, ",")
+		case len(s.DeadDaemon) > 0:
+			state = "broken: gateway died in " + strings.Join(s.DeadDaemon, ",")
+		}
+		var nss []string
+		for _, n := range s.Namespaces {
+			nss = append(nss, n)
+		}
+		sort.Strings(nss)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Name, s.Topology, s.Tunnels, s.Forwarder, state, strings.Join(nss, " "))
+	}
+	return tw.Flush()
 }

@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -15,13 +13,6 @@ import (
 )
 
 // The encrypted overlay: sluice plan|apply|verify|teardown -f host.yaml.
-
-func init() {
-	register(newPlanCmd)
-	register(newApplyCmd)
-	register(newVerifyCmd)
-	register(newTeardownCmd)
-}
 
 const hostFileHelp = `host.yaml declares one host's encrypted overlay: uplinks (ports, MTU, an
 active-backup bond), SR-IOV (VF count, eswitch mode, flow steering, per-VF
@@ -55,44 +46,14 @@ func overlayInputs(file string, needKeys bool) (*config.Host, *config.Keys, *ove
 	return h, keys, live, nil
 }
 
-func addFileFlag(cmd *cobra.Command, file *string) {
-	cmd.Flags().StringVarP(file, "file", "f", "", "host file (host.yaml)")
+// addHostFileFlag adds the required -f/--file host.yaml.
+func addHostFileFlag(cmd *cobra.Command, file *string) {
+	addFileFlag(cmd, file, "", "host file (host.yaml)")
 	_ = cmd.MarkFlagRequired("file")
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
-// printPlan prints steps with their equivalent commands.
-func printPlan(w io.Writer, p *overlay.Plan, verb string) {
-	if p.Empty() {
-		fmt.Fprintf(w, "%s: nothing to do: the host matches the file\n", p.File)
-	} else {
-		fmt.Fprintf(w, "%s (overlay %s): %d step(s) to %s\n", p.File, p.Name, len(p.Steps), verb)
-		for i, s := range p.Steps {
-			fmt.Fprintf(w, "%3d. [%s] %s %s: %s\n", i+1, s.Section, s.Action, s.Object, s.Why)
-			for _, c := range s.Commands {
-				fmt.Fprintf(w, "       %s\n", c)
-			}
-		}
-	}
-	if len(p.Notes) > 0 {
-		fmt.Fprintln(w, "notes:")
-		for _, n := range p.Notes {
-			fmt.Fprintf(w, "  - %s\n", n)
-		}
-	}
-}
-
 func newPlanCmd() *cobra.Command {
-	var (
-		file     string
-		asJSON   bool
-		exitCode bool
-	)
+	var f planFlags
 	cmd := &cobra.Command{
 		Use:   "plan -f host.yaml",
 		Short: "Compare host.yaml with the live host and list the steps apply would run",
@@ -115,39 +76,44 @@ and sysfs commands; the domain XML in full).
   sluice plan -f host.yaml --json
   ip netns exec node-a sluice plan -f node-a.yaml --exit-code  # 3: changes pending`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			h, keys, live, err := overlayInputs(file, true)
-			if err != nil {
-				return err
-			}
-			p, err := overlay.NewPlan(h, keys, live)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				if err := writeJSON(cmd.OutOrStdout(), p); err != nil {
-					return err
-				}
-			} else {
-				printPlan(cmd.OutOrStdout(), p, "apply")
-			}
-			if exitCode && !p.Empty() {
-				return checkFailed(fmt.Errorf("%d step(s) pending", len(p.Steps)))
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runPlan(cmd.OutOrStdout(), f) },
 	}
-	addFileFlag(cmd, &file)
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan as JSON")
-	cmd.Flags().BoolVar(&exitCode, "exit-code", false, "exit 3 when there are steps to apply (0: nothing to do)")
-	return cmd
+	addHostFileFlag(cmd, &f.file)
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the plan as JSON")
+	cmd.Flags().BoolVar(&f.exitCode, "exit-code", false, "exit 3 when there are steps to apply (0: nothing to do)")
+	return exits(cmd, ExitCheckFailed, "--exit-code and there are steps to apply")
+}
+
+// planFlags are the flags of sluice plan.
+type planFlags struct {
+	file             string
+	asJSON, exitCode bool
+}
+
+func runPlan(w io.Writer, f planFlags) error {
+	h, keys, live, err := overlayInputs(f.file, true)
+	if err != nil {
+		return err
+	}
+	p, err := overlay.NewPlan(h, keys, live)
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		if err := writeJSON(w, p); err != nil {
+			return err
+		}
+	} else {
+		renderPlan(w, p, "apply")
+	}
+	if f.exitCode && !p.Empty() {
+		return checkFailed(fmt.Errorf("%d step(s) pending", len(p.Steps)))
+	}
+	return nil
 }
 
 func newApplyCmd() *cobra.Command {
-	var (
-		file, stateDir        string
-		dryRun, asJSON, force bool
-	)
+	var f applyFlags
 	cmd := &cobra.Command{
 		Use:   "apply -f host.yaml",
 		Short: "Make the host match host.yaml (idempotent; --dry-run prints the plan)",
@@ -179,78 +145,80 @@ and initiates them.
   sluice apply -f host.yaml --dry-run
   ip netns exec node-a sluice apply -f node-a.yaml --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			h, keys, live, err := overlayInputs(file, true)
-			if err != nil {
-				return err
-			}
-			p, err := overlay.NewPlan(h, keys, live)
-			if err != nil {
-				return err
-			}
-			p.Force = force
-			w := cmd.OutOrStdout()
-			if dryRun {
-				if asJSON {
-					return writeJSON(w, p)
-				}
-				printPlan(w, p, "apply (dry run: nothing changed)")
-				return nil
-			}
-			var progress io.Writer
-			if !asJSON {
-				progress = w
-				for _, n := range p.Notes {
-					fmt.Fprintf(w, "note: %s\n", n)
-				}
-			}
-			res, err := overlay.Apply(p, stateDir, progress)
-			if asJSON {
-				out := struct {
-					Plan   *overlay.Plan   `json:"plan"`
-					Result *overlay.Result `json:"result"`
-					Error  string          `json:"error,omitempty"`
-				}{p, res, ""}
-				if err != nil {
-					out.Error = err.Error()
-				}
-				if jerr := writeJSON(w, out); jerr != nil {
-					return jerr
-				}
-				if err != nil {
-					return err
-				}
-				return nil
-			}
-			if res != nil {
-				for _, o := range res.Offload {
-					fmt.Fprintf(w, "offload: %s\n", o)
-				}
-			}
-			if err != nil {
-				return err
-			}
-			if p.Empty() {
-				fmt.Fprintf(w, "%s: nothing to do: the host matches the file\n", h.File)
-			} else {
-				fmt.Fprintf(w, "applied %d step(s); journal %s\n", res.Done, res.Journal)
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runApply(cmd.OutOrStdout(), f) },
 	}
-	addFileFlag(cmd, &file)
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan and change nothing (same as sluice plan)")
-	cmd.Flags().BoolVar(&force, "force", false, "install a manual key even though apply installed it before (its SA's sequence numbers start over under the same key: see docs/overlay.md, Keying)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan and the result as JSON")
-	cmd.Flags().StringVar(&stateDir, "state-dir", overlay.DefaultStateDir, "where apply journals what it did (tmpfs)")
+	addHostFileFlag(cmd, &f.file)
+	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print the plan and change nothing (same as sluice plan)")
+	cmd.Flags().BoolVar(&f.force, "force", false, "install a manual key even though apply installed it before (its SA's sequence numbers start over under the same key: see docs/overlay.md, Keying)")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the plan and the result as JSON")
+	cmd.Flags().StringVar(&f.stateDir, "state-dir", overlay.DefaultStateDir, "where apply journals what it did (tmpfs)")
 	return cmd
 }
 
+// applyFlags are the flags of sluice apply.
+type applyFlags struct {
+	file, stateDir        string
+	dryRun, asJSON, force bool
+}
+
+// applyResult is apply --json: the plan, what was done, and the error.
+type applyResult struct {
+	Plan   *overlay.Plan   `json:"plan"`
+	Result *overlay.Result `json:"result"`
+	Error  string          `json:"error,omitempty"`
+}
+
+func runApply(w io.Writer, f applyFlags) error {
+	h, keys, live, err := overlayInputs(f.file, true)
+	if err != nil {
+		return err
+	}
+	p, err := overlay.NewPlan(h, keys, live)
+	if err != nil {
+		return err
+	}
+	p.Force = f.force
+	if f.dryRun {
+		if f.asJSON {
+			return writeJSON(w, p)
+		}
+		renderPlan(w, p, "apply (dry run: nothing changed)")
+		return nil
+	}
+	var progress io.Writer
+	if !f.asJSON {
+		progress = w
+		renderNotes(w, p.Notes)
+	}
+	res, err := overlay.Apply(p, f.stateDir, progress)
+	if f.asJSON {
+		out := applyResult{p, res, ""}
+		if err != nil {
+			out.Error = err.Error()
+		}
+		if jerr := writeJSON(w, out); jerr != nil {
+			return jerr
+		}
+		return err
+	}
+	if res != nil {
+		for _, o := range res.Offload {
+			fmt.Fprintf(w, "offload: %s\n", o)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if p.Empty() {
+		fmt.Fprintf(w, "%s: nothing to do: the host matches the file\n", h.File)
+	} else {
+		fmt.Fprintf(w, "applied %d step(s); journal %s\n", res.Done, res.Journal)
+	}
+	return nil
+}
+
 func newTeardownCmd() *cobra.Command {
-	var (
-		file, stateDir string
-		dryRun, asJSON bool
-	)
+	var f teardownFlags
 	cmd := &cobra.Command{
 		Use:   "teardown -f host.yaml",
 		Short: "Remove what apply created from host.yaml, and put back what it changed",
@@ -269,73 +237,74 @@ existing devices are left as they are. Keys are not needed.
 		Example: `  sluice teardown -f /etc/sluice/host.yaml
   sluice teardown -f host.yaml --dry-run`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			h, _, live, err := overlayInputs(file, false)
-			if err != nil {
-				return err
-			}
-			j, has, err := overlay.LoadJournal(stateDir, h.Name, h.File)
-			if err != nil {
-				return err
-			}
-			p := overlay.NewTeardown(h, live, j, has)
-			w := cmd.OutOrStdout()
-			if dryRun {
-				if asJSON {
-					return writeJSON(w, p)
-				}
-				printPlan(w, p, "tear down (dry run: nothing changed)")
-				return nil
-			}
-			n, err := overlay.Teardown(p, j, func(i int, s overlay.Step) {
-				if !asJSON {
-					fmt.Fprintf(w, "[%d/%d] %s %s\n", i+1, len(p.Steps), s.Action, s.Object)
-				}
-			})
-			if asJSON {
-				out := struct {
-					Plan  *overlay.Plan `json:"plan"`
-					Done  int           `json:"steps_done"`
-					Error string        `json:"error,omitempty"`
-				}{p, n, ""}
-				if err != nil {
-					out.Error = err.Error()
-				}
-				if jerr := writeJSON(w, out); jerr != nil {
-					return jerr
-				}
-				if err != nil {
-					return err
-				}
-				return nil
-			}
-			for _, note := range p.Notes {
-				fmt.Fprintf(w, "note: %s\n", note)
-			}
-			if err != nil {
-				return err
-			}
-			if p.Empty() {
-				fmt.Fprintf(w, "%s: nothing to tear down\n", h.File)
-			} else {
-				fmt.Fprintf(w, "tore down %d step(s)\n", n)
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runTeardown(cmd.OutOrStdout(), f) },
 	}
-	addFileFlag(cmd, &file)
-	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the teardown plan and change nothing")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the plan and the result as JSON")
-	cmd.Flags().StringVar(&stateDir, "state-dir", overlay.DefaultStateDir, "where apply journaled what it did")
+	addHostFileFlag(cmd, &f.file)
+	cmd.Flags().BoolVar(&f.dryRun, "dry-run", false, "print the teardown plan and change nothing")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the plan and the result as JSON")
+	cmd.Flags().StringVar(&f.stateDir, "state-dir", overlay.DefaultStateDir, "where apply journaled what it did")
 	return cmd
 }
 
+// teardownFlags are the flags of sluice teardown.
+type teardownFlags struct {
+	file, stateDir string
+	dryRun, asJSON bool
+}
+
+// teardownResult is teardown --json: the plan, the steps done, the error.
+type teardownResult struct {
+	Plan  *overlay.Plan `json:"plan"`
+	Done  int           `json:"steps_done"`
+	Error string        `json:"error,omitempty"`
+}
+
+func runTeardown(w io.Writer, f teardownFlags) error {
+	h, _, live, err := overlayInputs(f.file, false)
+	if err != nil {
+		return err
+	}
+	j, has, err := overlay.LoadJournal(f.stateDir, h.Name, h.File)
+	if err != nil {
+		return err
+	}
+	p := overlay.NewTeardown(h, live, j, has)
+	if f.dryRun {
+		if f.asJSON {
+			return writeJSON(w, p)
+		}
+		renderPlan(w, p, "tear down (dry run: nothing changed)")
+		return nil
+	}
+	n, err := overlay.Teardown(p, j, func(i int, s overlay.Step) {
+		if !f.asJSON {
+			fmt.Fprintf(w, "[%d/%d] %s %s\n", i+1, len(p.Steps), s.Action, s.Object)
+		}
+	})
+	if f.asJSON {
+		out := teardownResult{p, n, ""}
+		if err != nil {
+			out.Error = err.Error()
+		}
+		if jerr := writeJSON(w, out); jerr != nil {
+			return jerr
+		}
+		return err
+	}
+	renderNotes(w, p.Notes)
+	if err != nil {
+		return err
+	}
+	if p.Empty() {
+		fmt.Fprintf(w, "%s: nothing to tear down\n", h.File)
+	} else {
+		fmt.Fprintf(w, "tore down %d step(s)\n", n)
+	}
+	return nil
+}
+
 func newVerifyCmd() *cobra.Command {
-	var (
-		file, sendTo    string
-		traffic, asJSON bool
-		window          time.Duration
-	)
+	var f verifyFlags
 	cmd := &cobra.Command{
 		Use:   "verify -f host.yaml [--traffic [--send-to ADDR]]",
 		Short: "Prove the host matches host.yaml and its overlay traffic is encrypted; exit 3 if not",
@@ -343,7 +312,7 @@ func newVerifyCmd() *cobra.Command {
 every SA is installed with the offload the file asks for (for auto: which
 one it got), and that every VTEP's traffic is covered by an SA pair.
 
-With --traffic, also prove it with counters (seed 000's "confirming ipsec is
+With --traffic, also prove it with counters (the ConnectX-6 SR-IOV guide's "confirming ipsec is
 being used"): the SA packet counters (ip -s xfrm state) and the offload
 devices' ethtool IPsec counters are read, again after --window, and every SA
 of the file must have counted packets in between. Traffic is whatever flows
@@ -351,70 +320,54 @@ during the window; --send-to ADDR sends UDP datagrams to ADDR (an overlay
 address of a peer, port 9) during the window, whose packets (and the
 peer's ICMP port-unreachable replies) cross both SAs.
 
-Exit code 0: everything passed; 1: something failed (each check says what).
-
 ` + hostFileHelp,
 		Example: `  sluice verify -f /etc/sluice/host.yaml
   sluice verify -f host.yaml --traffic --window 5s   # while iperf3 runs
   sluice verify -f host.yaml --traffic --send-to 192.168.90.3 --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			h, keys, live, err := overlayInputs(file, true)
-			if err != nil {
-				return err
-			}
-			r := overlay.Verify(h, keys, live)
-			if traffic {
-				var gen func() error
-				if sendTo != "" {
-					gen = func() error { return sendUDP(sendTo, window) }
-				}
-				if err := overlay.VerifyTraffic(h, r, window, gen); err != nil {
-					return err
-				}
-			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				if err := writeJSON(w, r); err != nil {
-					return err
-				}
-			} else {
-				printVerify(w, r)
-			}
-			if !r.OK {
-				return checkFailed(fmt.Errorf("%s: verify failed", h.File))
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runVerify(cmd.OutOrStdout(), f) },
 	}
-	addFileFlag(cmd, &file)
-	cmd.Flags().BoolVar(&traffic, "traffic", false, "also check that the SA (and ethtool IPsec) counters rise while traffic flows")
-	cmd.Flags().DurationVar(&window, "window", 3*time.Second, "how long to watch the counters with --traffic")
-	cmd.Flags().StringVar(&sendTo, "send-to", "", "with --traffic: send UDP datagrams to this overlay address during the window")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print the report as JSON")
-	return cmd
+	addHostFileFlag(cmd, &f.file)
+	cmd.Flags().BoolVar(&f.traffic, "traffic", false, "also check that the SA (and ethtool IPsec) counters rise while traffic flows")
+	cmd.Flags().DurationVar(&f.window, "window", 3*time.Second, "how long to watch the counters with --traffic")
+	cmd.Flags().StringVar(&f.sendTo, "send-to", "", "with --traffic: send UDP datagrams to this overlay address during the window")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print the report as JSON")
+	return exits(cmd, ExitCheckFailed, "a check failed (each check says what)")
 }
 
-func printVerify(w io.Writer, r *overlay.VerifyReport) {
-	for _, c := range r.Checks {
-		mark := "ok  "
-		if !c.OK {
-			mark = "FAIL"
-		}
-		fmt.Fprintf(w, "%s %-9s %s\n", mark, c.Name, c.Detail)
+// verifyFlags are the flags of sluice verify.
+type verifyFlags struct {
+	file, sendTo    string
+	traffic, asJSON bool
+	window          time.Duration
+}
+
+func runVerify(w io.Writer, f verifyFlags) error {
+	h, keys, live, err := overlayInputs(f.file, true)
+	if err != nil {
+		return err
 	}
-	for dev, cs := range r.Counters {
-		var parts []string
-		for k, v := range cs {
-			parts = append(parts, fmt.Sprintf("%s +%d", k, v))
+	r := overlay.Verify(h, keys, live)
+	if f.traffic {
+		var gen func() error
+		if f.sendTo != "" {
+			gen = func() error { return sendUDP(f.sendTo, f.window) }
 		}
-		fmt.Fprintf(w, "ethtool -S %s: %s\n", dev, strings.Join(parts, ", "))
+		if err := overlay.VerifyTraffic(h, r, f.window, gen); err != nil {
+			return err
+		}
 	}
-	if r.OK {
-		fmt.Fprintln(w, "verify: passed")
+	if f.asJSON {
+		if err := writeJSON(w, r); err != nil {
+			return err
+		}
 	} else {
-		fmt.Fprintln(w, "verify: FAILED")
+		renderVerify(w, r)
 	}
+	if !r.OK {
+		return checkFailed(fmt.Errorf("%s: verify failed", h.File))
+	}
+	return nil
 }
 
 // sendUDP sends small datagrams to addr:9 (discard) for d, 50 per second.

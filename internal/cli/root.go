@@ -1,17 +1,16 @@
-// Package cli implements sluice's command line: one file per subcommand,
-// each registering itself on the root command.
+// Package cli implements sluice's command line. The command tree is built in
+// one function, NewRootCommand; each command lives in its own file as a
+// declaration (newXCmd), a flags struct and a named runX. All output is made
+// here: --json through writeJSON (output.go), text through the render_*.go
+// files, exit codes from the one table in exitcode.go.
 package cli
 
 import "github.com/spf13/cobra"
 
-// subcommands is filled by init functions in this package's files so that
-// adding a command touches one file only.
-var subcommands []func() *cobra.Command
-
-func register(f func() *cobra.Command) { subcommands = append(subcommands, f) }
-
-// NewRoot builds the command tree.
-func NewRoot() *cobra.Command {
+// NewRootCommand builds the whole command tree, here and nowhere else, so
+// that the tree can be walked (man pages, completions, the exit-code help)
+// and read in one place.
+func NewRootCommand() *cobra.Command {
 	root := &cobra.Command{
 		Use:   "sluice",
 		Short: "IPsec with NIC offload: fast path, overlay, diagnosis, lab and benchmarks",
@@ -19,23 +18,47 @@ func NewRoot() *cobra.Command {
 
 It mirrors the kernel's XFRM policies into an XDP fast path, sets up encrypted
 overlays from one declarative file, diagnoses offload and tuning problems, and
-builds labs that measure throughput, loss and latency.
-
-` + exitCodesHelp,
+builds labs that measure throughput, loss and latency.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.CompletionOptions.HiddenDefaultCmd = true
-	for _, f := range subcommands {
-		root.AddCommand(f())
-	}
+	root.AddCommand(
+		newVersionCmd(),
+		with(newGatewayCmd(), newGatewayRunCmd(), newGatewayStopCmd(), newGatewayExplainCmd()),
+		// The encrypted overlay: sluice plan|apply|verify|teardown -f host.yaml.
+		newPlanCmd(), newApplyCmd(), newVerifyCmd(), newTeardownCmd(),
+		newMTUCmd(),
+		newDoctorCmd(),
+		with(newShowCmd(),
+			newShowGatewayCmd(),
+			with(newShowIPsecCmd(), newShowIPsecSACmd(), newShowIPsecPolicyCmd(), newShowIPsecStatsCmd()),
+			with(newShowInterfaceCmd(),
+				newShowInterfaceTopologyCmd(),
+				with(newShowRxQueueCmd(), newShowRxQueueTopologyCmd()))),
+		with(newTuneCmd(), newTuneSub("plan"), newTuneSub("apply"), newTuneSub("check")),
+		with(newLabCmd(), newLabUpCmd(), newLabDownCmd(), newLabStatusCmd()),
+		with(newBenchCmd(), newBenchFastpathCmd(), newBenchRunCmd(), newBenchCompareCmd(),
+			newBenchIperf3Cmd(), newBenchPingCmd(), newBenchTRexProfileCmd(), newBenchRekeyCmd()),
+		with(newSwanCmd(), newSwanGenCmd(), newSwanUpCmd(), newSwanDownCmd(), newSwanStatusCmd()),
+		with(newVMCmd(), newVMRunCmd(), newVMCheckCmd(), newVMNetdevsimCmd(), newVMNicmodelCmd()),
+	)
+	root.Long += "\n\n" + exitCodesHelp(root)
+	addExitCodeHelp(root)
 	markRunErrors(root)
 	return root
 }
 
+// with adds subs under parent and returns parent, so the tree above reads as
+// a tree.
+func with(parent *cobra.Command, subs ...*cobra.Command) *cobra.Command {
+	parent.AddCommand(subs...)
+	return parent
+}
+
 // Run executes the command line args (without the program name).
 func Run(args []string) error {
-	root := NewRoot()
+	root := NewRootCommand()
 	root.SetArgs(args)
 	return Execute(root)
 }

@@ -14,11 +14,7 @@ import (
 )
 
 func newShowGatewayCmd() *cobra.Command {
-	var (
-		socket string
-		top    int
-		asJSON bool
-	)
+	var f showGatewayFlags
 	cmd := &cobra.Command{
 		Use:   "gateway",
 		Short: "The running fast path: interfaces, mirror, verdict and policy counters",
@@ -28,106 +24,119 @@ counts, hairpin next hops, packets per verdict reason per interface, and the
 busiest policies.`,
 		Example: "  sluice show gateway\n  sluice show gateway --top 50 --json",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			c := api.NewClient(socket)
-			s, err := c.Gateway()
-			if err != nil {
-				return err
-			}
-			ps, err := c.Policies()
-			if err != nil {
-				return err
-			}
-			if len(ps) > top {
-				ps = ps[:top]
-			}
-			if asJSON {
-				// Each policy says which tier serves it and why, as the
-				// text's TIER column does.
-				type tiered struct {
-					api.PolicyStat
-					Tier string `json:"tier"`
-				}
-				top := make([]tiered, len(ps))
-				for i, p := range ps {
-					top[i] = tiered{p, policyTier(s.Flower, p.Index)}
-				}
-				return printJSON(cmd.OutOrStdout(), struct {
-					*api.GatewayStatus
-					TopPolicies []tiered `json:"top_policies"`
-				}{s, top})
-			}
-			w := cmd.OutOrStdout()
-			m := s.Mirror
-			fmt.Fprintf(w, "gateway: sluice %s, policy source %s, up %s, pins in %s\n", s.Version, s.PolicySource,
-				time.Since(s.Started).Round(time.Second), s.PinDir)
-			state := "IN SYNC"
-			if !m.InSync {
-				state = "CLOSED, " + m.State + " (everything goes to the kernel)"
-			}
-			fmt.Fprintf(w, "mirror:  %s; %d of %d kernel policies mirrored, %d SAs; shapes v4 %d v6 %d; %d syncs (last %s), %d resyncs\n",
-				state, m.MirroredPolicies, m.KernelPolicies, m.KernelStates, m.TuplesIPv4, m.TuplesIPv6, m.Syncs, m.LastSyncDuration, m.Resyncs)
-			if m.LastError != "" {
-				fmt.Fprintf(w, "error:   %s\n", m.LastError)
-			}
-			if m.Verified+m.Divergences+m.LeaseLapses > 0 {
-				fmt.Fprintf(w, "checks:  %d verifying dumps agreed, %d disagreed; %d lease lapses\n", m.Verified, m.Divergences, m.LeaseLapses)
-			}
-			if p := s.Pins; !p.OK || p.Repairs > 0 {
-				fmt.Fprintf(w, "pins:    ok=%v, pinned again %d times after removal", p.OK, p.Repairs)
-				if p.LastError != "" {
-					fmt.Fprintf(w, "; %s", p.LastError)
-				}
-				fmt.Fprintln(w)
-			}
-			fc := s.FlowCache
-			keys := "per host pair"
-			if fc.KeysL4 {
-				keys = "per connection (a policy or the FIB looks at ports)"
-			}
-			fmt.Fprintf(w, "cache:   %s; %d hits, %d fills, %d bypassed\n", keys, fc.Hits, fc.Fills, fc.Bypassed)
-			fmt.Fprintln(w)
-			tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "INTERFACE\tIFINDEX\tXDP\tL2\tINBOUND\tNEXT HOP\tFORWARDED\tTO KERNEL\tTOP REASONS")
-			for _, i := range s.Interfaces {
-				nh := "-"
-				if i.NextHop != nil {
-					nh = i.NextHop.Addr
-					if !i.NextHop.Resolved {
-						nh += " (unresolved)"
-					}
-				}
-				inbound := "pass"
-				if i.InboundForward {
-					inbound = "forward"
-				}
-				fwd := i.Reasons["forward-out"] + i.Reasons["forward-in"]
-				var passed uint64
-				for r, n := range i.Reasons {
-					if r != "forward-out" && r != "forward-in" {
-						passed += n
-					}
-				}
-				fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", i.Name, i.Ifindex, i.XDPMode, i.L2, inbound, nh, fwd, passed, topReasons(i.Reasons, 3))
-			}
-			tw.Flush()
-			if len(ps) > 0 {
-				fmt.Fprintln(w)
-				tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "POLICY\tDIR\tPRIO\tSELECTOR\tPACKETS\tBYTES\tTIER")
-				for _, p := range ps {
-					fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t%d\t%s\n", p.Index, p.Dir, p.Priority, p.Selector, p.Packets, p.Bytes, policyTier(s.Flower, p.Index))
-				}
-				tw.Flush()
-			}
-			printFlower(w, s.Flower)
-			return nil
-		},
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runShowGateway(cmd, f) },
 	}
-	cmd.Flags().StringVar(&socket, "socket", api.DefaultSocket, "the daemon's API socket")
-	cmd.Flags().IntVar(&top, "top", 10, "how many of the busiest policies to list")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&f.socket, "socket", api.DefaultSocket, "the daemon's API socket")
+	cmd.Flags().IntVar(&f.top, "top", 10, "how many of the busiest policies to list")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd
+}
+
+// showGatewayFlags are the flags of sluice show gateway.
+type showGatewayFlags struct {
+	socket string
+	top    int
+	asJSON bool
+}
+
+// showGatewayResult is show gateway --json: the daemon's status and its
+// busiest policies, each with the tier that serves it and why, as the
+// text's TIER column says.
+type showGatewayResult struct {
+	*api.GatewayStatus
+	TopPolicies []tieredPolicy `json:"top_policies"`
+}
+
+type tieredPolicy struct {
+	api.PolicyStat
+	Tier string `json:"tier"`
+}
+
+func runShowGateway(cmd *cobra.Command, f showGatewayFlags) error {
+	c := api.NewClient(f.socket)
+	s, err := c.Gateway()
+	if err != nil {
+		return err
+	}
+	ps, err := c.Policies()
+	if err != nil {
+		return err
+	}
+	if len(ps) > f.top {
+		ps = ps[:f.top]
+	}
+	if f.asJSON {
+		res := showGatewayResult{GatewayStatus: s, TopPolicies: make([]tieredPolicy, len(ps))}
+		for i, p := range ps {
+			res.TopPolicies[i] = tieredPolicy{p, policyTier(s.Flower, p.Index)}
+		}
+		return writeJSON(cmd.OutOrStdout(), res)
+	}
+	w := cmd.OutOrStdout()
+	m := s.Mirror
+	fmt.Fprintf(w, "gateway: sluice %s, policy source %s, up %s, pins in %s\n", s.Version, s.PolicySource,
+		time.Since(s.Started).Round(time.Second), s.PinDir)
+	state := "IN SYNC"
+	if !m.InSync {
+		state = "CLOSED, " + m.State + " (everything goes to the kernel)"
+	}
+	fmt.Fprintf(w, "mirror:  %s; %d of %d kernel policies mirrored, %d SAs; shapes v4 %d v6 %d; %d syncs (last %s), %d resyncs\n",
+		state, m.MirroredPolicies, m.KernelPolicies, m.KernelStates, m.TuplesIPv4, m.TuplesIPv6, m.Syncs, m.LastSyncDuration, m.Resyncs)
+	if m.LastError != "" {
+		fmt.Fprintf(w, "error:   %s\n", m.LastError)
+	}
+	if m.Verified+m.Divergences+m.LeaseLapses > 0 {
+		fmt.Fprintf(w, "checks:  %d verifying dumps agreed, %d disagreed; %d lease lapses\n", m.Verified, m.Divergences, m.LeaseLapses)
+	}
+	if p := s.Pins; !p.OK || p.Repairs > 0 {
+		fmt.Fprintf(w, "pins:    ok=%v, pinned again %d times after removal", p.OK, p.Repairs)
+		if p.LastError != "" {
+			fmt.Fprintf(w, "; %s", p.LastError)
+		}
+		fmt.Fprintln(w)
+	}
+	fc := s.FlowCache
+	keys := "per host pair"
+	if fc.KeysL4 {
+		keys = "per connection (a policy or the FIB looks at ports)"
+	}
+	fmt.Fprintf(w, "cache:   %s; %d hits, %d fills, %d bypassed\n", keys, fc.Hits, fc.Fills, fc.Bypassed)
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INTERFACE\tIFINDEX\tXDP\tL2\tINBOUND\tNEXT HOP\tFORWARDED\tTO KERNEL\tTOP REASONS")
+	for _, i := range s.Interfaces {
+		nh := "-"
+		if i.NextHop != nil {
+			nh = i.NextHop.Addr
+			if !i.NextHop.Resolved {
+				nh += " (unresolved)"
+			}
+		}
+		inbound := "pass"
+		if i.InboundForward {
+			inbound = "forward"
+		}
+		fwd := i.Reasons["forward-out"] + i.Reasons["forward-in"]
+		var passed uint64
+		for r, n := range i.Reasons {
+			if r != "forward-out" && r != "forward-in" {
+				passed += n
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", i.Name, i.Ifindex, i.XDPMode, i.L2, inbound, nh, fwd, passed, topReasons(i.Reasons, 3))
+	}
+	tw.Flush()
+	if len(ps) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "POLICY\tDIR\tPRIO\tSELECTOR\tPACKETS\tBYTES\tTIER")
+		for _, p := range ps {
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%d\t%d\t%s\n", p.Index, p.Dir, p.Priority, p.Selector, p.Packets, p.Bytes, policyTier(s.Flower, p.Index))
+		}
+		tw.Flush()
+	}
+	printFlower(w, s.Flower)
+	return nil
 }
 
 func topReasons(rs map[string]uint64, n int) string {

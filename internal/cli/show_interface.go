@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -20,14 +18,15 @@ node, and which CPU serves each receive queue's interrupt.`,
   sluice show interface rx-queue topology`,
 		Args: cobra.NoArgs,
 	}
-	rxq := &cobra.Command{
+	return cmd
+}
+
+func newShowRxQueueCmd() *cobra.Command {
+	return &cobra.Command{
 		Use:   "rx-queue",
 		Short: "Show RX queues",
 		Args:  cobra.NoArgs,
 	}
-	rxq.AddCommand(newShowRxQueueTopologyCmd())
-	cmd.AddCommand(newShowInterfaceTopologyCmd(), rxq)
-	return cmd
 }
 
 // addSysroot adds --sysroot: read a captured /sys and /proc tree instead of
@@ -37,8 +36,7 @@ func addSysroot(cmd *cobra.Command, root *string) {
 }
 
 func newShowInterfaceTopologyCmd() *cobra.Command {
-	var asJSON bool
-	var root string
+	var f showTopologyFlags
 	cmd := &cobra.Command{
 		Use:   "topology",
 		Short: "Show the PCI network devices by NUMA node: address, vendor, model, driver, interfaces",
@@ -55,26 +53,33 @@ IDs without a name in pci.ids print as "unknown [id]".`,
   sluice show interface topology --json | jq '.nodes[].devices[].netdevs'
   sluice show interface topology --sysroot ./captured-host`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			topo, err := diag.ReadTopology(diag.FS{Root: root})
-			if err != nil {
-				return fmt.Errorf("show interface topology: %w", err)
-			}
-			if asJSON {
-				return writeIndentedJSON(cmd.OutOrStdout(), topo)
-			}
-			topo.WriteText(cmd.OutOrStdout())
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runShowInterfaceTopology(cmd, f) },
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
-	addSysroot(cmd, &root)
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print a JSON object")
+	addSysroot(cmd, &f.root)
 	return cmd
 }
 
+// showTopologyFlags are the flags of sluice show interface topology.
+type showTopologyFlags struct {
+	asJSON bool
+	root   string
+}
+
+func runShowInterfaceTopology(cmd *cobra.Command, f showTopologyFlags) error {
+	topo, err := diag.ReadTopology(diag.FS{Root: f.root})
+	if err != nil {
+		return fmt.Errorf("show interface topology: %w", err)
+	}
+	if f.asJSON {
+		return writeJSON(cmd.OutOrStdout(), topo)
+	}
+	topo.WriteText(cmd.OutOrStdout())
+	return nil
+}
+
 func newShowRxQueueTopologyCmd() *cobra.Command {
-	var asJSON bool
-	var root string
+	var f showRxQueueFlags
 	cmd := &cobra.Command{
 		Use:   "topology [INTERFACE...]",
 		Short: "Show each RX queue's IRQ and CPU by NUMA node, with a pinning verdict",
@@ -101,26 +106,27 @@ name the data-path ports to leave management ports out.`,
 		Example: `  sluice show interface rx-queue topology
   sluice show interface rx-queue topology p0 p1
   sluice show interface rx-queue topology --json | jq '.diagnostic[] | select(.verdict != "ok")'`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			rt, err := diag.ReadRxTopology(diag.FS{Root: root}, args)
-			if err != nil {
-				return fmt.Errorf("show interface rx-queue topology: %w", err)
-			}
-			if asJSON {
-				return writeIndentedJSON(cmd.OutOrStdout(), rt)
-			}
-			rt.WriteText(cmd.OutOrStdout())
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runShowRxQueueTopology(cmd, f, args) },
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
-	addSysroot(cmd, &root)
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print a JSON object")
+	addSysroot(cmd, &f.root)
 	return cmd
 }
 
-// writeIndentedJSON prints v as indented JSON, the format of every --json.
-func writeIndentedJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
+// showRxQueueFlags are the flags of sluice show interface rx-queue topology.
+type showRxQueueFlags struct {
+	asJSON bool
+	root   string
+}
+
+func runShowRxQueueTopology(cmd *cobra.Command, f showRxQueueFlags, args []string) error {
+	rt, err := diag.ReadRxTopology(diag.FS{Root: f.root}, args)
+	if err != nil {
+		return fmt.Errorf("show interface rx-queue topology: %w", err)
+	}
+	if f.asJSON {
+		return writeJSON(cmd.OutOrStdout(), rt)
+	}
+	rt.WriteText(cmd.OutOrStdout())
+	return nil
 }

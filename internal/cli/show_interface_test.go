@@ -11,7 +11,7 @@ const cx7Root = "../diag/testdata/cx7"
 
 func runCLI(t *testing.T, args ...string) (string, error) {
 	t.Helper()
-	root := NewRoot()
+	root := NewRootCommand()
 	var out bytes.Buffer
 	root.SetOut(&out)
 	root.SetErr(&out)

@@ -1,9 +1,7 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"sort"
@@ -16,6 +14,7 @@ import (
 	"sluice/internal/kernel"
 )
 
+// ipsecFilter are the flags of sluice show ipsec sa and policy.
 type ipsecFilter struct {
 	addr  string
 	spi   string
@@ -86,7 +85,6 @@ offload (none/crypto/packet, device, direction), lifetimes and counters.
 Read from the kernel directly: no daemon needed. Keys are printed only with
 'sa --keys'.`,
 	}
-	cmd.AddCommand(newShowIPsecSACmd(), newShowIPsecPolicyCmd(), newShowIPsecStatsCmd())
 	return cmd
 }
 
@@ -119,45 +117,47 @@ func newShowIPsecSACmd() *cobra.Command {
 		Short:   "IPsec SAs with offload mode, counters and lifetimes",
 		Example: "  sluice show ipsec sa --dev p0\n  sluice show ipsec sa --spi 0x1001 --json",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.parse(); err != nil {
-				return err
-			}
-			all, err := kernel.StateDetails(f.keys)
-			if err != nil {
-				return fmt.Errorf("dumping SAs: %w", err)
-			}
-			var sas []kernel.StateDetail
-			for _, s := range all {
-				if f.spiN != 0 && s.SPI != f.spiN {
-					continue
-				}
-				if f.devIx != 0 && (s.Offload == nil || s.Offload.Ifindex != f.devIx) {
-					continue
-				}
-				if f.addrP.IsValid() && !f.overlaps(netip.PrefixFrom(s.Src, s.Src.BitLen())) &&
-					!f.overlaps(netip.PrefixFrom(s.Dst, s.Dst.BitLen())) && !f.overlaps(s.Sel.Src) && !f.overlaps(s.Sel.Dst) {
-					continue
-				}
-				sas = append(sas, s)
-			}
-			if f.json {
-				return printJSON(cmd.OutOrStdout(), sas)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "SRC\tDST\tSPI\tREQID\tMODE\tALGORITHM\tOFFLOAD\tPACKETS\tBYTES\tFAILED")
-			for _, s := range sas {
-				fmt.Fprintf(tw, "%s\t%s\t0x%08x\t%d\t%s\t%s\t%s\t%d\t%d\t%d\n", s.Src, s.Dst, s.SPI, s.Reqid,
-					modeString(s.Mode), s.Algorithm, offloadString(s.Offload), s.Packets, s.Bytes, s.Failed)
-				if s.Key != nil {
-					fmt.Fprintf(tw, "\tkey %s\n", *s.Key)
-				}
-			}
-			return tw.Flush()
-		},
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runShowIPsecSA(cmd, f) },
 	}
 	f.addFlags(cmd, true)
 	return cmd
+}
+
+func runShowIPsecSA(cmd *cobra.Command, f ipsecFilter) error {
+	if err := f.parse(); err != nil {
+		return err
+	}
+	all, err := kernel.StateDetails(f.keys)
+	if err != nil {
+		return fmt.Errorf("dumping SAs: %w", err)
+	}
+	var sas []kernel.StateDetail
+	for _, s := range all {
+		if f.spiN != 0 && s.SPI != f.spiN {
+			continue
+		}
+		if f.devIx != 0 && (s.Offload == nil || s.Offload.Ifindex != f.devIx) {
+			continue
+		}
+		if f.addrP.IsValid() && !f.overlaps(netip.PrefixFrom(s.Src, s.Src.BitLen())) &&
+			!f.overlaps(netip.PrefixFrom(s.Dst, s.Dst.BitLen())) && !f.overlaps(s.Sel.Src) && !f.overlaps(s.Sel.Dst) {
+			continue
+		}
+		sas = append(sas, s)
+	}
+	if f.json {
+		return writeJSON(cmd.OutOrStdout(), sas)
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SRC\tDST\tSPI\tREQID\tMODE\tALGORITHM\tOFFLOAD\tPACKETS\tBYTES\tFAILED")
+	for _, s := range sas {
+		fmt.Fprintf(tw, "%s\t%s\t0x%08x\t%d\t%s\t%s\t%s\t%d\t%d\t%d\n", s.Src, s.Dst, s.SPI, s.Reqid,
+			modeString(s.Mode), s.Algorithm, offloadString(s.Offload), s.Packets, s.Bytes, s.Failed)
+		if s.Key != nil {
+			fmt.Fprintf(tw, "\tkey %s\n", *s.Key)
+		}
+	}
+	return tw.Flush()
 }
 
 func newShowIPsecPolicyCmd() *cobra.Command {
@@ -167,38 +167,40 @@ func newShowIPsecPolicyCmd() *cobra.Command {
 		Short:   "IPsec policies with their templates and offload",
 		Example: "  sluice show ipsec policy --dir out --addr 48.0.1.0/24",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.parse(); err != nil {
-				return err
-			}
-			all, err := kernel.DumpPolicies()
-			if err != nil {
-				return fmt.Errorf("dumping policies: %w", err)
-			}
-			var ps []kernel.Policy
-			for _, p := range all {
-				if (f.dir != "" && p.Dir.String() != f.dir) ||
-					(f.devIx != 0 && (p.Offload == nil || p.Offload.Ifindex != f.devIx)) ||
-					(f.addrP.IsValid() && !f.overlaps(p.Sel.Src) && !f.overlaps(p.Sel.Dst)) {
-					continue
-				}
-				ps = append(ps, p)
-			}
-			sort.SliceStable(ps, func(a, b int) bool { return ps[a].Priority < ps[b].Priority })
-			if f.json {
-				return printJSON(cmd.OutOrStdout(), ps)
-			}
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "INDEX\tDIR\tPRIO\tACTION\tSELECTOR\tTEMPLATE\tOFFLOAD")
-			for _, p := range ps {
-				fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Index, p.Dir, p.Priority,
-					[...]string{"allow", "block"}[p.Action&1], p.Sel, tmplString(p.Tmpls), offloadString(p.Offload))
-			}
-			return tw.Flush()
-		},
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runShowIPsecPolicy(cmd, f) },
 	}
 	f.addFlags(cmd, false)
 	return cmd
+}
+
+func runShowIPsecPolicy(cmd *cobra.Command, f ipsecFilter) error {
+	if err := f.parse(); err != nil {
+		return err
+	}
+	all, err := kernel.DumpPolicies()
+	if err != nil {
+		return fmt.Errorf("dumping policies: %w", err)
+	}
+	var ps []kernel.Policy
+	for _, p := range all {
+		if (f.dir != "" && p.Dir.String() != f.dir) ||
+			(f.devIx != 0 && (p.Offload == nil || p.Offload.Ifindex != f.devIx)) ||
+			(f.addrP.IsValid() && !f.overlaps(p.Sel.Src) && !f.overlaps(p.Sel.Dst)) {
+			continue
+		}
+		ps = append(ps, p)
+	}
+	sort.SliceStable(ps, func(a, b int) bool { return ps[a].Priority < ps[b].Priority })
+	if f.json {
+		return writeJSON(cmd.OutOrStdout(), ps)
+	}
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "INDEX\tDIR\tPRIO\tACTION\tSELECTOR\tTEMPLATE\tOFFLOAD")
+	for _, p := range ps {
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Index, p.Dir, p.Priority,
+			[...]string{"allow", "block"}[p.Action&1], p.Sel, tmplString(p.Tmpls), offloadString(p.Offload))
+	}
+	return tw.Flush()
 }
 
 func tmplString(ts []kernel.Tmpl) string {
@@ -221,10 +223,7 @@ func tmplString(ts []kernel.Tmpl) string {
 }
 
 func newShowIPsecStatsCmd() *cobra.Command {
-	var (
-		asJSON bool
-		dev    string
-	)
+	var f showIPsecStatsFlags
 	cmd := &cobra.Command{
 		Use:   "stats",
 		Short: "The kernel's XFRM error counters and the NICs' IPsec counters",
@@ -236,59 +235,67 @@ block, integrity failures...); rising NIC counters show the crypto really runs
 on the NIC.`,
 		Example: "  sluice show ipsec stats\n  sluice show ipsec stats --dev p0 --json",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			st, err := kernel.XFRMStats()
-			if err != nil {
-				return fmt.Errorf("reading /proc/net/xfrm_stat (is XFRM built into this kernel?): %w", err)
-			}
-			nics, err := nicIPsecCounters(dev)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return printJSON(cmd.OutOrStdout(), struct {
-					XFRM    map[string]uint64            `json:"xfrm"`
-					Devices map[string]map[string]uint64 `json:"devices"`
-				}{st, nics})
-			}
-			names := make([]string, 0, len(st))
-			for n := range st {
-				names = append(names, n)
-			}
-			sort.Slice(names, func(a, b int) bool {
-				if (st[names[a]] == 0) != (st[names[b]] == 0) {
-					return st[names[a]] != 0
-				}
-				return names[a] < names[b]
-			})
-			tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			for _, n := range names {
-				fmt.Fprintf(tw, "%s\t%d\n", n, st[n])
-			}
-			devs := make([]string, 0, len(nics))
-			for d := range nics {
-				devs = append(devs, d)
-			}
-			sort.Strings(devs)
-			for _, d := range devs {
-				cs := make([]string, 0, len(nics[d]))
-				for c := range nics[d] {
-					cs = append(cs, c)
-				}
-				sort.Strings(cs)
-				for _, c := range cs {
-					fmt.Fprintf(tw, "%s %s\t%d\n", d, c, nics[d][c])
-				}
-			}
-			if len(devs) == 0 {
-				fmt.Fprintln(tw, "(no interface reports IPsec counters)")
-			}
-			return tw.Flush()
-		},
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runShowIPsecStats(cmd, f) },
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().StringVar(&dev, "dev", "", "only this interface's NIC counters")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
+	cmd.Flags().StringVar(&f.dev, "dev", "", "only this interface's NIC counters")
 	return cmd
+}
+
+// showIPsecStatsFlags are the flags of sluice show ipsec stats.
+type showIPsecStatsFlags struct {
+	asJSON bool
+	dev    string
+}
+
+func runShowIPsecStats(cmd *cobra.Command, f showIPsecStatsFlags) error {
+	st, err := kernel.XFRMStats()
+	if err != nil {
+		return fmt.Errorf("reading /proc/net/xfrm_stat (is XFRM built into this kernel?): %w", err)
+	}
+	nics, err := nicIPsecCounters(f.dev)
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		return writeJSON(cmd.OutOrStdout(), struct {
+			XFRM    map[string]uint64            `json:"xfrm"`
+			Devices map[string]map[string]uint64 `json:"devices"`
+		}{st, nics})
+	}
+	names := make([]string, 0, len(st))
+	for n := range st {
+		names = append(names, n)
+	}
+	sort.Slice(names, func(a, b int) bool {
+		if (st[names[a]] == 0) != (st[names[b]] == 0) {
+			return st[names[a]] != 0
+		}
+		return names[a] < names[b]
+	})
+	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+	for _, n := range names {
+		fmt.Fprintf(tw, "%s\t%d\n", n, st[n])
+	}
+	devs := make([]string, 0, len(nics))
+	for d := range nics {
+		devs = append(devs, d)
+	}
+	sort.Strings(devs)
+	for _, d := range devs {
+		cs := make([]string, 0, len(nics[d]))
+		for c := range nics[d] {
+			cs = append(cs, c)
+		}
+		sort.Strings(cs)
+		for _, c := range cs {
+			fmt.Fprintf(tw, "%s %s\t%d\n", d, c, nics[d][c])
+		}
+	}
+	if len(devs) == 0 {
+		fmt.Fprintln(tw, "(no interface reports IPsec counters)")
+	}
+	return tw.Flush()
 }
 
 // nicIPsecCounters returns, per interface, the ethtool counters whose name
@@ -320,10 +327,4 @@ func nicIPsecCounters(only string) (map[string]map[string]uint64, error) {
 		}
 	}
 	return out, nil
-}
-
-func printJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
 }

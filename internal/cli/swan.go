@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,13 +18,11 @@ import (
 	"sluice/internal/swan"
 )
 
-func init() { register(newSwanCmd) }
-
 func newSwanCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "swan",
 		Short: "Generate strongSwan configs for thousands of tunnels and drive charon over VICI",
-		Long: `Replace seed 002's bash heredoc generators and "swanctl -i" loops.
+		Long: `Replace the BlueField-3 benchmark's bash heredoc generators and "swanctl -i" loops.
 
   gen     writes swanctl.conf (+ secrets.conf, 0600) and the routing plan for a
           gateway role of the test0 or routed topology, 1 to 65,025 tunnels
@@ -37,13 +34,12 @@ func newSwanCmd() *cobra.Command {
 
 The strongSwan SAs and policies then appear in the kernel, where
 'sluice gateway run' (policy-source: kernel) mirrors them. See docs/strongswan.md.`,
-		Example: `  # the concentrator (gw0) and the far side (gw1) of seed 002's test 0, 1000 tunnels
+		Example: `  # the concentrator (gw0) and the far side (gw1) of the BlueField-3 benchmark's test 0, 1000 tunnels
   sluice swan gen --topology test0 --role gw0 --tunnels 1000 --hw-offload packet -o /etc/swanctl/sluice
   sluice swan gen --topology test0 --role gw1 --tunnels 1000 --psk-file /etc/swanctl/sluice/psk -o gw1
   sluice swan up --dir /etc/swanctl/sluice
   sluice swan status --dir /etc/swanctl/sluice --json`,
 	}
-	cmd.AddCommand(newSwanGenCmd(), newSwanUpCmd(), newSwanDownCmd(), newSwanStatusCmd())
 	return cmd
 }
 
@@ -57,7 +53,7 @@ type specFlags struct {
 
 func (f *specFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.topology, "topology", "", "seed 002 topology: test0 (one tunnel port) or routed (two ports behind a router)")
+	fl.StringVar(&f.topology, "topology", "", "the BlueField-3 benchmark topology: test0 (one tunnel port) or routed (two ports behind a router)")
 	fl.StringVar(&f.role, "role", "", "gateway role: gw0 (one address per port, initiates) or gw1 (one carrier address per tunnel)")
 	fl.IntVar(&f.tunnels, "tunnels", 0, fmt.Sprintf("tunnels per port: 1..%d (test0), 1..%d (routed)", swan.MaxTunnelsTest0, swan.MaxTunnelsRouted))
 	fl.StringVar(&f.port, "port", "", "routed only: p0 or p1 (default both, as the seed's two generators); test0 uses p0")
@@ -110,20 +106,12 @@ func resolveSpec(cmd *cobra.Command, f *specFlags, dir string) (*swan.Spec, erro
 	return f.spec()
 }
 
-func swanJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 func newSwanGenCmd() *cobra.Command {
-	var f specFlags
-	var out, p0, p1, netns string
-	var apply, noDummy, asJSON bool
+	var f swanGenFlags
 	cmd := &cobra.Command{
 		Use:   "gen",
-		Short: "Write swanctl.conf, secrets.conf and the routing plan for one gateway of seed 002",
-		Long: `Write the strongSwan configuration of one gateway of seed 002's lab, equivalent
+		Short: "Write swanctl.conf, secrets.conf and the routing plan for one gateway of the BlueField-3 benchmark",
+		Long: `Write the strongSwan configuration of one gateway of the BlueField-3 benchmark's lab, equivalent
 to the operators' bash generators (same connection, child and secret names,
 addresses and traffic selectors; TestGeneratorMatchesSeedScripts runs the
 seed's scripts and compares):
@@ -157,62 +145,71 @@ created; addresses and routes are replaced, so it can run again.`,
   sluice swan gen --topology routed --role gw0 --port p1 --tunnels 2000 --hw-offload auto -o gw0-p1
   sluice swan gen --topology test0 --role gw1 --tunnels 64 --psk-file key --p0-dev eth0 --p1-dev eth1 --apply -o /tmp/gw1`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if out == "" {
-				return usageErrorf("-o DIR is required: the directory for swanctl.conf, secrets.conf and routing.sh")
-			}
-			for _, d := range [][2]string{{"--p0-dev", p0}, {"--p1-dev", p1}} {
-				if problem := config.InterfaceNameProblem(d[1]); problem != "" {
-					return usageErrorf("%s: %s", d[0], problem)
-				}
-			}
-			s, err := f.spec()
-			if err != nil {
-				return err
-			}
-			plan := swan.NewPlan(s, p0, p1, !noDummy)
-			res, err := swan.Generate(out, s, plan)
-			if err != nil {
-				return err
-			}
-			applied := false
-			if apply {
-				if err := plan.Apply(netns); err != nil {
-					return fmt.Errorf("%w (the configuration files were written; the routing plan is %s)", err, res.Files[len(res.Files)-1])
-				}
-				applied = true
-			}
-			if asJSON {
-				return swanJSON(cmd.OutOrStdout(), struct {
-					swan.GenResult
-					Applied bool `json:"applied"`
-				}{res, applied})
-			}
-			w := cmd.OutOrStdout()
-			fmt.Fprintf(w, "wrote %d connections (%s %s, ports %s) to %s:\n", res.Tunnels, s.Topology, s.Role, portNames(s.Ports), out)
-			for _, fn := range res.Files {
-				fmt.Fprintf(w, "  %s\n", fn)
-			}
-			if res.GeneratedPSK {
-				fmt.Fprintf(w, "a new random pre-shared key is in %s/psk (0600): pass it to the other gateway's gen with --psk-file\n", out)
-			}
-			if applied {
-				fmt.Fprintf(w, "routing plan applied%s\n", map[bool]string{true: " in netns " + netns, false: ""}[netns != ""])
-			}
-			fmt.Fprintf(w, "next: start charon, then 'sluice swan up --dir %s'\n", out)
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSwanGen(cmd, f) },
 	}
-	f.add(cmd)
+	f.spec.add(cmd)
 	fl := cmd.Flags()
-	fl.StringVarP(&out, "output", "o", "", "output directory (created if missing)")
-	fl.StringVar(&p0, "p0-dev", "p0", "device of the seed's port p0 (routing plan)")
-	fl.StringVar(&p1, "p1-dev", "p1", "device of the seed's port p1 (routing plan)")
-	fl.BoolVar(&noDummy, "no-dummy-default", false, "leave out the seed's default route via dummy0 (10.10.10.10)")
-	fl.BoolVar(&apply, "apply", false, "also apply the routing plan now (root)")
-	fl.StringVar(&netns, "netns", "", "with --apply: the network namespace to apply it in")
-	fl.BoolVar(&asJSON, "json", false, "print what was written as JSON")
+	fl.StringVarP(&f.out, "output", "o", "", "output directory (created if missing)")
+	fl.StringVar(&f.p0, "p0-dev", "p0", "device of the seed's port p0 (routing plan)")
+	fl.StringVar(&f.p1, "p1-dev", "p1", "device of the seed's port p1 (routing plan)")
+	fl.BoolVar(&f.noDummy, "no-dummy-default", false, "leave out the seed's default route via dummy0 (10.10.10.10)")
+	fl.BoolVar(&f.apply, "apply", false, "also apply the routing plan now (root)")
+	fl.StringVar(&f.netns, "netns", "", "with --apply: the network namespace to apply it in")
+	fl.BoolVar(&f.asJSON, "json", false, "print what was written as JSON")
 	return cmd
+}
+
+// swanGenFlags are the flags of sluice swan gen.
+type swanGenFlags struct {
+	spec                   specFlags
+	out, p0, p1, netns     string
+	apply, noDummy, asJSON bool
+}
+
+func runSwanGen(cmd *cobra.Command, f swanGenFlags) error {
+	if f.out == "" {
+		return usageErrorf("-o DIR is required: the directory for swanctl.conf, secrets.conf and routing.sh")
+	}
+	for _, d := range [][2]string{{"--p0-dev", f.p0}, {"--p1-dev", f.p1}} {
+		if problem := config.InterfaceNameProblem(d[1]); problem != "" {
+			return usageErrorf("%s: %s", d[0], problem)
+		}
+	}
+	s, err := f.spec.spec()
+	if err != nil {
+		return err
+	}
+	plan := swan.NewPlan(s, f.p0, f.p1, !f.noDummy)
+	res, err := swan.Generate(f.out, s, plan)
+	if err != nil {
+		return err
+	}
+	applied := false
+	if f.apply {
+		if err := plan.Apply(f.netns); err != nil {
+			return fmt.Errorf("%w (the configuration files were written; the routing plan is %s)", err, res.Files[len(res.Files)-1])
+		}
+		applied = true
+	}
+	if f.asJSON {
+		return writeJSON(cmd.OutOrStdout(), struct {
+			swan.GenResult
+			Applied bool `json:"applied"`
+		}{res, applied})
+	}
+	w := cmd.OutOrStdout()
+	fmt.Fprintf(w, "wrote %d connections (%s %s, ports %s) to %s:\n", res.Tunnels, s.Topology, s.Role, portNames(s.Ports), f.out)
+	for _, fn := range res.Files {
+		fmt.Fprintf(w, "  %s\n", fn)
+	}
+	if res.GeneratedPSK {
+		fmt.Fprintf(w, "a new random pre-shared key is in %s/psk (0600): pass it to the other gateway's gen with --psk-file\n", f.out)
+	}
+	if applied {
+		fmt.Fprintf(w, "routing plan applied%s\n", map[bool]string{true: " in netns " + f.netns, false: ""}[f.netns != ""])
+	}
+	fmt.Fprintf(w, "next: start charon, then 'sluice swan up --dir %s'\n", f.out)
+	return nil
 }
 
 func portNames(ports []int) string {
@@ -259,11 +256,7 @@ func progressPrinter(w io.Writer, verb string) func(swan.Progress) {
 }
 
 func newSwanUpCmd() *cobra.Command {
-	var f specFlags
-	var dir, uri string
-	var conc int
-	var timeout time.Duration
-	var initiate, asJSON, quiet bool
+	var f swanUpFlags
 	cmd := &cobra.Command{
 		Use:   "up",
 		Short: "Load connections and secrets into charon over VICI and initiate every child",
@@ -274,7 +267,7 @@ initiate every child (as the seed's 'swanctl -i --child tnlI' loop), with
 
 Each blocking initiation holds one charon worker thread until its CHILD_SA
 is up, so the concurrency is capped at half of charon's workers (charon.threads,
-16 by default). By default gw0 initiates and gw1 only loads, as in seed 002.
+16 by default). By default gw0 initiates and gw1 only loads, as in the BlueField-3 benchmark.
 
 The tunnel set comes from --dir (written by 'sluice swan gen') or from the same
 flags as gen (then --psk-file is required). Prints loaded, established and
@@ -284,75 +277,82 @@ first failures with charon's reason.`,
   sluice swan up --dir gw0 --concurrency 16     # gw0: load and initiate
   sluice swan up --topology test0 --role gw0 --tunnels 64 --hw-offload no --psk-file key --uri unix:///run/lab/charon.vici`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := resolveSpec(cmd, &f, dir)
-			if err != nil {
-				return err
-			}
-			if s.PSKFile == "" {
-				return usageErrorf("--psk-file is required with --topology/--role/--tunnels (or use --dir, which names its key)")
-			}
-			key, err := swan.ReadPSK(s.PSKFile)
-			if err != nil {
-				return err
-			}
-			if !cmd.Flags().Changed("initiate") {
-				initiate = s.Role == swan.RoleGW0
-			}
-			ctx, cancel := signalContext()
-			defer cancel()
-			o := swan.UpOptions{Initiate: initiate, Concurrency: conc, Timeout: timeout}
-			if !quiet {
-				o.Progress = progressPrinter(cmd.ErrOrStderr(), "initiating")
-			}
-			res, err := swan.Up(ctx, uri, s, key, o)
-			if err != nil && res.Loaded == 0 {
-				return err
-			}
-			if asJSON {
-				if jerr := swanJSON(cmd.OutOrStdout(), res); jerr != nil {
-					return jerr
-				}
-			} else {
-				w := cmd.OutOrStdout()
-				fmt.Fprintf(w, "%s: loaded %d connections and %d secrets in %.2fs\n", res.Daemon, res.Loaded, res.Secrets, res.LoadSeconds)
-				if initiate {
-					fmt.Fprintf(w, "initiated %d children (concurrency %d) in %.2fs: %d established, %d failed; %d were already up\n",
-						res.Initiated, res.Concurrency, res.InitSeconds, res.Established, res.Failed, res.AlreadyUp)
-					for _, fl := range res.Failures {
-						fmt.Fprintf(w, "  failed %s: %s\n", fl.Child, fl.Error)
-					}
-				} else {
-					fmt.Fprintln(w, "not initiating (role gw1 waits for gw0; --initiate to force)")
-				}
-			}
-			if err != nil {
-				return err
-			}
-			if res.Failed > 0 {
-				return fmt.Errorf("%d of %d tunnels did not come up (first: %s: %s); see charon's log", res.Failed, res.Initiated, res.Failures[0].Child, res.Failures[0].Error)
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSwanUp(cmd, f) },
 	}
-	f.add(cmd)
+	f.spec.add(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&dir, "dir", "", "directory written by 'sluice swan gen' (instead of the tunnel flags)")
-	fl.StringVar(&uri, "uri", swan.DefaultURI, "charon's VICI socket (strongswan.conf charon.plugins.vici.socket)")
-	fl.IntVar(&conc, "concurrency", 8, "initiations in flight (at most half of charon's worker threads)")
-	fl.DurationVar(&timeout, "timeout", 60*time.Second, "how long one initiation may take")
-	fl.BoolVar(&initiate, "initiate", false, "initiate every child after loading (default: yes for gw0, no for gw1)")
-	fl.BoolVar(&quiet, "quiet", false, "no progress line")
-	fl.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	fl.StringVar(&f.dir, "dir", "", "directory written by 'sluice swan gen' (instead of the tunnel flags)")
+	fl.StringVar(&f.uri, "uri", swan.DefaultURI, "charon's VICI socket (strongswan.conf charon.plugins.vici.socket)")
+	fl.IntVar(&f.conc, "concurrency", 8, "initiations in flight (at most half of charon's worker threads)")
+	fl.DurationVar(&f.timeout, "timeout", 60*time.Second, "how long one initiation may take")
+	fl.BoolVar(&f.initiate, "initiate", false, "initiate every child after loading (default: yes for gw0, no for gw1)")
+	fl.BoolVar(&f.quiet, "quiet", false, "no progress line")
+	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
 	return cmd
 }
 
+// swanUpFlags are the flags of sluice swan up.
+type swanUpFlags struct {
+	spec                    specFlags
+	dir, uri                string
+	conc                    int
+	timeout                 time.Duration
+	initiate, asJSON, quiet bool
+}
+
+func runSwanUp(cmd *cobra.Command, f swanUpFlags) error {
+	s, err := resolveSpec(cmd, &f.spec, f.dir)
+	if err != nil {
+		return err
+	}
+	if s.PSKFile == "" {
+		return usageErrorf("--psk-file is required with --topology/--role/--tunnels (or use --dir, which names its key)")
+	}
+	key, err := swan.ReadPSK(s.PSKFile)
+	if err != nil {
+		return err
+	}
+	if !cmd.Flags().Changed("initiate") {
+		f.initiate = s.Role == swan.RoleGW0
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	o := swan.UpOptions{Initiate: f.initiate, Concurrency: f.conc, Timeout: f.timeout}
+	if !f.quiet {
+		o.Progress = progressPrinter(cmd.ErrOrStderr(), "initiating")
+	}
+	res, err := swan.Up(ctx, f.uri, s, key, o)
+	if err != nil && res.Loaded == 0 {
+		return err
+	}
+	if f.asJSON {
+		if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil {
+			return jerr
+		}
+	} else {
+		w := cmd.OutOrStdout()
+		fmt.Fprintf(w, "%s: loaded %d connections and %d secrets in %.2fs\n", res.Daemon, res.Loaded, res.Secrets, res.LoadSeconds)
+		if f.initiate {
+			fmt.Fprintf(w, "initiated %d children (concurrency %d) in %.2fs: %d established, %d failed; %d were already up\n",
+				res.Initiated, res.Concurrency, res.InitSeconds, res.Established, res.Failed, res.AlreadyUp)
+			for _, fl := range res.Failures {
+				fmt.Fprintf(w, "  failed %s: %s\n", fl.Child, fl.Error)
+			}
+		} else {
+			fmt.Fprintln(w, "not initiating (role gw1 waits for gw0; --initiate to force)")
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if res.Failed > 0 {
+		return fmt.Errorf("%d of %d tunnels did not come up (first: %s: %s); see charon's log", res.Failed, res.Initiated, res.Failures[0].Child, res.Failures[0].Error)
+	}
+	return nil
+}
+
 func newSwanDownCmd() *cobra.Command {
-	var f specFlags
-	var dir, uri string
-	var conc int
-	var timeout time.Duration
-	var keep, asJSON bool
+	var f swanDownFlags
 	cmd := &cobra.Command{
 		Use:   "down",
 		Short: "Terminate the tunnel set's SAs and unload its connections and secrets",
@@ -363,44 +363,53 @@ and SAs that are not part of the set are left alone.`,
 		Example: `  sluice swan down --dir gw0
   sluice swan down --dir gw0 --keep-config --json`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			s, err := resolveSpec(cmd, &f, dir)
-			if err != nil {
-				return err
-			}
-			ctx, cancel := signalContext()
-			defer cancel()
-			res, err := swan.Down(ctx, uri, s, swan.DownOptions{KeepConfig: keep, Concurrency: conc, Timeout: timeout,
-				Progress: progressPrinter(cmd.ErrOrStderr(), "terminating")})
-			if err != nil && swan.IsNoCharon(err) {
-				return err
-			}
-			if asJSON {
-				if jerr := swanJSON(cmd.OutOrStdout(), res); jerr != nil {
-					return jerr
-				}
-			} else {
-				fmt.Fprintf(cmd.OutOrStdout(), "terminated %d IKE_SAs (%d failed), unloaded %d connections and %d secrets in %.2fs\n",
-					res.Terminated, res.Failed, res.UnloadedConns, res.UnloadedSecrets, res.Seconds)
-			}
-			return err
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSwanDown(cmd, f) },
 	}
-	f.add(cmd)
+	f.spec.add(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&dir, "dir", "", "directory written by 'sluice swan gen' (instead of the tunnel flags)")
-	fl.StringVar(&uri, "uri", swan.DefaultURI, "charon's VICI socket")
-	fl.IntVar(&conc, "concurrency", 8, "terminations in flight")
-	fl.DurationVar(&timeout, "timeout", 30*time.Second, "how long one termination may take")
-	fl.BoolVar(&keep, "keep-config", false, "only terminate: leave connections and secrets loaded")
-	fl.BoolVar(&asJSON, "json", false, "print the result as JSON")
+	fl.StringVar(&f.dir, "dir", "", "directory written by 'sluice swan gen' (instead of the tunnel flags)")
+	fl.StringVar(&f.uri, "uri", swan.DefaultURI, "charon's VICI socket")
+	fl.IntVar(&f.conc, "concurrency", 8, "terminations in flight")
+	fl.DurationVar(&f.timeout, "timeout", 30*time.Second, "how long one termination may take")
+	fl.BoolVar(&f.keep, "keep-config", false, "only terminate: leave connections and secrets loaded")
+	fl.BoolVar(&f.asJSON, "json", false, "print the result as JSON")
 	return cmd
 }
 
+// swanDownFlags are the flags of sluice swan down.
+type swanDownFlags struct {
+	spec         specFlags
+	dir, uri     string
+	conc         int
+	timeout      time.Duration
+	keep, asJSON bool
+}
+
+func runSwanDown(cmd *cobra.Command, f swanDownFlags) error {
+	s, err := resolveSpec(cmd, &f.spec, f.dir)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	res, err := swan.Down(ctx, f.uri, s, swan.DownOptions{KeepConfig: f.keep, Concurrency: f.conc, Timeout: f.timeout,
+		Progress: progressPrinter(cmd.ErrOrStderr(), "terminating")})
+	if err != nil && swan.IsNoCharon(err) {
+		return err
+	}
+	if f.asJSON {
+		if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil {
+			return jerr
+		}
+	} else {
+		fmt.Fprintf(cmd.OutOrStdout(), "terminated %d IKE_SAs (%d failed), unloaded %d connections and %d secrets in %.2fs\n",
+			res.Terminated, res.Failed, res.UnloadedConns, res.UnloadedSecrets, res.Seconds)
+	}
+	return err
+}
+
 func newSwanStatusCmd() *cobra.Command {
-	var f specFlags
-	var dir, uri string
-	var sas, asJSON bool
+	var f swanStatusFlags
 	cmd := &cobra.Command{
 		Use:   "status",
 		Short: "Count loaded connections, established IKE_SAs and installed CHILD_SAs",
@@ -413,34 +422,43 @@ never hands out keys, and sluice never prints the pre-shared key.`,
   sluice swan status --dir gw0 --json
   sluice swan status --uri unix:///run/lab/charon.vici --sas`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			var s *swan.Spec
-			if dir != "" || f.given(cmd) {
-				var err error
-				if s, err = resolveSpec(cmd, &f, dir); err != nil {
-					return err
-				}
-			}
-			ctx, cancel := signalContext()
-			defer cancel()
-			st, err := swan.GetStatus(ctx, uri, s, sas || asJSON)
-			if err != nil {
-				return err
-			}
-			if asJSON {
-				return swanJSON(cmd.OutOrStdout(), st)
-			}
-			printSwanStatus(cmd.OutOrStdout(), st, uri, sas)
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runSwanStatus(cmd, f) },
 	}
-	f.add(cmd)
+	f.spec.add(cmd)
 	fl := cmd.Flags()
-	fl.StringVar(&dir, "dir", "", "count only the tunnel set written by 'sluice swan gen' to DIR")
-	fl.StringVar(&uri, "uri", swan.DefaultURI, "charon's VICI socket")
-	fl.BoolVar(&sas, "sas", false, "list every SA")
-	fl.BoolVar(&asJSON, "json", false, "print a JSON object (includes the SAs)")
+	fl.StringVar(&f.dir, "dir", "", "count only the tunnel set written by 'sluice swan gen' to DIR")
+	fl.StringVar(&f.uri, "uri", swan.DefaultURI, "charon's VICI socket")
+	fl.BoolVar(&f.sas, "sas", false, "list every SA")
+	fl.BoolVar(&f.asJSON, "json", false, "print a JSON object (includes the SAs)")
 	return cmd
+}
+
+// swanStatusFlags are the flags of sluice swan status.
+type swanStatusFlags struct {
+	spec        specFlags
+	dir, uri    string
+	sas, asJSON bool
+}
+
+func runSwanStatus(cmd *cobra.Command, f swanStatusFlags) error {
+	var s *swan.Spec
+	if f.dir != "" || f.spec.given(cmd) {
+		var err error
+		if s, err = resolveSpec(cmd, &f.spec, f.dir); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := signalContext()
+	defer cancel()
+	st, err := swan.GetStatus(ctx, f.uri, s, f.sas || f.asJSON)
+	if err != nil {
+		return err
+	}
+	if f.asJSON {
+		return writeJSON(cmd.OutOrStdout(), st)
+	}
+	printSwanStatus(cmd.OutOrStdout(), st, f.uri, f.sas)
+	return nil
 }
 
 func printSwanStatus(w io.Writer, st swan.Status, uri string, sas bool) {

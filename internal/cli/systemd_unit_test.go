@@ -25,7 +25,7 @@ func TestSystemdUnitCommandsParse(t *testing.T) {
 		if len(fields) == 0 || !strings.HasSuffix(fields[0], "/sluice") {
 			t.Fatalf("%s runs %q, not sluice", key, val)
 		}
-		cmd, rest, err := NewRoot().Find(fields[1:])
+		cmd, rest, err := NewRootCommand().Find(fields[1:])
 		if err != nil {
 			t.Fatalf("%s: %v", key, err)
 		}

@@ -10,9 +10,7 @@ import (
 	"sluice/internal/tune"
 )
 
-func init() { register(newTuneCmd) }
-
-const tuneLong = `A tuning profile (tune.yaml) is seed 004's host script as data:
+const tuneLong = `A tuning profile (tune.yaml) is the ConnectX-7 benchmark's host script as data:
 
   sysctls:                      # sysctl -w, checked and applied
     net.ipv4.ip_forward: 1
@@ -49,7 +47,6 @@ func newTuneCmd() *cobra.Command {
   sluice tune check -f tune.yaml    # every drift, live vs wanted; exit 3 on drift`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newTuneSub("plan"), newTuneSub("apply"), newTuneSub("check"))
 	return cmd
 }
 
@@ -62,8 +59,7 @@ type tuneReport struct {
 }
 
 func newTuneSub(verb string) *cobra.Command {
-	var file, root string
-	var asJSON bool
+	f := tuneFlags{verb: verb}
 	short := map[string]string{
 		"plan":  "Print the commands that would bring the host to the profile (changes nothing)",
 		"apply": "Change what differs from the profile, then check again",
@@ -93,77 +89,89 @@ as not applicable, with the reason.
 ` + tuneLong,
 		Example: "  sluice tune " + verb + " -f /etc/sluice/tune.yaml",
 		Args:    cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if file == "" {
-				return usageErrorf("tune %s: -f tune.yaml is required (see sluice tune --help for the format)", verb)
-			}
-			p, err := tune.Load(file)
-			if err != nil {
-				return err
-			}
-			h := &tune.Host{FS: diag.FS{Root: root}, NoEthtool: root != "/" && root != ""}
-			w := cmd.OutOrStdout()
-			var rep tuneReport
-			switch verb {
-			case "apply":
-				changed, remaining, aerr := h.Apply(p)
-				rep.Changed, rep.Drift = changed, nonNil(remaining)
-				if err := emitTune(w, asJSON, rep, func() {
-					for _, it := range changed {
-						fmt.Fprintf(w, "[APPLIED] %s: %s -> %s (%s)\n", it.Key, it.Live, it.Want, it.Command)
-					}
-					if len(changed) == 0 {
-						fmt.Fprintln(w, "nothing to change")
-					}
-					tune.WriteDrift(w, remaining)
-				}); err != nil {
-					return err
-				}
-				if aerr != nil {
-					return aerr
-				}
-				for _, it := range remaining {
-					if !it.ReportOnly {
-						return fmt.Errorf("tune apply: %d setting(s) still differ", len(remaining))
-					}
-				}
-				return nil
-			default:
-				items, err := h.Collect(p)
-				if err != nil {
-					return err
-				}
-				rep.Drift = nonNil(tune.Drift(items))
-				rep.NotApplicable = tune.NotApplicable(items)
-				if verb == "check" {
-					rep.Items = items
-				}
-				if err := emitTune(w, asJSON, rep, func() {
-					if verb == "plan" {
-						tune.WriteLayout(w, p)
-						tune.WritePlan(w, items)
-						if len(rep.Drift) == 0 {
-							fmt.Fprintln(w, "# nothing to change")
-						}
-						return
-					}
-					tune.WriteDrift(w, rep.Drift)
-					tune.WriteNotApplicable(w, items, "")
-					fmt.Fprintf(w, "%d setting(s) checked, %d drift, %d not applicable\n", len(items), len(rep.Drift), len(tune.NotApplicable(items)))
-				}); err != nil {
-					return err
-				}
-				if verb == "check" && len(rep.Drift) > 0 {
-					return checkFailed(fmt.Errorf("tune check: %d setting(s) differ from %s", len(rep.Drift), file))
-				}
-				return nil
-			}
-		},
+		RunE:    func(cmd *cobra.Command, _ []string) error { return runTune(cmd, f) },
 	}
-	cmd.Flags().StringVarP(&file, "file", "f", "", "tuning profile (YAML)")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
-	cmd.Flags().StringVar(&root, "sysroot", "/", "act on sys/ and proc/ under this directory (no ethtool)")
+	cmd.Flags().StringVarP(&f.file, "file", "f", "", "tuning profile (YAML)")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print a JSON object")
+	cmd.Flags().StringVar(&f.root, "sysroot", "/", "act on sys/ and proc/ under this directory (no ethtool)")
+	if verb == "check" {
+		return exits(cmd, ExitCheckFailed, "a setting differs from the profile")
+	}
 	return cmd
+}
+
+// tuneFlags are the flags of sluice tune plan, apply and check.
+type tuneFlags struct {
+	verb       string // plan, apply or check
+	file, root string
+	asJSON     bool
+}
+
+func runTune(cmd *cobra.Command, f tuneFlags) error {
+	if f.file == "" {
+		return usageErrorf("tune %s: -f tune.yaml is required (see sluice tune --help for the format)", f.verb)
+	}
+	p, err := tune.Load(f.file)
+	if err != nil {
+		return err
+	}
+	h := &tune.Host{FS: diag.FS{Root: f.root}, NoEthtool: f.root != "/" && f.root != ""}
+	w := cmd.OutOrStdout()
+	var rep tuneReport
+	switch f.verb {
+	case "apply":
+		changed, remaining, aerr := h.Apply(p)
+		rep.Changed, rep.Drift = changed, nonNil(remaining)
+		if err := emitTune(w, f.asJSON, rep, func() {
+			for _, it := range changed {
+				fmt.Fprintf(w, "[APPLIED] %s: %s -> %s (%s)\n", it.Key, it.Live, it.Want, it.Command)
+			}
+			if len(changed) == 0 {
+				fmt.Fprintln(w, "nothing to change")
+			}
+			tune.WriteDrift(w, remaining)
+		}); err != nil {
+			return err
+		}
+		if aerr != nil {
+			return aerr
+		}
+		for _, it := range remaining {
+			if !it.ReportOnly {
+				return fmt.Errorf("tune apply: %d setting(s) still differ", len(remaining))
+			}
+		}
+		return nil
+	default:
+		items, err := h.Collect(p)
+		if err != nil {
+			return err
+		}
+		rep.Drift = nonNil(tune.Drift(items))
+		rep.NotApplicable = tune.NotApplicable(items)
+		if f.verb == "check" {
+			rep.Items = items
+		}
+		if err := emitTune(w, f.asJSON, rep, func() {
+			if f.verb == "plan" {
+				tune.WriteLayout(w, p)
+				tune.WritePlan(w, items)
+				if len(rep.Drift) == 0 {
+					fmt.Fprintln(w, "# nothing to change")
+				}
+				return
+			}
+			tune.WriteDrift(w, rep.Drift)
+			tune.WriteNotApplicable(w, items, "")
+			fmt.Fprintf(w, "%d setting(s) checked, %d drift, %d not applicable\n", len(items), len(rep.Drift), len(tune.NotApplicable(items)))
+		}); err != nil {
+			return err
+		}
+		if f.verb == "check" && len(rep.Drift) > 0 {
+			return checkFailed(fmt.Errorf("tune check: %d setting(s) differ from %s", len(rep.Drift), f.file))
+		}
+		return nil
+	}
 }
 
 func nonNil(items []tune.Item) []tune.Item {
@@ -175,7 +183,7 @@ func nonNil(items []tune.Item) []tune.Item {
 
 func emitTune(w io.Writer, asJSON bool, rep tuneReport, text func()) error {
 	if asJSON {
-		return writeIndentedJSON(w, rep)
+		return writeJSON(w, rep)
 	}
 	text()
 	return nil

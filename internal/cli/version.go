@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"runtime"
@@ -18,8 +17,6 @@ var (
 	version = "dev"
 	commit  = ""
 )
-
-func init() { register(newVersionCmd) }
 
 type versionInfo struct {
 	Version   string           `json:"version"`
@@ -54,7 +51,7 @@ func buildCommit() string {
 }
 
 func newVersionCmd() *cobra.Command {
-	var asJSON bool
+	var f versionFlags
 	cmd := &cobra.Command{
 		Use:   "version",
 		Short: "Print version, commit, Go version and the running kernel's features",
@@ -67,24 +64,29 @@ installed, a link is created, an XDP program is loaded), so the answer is what
 the kernel does, not what a config file claims. Probes need root; without it
 they are listed as unknown.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			info := versionInfo{
-				Version:   version,
-				Commit:    buildCommit(),
-				GoVersion: runtime.Version(),
-				Kernel:    kernel.ProbeFeatures(),
-			}
-			if asJSON {
-				enc := json.NewEncoder(cmd.OutOrStdout())
-				enc.SetIndent("", "  ")
-				return enc.Encode(info)
-			}
-			printVersion(cmd.OutOrStdout(), info)
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runVersion(cmd, f) },
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print a JSON object")
+	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print a JSON object")
 	return cmd
+}
+
+// versionFlags are the flags of sluice version.
+type versionFlags struct {
+	asJSON bool
+}
+
+func runVersion(cmd *cobra.Command, f versionFlags) error {
+	info := versionInfo{
+		Version:   version,
+		Commit:    buildCommit(),
+		GoVersion: runtime.Version(),
+		Kernel:    kernel.ProbeFeatures(),
+	}
+	if f.asJSON {
+		return writeJSON(cmd.OutOrStdout(), info)
+	}
+	printVersion(cmd.OutOrStdout(), info)
+	return nil
 }
 
 func printVersion(w io.Writer, info versionInfo) {

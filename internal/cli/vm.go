@@ -14,8 +14,6 @@ import (
 	"sluice/internal/testlab"
 )
 
-func init() { register(newVMCmd) }
-
 func newVMCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "vm",
@@ -31,16 +29,11 @@ is shared read-write at the same path. Commands run as root. Boot to the
 first command takes about 4-5 seconds on an idle host (longer when the host's
 CPUs are busy: everything is emulated).`,
 	}
-	cmd.AddCommand(newVMRunCmd(), newVMCheckCmd(), newVMNetdevsimCmd(), newVMNicmodelCmd())
 	return cmd
 }
 
 func newVMRunCmd() *cobra.Command {
-	var (
-		o       testlab.Options
-		verbose bool
-		console bool
-	)
+	var f vmRunFlags
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- command...",
 		Short: "Boot the test VM, run one shell command in it, exit with its exit code",
@@ -57,68 +50,79 @@ before the command so its flags are not taken as sluice's.`,
   sluice vm run --timeout 2m -- 'modprobe bonding && ip link add b0 type bond'
   sluice vm run --dir test/vm -- ./vm.test -test.v`,
 		Args: cobra.MinimumNArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			o.Stdout = cmd.OutOrStdout()
-			if verbose {
-				o.Log = cmd.ErrOrStderr()
-			}
-			if console {
-				o.Console = cmd.ErrOrStderr()
-			}
-			code, err := testlab.Run(ctx, o, strings.Join(args, " "))
-			if err != nil {
-				return err
-			}
-			if code != 0 {
-				return &ExitError{Code: code, Err: fmt.Errorf("command in VM exited %d", code)}
-			}
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, args []string) error { return runVMRun(cmd, f, args) },
 	}
-	f := cmd.Flags()
+	fl := cmd.Flags()
 	// Everything after the first argument is the command's, even without "--".
-	f.SetInterspersed(false)
-	f.DurationVar(&o.Timeout, "timeout", 10*time.Minute, "limit for the whole run, boot included; qemu is killed when it expires")
-	f.StringVar(&o.Kernel, "kernel", "", "vmlinuz to boot (default: newest /boot/vmlinuz-6.12*, else newest /boot/vmlinuz-*)")
-	f.IntVar(&o.CPUs, "cpus", 2, "number of virtual CPUs")
-	f.IntVar(&o.MemoryMB, "memory", 2048, "guest memory in MiB")
-	f.StringVar(&o.Share, "share", "", "host directory shared read-write at the same path in the guest (default: repository root, else current directory)")
-	f.StringVar(&o.Dir, "dir", "", "working directory of the command in the guest, absolute or relative to --share (default: --share)")
-	f.StringArrayVar(&o.Env, "env", nil, "extra NAME=value for the command's environment (repeatable)")
-	f.StringVar(&o.CacheDir, "cache-dir", "", "where the initramfs and netdevsim build are cached (default /var/cache/sluice/vm)")
-	f.BoolVarP(&verbose, "verbose", "v", false, "print the harness's progress and timings (boot time) to stderr")
-	f.BoolVar(&console, "console", false, "copy the raw serial console (kernel and init messages) to stderr, to debug a guest that does not boot")
-	f.StringVar(&o.KernelArgs, "kernel-args", "", "extra kernel command line, e.g. loglevel=7 (with --console) or initcall_debug")
-	return cmd
+	fl.SetInterspersed(false)
+	fl.DurationVar(&f.o.Timeout, "timeout", 10*time.Minute, "limit for the whole run, boot included; qemu is killed when it expires")
+	fl.StringVar(&f.o.Kernel, "kernel", "", "vmlinuz to boot (default: newest /boot/vmlinuz-6.12*, else newest /boot/vmlinuz-*)")
+	fl.IntVar(&f.o.CPUs, "cpus", 2, "number of virtual CPUs")
+	fl.IntVar(&f.o.MemoryMB, "memory", 2048, "guest memory in MiB")
+	fl.StringVar(&f.o.Share, "share", "", "host directory shared read-write at the same path in the guest (default: repository root, else current directory)")
+	fl.StringVar(&f.o.Dir, "dir", "", "working directory of the command in the guest, absolute or relative to --share (default: --share)")
+	fl.StringArrayVar(&f.o.Env, "env", nil, "extra NAME=value for the command's environment (repeatable)")
+	fl.StringVar(&f.o.CacheDir, "cache-dir", "", "where the initramfs and netdevsim build are cached (default /var/cache/sluice/vm)")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "print the harness's progress and timings (boot time) to stderr")
+	fl.BoolVar(&f.console, "console", false, "copy the raw serial console (kernel and init messages) to stderr, to debug a guest that does not boot")
+	fl.StringVar(&f.o.KernelArgs, "kernel-args", "", "extra kernel command line, e.g. loglevel=7 (with --console) or initcall_debug")
+	return exits(cmd, passthroughExit, "A command that ran in the VM: its own exit code.")
+}
+
+// vmRunFlags are the flags of sluice vm run.
+type vmRunFlags struct {
+	o       testlab.Options
+	verbose bool
+	console bool
+}
+
+func runVMRun(cmd *cobra.Command, f vmRunFlags, args []string) error {
+	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	f.o.Stdout = cmd.OutOrStdout()
+	if f.verbose {
+		f.o.Log = cmd.ErrOrStderr()
+	}
+	if f.console {
+		f.o.Console = cmd.ErrOrStderr()
+	}
+	code, err := testlab.Run(ctx, f.o, strings.Join(args, " "))
+	if err != nil {
+		return err
+	}
+	if code != 0 {
+		return &ExitError{Code: code, Err: fmt.Errorf("command in VM exited %d", code)}
+	}
+	return nil
 }
 
 func newVMCheckCmd() *cobra.Command {
-	return &cobra.Command{
+	cmd := &cobra.Command{
 		Use:   "check",
 		Short: "Say whether the test VM can run here, and if not what is missing",
 		Long: `Check that everything the test VM needs is installed: qemu-system-x86_64,
 a kernel in /boot with its modules (9p), busybox-static and xz. Prints the
-kernel that would boot and exits 0, or prints what is missing with the fix
-and exits 4.`,
+kernel that would boot, or what is missing with the fix.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := testlab.Available(); err != nil {
-				return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("test VM unavailable: %w", err)}
-			}
-			path, release, err := testlab.DefaultKernel()
-			if err != nil {
-				return &ExitError{Code: ExitUnavailable, Err: err}
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "test VM available: kernel %s (%s)\n", path, release)
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runVMCheck(cmd.OutOrStdout()) },
 	}
+	return exits(cmd, ExitUnavailable, "the test VM cannot run here (the error says what is missing)")
+}
+
+func runVMCheck(w io.Writer) error {
+	if err := testlab.Available(); err != nil {
+		return &ExitError{Code: ExitUnavailable, Err: fmt.Errorf("test VM unavailable: %w", err)}
+	}
+	path, release, err := testlab.DefaultKernel()
+	if err != nil {
+		return &ExitError{Code: ExitUnavailable, Err: err}
+	}
+	fmt.Fprintf(w, "test VM available: kernel %s (%s)\n", path, release)
+	return nil
 }
 
 func newVMNetdevsimCmd() *cobra.Command {
-	var o testlab.Options
+	var f vmNetdevsimFlags
 	cmd := &cobra.Command{
 		Use:   "netdevsim",
 		Short: "Build netdevsim.ko for the VM kernel (cached) and print its path",
@@ -130,23 +134,30 @@ from /usr/src/linux-source-<series>.tar.xz and builds it against the kernel
 headers, about 20 seconds the first time; later calls print the cached path.
 Once built, "sluice vm run" passes the path to the guest as SLUICE_NETDEVSIM.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Log = io.Discard
-			p, err := testlab.NetdevsimModule(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), p)
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runVMNetdevsim(cmd, f) },
 	}
-	cmd.Flags().StringVar(&o.Kernel, "kernel", "", "vmlinuz the module is for (default: as for vm run)")
-	cmd.Flags().StringVar(&o.CacheDir, "cache-dir", "", "cache directory (default /var/cache/sluice/vm)")
+	cmd.Flags().StringVar(&f.o.Kernel, "kernel", "", "vmlinuz the module is for (default: as for vm run)")
+	cmd.Flags().StringVar(&f.o.CacheDir, "cache-dir", "", "cache directory (default /var/cache/sluice/vm)")
 	return cmd
 }
 
+// vmNetdevsimFlags are the flags of sluice vm netdevsim.
+type vmNetdevsimFlags struct {
+	o testlab.Options
+}
+
+func runVMNetdevsim(cmd *cobra.Command, f vmNetdevsimFlags) error {
+	f.o.Log = io.Discard
+	p, err := testlab.NetdevsimModule(cmd.Context(), f.o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), p)
+	return nil
+}
+
 func newVMNicmodelCmd() *cobra.Command {
-	var o testlab.Options
+	var f vmNetdevsimFlags
 	cmd := &cobra.Command{
 		Use:   "nicmodel",
 		Short: "Build nicmodel.ko, the packet-offload NIC model, for the VM kernel (cached) and print its path",
@@ -161,17 +172,19 @@ kernel headers, about 10 seconds the first time, cached by kernel release
 and source digest. Once built, "sluice vm run" passes the path to the guest
 as SLUICE_NICMODEL.`,
 		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			o.Log = io.Discard
-			p, err := testlab.NicmodelModule(cmd.Context(), o)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintln(cmd.OutOrStdout(), p)
-			return nil
-		},
+		RunE: func(cmd *cobra.Command, _ []string) error { return runVMNicmodel(cmd, f) },
 	}
-	cmd.Flags().StringVar(&o.Kernel, "kernel", "", "vmlinuz the module is for (default: as for vm run)")
-	cmd.Flags().StringVar(&o.CacheDir, "cache-dir", "", "cache directory (default /var/cache/sluice/vm)")
+	cmd.Flags().StringVar(&f.o.Kernel, "kernel", "", "vmlinuz the module is for (default: as for vm run)")
+	cmd.Flags().StringVar(&f.o.CacheDir, "cache-dir", "", "cache directory (default /var/cache/sluice/vm)")
 	return cmd
+}
+
+func runVMNicmodel(cmd *cobra.Command, f vmNetdevsimFlags) error {
+	f.o.Log = io.Discard
+	p, err := testlab.NicmodelModule(cmd.Context(), f.o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), p)
+	return nil
 }

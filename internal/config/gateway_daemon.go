@@ -67,7 +67,7 @@ func (p *parser) daemonCPU(f field) ([]int, string) {
 	}
 	cpus, ok := parseCPUList(s)
 	if !ok {
-		p.errorf(f.line, f.path, "%s is not a CPU list; write CPUs as the kernel does, such as 2-3 or 0,2-3 (seed 004 pins the daemon to its housekeeping CPUs 2-3)", show(s))
+		p.errorf(f.line, f.path, "%s is not a CPU list; write CPUs as the kernel does, such as 2-3 or 0,2-3 (the ConnectX-7 benchmark pins the daemon to its housekeeping CPUs 2-3)", show(s))
 		return nil, ""
 	}
 	return cpus, s
@@ -80,7 +80,7 @@ func (p *parser) daemonPriority(f field) int {
 		return 0
 	}
 	if v == 0 {
-		p.errorf(f.line, f.path, "0 is not a real-time priority; write 1 to %d (seed 004: 50), or leave daemon-priority out for the normal scheduler", MaxDaemonPriority)
+		p.errorf(f.line, f.path, "0 is not a real-time priority; write 1 to %d (the ConnectX-7 benchmark: 50), or leave daemon-priority out for the normal scheduler", MaxDaemonPriority)
 	}
 	return int(v)
 }

@@ -170,7 +170,7 @@ type Peer struct {
 	ReplayWindow      int
 	// Offload is none, crypto, packet or auto: the shorthand for both
 	// directions. OffloadOut and OffloadIn are what each SA gets (from
-	// offload-out/offload-in, else Offload): seed 003's ixgbevf offloads
+	// offload-out/offload-in, else Offload): the ixgbevf VF-offload patches's ixgbevf offloads
 	// inbound SAs only, so "offload-in: crypto, offload-out: none" is
 	// that hardware's setting.
 	Offload    string

@@ -8,18 +8,18 @@ import (
 
 // GuestNetwork is an overlay segment for virtual machines: one VNI (the
 // VTEP it names), one bridge. Guests on different networks share nothing
-// but the encrypted underlay (seed 000's isolation goal).
+// but the encrypted underlay (the ConnectX-6 SR-IOV guide's isolation goal).
 type GuestNetwork struct {
 	Name string
 	// VTEP names the vteps[] entry whose VNI, type, port, local address and
 	// remotes the segment carries; its SAs are the ones that cover it.
 	VTEP string
-	// Bridge is BridgeOVS (Open vSwitch, seed 000's choice) or BridgeLinux.
+	// Bridge is BridgeOVS (Open vSwitch, the ConnectX-6 SR-IOV guide's choice) or BridgeLinux.
 	Bridge string
 	// BridgeName is the bridge device (default "br-" + Name).
 	BridgeName string
 	// PageFit sizes the guest-facing MTU so that one encapsulated,
-	// encrypted packet fits a 4 KiB page (seed 000: 4096-110 = 3986).
+	// encrypted packet fits a 4 KiB page (the ConnectX-6 SR-IOV guide: 4096-110 = 3986).
 	PageFit bool
 	// MTU is the guest-facing MTU (bridge ports, representors, guests); 0:
 	// computed from the uplink MTU (or the page) by sluice's arithmetic.
@@ -43,7 +43,7 @@ const (
 	// through.
 	AttachRepresentor = "representor"
 	// AttachVirtio: a virtio-net NIC whose tap libvirt creates on the
-	// network's bridge, with vhost (seed 001).
+	// network's bridge, with vhost (the VM single-flow guide).
 	AttachVirtio = "virtio"
 )
 
@@ -75,7 +75,7 @@ type Guest struct {
 	MemoryMiB int
 	// CPUs pins the vCPUs (one per vCPU); empty: chosen on NUMANode.
 	CPUs []int
-	// EmulatorCPUs hosts the emulator and I/O threads and vhost (seed 001:
+	// EmulatorCPUs hosts the emulator and I/O threads and vhost (the VM single-flow guide:
 	// emulatorpin apart from the vCPUs); empty: chosen on NUMANode.
 	EmulatorCPUs []int
 	// NUMANode is the node for vCPUs and memory; nil: the NIC's node.
@@ -102,14 +102,6 @@ const (
 	DefaultQueueSize      = 1024
 )
 
-var (
-	guestNetKeys = []string{"name", "vtep", "bridge", "bridge-name", "page-fit", "mtu"}
-	guestKeys    = []string{"name", "network", "attach", "vf", "port", "mac", "vlan", "trust", "spoofchk",
-		"vcpus", "memory-mib", "cpus", "emulator-cpus", "numa-node", "queue-size", "poll-us", "mtu",
-		"kernel", "initrd", "cmdline", "disk", "define"}
-	guestVFKeys = []string{"pf", "index"}
-)
-
 // guestMeta is where guest items are, for validation.
 type guestMeta struct {
 	nets   []item
@@ -118,22 +110,14 @@ type guestMeta struct {
 
 func (p *parser) guestNetwork(it item) GuestNetwork {
 	n := GuestNetwork{Line: it.line}
-	for _, f := range p.fields(it.node, it.path, guestNetKeys) {
-		switch f.name {
-		case "name":
-			n.Name = p.guestName(f, "a network name such as tenant-a")
-		case "vtep":
-			n.VTEP = p.ifname(f)
-		case "bridge":
-			n.Bridge = enum(p, f, BridgeOVS, BridgeOVS, BridgeLinux)
-		case "bridge-name":
-			n.BridgeName = p.ifname(f)
-		case "page-fit":
-			n.PageFit, _ = p.boolean(f)
-		case "mtu":
-			n.MTU = p.mtu(f)
-		}
-	}
+	p.each(it.node, it.path, []key{
+		{"name", func(f field) { n.Name = p.guestName(f, "a network name such as tenant-a") }},
+		{"vtep", func(f field) { n.VTEP = p.ifname(f) }},
+		{"bridge", func(f field) { n.Bridge = enum(p, f, BridgeOVS, BridgeOVS, BridgeLinux) }},
+		{"bridge-name", func(f field) { n.BridgeName = p.ifname(f) }},
+		{"page-fit", func(f field) { n.PageFit, _ = p.boolean(f) }},
+		{"mtu", func(f field) { n.MTU = p.mtu(f) }},
+	})
 	return n
 }
 
@@ -148,85 +132,77 @@ func (p *parser) guest(it item) Guest {
 		}
 		return out
 	}
-	for _, f := range p.fields(it.node, it.path, guestKeys) {
-		switch f.name {
-		case "name":
-			g.Name = p.guestName(f, "a domain name such as vm1")
-		case "network":
-			g.Network = p.guestName(f, "the name of one of guest-networks")
-		case "attach":
-			g.Attach = enum(p, f, "", AttachVFPassthrough, AttachRepresentor, AttachVirtio)
-		case "vf":
+	p.each(it.node, it.path, []key{
+		{"name", func(f field) { g.Name = p.guestName(f, "a domain name such as vm1") }},
+		{"network", func(f field) { g.Network = p.guestName(f, "the name of one of guest-networks") }},
+		{"attach", func(f field) { g.Attach = enum(p, f, "", AttachVFPassthrough, AttachRepresentor, AttachVirtio) }},
+		{"vf", func(f field) {
 			if vi, ok := p.mapping(f, "{pf: enp3s0f0np0, index: 0}"); ok {
 				vf := &GuestVF{Line: vi.line, Index: -1}
-				for _, vf2 := range p.fields(vi.node, vi.path, guestVFKeys) {
-					switch vf2.name {
-					case "pf":
-						vf.PF = p.portName(vf2)
-					case "index":
-						if v, ok := p.uint(vf2, 4095); ok {
+				p.each(vi.node, vi.path, []key{
+					{"pf", func(f field) { vf.PF = p.portName(f) }},
+					{"index", func(f field) {
+						if v, ok := p.uint(f, 4095); ok {
 							vf.Index = int(v)
 						}
-					}
-				}
+					}},
+				})
 				g.VF = vf
 			}
-		case "port":
-			g.Port = p.ifname(f)
-		case "mac":
-			g.MAC = p.mac(f)
-		case "vlan":
+		}},
+		{"port", func(f field) { g.Port = p.ifname(f) }},
+		{"mac", func(f field) { g.MAC = p.mac(f) }},
+		{"vlan", func(f field) {
 			if v, ok := p.uint(f, 4094); ok {
 				x := int(v)
 				g.VLAN = &x
 			}
-		case "trust":
+		}},
+		{"trust", func(f field) {
 			if b, ok := p.boolean(f); ok {
 				g.Trust = &b
 			}
-		case "spoofchk":
+		}},
+		{"spoofchk", func(f field) {
 			if b, ok := p.boolean(f); ok {
 				g.SpoofChk = &b
 			}
-		case "vcpus":
+		}},
+		{"vcpus", func(f field) {
 			if v, ok := p.uint(f, 1024); ok {
 				g.VCPUs = int(v)
 			}
-		case "memory-mib":
+		}},
+		{"memory-mib", func(f field) {
 			if v, ok := p.uint(f, 1<<24); ok {
 				g.MemoryMiB = int(v)
 			}
-		case "cpus":
-			g.CPUs = cpuList(f)
-		case "emulator-cpus":
-			g.EmulatorCPUs = cpuList(f)
-		case "numa-node":
+		}},
+		{"cpus", func(f field) { g.CPUs = cpuList(f) }},
+		{"emulator-cpus", func(f field) { g.EmulatorCPUs = cpuList(f) }},
+		{"numa-node", func(f field) {
 			if v, ok := p.uint(f, 1023); ok {
 				x := int(v)
 				g.NUMANode = &x
 			}
-		case "queue-size":
+		}},
+		{"queue-size", func(f field) {
 			if v, ok := p.uint(f, 1024); ok {
 				g.QueueSize = int(v)
 			}
-		case "poll-us":
+		}},
+		{"poll-us", func(f field) {
 			if v, ok := p.uint(f, 100000); ok {
 				g.PollUS = int(v)
 			}
-		case "mtu":
-			g.MTU = p.mtu(f)
-		case "kernel":
-			g.Kernel, _ = p.str(f, "the path of a kernel image")
-		case "initrd":
-			g.Initrd, _ = p.str(f, "the path of an initramfs")
-		case "cmdline":
-			g.Cmdline, _ = p.str(f, "a kernel command line")
-		case "disk":
-			g.Disk, _ = p.str(f, "the path of a disk image")
-		case "define":
-			g.Define, _ = p.boolean(f)
-		}
-	}
+		}},
+		{"mtu", func(f field) { g.MTU = p.mtu(f) }},
+		{"kernel", func(f field) { g.Kernel, _ = p.str(f, "the path of a kernel image") }},
+		{"initrd", func(f field) { g.Initrd, _ = p.str(f, "the path of an initramfs") }},
+		{"cmdline", func(f field) { g.Cmdline, _ = p.str(f, "a kernel command line") }},
+		{"disk", func(f field) { g.Disk, _ = p.str(f, "the path of a disk image") }},
+		{"define", func(f field) { g.Define, _ = p.boolean(f) }},
+	})
 	return g
 }
 
@@ -356,7 +332,7 @@ func (m *guestMeta) validateAttach(p *parser, h *Host, it item, g *Guest, at fun
 	}
 	switch g.Attach {
 	case "":
-		missing(it, "attach", "say how the guest's NIC attaches: vf-passthrough (SR-IOV, seed 000), representor (a host netdev into the bridge) or virtio (tap/vhost, seed 001)")
+		missing(it, "attach", "say how the guest's NIC attaches: vf-passthrough (SR-IOV, the ConnectX-6 SR-IOV guide), representor (a host netdev into the bridge) or virtio (tap/vhost, the VM single-flow guide)")
 	case AttachVFPassthrough:
 		if g.VF == nil {
 			missing(it, "vf", "name the VF to pass through, such as vf: {pf: enp3s0f0np0, index: 0}")
@@ -382,7 +358,7 @@ func (m *guestMeta) validateAttach(p *parser, h *Host, it item, g *Guest, at fun
 	}
 	if g.Attach == AttachVirtio && g.QueueSize != 0 && !slices.Contains([]int{256, 512, 1024}, g.QueueSize) {
 		l, path := at(it, "queue-size")
-		p.errorf(l, path, "%d: virtio queues are 256, 512 or 1024 descriptors (QEMU's limit is 1024, seed 001 uses 1024)", g.QueueSize)
+		p.errorf(l, path, "%d: virtio queues are 256, 512 or 1024 descriptors (QEMU's limit is 1024, the VM single-flow guide uses 1024)", g.QueueSize)
 	}
 	if vf := g.VF; vf != nil {
 		vi := item{path: it.path + ".vf", line: vf.Line}
@@ -431,7 +407,7 @@ func (m *guestMeta) validatePlacement(p *parser, it item, g *Guest, at func(item
 	}
 	if len(g.CPUs) > 0 && len(g.CPUs) != g.VCPUs && g.VCPUs > 0 {
 		l, path := at(it, "cpus")
-		p.errorf(l, path, "%d CPUs listed for %d vCPUs; list one host CPU per vCPU (seed 001 pins each vCPU to its own CPU)", len(g.CPUs), g.VCPUs)
+		p.errorf(l, path, "%d CPUs listed for %d vCPUs; list one host CPU per vCPU (the VM single-flow guide pins each vCPU to its own CPU)", len(g.CPUs), g.VCPUs)
 	}
 	seen := map[int]bool{}
 	for _, c := range g.CPUs {
@@ -444,7 +420,7 @@ func (m *guestMeta) validatePlacement(p *parser, it item, g *Guest, at func(item
 	for _, c := range g.EmulatorCPUs {
 		if seen[c] {
 			l, path := at(it, "emulator-cpus")
-			p.errorf(l, path, "CPU %d also runs a vCPU; keep the emulator and vhost threads apart from the vCPUs (seed 001: a vhost thread on a vCPU's CPU halves its time)", c)
+			p.errorf(l, path, "CPU %d also runs a vCPU; keep the emulator and vhost threads apart from the vCPUs (the VM single-flow guide: a vhost thread on a vCPU's CPU halves its time)", c)
 		}
 	}
 	if g.Initrd != "" && g.Kernel == "" {

@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// hostGuestsSeed000 adds seed 000's VM to its host A: VF 0 passed through
+// hostGuestsSeed000 adds the ConnectX-6 SR-IOV guide's VM to its host A: VF 0 passed through
 // to vm1, its representor in an OVS bridge with the VXLAN port, the MTU
 // fitted to a 4 KiB page.
 var hostGuestsSeed000 = hostSeed000 + lines(

@@ -8,7 +8,7 @@ import (
 	"time"
 )
 
-// hostIKE is seed 000's host A keyed by IKE with certificates.
+// hostIKE is the ConnectX-6 SR-IOV guide's host A keyed by IKE with certificates.
 var hostIKE = lines(
 	"name: node-a",
 	"ipsec:",

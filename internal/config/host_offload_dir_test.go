@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// Offload per direction (seed 003: ixgbevf offloads inbound SAs only):
+// Offload per direction (the ixgbevf VF-offload patches: ixgbevf offloads inbound SAs only):
 // offload is the shorthand for both, offload-out/offload-in override it.
 func TestParseHostOffloadPerDirection(t *testing.T) {
 	peer := func(extra ...string) string {

@@ -13,7 +13,7 @@ import (
 
 func lines(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
 
-// hostSeed000 is seed 000's host A: bond over two ports, VTEP on lo, VXLAN
+// hostSeed000 is the ConnectX-6 SR-IOV guide's host A: bond over two ports, VTEP on lo, VXLAN
 // over ESP transport with packet offload.
 var hostSeed000 = lines(
 	"name: node-a",

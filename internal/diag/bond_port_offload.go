@@ -8,7 +8,7 @@ import (
 )
 
 // checkBondPortOffload finds SAs offloaded to one port of an
-// active-backup bond (seed 000's "offload packet dev PF0" with PF0 in
+// active-backup bond (the ConnectX-6 SR-IOV guide's "offload packet dev PF0" with PF0 in
 // bond0): the bond does not move them at failover, and through the bond
 // crypto offload never encrypts on transmit (kernel.BondPortOffloadWhy).
 func checkBondPortOffload(f *Facts, _ *DoctorOptions) []Result {

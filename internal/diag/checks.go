@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"sluice/internal/kernel"
+	"sluice/internal/mtu"
 )
 
 func featureState(f kernel.EthFeature) string {
@@ -259,7 +260,7 @@ func checkMlx5TCOrder(f *Facts, _ *DoctorOptions) []Result {
 				// The flower tier (docs/flower.md) probes with a skip_sw rule:
 				// here stock mlx5 answers EBUSY and the tier leaves the port
 				// to XDP.
-				ev = append(ev, "sluice's flower tier (flower: outbound|inbound|both) gets EBUSY here from stock mlx5 and leaves this port's traffic to XDP; hardware forwarding beside packet offload needs the mlx5 patches of seed 004 (IPsec and tc offload on one netdev), or switchdev on firmware that offers ipsec_packet on the port function")
+				ev = append(ev, "sluice's flower tier (flower: outbound|inbound|both) gets EBUSY here from stock mlx5 and leaves this port's traffic to XDP; hardware forwarding beside packet offload needs the mlx5 patches of the ConnectX-7 benchmark (IPsec and tc offload on one netdev), or switchdev on firmware that offers ipsec_packet on the port function")
 			}
 			rs = append(rs, Result{Verdict: OK, Subject: n.Name, Summary: "no tc offload competing with IPsec packet offload", Evidence: ev})
 		}
@@ -296,46 +297,55 @@ func checkSteering(f *Facts, o *DoctorOptions) []Result {
 	return rs
 }
 
-// ESP overhead with AES-GCM (8-byte IV, 16-byte ICV): header 8 + IV 8 +
-// padding up to 3 + pad length and next header 2 + ICV 16.
-const (
-	espTransportOverhead = 8 + 8 + 3 + 2 + 16
-	outerIPv4            = 20
-	outerIPv6            = 40
-	udpEncap             = 8
-	// VXLAN and Geneve without options: inner Ethernet 14 + 8 + UDP 8 +
-	// outer IP.
-	overlayOverhead = 14 + 8 + 8
-)
-
-// espOverhead is the largest ESP overhead among the SAs (0 without SAs).
-func espOverhead(states []kernel.State) (int, string) {
-	best, why := 0, ""
+// vtepESP is the ESP of the SA that costs a VTEP's packets most, as an
+// internal/mtu stack layer: the mode and transform of the SA with the
+// largest overhead. SAs whose algorithms the facts do not name (a facts
+// file from an older sluice) count as rfc4106(gcm(aes)) with a 128-bit ICV.
+func vtepESP(states []kernel.State, outerIPv6 bool) (mtu.ESPMode, mtu.Cipher, string) {
+	mode, best, why, worst := mtu.ESPNone, mtu.Cipher{}, "", 0
 	for _, s := range states {
-		if s.Proto != 50 {
+		if s.Proto != 50 || s.Dst.Is6() != outerIPv6 {
 			continue
 		}
-		o := espTransportOverhead
-		if s.Mode == 1 { // tunnel
-			if s.Dst.Is6() {
-				o += outerIPv6
-			} else {
-				o += outerIPv4
-			}
+		c, err := stateCipher(s.Alg)
+		if err != nil {
+			continue
 		}
-		if o > best {
-			mode := "transport"
-			if s.Mode == 1 {
-				mode = "tunnel"
-			}
-			best, why = o, fmt.Sprintf("ESP %s mode (SPI 0x%08x): up to %d bytes", mode, s.SPI, o)
+		m := mtu.ESPTransport
+		if s.Mode == 1 {
+			m = mtu.ESPTunnel
+		}
+		_, hi := mtu.Stack{Encap: mtu.EncapVXLAN, ESP: m, Cipher: c, OuterIPv6: outerIPv6}.Overhead()
+		if hi > worst {
+			worst, mode, best = hi, m, c
+			why = fmt.Sprintf("ESP %s mode (SPI 0x%08x, %s: IV %d, ICV %d, padding to %d)", m, s.SPI, c.Kernel, c.IV, c.ICV, c.Align)
 		}
 	}
-	return best, why
+	return mode, best, why
 }
 
+// stateCipher sizes an SA's transform as the mtu calculator's Cipher.
+func stateCipher(a kernel.StateAlg) (mtu.Cipher, error) {
+	t := mtu.Transform{AEAD: a.AEAD, ICVBits: a.ICVBits, Crypt: a.Crypt, Auth: a.Auth, AuthTruncBits: a.AuthTruncBits}
+	if t == (mtu.Transform{}) {
+		t = mtu.Transform{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
+	}
+	iv, block, icv, err := t.Sizes()
+	if err != nil {
+		return mtu.Cipher{}, err
+	}
+	name := t.AEAD
+	if name == "" {
+		name = t.Crypt + " + " + t.Auth
+	}
+	return mtu.Cipher{Name: name, Kernel: name, IV: iv, ICV: icv, Align: (max(block, 1) + 3) &^ 3}, nil
+}
+
+// checkMTUHeadroom lays a full-size packet of each VTEP out with the same
+// calculator as `sluice mtu` (internal/mtu), so the two agree byte for
+// byte: the VTEP's encapsulation over the underlay's family, under the
+// costliest ESP SA of that family.
 func checkMTUHeadroom(f *Facts, _ *DoctorOptions) []Result {
-	esp, espWhy := espOverhead(f.States)
 	var rs []Result
 	for _, n := range f.Netdevs {
 		if n.Kind != "vxlan" && n.Kind != "geneve" {
@@ -349,16 +359,18 @@ func checkMTUHeadroom(f *Facts, _ *DoctorOptions) []Result {
 		if low == nil {
 			continue
 		}
-		enc := overlayOverhead + outerIPv4
-		need := n.MTU + enc + esp
-		ev := []string{fmt.Sprintf("%s MTU %d + %s %d bytes", n.Name, n.MTU, n.Kind, enc)}
-		if esp > 0 {
+		s := mtu.Stack{Encap: mtu.Encap(n.Kind), ESP: mtu.ESPNone, OuterIPv6: n.OuterIPv6}
+		var espWhy string
+		s.ESP, s.Cipher, espWhy = vtepESP(f.States, n.OuterIPv6)
+		need := s.UnderlayLen(n.MTU)
+		ev := []string{fmt.Sprintf("%s MTU %d as %s: %s", n.Name, n.MTU, s.Describe(), s.Arithmetic(n.MTU))}
+		if espWhy != "" {
 			ev = append(ev, espWhy)
 		}
-		ev = append(ev, fmt.Sprintf("= %d on underlay %s with MTU %d", need, low.Name, low.MTU))
+		ev = append(ev, fmt.Sprintf("= %d on underlay %s with MTU %d (sluice mtu shows the same arithmetic)", need, low.Name, low.MTU))
 		if need > low.MTU {
-			rs = append(rs, Result{Verdict: Warn, Subject: n.Name, Summary: fmt.Sprintf("a full-size packet becomes %d bytes on %s (MTU %d): it is fragmented, and GSO falls back to software segmentation (5x slower, seed 001)", need, low.Name, low.MTU), Evidence: ev,
-				Fix: fmt.Sprintf("ip link set dev %s mtu %d (and the guests' MTU at most that), or ip link set dev %s mtu %d", n.Name, low.MTU-enc-esp, low.Name, need)})
+			rs = append(rs, Result{Verdict: Warn, Subject: n.Name, Summary: fmt.Sprintf("a full-size packet becomes %d bytes on %s (MTU %d): it is fragmented, and GSO falls back to software segmentation (5x slower, the VM single-flow guide)", need, low.Name, low.MTU), Evidence: ev,
+				Fix: fmt.Sprintf("ip link set dev %s mtu %d (and the guests' MTU at most that), or ip link set dev %s mtu %d", n.Name, s.MaxOverlay(low.MTU, s.UnderlayLen), low.Name, need)})
 		} else {
 			rs = append(rs, Result{Verdict: OK, Subject: n.Name, Summary: fmt.Sprintf("%d bytes of headroom left on %s", low.MTU-need, low.Name), Evidence: ev})
 		}
@@ -445,7 +457,7 @@ func checkFirmware(f *Facts, _ *DoctorOptions) []Result {
 		}
 		var warns, fixes []string
 		if fp, ok := v["FLEX_PARSER_PROFILE_ENABLE"]; ok && fwNumber(fp) != "3" {
-			warns = append(warns, "FLEX_PARSER_PROFILE_ENABLE is "+fp+", not 3 (the IPsec accel path of seed 004)")
+			warns = append(warns, "FLEX_PARSER_PROFILE_ENABLE is "+fp+", not 3 (the IPsec accel path of the ConnectX-7 benchmark)")
 			fixes = append(fixes, fmt.Sprintf("%s -d %s set FLEX_PARSER_PROFILE_ENABLE=3", tool, a))
 		}
 		if h, ok := v["HAIRPIN_DATA_BUFFER_LOCK"]; ok && fwNumber(h) != "1" {

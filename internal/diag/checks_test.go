@@ -15,7 +15,7 @@ func on() kernel.EthFeature    { return kernel.EthFeature{Available: true, Activ
 func off() kernel.EthFeature   { return kernel.EthFeature{Available: true} }
 func fixed() kernel.EthFeature { return kernel.EthFeature{} }
 
-// healthy is a gateway that passes every check: seed 004's ConnectX-7
+// healthy is a gateway that passes every check: the ConnectX-7 benchmark's ConnectX-7
 // ports p0/p1 in an active-backup bond with ESP offload, packet-offload
 // SAs on the bond (per-CPU: two per peer direction; the bond moves them
 // to the new active port at failover, from Linux 6.16), a VXLAN with headroom, native
@@ -123,7 +123,7 @@ func TestDoctorEachCheckFails(t *testing.T) {
 			f.Devlink[0].Eswitch, f.Devlink[0].Params["flow_steering_mode"] = "switchdev", "smfs"
 		}, Fail, "pci/0000:31:00.0", "offers no IPsec packet offload", "flow_steering_mode value dmfs"},
 		{"mlx5-steering", "eswitch mode not what the config needs", DoctorOptions{WantEswitch: "switchdev"}, func(*Facts) {}, Fail, "pci/0000:31:00.0", "eswitch mode legacy, the configuration needs switchdev", "devlink dev eswitch set pci/0000:31:00.0 mode switchdev"},
-		{"mtu-headroom", "overlay MTU too large", DoctorOptions{}, func(f *Facts) { f.Netdevs[3].MTU = 9000 }, Warn, "vx0", "becomes 9107 bytes on bond0 (MTU 9000)", "ip link set dev vx0 mtu 8893"},
+		{"mtu-headroom", "overlay MTU too large", DoctorOptions{}, func(f *Facts) { f.Netdevs[3].MTU = 9000 }, Warn, "vx0", "becomes 9104 bytes on bond0 (MTU 9000)", "ip link set dev vx0 mtu 8896"},
 		{"sa-per-peer", "one SA per peer", DoctorOptions{}, func(f *Facts) { f.States = f.States[1:3]; f.Kernel.Release = "6.12.95+deb12-amd64" }, Warn, "2 of 2 peer direction(s)", "a single SA per peer", "(this host runs 6.12.95+deb12-amd64: upgrade the kernel first)"},
 		{"firmware", "flex parser and hairpin", DoctorOptions{}, func(f *Facts) {
 			f.Firmware["0000:31:00.0"]["FLEX_PARSER_PROFILE_ENABLE"] = "0"

@@ -11,7 +11,7 @@ import (
 
 var update = flag.Bool("update", false, "rewrite golden files in testdata/golden")
 
-// cx7 is seed 004's gateway (see testdata/gen_cx7.go).
+// cx7 is the ConnectX-7 benchmark's gateway (see testdata/gen_cx7.go).
 const cx7 = "testdata/cx7"
 
 // fixture copies the tree at src (symbolic links kept) into a fresh

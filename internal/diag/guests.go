@@ -2,6 +2,7 @@ package diag
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -10,7 +11,7 @@ import (
 	"sluice/internal/kernel"
 )
 
-// Guests: what seed 001 found by staring at top and /proc/interrupts, as
+// Guests: what the VM single-flow guide found by staring at top and /proc/interrupts, as
 // checks. A vCPU thread that shares its CPU with a vhost thread or with a
 // NIC queue's interrupt loses half its time to it; a guest MTU without
 // room for the host's encapsulation makes the host segment in software; a
@@ -161,11 +162,11 @@ func checkGuestCPUs(f *Facts, _ *DoctorOptions) []Result {
 	for _, g := range f.Guests.Guests {
 		var ev []string
 		var clash []string
-		names := slices.Sorted(mapKeys(g.VCPUs))
+		names := slices.Sorted(maps.Keys(g.VCPUs))
 		for _, v := range names {
 			vc := cpus(g.VCPUs[v])
 			ev = append(ev, fmt.Sprintf("%s on CPUs %s", v, vc))
-			for _, h := range slices.Sorted(mapKeys(g.Vhost)) {
+			for _, h := range slices.Sorted(maps.Keys(g.Vhost)) {
 				if x := vc.Intersect(cpus(g.Vhost[h])); len(x) > 0 {
 					clash = append(clash, fmt.Sprintf("%s shares CPUs %s with %s", v, x, h))
 				}
@@ -180,7 +181,7 @@ func checkGuestCPUs(f *Facts, _ *DoctorOptions) []Result {
 				}
 			}
 		}
-		for _, h := range slices.Sorted(mapKeys(g.Vhost)) {
+		for _, h := range slices.Sorted(maps.Keys(g.Vhost)) {
 			ev = append(ev, fmt.Sprintf("%s on CPUs %s", h, g.Vhost[h]))
 		}
 		subj := g.Name
@@ -189,22 +190,12 @@ func checkGuestCPUs(f *Facts, _ *DoctorOptions) []Result {
 		}
 		if len(clash) > 0 {
 			rs = append(rs, Result{Verdict: Fail, Subject: subj, Summary: fmt.Sprintf("%d vCPU/CPU conflicts: %s", len(clash), strings.Join(clash, "; ")),
-				Evidence: ev, Fix: "pin the vCPUs to CPUs of their own (vcpupin), the emulator and vhost threads elsewhere (emulatorpin; seed 001), and move the NIC's queue IRQs off the vCPUs' CPUs (sluice tune, or echo CPU > /proc/irq/N/smp_affinity_list)"})
+				Evidence: ev, Fix: "pin the vCPUs to CPUs of their own (vcpupin), the emulator and vhost threads elsewhere (emulatorpin; the VM single-flow guide), and move the NIC's queue IRQs off the vCPUs' CPUs (sluice tune, or echo CPU > /proc/irq/N/smp_affinity_list)"})
 			continue
 		}
 		rs = append(rs, Result{Verdict: OK, Subject: subj, Summary: "no vCPU shares a CPU with a vhost thread or a NIC interrupt", Evidence: ev})
 	}
 	return rs
-}
-
-func mapKeys(m map[string]string) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // checkGuestMTU: in a Linux bridge that holds a VXLAN or Geneve port,
@@ -223,7 +214,7 @@ func checkGuestMTU(f *Facts, _ *DoctorOptions) []Result {
 			}
 			ev := []string{fmt.Sprintf("%s MTU %d and VTEP %s MTU %d in bridge %s", p.Name, p.MTU, vt.Name, vt.MTU, vt.Master)}
 			if p.MTU > vt.MTU {
-				rs = append(rs, Result{Verdict: Fail, Subject: p.Name, Summary: fmt.Sprintf("guest MTU %d leaves no headroom: the VTEP %s carries %d; the host segments or drops every larger frame (seed 001)", p.MTU, vt.Name, vt.MTU),
+				rs = append(rs, Result{Verdict: Fail, Subject: p.Name, Summary: fmt.Sprintf("guest MTU %d leaves no headroom: the VTEP %s carries %d; the host segments or drops every larger frame (the VM single-flow guide)", p.MTU, vt.Name, vt.MTU),
 					Evidence: ev, Fix: fmt.Sprintf("ip link set %s mtu %d, and the same MTU inside the guest (sluice mtu shows the arithmetic)", p.Name, vt.MTU)})
 			} else {
 				rs = append(rs, Result{Verdict: OK, Subject: p.Name, Summary: fmt.Sprintf("MTU %d fits VTEP %s (%d)", p.MTU, vt.Name, vt.MTU), Evidence: ev})

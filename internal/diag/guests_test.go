@@ -9,7 +9,7 @@ import (
 	"sluice/internal/kernel"
 )
 
-// guestFixture is seed 001's host in miniature: QEMU guest vm1 with two
+// guestFixture is the VM single-flow guide's host in miniature: QEMU guest vm1 with two
 // vCPUs pinned to CPUs 4 and 5 and its vhost worker on CPU 1, a ConnectX
 // queue IRQ on CPU 2, VF 0 of p0 passed through (vfio-pci) and its
 // representor p0_0 in bridge br0 with the VTEP vx0.

@@ -65,12 +65,12 @@ func (c probeCaps) fix(o string) string {
 	out, in := c.accepted[o]["out"], c.accepted[o]["in"]
 	switch {
 	case len(out) == 0 && len(in) > 0:
-		fixes = append(fixes, "offload the inbound SA only: offload-in: "+o+", offload-out: none (seed 003's advice for ixgbevf)")
+		fixes = append(fixes, "offload the inbound SA only: offload-in: "+o+", offload-out: none (the ixgbevf VF-offload patches's advice for ixgbevf)")
 	case len(in) == 0 && len(out) > 0:
 		fixes = append(fixes, "offload the outbound SA only: offload-out: "+o+", offload-in: none")
 	}
 	if !slices.Contains(slices.Concat(out, in), "tunnel") {
-		fixes = append(fixes, "use mode: transport (the device offloads no tunnel-mode SA), e.g. VXLAN over ESP transport as seed 000 does")
+		fixes = append(fixes, "use mode: transport (the device offloads no tunnel-mode SA), e.g. VXLAN over ESP transport as the ConnectX-6 SR-IOV guide does")
 	} else if !slices.Contains(slices.Concat(out, in), "transport") {
 		fixes = append(fixes, "use mode: tunnel (the device offloads no transport-mode SA)")
 	}

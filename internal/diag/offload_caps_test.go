@@ -27,7 +27,7 @@ func probeOf(accept func(o, m, d string) bool, why string) kernel.OffloadProbe {
 }
 
 // The probe reports capabilities per mode and direction: ixgbe (transport
-// only) and ixgbevf (inbound only, seed 003) are not failures, and the fix
+// only) and ixgbevf (inbound only, the ixgbevf VF-offload patches) are not failures, and the fix
 // says how to write host.yaml for them.
 func TestOffloadProbePerCapability(t *testing.T) {
 	for _, tc := range []struct {

@@ -30,7 +30,7 @@ func TestRxQueueGoldenSeed(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(out, string(seedQueues)) {
-		t.Errorf("the queue listing differs from seed 004's:\n%s", lineDiff(string(seedQueues), out[:min(len(out), len(seedQueues))]))
+		t.Errorf("the queue listing differs from the ConnectX-7 benchmark's:\n%s", lineDiff(string(seedQueues), out[:min(len(out), len(seedQueues))]))
 	}
 }
 

@@ -25,10 +25,10 @@ type SALimit struct {
 }
 
 // saLimits is the per-driver table of known SA limits (read in Linux
-// 6.12's drivers, and seed 003 for the x540).
+// 6.12's drivers, and the ixgbevf VF-offload patches for the x540).
 var saLimits = map[string]SALimit{
 	"ixgbe": {Driver: "ixgbe", RX: 1024, TX: 1024, Scope: "the PF and all its VFs (the PF programs its VFs' SAs into its own tables)",
-		Source: "82599/x540: 1024 Rx + 1024 Tx SAs shared by the PF and its VFs (seed 003; IXGBE_IPSEC_MAX_SA_COUNT in ixgbe_ipsec.h; also at most 128 distinct Rx IP addresses)"},
+		Source: "82599/x540: 1024 Rx + 1024 Tx SAs shared by the PF and its VFs (the ixgbevf VF-offload patches; IXGBE_IPSEC_MAX_SA_COUNT in ixgbe_ipsec.h; also at most 128 distinct Rx IP addresses)"},
 	"netdevsim": {Driver: "netdevsim", Total: 33, Scope: "one port",
 		Source: "NSIM_IPSEC_MAX_SA_COUNT in drivers/net/netdevsim/netdevsim.h"},
 }
@@ -156,7 +156,7 @@ func (b SABudget) Check() (Verdict, string) {
 }
 
 // SABudgetFix is the advice when a table runs out.
-const SABudgetFix = "fewer offloaded SAs on this PF family: offload only the direction that gains most (offload-in: crypto, offload-out: none, as seed 003 does for VFs), spread peers over another PF, or use offload: auto so the SAs beyond the limit fall back to software instead of failing"
+const SABudgetFix = "fewer offloaded SAs on this PF family: offload only the direction that gains most (offload-in: crypto, offload-out: none, as the ixgbevf VF-offload patches does for VFs), spread peers over another PF, or use offload: auto so the SAs beyond the limit fall back to software instead of failing"
 
 // PlannedSA is an offloaded SA a configuration will add on Dev (a port,
 // or a bond: counted on each of its slaves, since each holds the bond's

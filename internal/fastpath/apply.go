@@ -19,6 +19,15 @@ func (dp *Datapath) Apply(t *Tables) error {
 		return err
 	}
 	idle := (cfg.Gen + 1) & 1
+	// fwd_dsts covers both policy sets until the flip, the new one after.
+	out, in := forwardableDsts(t)
+	want := dstsFor(out, in, dp.inboundAny)
+	if err := dp.loadDsts(); err != nil {
+		return err
+	}
+	if err := dp.writeDsts(orWords(dp.dsts, want)); err != nil {
+		return err
+	}
 
 	inner, err := dp.newPolicyTable(len(t.Entries))
 	if err != nil {
@@ -61,7 +70,11 @@ func (dp *Datapath) Apply(t *Tables) error {
 	cfg.FlowL4 = b2u(dp.policyL4 || dp.fibL4)
 	cfg.Gen = idle
 	cfg.Ready = 1
-	return dp.objs.Config.Put(uint32(0), cfg)
+	if err := dp.objs.Config.Put(uint32(0), cfg); err != nil {
+		return err
+	}
+	dp.dstOut, dp.dstIn = out, in
+	return dp.writeDsts(want)
 }
 
 // selectsL4 reports whether any selector shape names a protocol or ports:

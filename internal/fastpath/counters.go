@@ -2,6 +2,7 @@ package fastpath
 
 import (
 	"fmt"
+	"math"
 )
 
 // maxIfaceSlots mirrors FP_MAX_IFACE_SLOTS: slot 0 counts packets from
@@ -115,4 +116,28 @@ type CacheCounters struct {
 	// Bypassed counts packets decided without the cache because it was
 	// thrashing on their CPU (more live flows than it holds).
 	Bypassed uint64 `json:"bypassed"`
+}
+
+// SetFlowCacheOff turns the flow cache off (true) or back on (false) on
+// every CPU, as the thrash gate does for a while: with it off, every
+// packet takes the full decision and nothing is cached, which is what the
+// first packet of every flow costs. For measurements (`sluice bench
+// fastpath`'s first-packet case); it rewrites the gate's counters of the
+// current window, so do not call it under traffic one cares to count.
+func (dp *Datapath) SetFlowCacheOff(off bool) error {
+	var perCPU []fastpathFpCacheGate
+	if err := dp.objs.CacheGate.Lookup(uint32(0), &perCPU); err != nil {
+		return fmt.Errorf("fastpath: reading the cache gate: %w", err)
+	}
+	for i := range perCPU {
+		perCPU[i].OffUntilNs = 0
+		if off {
+			perCPU[i].OffUntilNs = math.MaxUint64 // never reached: off until turned on
+		}
+		perCPU[i].Hits, perCPU[i].Fills = 0, 0
+	}
+	if err := dp.objs.CacheGate.Put(uint32(0), perCPU); err != nil {
+		return fmt.Errorf("fastpath: writing the cache gate: %w", err)
+	}
+	return nil
 }

@@ -27,7 +27,8 @@ var reasonNames = map[fastpathFpReason]string{
 	fastpathFpReasonFP_R_FWD_IN:     "forward-in",
 	fastpathFpReasonFP_R_L2NOT_OURS: "l2-not-ours", fastpathFpReasonFP_R_BAD_IP_HEADER: "bad-ip-header",
 	fastpathFpReasonFP_R_MARTIAN: "martian", fastpathFpReasonFP_R_ICMP_ERROR: "icmp-error",
-	fastpathFpReasonFP_R_RP_FILTER: "rp-filter",
+	fastpathFpReasonFP_R_RP_FILTER: "rp-filter", fastpathFpReasonFP_R_NOT_FORWARDABLE: "not-forwardable",
+	fastpathFpReasonFP_R_SA_MTU: "sa-mtu",
 }
 
 // Reasons in counter order.
@@ -48,7 +49,12 @@ const (
 	ReasonMartian      = Reason(fastpathFpReasonFP_R_MARTIAN)
 	ReasonICMPError    = Reason(fastpathFpReasonFP_R_ICMP_ERROR)
 	ReasonRPFilter     = Reason(fastpathFpReasonFP_R_RP_FILTER)
-	reasonMax          = Reason(fastpathFpReasonFP_R_MAX)
+	ReasonSAMTU        = Reason(fastpathFpReasonFP_R_SA_MTU)
+	// ReasonNotForwardable is the live program's quick pass: no
+	// forwardable policy covers the destination. Explain never reports
+	// it; it names the exact reason instead.
+	ReasonNotForwardable = Reason(fastpathFpReasonFP_R_NOT_FORWARDABLE)
+	reasonMax            = Reason(fastpathFpReasonFP_R_MAX)
 )
 
 func (r Reason) String() string {

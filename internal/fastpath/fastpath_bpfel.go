@@ -150,44 +150,52 @@ type fastpathFpPolicy struct {
 	OffloadIfindex uint32
 	Action         uint8
 	Flags          uint8
-	Pad            uint16
+	SaMtu          uint16
 }
 
 type fastpathFpReason uint32
 
 const (
-	fastpathFpReasonFP_R_NOT_READY      fastpathFpReason = 0
-	fastpathFpReasonFP_R_NOT_CONFIGURED fastpathFpReason = 1
-	fastpathFpReasonFP_R_NOT_IP         fastpathFpReason = 2
-	fastpathFpReasonFP_R_MALFORMED      fastpathFpReason = 3
-	fastpathFpReasonFP_R_VLAN_UNKNOWN   fastpathFpReason = 4
-	fastpathFpReasonFP_R_IP_OPTIONS     fastpathFpReason = 5
-	fastpathFpReasonFP_R_FRAGMENT       fastpathFpReason = 6
-	fastpathFpReasonFP_R_IPV6EXT        fastpathFpReason = 7
-	fastpathFpReasonFP_R_IPSEC          fastpathFpReason = 8
-	fastpathFpReasonFP_R_IKE            fastpathFpReason = 9
-	fastpathFpReasonFP_R_TTL            fastpathFpReason = 10
-	fastpathFpReasonFP_R_NO_POLICY      fastpathFpReason = 11
-	fastpathFpReasonFP_R_BLOCK          fastpathFpReason = 12
-	fastpathFpReasonFP_R_UNCERTAIN      fastpathFpReason = 13
-	fastpathFpReasonFP_R_NOT_OFFLOADED  fastpathFpReason = 14
-	fastpathFpReasonFP_R_FWD_CHECK      fastpathFpReason = 15
-	fastpathFpReasonFP_R_INBOUND        fastpathFpReason = 16
-	fastpathFpReasonFP_R_LOCAL          fastpathFpReason = 17
-	fastpathFpReasonFP_R_NO_ROUTE       fastpathFpReason = 18
-	fastpathFpReasonFP_R_ROUTE_MISMATCH fastpathFpReason = 19
-	fastpathFpReasonFP_R_NO_NEXTHOP     fastpathFpReason = 20
-	fastpathFpReasonFP_R_MTU            fastpathFpReason = 21
-	fastpathFpReasonFP_R_NO_TX_PORT     fastpathFpReason = 22
-	fastpathFpReasonFP_R_FWD_OUT        fastpathFpReason = 23
-	fastpathFpReasonFP_R_FWD_IN         fastpathFpReason = 24
-	fastpathFpReasonFP_R_L2NOT_OURS     fastpathFpReason = 25
-	fastpathFpReasonFP_R_BAD_IP_HEADER  fastpathFpReason = 26
-	fastpathFpReasonFP_R_MARTIAN        fastpathFpReason = 27
-	fastpathFpReasonFP_R_ICMP_ERROR     fastpathFpReason = 28
-	fastpathFpReasonFP_R_RP_FILTER      fastpathFpReason = 29
-	fastpathFpReasonFP_R_MAX            fastpathFpReason = 30
+	fastpathFpReasonFP_R_NOT_READY       fastpathFpReason = 0
+	fastpathFpReasonFP_R_NOT_CONFIGURED  fastpathFpReason = 1
+	fastpathFpReasonFP_R_NOT_IP          fastpathFpReason = 2
+	fastpathFpReasonFP_R_MALFORMED       fastpathFpReason = 3
+	fastpathFpReasonFP_R_VLAN_UNKNOWN    fastpathFpReason = 4
+	fastpathFpReasonFP_R_IP_OPTIONS      fastpathFpReason = 5
+	fastpathFpReasonFP_R_FRAGMENT        fastpathFpReason = 6
+	fastpathFpReasonFP_R_IPV6EXT         fastpathFpReason = 7
+	fastpathFpReasonFP_R_IPSEC           fastpathFpReason = 8
+	fastpathFpReasonFP_R_IKE             fastpathFpReason = 9
+	fastpathFpReasonFP_R_TTL             fastpathFpReason = 10
+	fastpathFpReasonFP_R_NO_POLICY       fastpathFpReason = 11
+	fastpathFpReasonFP_R_BLOCK           fastpathFpReason = 12
+	fastpathFpReasonFP_R_UNCERTAIN       fastpathFpReason = 13
+	fastpathFpReasonFP_R_NOT_OFFLOADED   fastpathFpReason = 14
+	fastpathFpReasonFP_R_FWD_CHECK       fastpathFpReason = 15
+	fastpathFpReasonFP_R_INBOUND         fastpathFpReason = 16
+	fastpathFpReasonFP_R_LOCAL           fastpathFpReason = 17
+	fastpathFpReasonFP_R_NO_ROUTE        fastpathFpReason = 18
+	fastpathFpReasonFP_R_ROUTE_MISMATCH  fastpathFpReason = 19
+	fastpathFpReasonFP_R_NO_NEXTHOP      fastpathFpReason = 20
+	fastpathFpReasonFP_R_MTU             fastpathFpReason = 21
+	fastpathFpReasonFP_R_NO_TX_PORT      fastpathFpReason = 22
+	fastpathFpReasonFP_R_FWD_OUT         fastpathFpReason = 23
+	fastpathFpReasonFP_R_FWD_IN          fastpathFpReason = 24
+	fastpathFpReasonFP_R_L2NOT_OURS      fastpathFpReason = 25
+	fastpathFpReasonFP_R_BAD_IP_HEADER   fastpathFpReason = 26
+	fastpathFpReasonFP_R_MARTIAN         fastpathFpReason = 27
+	fastpathFpReasonFP_R_ICMP_ERROR      fastpathFpReason = 28
+	fastpathFpReasonFP_R_RP_FILTER       fastpathFpReason = 29
+	fastpathFpReasonFP_R_NOT_FORWARDABLE fastpathFpReason = 30
+	fastpathFpReasonFP_R_SA_MTU          fastpathFpReason = 31
+	fastpathFpReasonFP_R_MAX             fastpathFpReason = 32
 )
+
+type fastpathFpSlotRef struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Slot    uint32
+}
 
 type fastpathFpTuple struct {
 	_         structs.HostLayout
@@ -218,6 +226,8 @@ const (
 	fastpathMapFlowCache      = "flow_cache"
 	fastpathMapFlowCache4     = "flow_cache4"
 	fastpathMapFlowEmc        = "flow_emc"
+	fastpathMapFwdDsts        = "fwd_dsts"
+	fastpathMapIfaceSlots     = "iface_slots"
 	fastpathMapIfaces         = "ifaces"
 	fastpathMapLease          = "lease"
 	fastpathMapOwnAddrs       = "own_addrs"
@@ -301,6 +311,8 @@ type fastpathMapSpecs struct {
 	FlowCache    *ebpf.MapSpec `ebpf:"flow_cache"`
 	FlowCache4   *ebpf.MapSpec `ebpf:"flow_cache4"`
 	FlowEmc      *ebpf.MapSpec `ebpf:"flow_emc"`
+	FwdDsts      *ebpf.MapSpec `ebpf:"fwd_dsts"`
+	IfaceSlots   *ebpf.MapSpec `ebpf:"iface_slots"`
 	Ifaces       *ebpf.MapSpec `ebpf:"ifaces"`
 	Lease        *ebpf.MapSpec `ebpf:"lease"`
 	OwnAddrs     *ebpf.MapSpec `ebpf:"own_addrs"`
@@ -358,6 +370,8 @@ type fastpathMaps struct {
 	FlowCache    *ebpf.Map `ebpf:"flow_cache"`
 	FlowCache4   *ebpf.Map `ebpf:"flow_cache4"`
 	FlowEmc      *ebpf.Map `ebpf:"flow_emc"`
+	FwdDsts      *ebpf.Map `ebpf:"fwd_dsts"`
+	IfaceSlots   *ebpf.Map `ebpf:"iface_slots"`
 	Ifaces       *ebpf.Map `ebpf:"ifaces"`
 	Lease        *ebpf.Map `ebpf:"lease"`
 	OwnAddrs     *ebpf.Map `ebpf:"own_addrs"`
@@ -378,6 +392,8 @@ func (m *fastpathMaps) Close() error {
 		m.FlowCache,
 		m.FlowCache4,
 		m.FlowEmc,
+		m.FwdDsts,
+		m.IfaceSlots,
 		m.Ifaces,
 		m.Lease,
 		m.OwnAddrs,

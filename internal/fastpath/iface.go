@@ -100,6 +100,15 @@ func (dp *Datapath) SetIfaces(ifs []Iface) error {
 			ports[uint32(i.HairpinIfindex)] = true
 		}
 	}
+	inbound := false
+	for _, v := range want {
+		inbound = inbound || v.InboundForward != 0
+	}
+	if inbound { // fwd_dsts first: it must cover what the interfaces allow
+		if err := dp.setInboundDsts(true); err != nil {
+			return err
+		}
+	}
 	for k, v := range want {
 		if err := dp.objs.Ifaces.Put(k, v); err != nil {
 			return fmt.Errorf("fastpath: interface %d: %w", k, err)
@@ -136,13 +145,45 @@ func (dp *Datapath) SetIfaces(ifs []Iface) error {
 	if err := it.Err(); err != nil {
 		return err
 	}
+	if err := dp.setIfaceSlots(want); err != nil {
+		return err
+	}
 	if err := dp.setOwnAddrs(); err != nil {
 		return err
+	}
+	if !inbound {
+		if err := dp.setInboundDsts(false); err != nil {
+			return err
+		}
 	}
 	// Interfaces (and, through the caller, routes and neighbours) changed:
 	// flow-cache entries derived from the old state must not be replayed.
 	// Last, so that no entry is filled from a state still being pruned.
 	return dp.BumpRouteEpoch()
+}
+
+// ifaceSlotMap mirrors FP_IFACE_SLOT_MAP: places in iface_slots.
+const ifaceSlotMap = 256
+
+// setIfaceSlots writes iface_slots, the direct-mapped copy of the
+// interfaces' counter slots the program's quick pass reads (the lowest
+// ifindex takes a contested place; the others are found in ifaces).
+func (dp *Datapath) setIfaceSlots(ifs map[uint32]fastpathFpIface) error {
+	var refs [ifaceSlotMap]fastpathFpSlotRef
+	for k, v := range ifs {
+		at := k & (ifaceSlotMap - 1)
+		if refs[at].Ifindex == 0 || k < refs[at].Ifindex {
+			refs[at] = fastpathFpSlotRef{Ifindex: k, Slot: v.Slot}
+		}
+	}
+	keys := make([]uint32, ifaceSlotMap)
+	for i := range keys {
+		keys[i] = uint32(i)
+	}
+	if _, err := dp.objs.IfaceSlots.BatchUpdate(keys, refs[:], nil); err != nil {
+		return fmt.Errorf("fastpath: writing the interfaces' counter slots: %w", err)
+	}
+	return nil
 }
 
 func prune(m *ebpf.Map, keep func(uint32) bool) error {

@@ -33,6 +33,13 @@ type Datapath struct {
 	// policyL4 (the active tables select on protocol or ports) and fibL4
 	// (the FIB may route or hash on them) decide config.flow_l4.
 	policyL4, fibL4 bool
+	// fwd_dsts (fwddsts.go): the last applied tables' bits (out, and
+	// in for inbound forwarding), whether some interface forwards inbound,
+	// the map's memory and what it holds.
+	dstOut, dstIn []uint64
+	inboundAny    bool
+	dstMem        *ebpf.Memory
+	dsts          []uint64
 
 	// links are the XDP links Attach made or adopted, by interface name,
 	// held open so that removing their pins cannot detach the program
@@ -81,7 +88,7 @@ func Load(opts LoadOptions) (*Datapath, error) {
 	if errors.Is(err, ebpf.ErrMapIncompatible) && opts.PinPath != "" && !opts.AdoptOnly {
 		// Pinned by another version of sluice with other map layouts:
 		// replace them (the new daemon resyncs from the kernel anyway).
-		removePinnedMaps(opts.PinPath)
+		RemovePinnedMaps(opts.PinPath)
 		err = spec.LoadAndAssign(&dp.objs, &ebpf.CollectionOptions{Maps: mapOpts})
 	}
 	if err != nil {
@@ -123,7 +130,8 @@ func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Progra
 		"ifaces": objs.Ifaces, "vlans": objs.Vlans, "own_addrs": objs.OwnAddrs, "tx_ports": objs.TxPorts,
 		"reason_counts": objs.ReasonCounts, "policy_counts": objs.PolicyCounts,
 		"flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "flow_emc": objs.FlowEmc,
-		"cache_gate": objs.CacheGate, "lease": objs.Lease,
+		"cache_gate": objs.CacheGate, "lease": objs.Lease, "fwd_dsts": objs.FwdDsts,
+		"iface_slots": objs.IfaceSlots,
 	}
 	for name, m := range es.Maps {
 		if repl[name] == nil {
@@ -157,7 +165,9 @@ func (dp *Datapath) Close() error {
 	return dp.objs.Close()
 }
 
-func removePinnedMaps(dir string) {
+// RemovePinnedMaps removes the pinned maps under dir, leaving the links: the
+// maps of another version, or of a start that failed after pinning them.
+func RemovePinnedMaps(dir string) {
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
 		if !strings.HasPrefix(e.Name(), linkPinPrefix) {

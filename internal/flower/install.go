@@ -63,7 +63,7 @@ type ProbeResult struct {
 	OK bool `json:"ok"`
 	// Busy: the driver refused with EBUSY, which mlx5 does when IPsec
 	// packet offload is active on the netdev (it will not run tc offload
-	// beside it without the patches seed 004 describes).
+	// beside it without the patches the ConnectX-7 benchmark describes).
 	Busy bool   `json:"busy,omitempty"`
 	Msg  string `json:"message,omitempty"`
 }
@@ -105,7 +105,7 @@ func ExplainRefusal(dev string, p ProbeResult) string {
 	case p.OK:
 		return ""
 	case p.Busy:
-		return fmt.Sprintf("%s refused a hardware flower rule with EBUSY: mlx5 does not run IPsec packet offload and tc flower offload on one netdev (%s). The flower tier stays off on %s and XDP serves its traffic. Fix: a kernel with the mlx5 patches that let them coexist (seed 004), or switchdev mode on firmware that supports IPsec packet offload there (devlink port function set ... ipsec_packet enable); or set flower: off", dev, p.Msg, dev)
+		return fmt.Sprintf("%s refused a hardware flower rule with EBUSY: mlx5 does not run IPsec packet offload and tc flower offload on one netdev (%s). The flower tier stays off on %s and XDP serves its traffic. Fix: a kernel with the mlx5 patches that let them coexist (the ConnectX-7 benchmark), or switchdev mode on firmware that supports IPsec packet offload there (devlink port function set ... ipsec_packet enable); or set flower: off", dev, p.Msg, dev)
 	case strings.Contains(p.Msg, "operation not supported"), strings.Contains(p.Msg, "not supported"):
 		return fmt.Sprintf("%s does not offload these flower rules (%s): XDP serves its traffic. Check `ethtool -k %s hw-tc-offload` (turn it on) and the driver's support for pedit, csum, police mtu and mirred", dev, p.Msg, dev)
 	}

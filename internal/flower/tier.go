@@ -501,5 +501,5 @@ func (t *Tier) refreshPlacementReasons() {
 	}
 }
 
-// UseCounters implements fastpath.HardwareRunner.
+// UseCounters implements gateway.HardwareRunner.
 func (t *Tier) UseCounters(f func() (map[uint32]uint64, error)) { t.Counters = f }

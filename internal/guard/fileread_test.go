@@ -17,14 +17,13 @@ var unboundedReaders = map[string]string{
 	"internal/overlay/live.go":         "/proc/sys/kernel/osrelease",
 	"internal/lab/forwarder.go":        "/proc/PID and the lab's own gateway log",
 	"internal/cli/lab_vm.go":           "copies this binary into the VM cache",
-	"internal/cli/gateway.go":          "the daemon's own pid file and /proc/PID/cmdline",
 	"internal/swan/charon.go":          "/proc/PID/status and charon's log in the test's directory",
 	"internal/bench/report.go":         "/proc/cpuinfo and /proc/thread-self/net/snmp",
 	"internal/bench/rekey_counters.go": "/proc/thread-self/net files held open in each namespace",
 	"internal/testlab/":                "the host's kernel, modules and busybox for the test VM",
 	"internal/fileread/":               "the bounded reader itself",
-	"internal/fastpath/lock.go":        "opens the pin dir to flock it, and /proc/locks",
-	"internal/fastpath/pinwatch.go":    "the daemon's own pid file",
+	"internal/gateway/lock.go":         "opens the pin dir to flock it, and /proc/locks",
+	"internal/gateway/pidfile.go":      "the daemon's own pid file and /proc/PID/cmdline",
 }
 
 // TestFilesAreReadThroughFileread: /dev/zero as a profile once grew the

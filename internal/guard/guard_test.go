@@ -44,9 +44,12 @@ func TestImportRules(t *testing.T) {
 	}{
 		{"github.com/vishvananda/netlink", map[string]bool{"sluice/internal/kernel": true},
 			"netlink goes through internal/kernel, the one place that also adds what the library lacks"},
+		{"sluice/internal/gateway", map[string]bool{"sluice/internal/cli": true},
+			"the gateway daemon is run by the CLI (gateway run|stop|explain); the parts it drives (fastpath, flower, api) must not depend on it"},
 	}
 	noExec := map[string]string{
 		"sluice/internal/fastpath": "the data path's control plane talks to the kernel directly",
+		"sluice/internal/gateway":  "the daemon talks to the kernel directly and runs nothing",
 		"sluice/internal/kernel":   "netlink and sysfs, never by shelling out to ip",
 		"sluice/internal/api":      "the API serves state; it runs nothing",
 		"sluice/internal/config":   "parsing is pure",
@@ -58,8 +61,18 @@ func TestImportRules(t *testing.T) {
 					t.Errorf("%s imports %s: %s", p.ImportPath, imp, r.why)
 				}
 			}
+			if imp == "sluice/internal/testutil" {
+				t.Errorf("%s imports internal/testutil: test helpers are for _test.go files only", p.ImportPath)
+			}
 			if why, ok := noExec[p.ImportPath]; ok && imp == "os/exec" {
 				t.Errorf("%s imports os/exec: %s", p.ImportPath, why)
+			}
+		}
+		if p.ImportPath == "sluice/internal/mtu" {
+			for _, imp := range p.Imports {
+				if strings.HasPrefix(imp, "sluice/") {
+					t.Errorf("internal/mtu imports %s: the MTU arithmetic is a leaf every part shares", imp)
+				}
 			}
 		}
 		if p.ImportPath == "sluice/internal/config" {

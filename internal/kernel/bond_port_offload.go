@@ -4,7 +4,7 @@ import "fmt"
 
 // What Linux (read in 6.12: drivers/net/bonding/bond_main.c,
 // net/xfrm/xfrm_device.c) does with an SA offloaded to one port of an
-// active-backup bond, as seed 000 configures it (offload dev PF0):
+// active-backup bond, as the ConnectX-6 SR-IOV guide configures it (offload dev PF0):
 //
 //   - The bond moves, at failover, only the SAs added on the bond itself:
 //     bond_change_active_slave calls bond_ipsec_del_sa_all and

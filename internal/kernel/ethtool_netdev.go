@@ -22,7 +22,9 @@ type NetdevFacts struct {
 	PCI    string `json:"pci,omitempty"`
 	Master string `json:"master,omitempty"`
 	// Lower is the device a VLAN or VXLAN sits on.
-	Lower      string `json:"lower,omitempty"`
+	Lower string `json:"lower,omitempty"`
+	// OuterIPv6: a VXLAN or Geneve device whose tunnel runs over IPv6.
+	OuterIPv6  bool   `json:"outer_ipv6,omitempty"`
 	MTU        int    `json:"mtu"`
 	GSOMaxSize uint32 `json:"gso_max_size,omitempty"`
 	Up         bool   `json:"up"`
@@ -66,6 +68,9 @@ func Netdevs() ([]NetdevFacts, error) {
 			if v.VtepDevIndex != 0 {
 				f.Lower = byIndex[v.VtepDevIndex]
 			}
+			f.OuterIPv6 = v.Group.To4() == nil && v.Group != nil || v.SrcAddr.To4() == nil && v.SrcAddr != nil
+		case *netlink.Geneve:
+			f.OuterIPv6 = v.Remote.To4() == nil && v.Remote != nil
 		}
 		if x := a.Xdp; x != nil && x.Attached {
 			f.XDPProgID = x.ProgId

@@ -23,7 +23,7 @@ func EthtoolPause(ifname string) (Pause, error) {
 }
 
 // EthtoolSetPause sets rx and tx flow control, autonegotiation as it is
-// (`ethtool -A IF rx off tx off`, seed 001's and seed 004's setting).
+// (`ethtool -A IF rx off tx off`, the VM single-flow guide's and the ConnectX-7 benchmark's setting).
 func EthtoolSetPause(ifname string, rx, tx bool) error {
 	_, err := withEthtool(func(e *ethtool.Ethtool) (struct{}, error) {
 		p, err := e.GetPause(ifname)

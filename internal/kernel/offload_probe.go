@@ -19,7 +19,7 @@ type OffloadProbe struct {
 	// Caps holds, per "crypto|packet transport|tunnel out|in", "" when
 	// the device accepted such an SA, else the refusal. Drivers differ:
 	// ixgbe offloads transport mode only, ixgbevf inbound SAs only (its PF
-	// refuses Tx requests, seed 003), netdevsim crypto only.
+	// refuses Tx requests, the ixgbevf VF-offload patches), netdevsim crypto only.
 	Caps map[string]string `json:"caps,omitempty"`
 	// Skipped, when set, says why the device was not probed at all.
 	Skipped string `json:"skipped,omitempty"`

@@ -10,7 +10,7 @@ import (
 )
 
 // DaemonSched is how a daemon process runs: CPU affinity, real-time
-// priority and locked memory (seed 004's daemon-cpu, daemon-priority,
+// priority and locked memory (the ConnectX-7 benchmark's daemon-cpu, daemon-priority,
 // lock-memory).
 type DaemonSched struct {
 	CPUs       []int

@@ -176,6 +176,19 @@ func checkStateRoundTrip(t *testing.T, s *State) {
 	if s.Mark != 0 || s.MarkMask != 0 {
 		st.Mark = &netlink.XfrmMark{Value: s.Mark, Mask: s.MarkMask}
 	}
+	if a := s.Alg; a.AEAD != "" {
+		st.Aead = &netlink.XfrmStateAlgo{Name: a.AEAD, ICVLen: a.ICVBits}
+	}
+	if a := s.Alg; a.Crypt != "" {
+		st.Crypt = &netlink.XfrmStateAlgo{Name: a.Crypt}
+	}
+	if a := s.Alg; a.Auth != "" {
+		st.Auth = &netlink.XfrmStateAlgo{Name: a.Auth, TruncateLen: a.AuthTruncBits}
+	}
+	if s.Alg.Encap != 0 {
+		st.Encap = &netlink.XfrmStateEncap{Type: netlink.EncapType(s.Alg.Encap)}
+	}
+	st.ESN = s.Alg.ESN
 	body, err := encodeNewSA(st, s.Offload)
 	if err != nil {
 		t.Fatalf("encodeNewSA(%+v): %v", *s, err)

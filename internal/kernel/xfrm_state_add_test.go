@@ -14,6 +14,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/testutil"
 )
 
 // XFRM_MSG_NEWSA requests as iproute2 6.1 sends them, captured with
@@ -84,9 +86,11 @@ func TestNewSAMatchesIproute2(t *testing.T) {
 func TestParseStateFromIproute2Bytes(t *testing.T) {
 	want := []State{
 		{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), Proto: unix.IPPROTO_ESP,
-			SPI: 0x1000, Reqid: 7, Mode: 1, Offload: &Offload{Ifindex: 1, Flags: OffloadInbound}},
+			SPI: 0x1000, Reqid: 7, Mode: 1, Offload: &Offload{Ifindex: 1, Flags: OffloadInbound},
+			Alg: StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}},
 		{Src: netip.MustParseAddr("2001:db8::1"), Dst: netip.MustParseAddr("2001:db8::2"), Proto: unix.IPPROTO_ESP,
 			SPI: 0x2000, Reqid: 9, Mode: 0, Offload: &Offload{Ifindex: 1}, IfID: 5, Mark: 0x10, MarkMask: 0xff,
+			Alg: StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128},
 			Sel: Selector{Src: netip.MustParsePrefix("2001:db8:1::/64"), Dst: netip.MustParsePrefix("2001:db8:2::/64"),
 				Proto: unix.IPPROTO_UDP, SPort: 500, SPortMask: 0xffff, DPort: 4500, DPortMask: 0xffff}},
 	}
@@ -112,7 +116,7 @@ func TestParseStateFromIproute2Bytes(t *testing.T) {
 // (verify_newsa_info). A kernel with ESP (the VM) accepts the SA, and then
 // it must dump back. A malformed offload attribute must fail differently.
 func TestStateAddReachesKernel(t *testing.T) {
-	_, ns := xfrmTestNS(t)
+	_, ns := testutil.NewNetNS(t)
 	x := XFRMAt(ns)
 	for _, tc := range iproute2NewSA {
 		err := x.StateAdd(tc.st, tc.off)

@@ -123,6 +123,25 @@ type State struct {
 	IfID     uint32
 	Mark     uint32
 	MarkMask uint32
+	// Alg is what sizes the SA's packets; never key material.
+	Alg StateAlg
+}
+
+// StateAlg is an SA's transform and framing as far as its size on the
+// wire goes (internal/mtu turns it into the SA's MTU).
+type StateAlg struct {
+	// AEAD and ICVBits: XFRMA_ALG_AEAD's name and ICV length.
+	AEAD    string
+	ICVBits int
+	// Crypt, Auth and AuthTruncBits: XFRMA_ALG_CRYPT, XFRMA_ALG_AUTH(_TRUNC)
+	// (AuthTruncBits 0: the kernel's default for Auth).
+	Crypt         string
+	Auth          string
+	AuthTruncBits int
+	// Encap is XFRMA_ENCAP's type (2: UDP_ENCAP_ESPINUDP, NAT-T), 0 without.
+	Encap uint16
+	// ESN: XFRM_STATE_ESN.
+	ESN bool
 }
 
 // String prints the selector the way `ip xfrm policy` does.

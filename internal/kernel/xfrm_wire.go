@@ -164,6 +164,7 @@ func parseStateInfo(b []byte) (State, error) {
 		Reqid: ne.Uint32(b[208:]),
 		Mode:  b[214],
 		Sel:   sel,
+		Alg:   StateAlg{ESN: b[216]&nl.XFRM_STATE_ESN != 0},
 	}, nil
 }
 
@@ -227,10 +228,27 @@ func applyPolicyAttrs(p *Policy, a map[uint16][]byte) (err error) {
 	return err
 }
 
-// Key material (XFRMA_ALG_*) is deliberately never looked at.
+// Of XFRMA_ALG_* only names and lengths are read: key material is
+// deliberately never looked at.
 func applyStateAttrs(s *State, a map[uint16][]byte) (err error) {
 	if s.Mark, s.MarkMask, s.IfID, err = markAndIfID(a); err != nil {
 		return err
+	}
+	// struct xfrm_algo_aead / xfrm_algo_auth: name[64], key_len, icv/trunc
+	// len; struct xfrm_algo: name[64], key_len.
+	if v, ok := a[nl.XFRMA_ALG_AEAD]; ok && len(v) >= 72 {
+		s.Alg.AEAD, s.Alg.ICVBits = unix.ByteSliceToString(v[:64]), int(ne.Uint32(v[68:]))
+	}
+	if v, ok := a[nl.XFRMA_ALG_CRYPT]; ok && len(v) >= 64 {
+		s.Alg.Crypt = unix.ByteSliceToString(v[:64])
+	}
+	if v, ok := a[nl.XFRMA_ALG_AUTH_TRUNC]; ok && len(v) >= 72 {
+		s.Alg.Auth, s.Alg.AuthTruncBits = unix.ByteSliceToString(v[:64]), int(ne.Uint32(v[68:]))
+	} else if v, ok := a[nl.XFRMA_ALG_AUTH]; ok && len(v) >= 64 {
+		s.Alg.Auth = unix.ByteSliceToString(v[:64])
+	}
+	if v, ok := a[nl.XFRMA_ENCAP]; ok && len(v) >= 2 {
+		s.Alg.Encap = ne.Uint16(v)
 	}
 	s.Offload, err = offloadAttr(a)
 	return err

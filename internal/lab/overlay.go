@@ -15,7 +15,7 @@ import (
 	"sluice/internal/kernel"
 )
 
-// The overlay-pair plan: seed 000's two hosts, joined by one underlay link
+// The overlay-pair plan: the ConnectX-6 SR-IOV guide's two hosts, joined by one underlay link
 // (192.168.70.0/24, as the seed's bonds), with tunnel i a VXLAN (VNI i)
 // between h0's VTEP 123.0.0.1 and h1's TunnelPeer(i), carried in ESP
 // transport mode, and overlay subnet TunnelSubnet(i): h0 .1, h1 .2.
@@ -24,7 +24,7 @@ var (
 	OverlayUnderlay1 = netip.MustParseAddr("192.168.70.3")
 )
 
-// OverlayMTU is the underlay MTU of overlay-pair (seed 000's 9216): the
+// OverlayMTU is the underlay MTU of overlay-pair (the ConnectX-6 SR-IOV guide's 9216): the
 // VTEPs get the largest MTU that fits it after VXLAN and ESP.
 const OverlayMTU = 9216
 

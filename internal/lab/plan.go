@@ -23,7 +23,7 @@ var Topologies = []string{Forwarder, GatewayPair, OverlayPair, Direct}
 // itself reaches 255*255).
 const MaxTunnels = 8192
 
-// The addresses of the seeds' plan (seed 002, Test 0): the generator's side
+// The addresses of the seeds' plan (the BlueField-3 benchmark, Test 0): the generator's side
 // is 10.0.0.0/24 with clients 16.0.0.0/8 behind 10.0.0.1, the sink's side
 // 11.0.0.0/24 with 48.0.0.0/8 behind 11.0.0.1, tunnel endpoints in 123.0/16.
 var (

@@ -5,8 +5,7 @@
 // (netlink, sysfs, devlink, ethtool ioctls; never by running ip), verifies
 // the result and tears down exactly what it created.
 //
-// It also holds the MTU calculator behind `sluice mtu`: the byte-by-byte
-// overhead of each layer of an encrypted overlay packet.
+// Its MTU arithmetic lives in internal/mtu.
 //
 // Every step carries the equivalent ip/devlink/ethtool/sysfs command so a
 // plan can be read, reviewed and pasted; keys never appear in a step, a

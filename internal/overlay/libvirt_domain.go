@@ -205,7 +205,7 @@ func domainType() string {
 }
 
 // NewDomain builds guest g's domain: vCPUs pinned to CPUs of the NIC's
-// NUMA node (seed 001), the emulator and vhost threads on other CPUs of
+// NUMA node (the VM single-flow guide), the emulator and vhost threads on other CPUs of
 // that node, memory bound to the node, virtio queues of 1024, vhost poll-us
 // through QEMU's command line, the MTU on the interface where libvirt can
 // set it. topo may be nil (then the file's cpus and numa-node are used, or
@@ -275,7 +275,7 @@ func NewDomain(g *config.Guest, n *config.GuestNetwork, vfs map[string]VFLive, m
 		}
 		x.Devices.Interfaces = append(x.Devices.Interfaces, ifc)
 		if g.PollUS > 0 {
-			// libvirt has no element for vhost's poll-us (seed 001); QEMU
+			// libvirt has no element for vhost's poll-us (the VM single-flow guide); QEMU
 			// takes it as a netdev property. hostnet0 is libvirt's alias
 			// for the first interface's backend. -set reaches only a
 			// -netdev given in QEMU's option syntax: libvirt 8+ passes
@@ -343,7 +343,7 @@ func (d *Domain) place(g *config.Guest, topo *diag.Topology) error {
 		// The last CPUs of the node for vCPUs, the first free one for the
 		// emulator: CPU 0 of a node usually takes most housekeeping.
 		vcpus = nodeCPUs[len(nodeCPUs)-g.VCPUs:]
-		d.Notes = append(d.Notes, fmt.Sprintf("vCPUs pinned to CPUs %s of NUMA node %d (the NIC's); consider isolcpus=%s on the host's kernel command line (seed 001)", joinInts(vcpus), node, joinInts(vcpus)))
+		d.Notes = append(d.Notes, fmt.Sprintf("vCPUs pinned to CPUs %s of NUMA node %d (the NIC's); consider isolcpus=%s on the host's kernel command line (the VM single-flow guide)", joinInts(vcpus), node, joinInts(vcpus)))
 	}
 	if len(emu) == 0 && len(vcpus) > 0 {
 		for _, c := range nodeCPUs {

@@ -3,11 +3,13 @@ package overlay
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
 	"sluice/internal/config"
 	"sluice/internal/kernel"
+	"sluice/internal/mtu"
 )
 
 // Step is one change to the host: what, why, the equivalent commands an
@@ -312,14 +314,14 @@ func (p *planner) vteps() {
 
 // vtepStack is the MTU stack of a VTEP: its encapsulation over the ESP
 // mode of the peer that protects it (none when no peer does).
-func (p *planner) vtepStack(v *config.VTEP) (Stack, *config.Peer) {
-	s := Stack{Encap: Encap(v.Type), GeneveOptions: v.GeneveOptions, ESP: ESPNone, OuterIPv6: !v.Local.Is4()}
+func (p *planner) vtepStack(v *config.VTEP) (mtu.Stack, *config.Peer) {
+	s := mtu.Stack{Encap: mtu.Encap(v.Type), GeneveOptions: v.GeneveOptions, ESP: mtu.ESPNone, OuterIPv6: !v.Local.Is4()}
 	peer := p.peerFor(v.Local, v.Remotes)
 	if peer != nil {
-		s.ESP = ESPMode(peer.Mode)
-		s.Cipher = Ciphers["aes-gcm-128"]
+		s.ESP = mtu.ESPMode(peer.Mode)
+		s.Cipher = mtu.Ciphers["aes-gcm-128"]
 		if peer.KeyBits == 256 {
-			s.Cipher = Ciphers["aes-gcm-256"]
+			s.Cipher = mtu.Ciphers["aes-gcm-256"]
 		}
 	}
 	return s, peer
@@ -541,7 +543,7 @@ func (p *planner) vtepDevice(path string, v *config.VTEP, mtu int) {
 	}
 	if v.Type == config.VTEPVXLAN && len(v.Remotes) > 1 {
 		for _, r := range v.Remotes {
-			if containsAddr(k.VXLAN.FDB, r.Address) {
+			if slices.Contains(k.VXLAN.FDB, r.Address) {
 				continue
 			}
 			dst := r.Address
@@ -556,15 +558,6 @@ func (p *planner) vtepDevice(path string, v *config.VTEP, mtu int) {
 func (p *planner) setMTUOwned(section, dev string, old, mtu int) {
 	p.add(Step{Section: section, Action: "change", Object: "link " + dev, Why: fmt.Sprintf("mtu %d, want %d", old, mtu),
 		Commands: []string{fmt.Sprintf("ip link set %s mtu %d", dev, mtu)}, run: func(*runner) error { return kernel.LinkSetMTU(dev, mtu) }})
-}
-
-func containsAddr(list []netip.Addr, a netip.Addr) bool {
-	for _, x := range list {
-		if x == a {
-			return true
-		}
-	}
-	return false
 }
 
 // vtepDiff says how the live device differs in what cannot be changed in

@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"sluice/internal/config"
 	"sluice/internal/fileread"
 	"sluice/internal/kernel"
+	"sluice/internal/mtu"
 )
 
 // The guest steps run last: the segment's bridge and its tunnel port only
@@ -35,7 +37,7 @@ var DefaultGuestDir = "/run/sluice/guests"
 // vSwitch tunnel ports (its guest network is on OVS) rather than as a
 // Linux device: a Linux VXLAN device and OVS's vxlan_sys_PORT cannot share
 // the UDP port, and only OVS's tunnel port lets OVS offload the
-// representor's encapsulation to the NIC (seed 000).
+// representor's encapsulation to the NIC (the ConnectX-6 SR-IOV guide).
 func ovsOwned(h *config.Host, name string) bool {
 	for _, n := range h.GuestNetworks {
 		if n.VTEP == name && n.Bridge == config.BridgeOVS {
@@ -48,7 +50,7 @@ func ovsOwned(h *config.Host, name string) bool {
 // guestMTU is the MTU of a guest network's ports and guests: the largest
 // overlay MTU the uplink carries (sluice's exact arithmetic), or the
 // largest whose encapsulated packet fits a 4 KiB page as mlx5 sizes its
-// buffers (page-fit, seed 000), or the file's mtu: checked against it.
+// buffers (page-fit, the ConnectX-6 SR-IOV guide), or the file's mtu: checked against it.
 // 0: unknown (no uplink MTU and no VTEP MTU).
 func (p *planner) guestMTU(path string, n *config.GuestNetwork) int {
 	v := p.h.VTEP(n.VTEP)
@@ -69,11 +71,11 @@ func (p *planner) guestMTU(path string, n *config.GuestNetwork) int {
 		}
 		return n.MTU
 	case n.PageFit:
-		page := stack.MaxOverlay(PageSize, stack.MLX5BufferLen)
+		page := stack.MaxOverlay(mtu.PageSize, stack.MLX5BufferLen)
 		if limit > 0 {
 			page = min(page, limit)
 		}
-		p.note("%s: MTU %d fits a %d-byte page as mlx5 sizes its receive buffer (packet + %d): %s", path, page, PageSize, MLX5HardMTU, stack.Arithmetic(page))
+		p.note("%s: MTU %d fits a %d-byte page as mlx5 sizes its receive buffer (packet + %d): %s", path, page, mtu.PageSize, mtu.MLX5HardMTU, stack.Arithmetic(page))
 		return page
 	}
 	if limit > 0 {
@@ -108,7 +110,7 @@ func (p *planner) guests() {
 		n := p.h.GuestNetwork(g.Network)
 		mtu := mtus[n.Name]
 		if g.MTU > 0 && mtu > 0 && g.MTU > mtu {
-			p.fail("%s: mtu %d is more than network %s carries (%d); a guest segment that large is segmented in software by the host or dropped (seed 001): use mtu %d or less", path, g.MTU, n.Name, mtu, mtu)
+			p.fail("%s: mtu %d is more than network %s carries (%d); a guest segment that large is segmented in software by the host or dropped (the VM single-flow guide): use mtu %d or less", path, g.MTU, n.Name, mtu, mtu)
 			continue
 		}
 		if g.MTU > 0 {
@@ -157,7 +159,7 @@ func (p *planner) ovsNetwork(path string, n *config.GuestNetwork, gl *GuestLive,
 			continue
 		}
 		args := []string{"--may-exist", "add-port", br, port, "--", "set", "Interface", port, "type=" + v.Type}
-		for _, k := range sortedKeys(want) {
+		for _, k := range slices.Sorted(maps.Keys(want)) {
 			args = append(args, "options:"+k+"="+want[k])
 		}
 		why := "missing"
@@ -177,7 +179,7 @@ func (p *planner) ovsNetwork(path string, n *config.GuestNetwork, gl *GuestLive,
 }
 
 // ovsTunnelPort names the OVS tunnel port of a VTEP's i-th remote: the
-// VTEP's name with one remote (seed 000's vxlan1), NAME-i with several.
+// VTEP's name with one remote (the ConnectX-6 SR-IOV guide's vxlan1), NAME-i with several.
 func ovsTunnelPort(v *config.VTEP, i int) string {
 	if len(v.Remotes) == 1 {
 		return v.Name
@@ -311,7 +313,7 @@ func (p *planner) sriovCreates(pf string, index int) bool {
 }
 
 // vfioBind binds a VF to vfio-pci through driver_override, so that only
-// this device changes driver (seed 000's new_id claims every device of
+// this device changes driver (the ConnectX-6 SR-IOV guide's new_id claims every device of
 // that vendor/device pair), and explains the IOMMU group it needs.
 func (p *planner) vfioBind(path string, g *config.Guest, vf VFLive) {
 	if vf.Driver == "vfio-pci" {
@@ -400,13 +402,4 @@ func mapsSubset(want, have map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func sortedKeys(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }

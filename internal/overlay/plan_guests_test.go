@@ -11,7 +11,7 @@ import (
 	"sluice/internal/kernel"
 )
 
-// seed000Guests is seed 000's node A with its VM: VF 0 of p0 passed
+// seed000Guests is the ConnectX-6 SR-IOV guide's node A with its VM: VF 0 of p0 passed
 // through, its representor p0_0 in OVS bridge br-ovs with the VXLAN port,
 // the MTU fitted to a 4 KiB page.
 func seed000Guests() string {
@@ -263,7 +263,7 @@ func TestTeardownGuests(t *testing.T) {
 }
 
 // TestDomainXMLValidates runs libvirt's own schema check on the domains
-// sluice writes for seed 000 (VF passthrough) and seed 001 (virtio on OVS).
+// sluice writes for the ConnectX-6 SR-IOV guide (VF passthrough) and the VM single-flow guide (virtio on OVS).
 func TestDomainXMLValidates(t *testing.T) {
 	if _, err := exec.LookPath("virt-xml-validate"); err != nil {
 		t.Skip("virt-xml-validate not installed (libvirt-clients; make setup installs it)")

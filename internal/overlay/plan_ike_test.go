@@ -13,7 +13,7 @@ import (
 
 const testPSK = "0x5ec1e75ec1e75ec1e75ec1e75ec1e7aa"
 
-// ikeHost is seed 000's node A keyed by IKE with a PSK; offload through
+// ikeHost is the ConnectX-6 SR-IOV guide's node A keyed by IKE with a PSK; offload through
 // dev, the local address on lo or (local != "") on the bond.
 func ikeHost(t *testing.T, offload, dev, extra string, pskMode os.FileMode) *config.Host {
 	t.Helper()

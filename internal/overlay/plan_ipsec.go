@@ -137,7 +137,7 @@ func (p *planner) ipsec() {
 	p.saBudget()
 }
 
-// bondESPFeatures turns the bond's ESP offload features on (seed 000:
+// bondESPFeatures turns the bond's ESP offload features on (the ConnectX-6 SR-IOV guide:
 // ethtool --offload bond0 esp-hw-offload on esp-tx-csum-hw-offload on).
 // It is planned before the SAs' steps would need it... and runs after the
 // bond exists, so it is inserted before the first SA step.

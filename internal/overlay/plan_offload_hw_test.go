@@ -8,7 +8,7 @@ import (
 	"sluice/internal/kernel"
 )
 
-// offload-in/offload-out (seed 003: an ixgbevf offloads inbound only):
+// offload-in/offload-out (the ixgbevf VF-offload patches: an ixgbevf offloads inbound only):
 // each SA gets its own mode.
 func TestPlanOffloadPerDirection(t *testing.T) {
 	h, ks := load(t, strings.Replace(seedHost("none", "p1"), "      offload: none\n", "      offload-in: crypto\n", 1))

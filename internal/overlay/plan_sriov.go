@@ -124,7 +124,7 @@ func (p *planner) pf(i int, s *config.SRIOV) {
 }
 
 // vfIPsecFlag is ixgbe's private flag letting VFs use the PF's IPsec
-// offload (seed 003).
+// offload (the ixgbevf VF-offload patches).
 const vfIPsecFlag = "vf-ipsec"
 
 func onOff(b bool) string {

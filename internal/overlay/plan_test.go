@@ -21,7 +21,7 @@ const (
 	testKeyIn  = "ffeeddccbbaa99887766554433221100a0b0c0d0"
 )
 
-// seedHost is seed 000's node A with a VXLAN over ESP transport.
+// seedHost is the ConnectX-6 SR-IOV guide's node A with a VXLAN over ESP transport.
 func seedHost(offload, dev string) string {
 	s := `name: node-a
 uplinks:
@@ -423,7 +423,7 @@ func TestPlanSRIOVOrder(t *testing.T) {
 		"echo 4 > /sys/class/net/pf0/device/sriov_numvfs",
 		"ip link set pf0 vf 0 mac 02:00:00:00:00:01 vlan 10 trust on",
 	})
-	// Already in switchdev: back to legacy for the parameter (seed 000).
+	// Already in switchdev: back to legacy for the parameter (the ConnectX-6 SR-IOV guide).
 	check(base("switchdev"), []string{
 		"echo 0 > /sys/class/net/pf0/device/sriov_numvfs",
 		"devlink dev eswitch set pci/0000:03:00.0 mode legacy",

@@ -22,7 +22,7 @@ const (
 	ConfFile    = "swanctl.conf"     // connections, then "include secrets.conf"
 	SecretsFile = "secrets.conf"     // secrets { ... }, mode 0600
 	SpecFile    = "sluice-swan.json" // the Spec, for `sluice swan up --dir`
-	RoutingFile = "routing.sh"       // seed 002's "routings", networking part
+	RoutingFile = "routing.sh"       // the BlueField-3 benchmark's "routings", networking part
 	PSKFile     = "psk"              // a generated key when --psk-file is not given, 0600
 )
 

@@ -1,5 +1,5 @@
 // Package swan generates strongSwan (swanctl.conf) configurations for the
-// tunnel layouts of seed 002 (topologies "test0" and "routed", gateway roles
+// tunnel layouts of the BlueField-3 benchmark (topologies "test0" and "routed", gateway roles
 // gw0 and gw1), the matching routing plan, and drives a running charon over
 // VICI (load, initiate, terminate, unload, list) with github.com/strongswan/govici.
 //
@@ -22,7 +22,7 @@ import (
 	"unicode"
 )
 
-// Topologies and roles of seed 002.
+// Topologies and roles of the BlueField-3 benchmark.
 const (
 	TopologyTest0  = "test0"  // one tunnel port; carriers 123.0.0.0/16
 	TopologyRouted = "routed" // two tunnel ports behind a router; carriers 123.0-3.0.0/16
@@ -35,7 +35,7 @@ const (
 // calls them (strongSwan spells crypto offload "yes").
 var hwOffloadConf = map[string]string{"no": "no", "crypto": "yes", "packet": "packet", "auto": "auto"}
 
-// Limits of seed 002's addressing.
+// Limits of the BlueField-3 benchmark's addressing.
 const (
 	// MaxTunnelsTest0 is 255 x 255: remote_ts 48.A.B.0/24 has A and B in
 	// 0..254 and carrier 123.0.(i/255).(i%255+1) stays inside 123.0.0.0/16.
@@ -46,7 +46,7 @@ const (
 	MaxTunnelsRouted = 255*255 - 2
 )
 
-// Defaults of seed 002.
+// Defaults of the BlueField-3 benchmark.
 const (
 	DefaultESP       = "aes256gcm128-esn"
 	DefaultIKE       = "aes256-sha256-modp2048"
@@ -121,7 +121,7 @@ func (s *Spec) Validate() error {
 	switch s.Topology {
 	case TopologyTest0, TopologyRouted:
 	case "":
-		return errors.New("--topology is required: test0 (seed 002 tests 0-3: one tunnel port) or routed (test 4: two ports behind a router)")
+		return errors.New("--topology is required: test0 (the BlueField-3 benchmark tests 0-3: one tunnel port) or routed (test 4: two ports behind a router)")
 	default:
 		return fmt.Errorf("--topology %q: use test0 or routed", s.Topology)
 	}
@@ -150,7 +150,7 @@ func (s *Spec) Validate() error {
 		if s.Topology == TopologyRouted {
 			return fmt.Errorf("--tunnels %d: the routed topology holds at most %d tunnels per port: carrier 123.2.(i/255+1).(i%%255+1) is the broadcast address 123.2.255.255 for tunnel 65,024 and has no valid third octet (256) for 65,025", s.Tunnels, max)
 		}
-		return fmt.Errorf("--tunnels %d: seed 002's addressing holds at most %d = 255 x 255 tunnels: remote_ts 48.A.B.0/24 has A and B in 0..254, and carriers 123.0.(i/255).(i%%255+1) fill 123.0.0.0/16", s.Tunnels, max)
+		return fmt.Errorf("--tunnels %d: the BlueField-3 benchmark's addressing holds at most %d = 255 x 255 tunnels: remote_ts 48.A.B.0/24 has A and B in 0..254, and carriers 123.0.(i/255).(i%%255+1) fill 123.0.0.0/16", s.Tunnels, max)
 	}
 	if _, ok := hwOffloadConf[s.HWOffload]; !ok {
 		return fmt.Errorf("--hw-offload %q: use no, crypto, packet or auto", s.HWOffload)

@@ -13,7 +13,7 @@ import (
 	"testing"
 )
 
-// variant is one generator of seed 002: a topology, a role and a port.
+// variant is one generator of the BlueField-3 benchmark: a topology, a role and a port.
 type variant struct {
 	topology, role string
 	port           int
@@ -106,7 +106,7 @@ func settings(t *testing.T, path string) map[string]string {
 	return m
 }
 
-// TestGeneratorMatchesSeedScripts runs seed 002's own bash generators
+// TestGeneratorMatchesSeedScripts runs the BlueField-3 benchmark's own bash generators
 // (testdata/seed002, copied verbatim) and demands that sluice's swanctl.conf
 // plus secrets.conf set exactly the same keys to the same values, for
 // every topology, role and port and N = 1, 2, 255, 256, 2000.

@@ -56,7 +56,7 @@ func (h *Host) checkIRQCPUs(name string, cpus []int) error {
 		taken = append(taken, c)
 	}
 	slices.Sort(taken)
-	return fmt.Errorf("interfaces.%s.cpus: %s; keep the NIC's queue IRQs off the guests' vCPUs and vhost threads (seed 001: their softirqs take the vCPU's time): choose CPUs other than %s", name, strings.Join(clash, ", "), intsList(taken))
+	return fmt.Errorf("interfaces.%s.cpus: %s; keep the NIC's queue IRQs off the guests' vCPUs and vhost threads (the VM single-flow guide: their softirqs take the vCPU's time): choose CPUs other than %s", name, strings.Join(clash, ", "), intsList(taken))
 }
 
 func intsList(xs []int) string {

@@ -3,6 +3,8 @@ package tune
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -25,7 +27,7 @@ func cmdlineCPUs(v string) diag.CPUSet {
 	return set
 }
 
-// validateLayout places the daemon on housekeeping CPUs as seed 004's
+// validateLayout places the daemon on housekeeping CPUs as the ConnectX-7 benchmark's
 // layout does: never on a CPU that serves an RX queue (the daemon's
 // netlink work would steal the queue's cycles) nor on an isolated CPU
 // (isolcpus/nohz_full are for the data path; the scheduler would not
@@ -39,14 +41,14 @@ func (p *Profile) validateLayout() error {
 		return p.errf("daemon-cpus", "%q: want a CPU list like 2-3", p.DaemonCPUs)
 	}
 	p.daemon = set.Sorted()
-	for _, name := range sortedKeys(p.Interfaces) {
+	for _, name := range slices.Sorted(maps.Keys(p.Interfaces)) {
 		ifc := p.Interfaces[name]
 		if len(ifc.cpus) == 0 {
 			continue
 		}
 		rx, _ := diag.ParseCPUList(ifc.CPUs)
 		if both := set.Intersect(rx); len(both) > 0 {
-			return p.errf("daemon-cpus", "%s shares CPU %s with %s's RX queues (cpus: %s): put the daemon on housekeeping CPUs, as seed 004 does (0-1 kernel, 2-3 daemon, 4-23 RX queues)", p.DaemonCPUs, both, name, ifc.CPUs)
+			return p.errf("daemon-cpus", "%s shares CPU %s with %s's RX queues (cpus: %s): put the daemon on housekeeping CPUs, as the ConnectX-7 benchmark does (0-1 kernel, 2-3 daemon, 4-23 RX queues)", p.DaemonCPUs, both, name, ifc.CPUs)
 		}
 	}
 	for _, k := range []string{"isolcpus", "nohz_full"} {
@@ -57,7 +59,7 @@ func (p *Profile) validateLayout() error {
 	return nil
 }
 
-// WriteLayout prints the profile's CPU layout as seed 004's script
+// WriteLayout prints the profile's CPU layout as the ConnectX-7 benchmark's script
 // comments it: housekeeping, the daemon, each port's RX queues. Nothing
 // when the profile places no CPUs.
 func WriteLayout(w io.Writer, p *Profile) {
@@ -73,7 +75,7 @@ func WriteLayout(w io.Writer, p *Profile) {
 		used = used.Union(set)
 		rows = append(rows, row{p.daemon[0], set, fmt.Sprintf("sluice gateway daemon (gateway.yaml: daemon-cpu: %s)", p.DaemonCPUs)})
 	}
-	for _, name := range sortedKeys(p.Interfaces) {
+	for _, name := range slices.Sorted(maps.Keys(p.Interfaces)) {
 		ifc := p.Interfaces[name]
 		if len(ifc.cpus) == 0 {
 			continue

@@ -1,4 +1,4 @@
-// Package tune turns seed 004's host tuning script into a declarative
+// Package tune turns the ConnectX-7 benchmark's host tuning script into a declarative
 // profile (tune.yaml): plan prints what would change as the equivalent
 // commands, apply changes only what differs (idempotent), check reports
 // each drift with the live and wanted values. Kernel command line items
@@ -8,7 +8,8 @@ package tune
 import (
 	"bytes"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -30,7 +31,7 @@ type Profile struct {
 	Cmdline    map[string]string     `yaml:"cmdline"`
 	Interfaces map[string]*Interface `yaml:"interfaces"`
 	// DaemonCPUs are the housekeeping CPUs the gateway daemon runs on
-	// (seed 004's layout: 0-1 kernel, 2-3 daemon, the rest RX queues);
+	// (the ConnectX-7 benchmark's layout: 0-1 kernel, 2-3 daemon, the rest RX queues);
 	// gateway.yaml's daemon-cpu pins it there.
 	DaemonCPUs string `yaml:"daemon-cpus"`
 	daemon     []int
@@ -155,7 +156,7 @@ func (p *Profile) validate() error {
 			return p.errf("sysctls."+k, "not a sysctl name (dotted, like net.core.busy_poll)")
 		}
 	}
-	for _, name := range sortedKeys(p.Interfaces) {
+	for _, name := range slices.Sorted(maps.Keys(p.Interfaces)) {
 		ifc := p.Interfaces[name]
 		f := "interfaces." + name
 		if problem := config.InterfaceNameProblem(name); problem != "" {
@@ -188,15 +189,6 @@ func (p *Profile) validate() error {
 		}
 	}
 	return p.validateLayout()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 func itoa(v int) string { return strconv.Itoa(v) }

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sluice/internal/testutil"
 )
 
 // sluiceBin builds the binary once per test run.
@@ -78,9 +80,7 @@ func rxPackets(t *testing.T, ns, dev string) int {
 //
 // with a lab policy 10.0.0.0/8 -> 48.0.1.0/24 packet-offloaded on wan0.
 func TestGatewayForwardsOverVeth(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces and XDP")
-	}
+	testutil.RequireRoot(t, "network namespaces and XDP")
 	bin := sluiceBin(t)
 	tag := strconv.Itoa(os.Getpid())
 	gen, dut, sink := "e2e-gen-"+tag, "e2e-dut-"+tag, "e2e-sink-"+tag
@@ -133,7 +133,7 @@ policies:
 `, pinDir, apiSock)), 0o600)
 
 	t.Run("explain with a static config needs no daemon", func(t *testing.T) {
-		out := inNS(t, dut, bin, "gateway", "explain", "-c", cfg, "--iface", "lan0", "--json", "src", "10.0.0.1", "dst", "48.0.1.9", "ttl", "9")
+		out := inNS(t, dut, bin, "gateway", "explain", "-f", cfg, "--iface", "lan0", "--json", "src", "10.0.0.1", "dst", "48.0.1.9", "ttl", "9")
 		var d struct {
 			Action string `json:"action"`
 			Reason string `json:"reason"`
@@ -156,7 +156,7 @@ policies:
 
 	var logs bytes.Buffer
 	start := func() *exec.Cmd {
-		d := exec.Command("ip", "netns", "exec", dut, bin, "gateway", "run", "-c", cfg)
+		d := exec.Command("ip", "netns", "exec", dut, bin, "gateway", "run", "-f", cfg)
 		d.Stdout, d.Stderr = &logs, &logs
 		if err := d.Start(); err != nil {
 			t.Fatal(err)

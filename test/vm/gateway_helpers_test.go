@@ -50,7 +50,7 @@ func startGateway(t *testing.T, l *lab, ns, config string) *gateway {
 	if err := os.WriteFile(cfg, []byte(head+config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	daemon := exec.Command("ip", "netns", "exec", ns, g.bin, "gateway", "run", "-c", cfg)
+	daemon := exec.Command("ip", "netns", "exec", ns, g.bin, "gateway", "run", "-f", cfg)
 	var logs bytes.Buffer
 	daemon.Stdout, daemon.Stderr = &logs, &logs
 	if err := daemon.Start(); err != nil {

@@ -172,7 +172,7 @@ func TestSwanTunnelsMirroredByGateway(t *testing.T) {
 	cfg := filepath.Join(t.TempDir(), "gateway.yaml")
 	os.WriteFile(cfg, []byte("pin-dir: "+pinDir+"\npolicy-source: kernel\ninterfaces:\n  - name: p1\n    l2: fib\n  - name: p0\n    l2: fib\n"), 0o600)
 	ctx, cancel := context.WithCancel(context.Background())
-	daemon := exec.CommandContext(ctx, "ip", "netns", "exec", gw0, bin, "gateway", "run", "-c", cfg)
+	daemon := exec.CommandContext(ctx, "ip", "netns", "exec", gw0, bin, "gateway", "run", "-f", cfg)
 	var logs bytes.Buffer
 	daemon.Stdout, daemon.Stderr = &logs, &logs
 	if !scale {

@@ -1,7 +1,7 @@
 //go:build ignore
 
 // gen_cx7 writes the fixture tree testdata/cx7: the sysfs and procfs of
-// seed 004's gateway, a two-socket Xeon (NUMA 0: CPUs 0-23, NUMA 1: 24-47)
+// the ConnectX-7 benchmark's gateway, a two-socket Xeon (NUMA 0: CPUs 0-23, NUMA 1: 24-47)
 // booted with isolcpus=managed_irq,domain,4-23 nohz_full=4-23
 // irqaffinity=0-3, with
 //

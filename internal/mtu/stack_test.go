@@ -1,4 +1,4 @@
-package overlay
+package mtu
 
 import (
 	"testing"
@@ -6,13 +6,13 @@ import (
 
 func gcm128() Cipher { return Ciphers["aes-gcm-128"] }
 
-// seed000 is VXLAN over ESP transport, rfc4106 128, IPv4 (seed 000).
+// seed000 is VXLAN over ESP transport, rfc4106 128, IPv4 (the ConnectX-6 SR-IOV guide).
 func seed000() Stack {
 	return Stack{Encap: EncapVXLAN, ESP: ESPTransport, Cipher: gcm128()}
 }
 
 // seed001 is Geneve over ESP transport (crypto offload on the bond),
-// rfc4106 128, IPv4 (seed 001).
+// rfc4106 128, IPv4 (the VM single-flow guide).
 func seed001() Stack {
 	return Stack{Encap: EncapGeneve, ESP: ESPTransport, Cipher: gcm128()}
 }
@@ -41,11 +41,11 @@ func TestOverheadRanges(t *testing.T) {
 		{"VXLAN over IPv6, no ESP", Stack{Encap: EncapVXLAN, ESP: ESPNone, OuterIPv6: true}, 70, 70},
 		{"Geneve over IPv4 with 8 option bytes, no ESP", Stack{Encap: EncapGeneve, GeneveOptions: 8, ESP: ESPNone}, 58, 58},
 		// 20 + 8 ESP + 8 IV + 8 UDP + 8 VXLAN + 14 Ethernet + 0-3 + 2 + 16
-		{"VXLAN over IPv4 ESP transport, AES-GCM (seed 000)", seed000(), 84, 87},
+		{"VXLAN over IPv4 ESP transport, AES-GCM (the ConnectX-6 SR-IOV guide)", seed000(), 84, 87},
 		{"VXLAN over IPv6 ESP transport, AES-GCM", Stack{Encap: EncapVXLAN, ESP: ESPTransport, Cipher: gcm128(), OuterIPv6: true}, 104, 107},
 		// 20 outer + 8 + 8 + 20 tunnelled VTEP header + 8 + 8 + 14 + 0-3 + 2 + 16
 		{"VXLAN over IPv4 ESP tunnel, AES-GCM", Stack{Encap: EncapVXLAN, ESP: ESPTunnel, Cipher: gcm128()}, 104, 107},
-		{"Geneve over IPv4 ESP transport, AES-GCM (seed 001)", seed001(), 84, 87},
+		{"Geneve over IPv4 ESP transport, AES-GCM (the VM single-flow guide)", seed001(), 84, 87},
 		{"VXLAN with inner VLAN over IPv4 ESP transport", Stack{Encap: EncapVXLAN, InnerVLAN: true, ESP: ESPTransport, Cipher: gcm128()}, 88, 91},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -124,10 +124,10 @@ func TestMaxOverlay(t *testing.T) {
 		underlay, max int
 	}{
 		// 20 + 16 + pad4(M + 32) + 16 <= 9216 -> M + 32 <= 9164 -> 9132
-		{"seed 000 underlay 9216", seed000(), 9216, 9132},
+		{"the ConnectX-6 SR-IOV guide underlay 9216", seed000(), 9216, 9132},
 		// 20 + 16 + pad4(M + 32) + 16 <= 1500 -> M + 32 <= 1448 -> 1416
-		{"seed 000 underlay 1500", seed000(), 1500, 1416},
-		{"seed 000 underlay 1600 (its 1500 overlay run)", seed000(), 1600, 1516},
+		{"the ConnectX-6 SR-IOV guide underlay 1500", seed000(), 1500, 1416},
+		{"the ConnectX-6 SR-IOV guide underlay 1600 (its 1500 overlay run)", seed000(), 1600, 1516},
 		// 20 + 16 + pad4(M + 2) + 16 <= 1500 -> 1446
 		{"IPv4 tunnel GCM 1500", Stack{Encap: EncapNone, ESP: ESPTunnel, Cipher: gcm128()}, 1500, 1446},
 		// 20 + 8 + 16 + pad16(M + 2) + 16 <= 1500 -> M + 2 <= 1440 -> 1438
@@ -218,7 +218,7 @@ func TestReportChecks(t *testing.T) {
 	if r.MaxOverlayMTU != 9132 {
 		t.Errorf("max %d, want 9132", r.MaxOverlayMTU)
 	}
-	// The page section always has seed 000's two candidates first.
+	// The page section always has the ConnectX-6 SR-IOV guide's two candidates first.
 	if len(r.Page.Fits) < 2 || r.Page.Fits[0].Overlay != 3986 || r.Page.Fits[1].Overlay != 3992 {
 		t.Fatalf("page candidates %+v", r.Page.Fits)
 	}

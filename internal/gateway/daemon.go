@@ -1,4 +1,4 @@
-package cli
+package gateway
 
 import (
 	"fmt"
@@ -8,11 +8,11 @@ import (
 	"sluice/internal/kernel"
 )
 
-// applyDaemonSettings runs the daemon as gateway.yaml's daemon-cpu,
-// daemon-priority and lock-memory say (seed 004), before anything else
+// ApplyDaemonSettings runs the daemon as gateway.yaml's daemon-cpu,
+// daemon-priority and lock-memory say (the ConnectX-7 benchmark), before anything else
 // starts: a setting the file asks for and the host refuses stops the
 // run with the reason, rather than running differently from the file.
-func applyDaemonSettings(g *config.Gateway, log *slog.Logger) error {
+func ApplyDaemonSettings(g *config.Gateway, log *slog.Logger) error {
 	d := g.Daemon
 	if len(d.CPUs) == 0 && d.Priority == 0 && !d.LockMemory {
 		return nil

@@ -1,4 +1,4 @@
-package fastpath
+package gateway
 
 import (
 	"context"
@@ -12,23 +12,24 @@ import (
 	"time"
 
 	"sluice/internal/api"
+	"sluice/internal/fastpath"
 	"sluice/internal/kernel"
 )
 
-// GatewayIface is one configured interface, by name.
-type GatewayIface struct {
+// Iface is one configured interface, by name.
+type Iface struct {
 	Name           string
-	L2             L2Mode
-	Mode           XDPMode
+	L2             fastpath.L2Mode
+	Mode           fastpath.XDPMode
 	InboundForward bool       // the config allows it only with wan-antispoof: upstream
 	HairpinNextHop netip.Addr // optional
 }
 
-// GatewayOptions configure RunGateway.
-type GatewayOptions struct {
+// Options configure Run.
+type Options struct {
 	PinDir   string
-	Ifaces   []GatewayIface
-	Source   Source
+	Ifaces   []Iface
+	Source   fastpath.Source
 	Lease    time.Duration
 	Counters bool
 	Log      *slog.Logger
@@ -49,10 +50,10 @@ type GatewayOptions struct {
 	Hardware HardwareRunner
 	// Ready, if set, is called once the program is attached and the first
 	// sync has been tried (tests and `lab` wait on it).
-	Ready func(*Datapath, *Mirror)
+	Ready func(*fastpath.Datapath, *fastpath.Mirror)
 }
 
-// RunGateway attaches the fast path to the interfaces, mirrors the source
+// Run attaches the fast path to the interfaces, mirrors the source
 // into it until ctx ends, then closes the fast path (the kernel forwards
 // everything) while leaving the program attached and pinned, so a restarted
 // daemon picks up without a gap. `sluice gateway stop` detaches.
@@ -61,12 +62,12 @@ type GatewayOptions struct {
 // anything), then checks everything that can fail (interfaces, API socket,
 // metrics address) before it loads or attaches; a failure after attaching
 // undoes what this start attached and pinned.
-func RunGateway(ctx context.Context, o GatewayOptions) (err error) {
+func Run(ctx context.Context, o Options) (err error) {
 	log := o.Log
 	if log == nil {
 		log = slog.Default()
 	}
-	if err := EnsureBPFFS(o.PinDir); err != nil {
+	if err := fastpath.EnsureBPFFS(o.PinDir); err != nil {
 		return err
 	}
 	_, statErr := os.Stat(o.PinDir)
@@ -85,7 +86,7 @@ func RunGateway(ctx context.Context, o GatewayOptions) (err error) {
 	started := false
 	defer func() {
 		if !started && created {
-			removePinnedMaps(o.PinDir) // links were undone below
+			fastpath.RemovePinnedMaps(o.PinDir) // links were undone below
 			os.Remove(o.PinDir)
 		}
 	}()
@@ -97,7 +98,7 @@ func RunGateway(ctx context.Context, o GatewayOptions) (err error) {
 	}
 
 	// Everything that can fail, before anything is loaded or attached.
-	resolve := func() ([]Iface, error) { return ResolveIfaces(o.Ifaces) }
+	resolve := func() ([]fastpath.Iface, error) { return ResolveIfaces(o.Ifaces) }
 	ifs, err := resolve()
 	if err != nil {
 		return err
@@ -116,7 +117,7 @@ func RunGateway(ctx context.Context, o GatewayOptions) (err error) {
 		defer metricsL.Close()
 	}
 
-	dp, err := Load(LoadOptions{PinPath: o.PinDir})
+	dp, err := fastpath.Load(fastpath.LoadOptions{PinPath: o.PinDir})
 	if err != nil {
 		return err
 	}
@@ -154,7 +155,7 @@ func RunGateway(ctx context.Context, o GatewayOptions) (err error) {
 		if li.ParentIfindex != 0 {
 			continue // tagged frames arrive on the parent, which carries the program
 		}
-		if gi.Mode == XDPGeneric {
+		if gi.Mode == fastpath.XDPGeneric {
 			log.Warn("XDP in GENERIC mode: it runs after the kernel built an skb, so it is barely faster than kernel forwarding; use a driver with native XDP for the fast path", "iface", gi.Name)
 		}
 		isNew, err := dp.Attach(o.PinDir, gi.Name, li.Ifindex, gi.Mode)
@@ -171,7 +172,7 @@ func RunGateway(ctx context.Context, o GatewayOptions) (err error) {
 	}
 	started = true
 
-	m := &Mirror{DP: dp, Src: o.Source, Lease: o.Lease, Log: log}
+	m := &fastpath.Mirror{DP: dp, Src: o.Source, Lease: o.Lease, Log: log}
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 4)
@@ -226,95 +227,9 @@ func RunGateway(ctx context.Context, o GatewayOptions) (err error) {
 	return err
 }
 
-// ResolveIfaces turns names into ifindexes, VLAN parents and next hops.
-func ResolveIfaces(gis []GatewayIface) ([]Iface, error) {
-	var out []Iface
-	for _, gi := range gis {
-		li, err := kernel.Link(gi.Name)
-		if err != nil {
-			return nil, err
-		}
-		i := Iface{Ifindex: li.Ifindex, L2: gi.L2, InboundForward: gi.InboundForward,
-			VLANID: li.VLANID, ParentIfindex: li.ParentIfindex}
-		if gi.HairpinNextHop.IsValid() {
-			idx, mac, err := kernel.ResolveNextHop(gi.HairpinNextHop)
-			if err != nil {
-				return nil, fmt.Errorf("%s: hairpin-to-nexthop: %w", gi.Name, err)
-			}
-			eg, err := kernel.LinkByIndex(idx)
-			if err != nil {
-				return nil, err
-			}
-			i.HairpinIfindex, i.HairpinDstMAC, i.HairpinSrcMAC = idx, mac, eg.MAC
-		}
-		out = append(out, i)
-	}
-	return out, nil
-}
-
-// refreshNextHops re-resolves hairpin next hops when neighbours or routes
-// change, which also invalidates the flow cache (SetIfaces bumps the route
-// epoch). A one-second tick bumps the epoch regardless, so a lost event
-// (or a watcher that could not start) leaves cached forwards at most a
-// second stale.
-func refreshNextHops(ctx context.Context, dp *Datapath, resolve func() ([]Iface, error), log *slog.Logger) {
-	ch, err := kernel.WatchNeighRoutes(ctx)
-	if err != nil {
-		log.Warn("not following neighbour/route changes; next hops resolve once and the flow cache expires every second", "err", err)
-	}
-	tick := time.NewTicker(time.Second)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-			// Rules have no watcher here: the tick catches a new
-			// port-based rule within a second, as it does lost events.
-			followFIBL4(dp, log)
-			if err := dp.BumpRouteEpoch(); err != nil {
-				log.Error("expiring the flow cache", "err", err)
-			}
-		case _, ok := <-ch:
-			if !ok {
-				ch = nil
-				continue
-			}
-			followFIBL4(dp, log)
-			ifs, err := resolve()
-			if err != nil {
-				log.Warn("re-resolving next hops", "err", err)
-				if err := dp.BumpRouteEpoch(); err != nil {
-					log.Error("expiring the flow cache", "err", err)
-				}
-				continue
-			}
-			if err := dp.SetIfaces(ifs); err != nil {
-				log.Error("updating interfaces", "err", err)
-			}
-		}
-	}
-}
-
-// followFIBL4 keeps the flow cache's key in step with the FIB: per host
-// pair while routing ignores protocol and ports, per connection once a
-// rule or the multipath hash looks at them.
-func followFIBL4(dp *Datapath, log *slog.Logger) {
-	l4, why := kernel.FIBUsesL4()
-	changed, err := dp.SetFIBUsesL4(l4)
-	switch {
-	case err != nil:
-		log.Error("setting the flow cache's key", "err", err)
-	case changed && l4:
-		log.Info("flow cache keys on protocol and ports", "because", why)
-	case changed:
-		log.Info("flow cache keys on addresses only: routing no longer looks at protocol or ports")
-	}
-}
-
 // HardwareRunner is a hardware tier the daemon runs (internal/flower.Tier).
 type HardwareRunner interface {
-	HardwareTier
+	fastpath.HardwareTier
 	// Run works until ctx ends, then removes its rules and returns.
 	Run(ctx context.Context) error
 	FlowerStatus() api.FlowerStatus

@@ -1,4 +1,4 @@
-package overlay
+package mtu
 
 import (
 	"fmt"
@@ -28,7 +28,7 @@ const (
 	// (drivers/net/ethernet/mellanox/mlx5/core/en.h, Linux 6.12).
 	MLX5HardMTU = EthernetHeader + VLANTag + EthernetFCS
 	// PageSize is the x86-64 page the "whole frame in one page" variant
-	// of seed 000 aims for.
+	// of the ConnectX-6 SR-IOV guide aims for.
 	PageSize = 4096
 	// MinIPv4MTU and MinIPv6MTU are the smallest MTUs the kernel accepts
 	// for an interface carrying IPv4 / IPv6.
@@ -457,7 +457,7 @@ type Check struct {
 	Fits        bool   `json:"fits"`
 }
 
-// Page is the "whole frame in one page" variant (seed 000).
+// Page is the "whole frame in one page" variant (the ConnectX-6 SR-IOV guide).
 type Page struct {
 	Size int `json:"size"`
 	// MaxFrame / MaxMLX5 are the largest overlay MTUs whose frame /
@@ -467,7 +467,7 @@ type Page struct {
 	Fits     []Fit `json:"candidates"`
 }
 
-// Guest is seed 001's rule for VMs: the guest's MTU must leave the host
+// Guest is the VM single-flow guide's rule for VMs: the guest's MTU must leave the host
 // room for its encapsulation, or every GSO segment the guest sends is too
 // big for the host's MTU after encapsulation and the host segments in
 // software.
@@ -476,14 +476,14 @@ type Guest struct {
 	// MaxGuestMTU is the largest guest MTU whose segments still fit the
 	// host MTU after encapsulation (= the max overlay MTU).
 	MaxGuestMTU int `json:"max_guest_mtu"`
-	// RuleOfThumb is seed 001's "at least 100 bytes below the host's".
+	// RuleOfThumb is the VM single-flow guide's "at least 100 bytes below the host's".
 	RuleOfThumb int  `json:"rule_of_thumb"`
 	RuleSafe    bool `json:"rule_of_thumb_safe"`
 	// TCPMSS is the MSS (IPv4, no options) a guest at MaxGuestMTU uses.
 	TCPMSS int `json:"tcp_mss"`
 }
 
-// GuestHeadroom is seed 001's rule of thumb.
+// GuestHeadroom is the VM single-flow guide's rule of thumb.
 const GuestHeadroom = 100
 
 // NewReport computes the report for an underlay MTU, the overlay MTUs to
@@ -509,7 +509,7 @@ func NewReport(s Stack, underlayMTU int, checks []int, page int) (*Report, error
 	r.Page = Page{Size: page, MaxFrame: s.MaxOverlay(page, s.FrameLen), MaxMLX5: s.MaxOverlay(page, s.MLX5BufferLen)}
 	cands := []int{page - 110, page - 104}
 	if page == PageSize {
-		cands = []int{3986, 3992} // seed 000: 4096 - 110, and the route MTU it measured
+		cands = []int{3986, 3992} // the ConnectX-6 SR-IOV guide: 4096 - 110, and the route MTU it measured
 	}
 	for _, c := range append(cands, checks...) {
 		if c >= s.minOverlay() && c < page && !containsFit(r.Page.Fits, c) {

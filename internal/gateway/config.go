@@ -1,9 +1,8 @@
-package cli
+package gateway
 
 import (
 	"fmt"
 	"os/user"
-	goruntime "runtime"
 	"strconv"
 
 	"sluice/internal/api"
@@ -13,14 +12,15 @@ import (
 	"sluice/internal/kernel"
 )
 
-// gatewayOptions translates gateway.yaml into the daemon's options.
+// FromConfig translates gateway.yaml into the daemon's options; build is
+// what `show gateway` and the metrics report as this binary's version.
 // Interface names resolve in the calling process's network namespace.
-func gatewayOptions(g *config.Gateway) (fastpath.GatewayOptions, error) {
-	o := fastpath.GatewayOptions{PinDir: g.PinDir, Lease: g.Lease, Counters: g.Counters,
+func FromConfig(g *config.Gateway, build api.Build) (Options, error) {
+	o := Options{PinDir: g.PinDir, Lease: g.Lease, Counters: g.Counters,
 		SourceName: string(g.PolicySource), APISocket: g.APISocket, MetricsListen: g.MetricsListen,
 		TopPolicies: g.MetricsTopPolicies,
 		APIOptions:  api.SocketOptions{Mode: 0o660, UID: -1, GID: -1},
-		Build:       api.Build{Version: version, Commit: buildCommit(), GoVersion: goruntime.Version()},
+		Build:       build,
 	}
 	if g.APIOwner != "" {
 		u, err := user.Lookup(g.APIOwner)
@@ -62,7 +62,7 @@ func gatewayOptions(g *config.Gateway) (fastpath.GatewayOptions, error) {
 				return o, fmt.Errorf("%s:%d: interfaces[%d] (%s) hairpin-to-nexthop: %w", g.File, i.Line, n, i.Name, err)
 			}
 		}
-		gi := fastpath.GatewayIface{
+		gi := Iface{
 			Name:           i.Name,
 			InboundForward: i.Inbound == config.InboundForward && i.WANAntispoof == config.AntispoofUpstream,
 			HairpinNextHop: i.HairpinToNexthop,
@@ -140,8 +140,10 @@ func staticSnapshot(g *config.Gateway) (fastpath.Snapshot, error) {
 		}
 		s.Policies = append(s.Policies, p)
 		if dir != kernel.DirFwd {
+			// AES-GCM-128 (strongSwan's esp=aes128gcm16, what the NICs
+			// offload): the SA's size, and so its MTU, depends on it.
 			s.States = append(s.States, kernel.State{Src: tm.Src, Dst: tm.Dst, Proto: 50, Mode: 1, Reqid: tm.Reqid,
-				SPI: 0x100 + uint32(i), Offload: off})
+				SPI: 0x100 + uint32(i), Offload: off, Alg: kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}})
 		}
 	}
 	return s, nil

@@ -1,4 +1,4 @@
-package cli
+package gateway
 
 import (
 	"os"
@@ -10,29 +10,28 @@ import (
 	"testing"
 
 	"sluice/internal/config"
+	"sluice/internal/testutil"
 )
 
 // Two gateways on different pin dirs have different pid files, and stop
 // signals only a process that is a 'gateway run': a stale pid file naming
 // some other process (here a sleep) leaves it alone.
 func TestGatewayStopSignalsOnlyItsOwnDaemon(t *testing.T) {
-	if gatewayPIDFile(config.DefaultPinDir) != "/run/sluice/gateway.pid" {
-		t.Errorf("default pid file moved: %s", gatewayPIDFile(config.DefaultPinDir))
+	if PIDFile(config.DefaultPinDir) != "/run/sluice/gateway.pid" {
+		t.Errorf("default pid file moved: %s", PIDFile(config.DefaultPinDir))
 	}
-	a, b := gatewayPIDFile("/run/sluice/lab/x/bpf/gw-dut"), gatewayPIDFile("/run/sluice/lab/y/bpf/gw-dut")
-	if a == b || a == gatewayPIDFile(config.DefaultPinDir) {
+	a, b := PIDFile("/run/sluice/lab/x/bpf/gw-dut"), PIDFile("/run/sluice/lab/y/bpf/gw-dut")
+	if a == b || a == PIDFile(config.DefaultPinDir) {
 		t.Fatalf("pid files collide: %s, %s", a, b)
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("writes /run/sluice: needs root")
-	}
+	testutil.RequireRoot(t, "writes /run/sluice")
 	sleeper := exec.Command("sleep", "30")
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)
 	}
 	defer sleeper.Process.Kill()
 	pinDir := t.TempDir() // no pins: stop only looks at the pid file
-	pidFile := gatewayPIDFile(pinDir)
+	pidFile := PIDFile(pinDir)
 	// A fresh machine has no /run/sluice until a daemon made one.
 	if err := os.MkdirAll(filepath.Dir(pidFile), 0o755); err != nil {
 		t.Fatal(err)
@@ -41,7 +40,9 @@ func TestGatewayStopSignalsOnlyItsOwnDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer os.Remove(pidFile)
-	out, err := runCLI(t, "gateway", "stop", "--pin-dir", pinDir)
+	var sb strings.Builder
+	err := Stop(pinDir, &sb, &sb)
+	out := sb.String()
 	if err != nil || strings.Contains(out, "signalled") {
 		t.Fatalf("stop with a stale pid file: %v\n%s", err, out)
 	}

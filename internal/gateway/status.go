@@ -1,18 +1,19 @@
-package fastpath
+package gateway
 
 import (
 	"sort"
 	"time"
 
 	"sluice/internal/api"
+	"sluice/internal/fastpath"
 	"sluice/internal/kernel"
 )
 
 // gatewayRuntime is a running gateway as the API sees it.
 type gatewayRuntime struct {
-	opts    GatewayOptions
-	dp      *Datapath
-	mirror  *Mirror
+	opts    Options
+	dp      *fastpath.Datapath
+	mirror  *fastpath.Mirror
 	started time.Time
 	pins    pinStatus
 }
@@ -91,7 +92,7 @@ func (r *gatewayRuntime) Status() (*api.GatewayStatus, error) {
 	return s, nil
 }
 
-func reasonMap(m map[Reason]uint64) map[string]uint64 {
+func reasonMap(m map[fastpath.Reason]uint64) map[string]uint64 {
 	out := map[string]uint64{}
 	for r, n := range m {
 		out[r.String()] = n

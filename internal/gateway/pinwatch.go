@@ -1,16 +1,16 @@
-package fastpath
+package gateway
 
 import (
 	"context"
 	"errors"
 	"log/slog"
 	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"sluice/internal/fastpath"
 )
 
 // pinCheckEvery is how often the daemon checks that its pins are there.
@@ -77,7 +77,7 @@ func (rt *gatewayRuntime) watchPins(ctx context.Context, lock *atomic.Pointer[Pi
 func (rt *gatewayRuntime) repairPins(lock *atomic.Pointer[PinDirLock]) error {
 	dir := rt.opts.PinDir
 	if lock.Load().Stale() {
-		if err := EnsureBPFFS(dir); err != nil {
+		if err := fastpath.EnsureBPFFS(dir); err != nil {
 			return err
 		}
 		if err := os.MkdirAll(dir, 0o700); err != nil {
@@ -93,18 +93,3 @@ func (rt *gatewayRuntime) repairPins(lock *atomic.Pointer[PinDirLock]) error {
 }
 
 func isBusy(err error) bool { return errors.Is(err, ErrPinDirBusy) }
-
-func writePIDFile(path string) error {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
-}
-
-// removePIDFile removes path if it still names this process.
-func removePIDFile(path string) {
-	b, err := os.ReadFile(path)
-	if err == nil && strings.TrimSpace(string(b)) == strconv.Itoa(os.Getpid()) {
-		os.Remove(path)
-	}
-}

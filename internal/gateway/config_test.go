@@ -1,9 +1,10 @@
-package cli
+package gateway
 
 import (
 	"strings"
 	"testing"
 
+	"sluice/internal/api"
 	"sluice/internal/config"
 )
 
@@ -22,7 +23,7 @@ func TestGatewayHostChecksNameTheLine(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%q: %v", tc.yaml, err)
 		}
-		if _, err := gatewayOptions(g); err == nil || !strings.Contains(err.Error(), tc.want) {
+		if _, err := FromConfig(g, api.Build{}); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.yaml, err, tc.want)
 		}
 	}

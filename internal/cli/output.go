@@ -1,0 +1,44 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+)
+
+// writeJSON is the one --json writer: v, a command's named result type,
+// as indented JSON with a "version" field first (the sluice version that
+// wrote it, as the daemon's API has), so that a script can tell which
+// layout it reads. A document that has its own "version" (sluice version,
+// show gateway) keeps it; a list is written as it is.
+func writeJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	if len(b) > 1 && b[0] == '{' && !hasKey(b, "version") {
+		ver, _ := json.Marshal(version)
+		head := append([]byte(`{"version":`), ver...)
+		if string(b) != "{}" {
+			head = append(head, ',')
+		}
+		b = append(head, b[1:]...)
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return err
+	}
+	out.WriteByte('\n')
+	_, err = w.Write(out.Bytes())
+	return err
+}
+
+// hasKey reports whether the JSON object b has the top-level key k.
+func hasKey(b []byte, k string) bool {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return false
+	}
+	_, ok := m[k]
+	return ok
+}

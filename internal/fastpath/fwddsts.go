@@ -1,0 +1,145 @@
+package fastpath
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// The fwd_dsts map (see bpf/fastpath.c): per family, one bit per value of
+// a destination's first dstBits bits that some forwardable policy's
+// destination selector covers. A packet whose bit is clear is passed right
+// after parsing; a set bit sends it on to the full decision. It mirrors
+// FP_DST_BITS and FP_DST_WORDS in bpf/fastpath.h.
+const (
+	dstBits  = 24
+	dstWords = 1 << (dstBits - 6) // 64-bit words per family
+)
+
+// forwardableDsts returns fwd_dsts' bits for t: out for the allow OUT
+// policies whose SA is packet-offloaded, in for the IN and FWD ones (which
+// only an interface with inbound forwarding can forward). A policy that is
+// uncertain is left out: the program passes every packet it decides.
+func forwardableDsts(t *Tables) (out, in []uint64) {
+	out = make([]uint64, 2*dstWords)
+	in = make([]uint64, 2*dstWords)
+	for k, e := range t.Entries {
+		fam := int(k.Family & 1)
+		if int(k.Tuple) >= len(t.Tuples[fam]) {
+			continue
+		}
+		plen := int(t.Tuples[fam][k.Tuple].DstPlen)
+		for dir := 0; dir < 3; dir++ {
+			pol := &e.Dir[dir]
+			if e.Present&(1<<dir) == 0 || pol.Action != 0 || pol.OffloadIfindex == 0 || pol.Flags&flagUncertain != 0 {
+				continue
+			}
+			bm := in
+			if dir == 1 { // XFRM_POLICY_OUT
+				bm = out
+			}
+			setDstBits(bm, fam, k.Dst[0], plen)
+		}
+	}
+	return out, in
+}
+
+// setDstBits sets the bits of every value of the first dstBits bits that a
+// destination prefix of length plen starting with word0 (network order, as
+// the bpf2go types hold it) covers.
+func setDstBits(bm []uint64, fam int, word0 uint32, plen int) {
+	var b [4]byte
+	binary.LittleEndian.PutUint32(b[:], word0)
+	top := binary.BigEndian.Uint32(b[:]) >> (32 - dstBits)
+	n := uint32(1)
+	if plen < dstBits {
+		n = 1 << (dstBits - plen)
+		top &^= n - 1
+	}
+	base := fam * dstWords
+	for v := top; v < top+n; {
+		if v&63 == 0 && top+n-v >= 64 {
+			bm[base+int(v>>6)] = ^uint64(0)
+			v += 64
+			continue
+		}
+		bm[base+int(v>>6)] |= 1 << (v & 63)
+		v++
+	}
+}
+
+// dstsFor is what fwd_dsts should hold: out, and in while some interface
+// forwards inbound.
+func dstsFor(out, in []uint64, inbound bool) []uint64 {
+	if !inbound || in == nil {
+		return out
+	}
+	return orWords(out, in)
+}
+
+func orWords(a, b []uint64) []uint64 {
+	c := make([]uint64, len(a))
+	for i := range a {
+		c[i] = a[i] | b[i]
+	}
+	return c
+}
+
+// loadDsts maps fwd_dsts and reads what it holds (a previous daemon's
+// bits, when the map was adopted), once. Call with dp.mu held.
+func (dp *Datapath) loadDsts() error {
+	if dp.dstMem != nil {
+		return nil
+	}
+	mem, err := dp.objs.FwdDsts.Memory()
+	if err != nil {
+		return fmt.Errorf("fastpath: mapping fwd_dsts: %w", err)
+	}
+	cur := make([]byte, 8*2*dstWords)
+	if _, err := mem.ReadAt(cur, 0); err != nil {
+		return fmt.Errorf("fastpath: reading fwd_dsts: %w", err)
+	}
+	dp.dsts = make([]uint64, 2*dstWords)
+	for i := range dp.dsts {
+		dp.dsts[i] = binary.LittleEndian.Uint64(cur[8*i:])
+	}
+	dp.dstMem = mem
+	return nil
+}
+
+// writeDsts makes fwd_dsts hold want, writing in place only the words
+// that differ from what it holds. Call with dp.mu held. A word may be
+// written a byte at a time; that is harmless, because callers only ever
+// grow the map to a superset of both states (before a generation flip)
+// or shrink it from one (after).
+func (dp *Datapath) writeDsts(want []uint64) error {
+	if err := dp.loadDsts(); err != nil {
+		return err
+	}
+	var w [8]byte
+	for i, v := range want {
+		if dp.dsts[i] == v {
+			continue
+		}
+		binary.LittleEndian.PutUint64(w[:], v)
+		if _, err := dp.dstMem.WriteAt(w[:], int64(8*i)); err != nil {
+			return fmt.Errorf("fastpath: writing fwd_dsts: %w", err)
+		}
+		dp.dsts[i] = v
+	}
+	return nil
+}
+
+// setInboundDsts is SetIfaces' part: while some interface forwards
+// inbound, fwd_dsts holds the IN and FWD policies' destinations too. Call
+// it with on before the interfaces are written when it turns on, and after
+// they are when it turns off, so the map never lacks a bit the interfaces
+// could use.
+func (dp *Datapath) setInboundDsts(on bool) error {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	dp.inboundAny = on
+	if dp.dstOut == nil {
+		return nil // no tables applied yet: nothing to forward
+	}
+	return dp.writeDsts(dstsFor(dp.dstOut, dp.dstIn, on))
+}
