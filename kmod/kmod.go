@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kmod carries the sources of sluice's own kernel modules so that
 // a sluice binary can build them for the test VM's kernel from any working
 // directory ("sluice vm nicmodel"). Today there is one: nicmodel, the
