@@ -90,7 +90,9 @@ forwarded by the kernel from then on.
 Each gateway records its pid per pin dir (/run/sluice/gateway.pid for the
 default one, /run/sluice/gateway-<hash>.pid for others), and stop signals
 the pid only if it still is a 'gateway run': stopping one gateway never
-touches another's daemon.`,
+touches another's daemon. A daemon that could not write its pid file is
+found by the lock it holds on its pin dir. Two stops at once are fine: the
+second waits for the first and finds nothing left to detach.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runGatewayStop(cmd, f) },
 	}
