@@ -138,6 +138,9 @@ func (e *testEnv) setIfaces(ifs ...Iface) {
 
 func (e *testEnv) apply(s Snapshot) {
 	e.t.Helper()
+	if s.RouteMTU == nil {
+		s.RouteMTU = routeMTUs(s.States, 1500) // unless the test says otherwise
+	}
 	tb, err := Compile(s)
 	if err != nil {
 		e.t.Fatal(err)
@@ -202,9 +205,12 @@ func tunnelPolicy(dir kernel.Dir, src, dst string, prio uint32, peer string, req
 	return p
 }
 
+// gcm128 is strongSwan's esp=aes128gcm16.
+var gcm128 = kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
+
 func saFor(p kernel.Policy, offloadDev int) kernel.State {
 	tm := p.Tmpls[0]
-	st := kernel.State{Src: tm.Src, Dst: tm.Dst, Proto: 50, SPI: 0x1000 + p.Index, Reqid: tm.Reqid, Mode: 1}
+	st := kernel.State{Src: tm.Src, Dst: tm.Dst, Proto: 50, SPI: 0x1000 + p.Index, Reqid: tm.Reqid, Mode: 1, Alg: gcm128}
 	if offloadDev != 0 {
 		st.Offload = &kernel.Offload{Ifindex: offloadDev, Flags: kernel.OffloadPacket}
 		if p.Dir != kernel.DirOut {
