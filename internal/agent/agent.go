@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"sluice/internal/fileread"
 	"strings"
 	"sync"
 	"time"
@@ -182,7 +183,7 @@ func (a *Agent) runFile(ctx context.Context) error {
 	t := time.NewTicker(a.o.Interval)
 	defer t.Stop()
 	for {
-		doc, err := os.ReadFile(a.o.File)
+		doc, err := fileread.Read(a.o.File, fileread.ConfigLimit)
 		start := time.Now()
 		var out Outcome
 		if err != nil {

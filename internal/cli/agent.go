@@ -142,11 +142,12 @@ func runAgent(cmd *cobra.Command, f agentFlags) error {
 	if err != nil {
 		return err
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if ctx == nil {
-		ctx = context.Background()
+	parent := cmd.Context()
+	if parent == nil {
+		parent = context.Background()
 	}
+	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	return a.Run(ctx)
 }
 

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"sluice/internal/fileread"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -40,7 +40,7 @@ var kinds = map[string]struct {
 func ReadManifests(paths ...string) ([]*unstructured.Unstructured, error) {
 	var out []*unstructured.Unstructured
 	for _, p := range paths {
-		b, err := os.ReadFile(p)
+		b, err := fileread.Read(p, fileread.ConfigLimit)
 		if err != nil {
 			return nil, err
 		}

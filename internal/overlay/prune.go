@@ -3,6 +3,7 @@ package overlay
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"sluice/internal/config"
 	"sluice/internal/kernel"
@@ -29,7 +30,7 @@ func NewPrune(prev, next *config.Host, live *Live, j *Journal) *Plan {
 			if hasRemote(nv, r.Address) {
 				continue
 			}
-			if k := live.link(pv.Name); k != nil && pv.Type == config.VTEPVXLAN && containsAddr(k.VXLAN.FDB, r.Address) {
+			if k := live.link(pv.Name); k != nil && pv.Type == config.VTEPVXLAN && slices.Contains(k.VXLAN.FDB, r.Address) {
 				name, dst := pv.Name, r.Address
 				t.add(Step{Section: "vteps", Action: "delete", Object: fmt.Sprintf("fdb %s dst %s", name, dst), Why: "the remote left",
 					Commands: []string{fmt.Sprintf("bridge fdb del 00:00:00:00:00:00 dev %s dst %s", name, dst)}, run: func(*runner) error {

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sluice/internal/fileread"
 	"strings"
 	"sync"
 	"testing"
@@ -248,7 +249,7 @@ func (s *Server) LogTail(n int) string {
 	if s.api == nil {
 		return ""
 	}
-	b, _ := os.ReadFile(s.api.log.Name())
+	b, _ := fileread.Read(s.api.log.Name(), fileread.StateLimit)
 	lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 	if len(lines) > n {
 		lines = lines[len(lines)-n:]
