@@ -79,11 +79,12 @@ func (r *Report) Charts() ([]Chart, error) {
 		out = append(out, c)
 	}
 	title := "Stepped load: " + r.Settings.Profile.Name
+	// Split once: render draws twice (SVG, PNG), and a split empties p.Legend.
+	var split []legendSplit
+	for _, p := range panels {
+		split = append(split, legendRight(p))
+	}
 	summary, err := render(ChartSummary, title, chartW, 3*chartH, func(dc draw.Canvas) {
-		var split []legendSplit
-		for _, p := range panels {
-			split = append(split, legendRight(p))
-		}
 		tiles := draw.Tiles{Rows: 3, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(10)}
 		canvases := plot.Align([][]*plot.Plot{{panels[0]}, {panels[1]}, {panels[2]}}, tiles, draw.Crop(dc, 0, -w-legendGap, 0, 0))
 		for i, sp := range split {
