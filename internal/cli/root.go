@@ -47,7 +47,7 @@ builds labs that measure throughput, loss and latency.`,
 		with(newBenchCmd(), newBenchFastpathCmd(), newBenchRunCmd(), newBenchCompareCmd(),
 			newBenchIperf3Cmd(), newBenchPingCmd(), newBenchTRexProfileCmd(), newBenchRekeyCmd()),
 		with(newSwanCmd(), newSwanGenCmd(), newSwanUpCmd(), newSwanDownCmd(), newSwanStatusCmd()),
-		with(newVMCmd(), newVMRunCmd(), newVMCheckCmd(), newVMNetdevsimCmd()),
+		with(newVMCmd(), newVMRunCmd(), newVMCheckCmd(), newVMNetdevsimCmd(), newVMNicmodelCmd()),
 	)
 	root.Long += "\n\n" + exitCodesHelp(root)
 	addExitCodeHelp(root)
