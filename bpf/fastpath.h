@@ -79,6 +79,7 @@ enum fp_reason {
 	FP_R_RP_FILTER,       /* IPv4 under strict rp_filter, or loose without a route back: the kernel decides */
 	FP_R_NOT_FORWARDABLE, /* no forwardable policy covers the destination (fwd_dsts): passed before the exact checks */
 	FP_R_SA_MTU,          /* larger than the SA's MTU (xfrm_state_mtu): the kernel sends frag-needed/PTB or fragments */
+	FP_R_USE_TIME,        /* forwardable, but handed to the kernel so it stamps the policies' use time (one per policy per route epoch) */
 	FP_R_MAX,
 };
 
@@ -98,6 +99,11 @@ struct fp_config {
 	/* How long xdp_lease_renew keeps the fast path open (see struct
 	 * fp_lease); <= 0: close it now. Read only by the renew program. */
 	__s64 lease_ns;
+	/* 1: hand the kernel one packet per policy per route epoch, so it
+	 * stamps the policies' use times (use_due in fastpath.c). Off for a
+	 * static policy source: no kernel policy to stamp. */
+	__u32 use_time;
+	__u32 pad;
 };
 
 /* The control plane's lease. xdp_lease_renew (run by the daemon through

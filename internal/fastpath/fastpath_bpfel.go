@@ -33,6 +33,8 @@ type fastpathFpConfig struct {
 	RouteEpoch      uint32
 	FlowL4          uint32
 	LeaseNs         int64
+	UseTime         uint32
+	Pad             uint32
 }
 
 type fastpathFpCounter struct {
@@ -188,7 +190,8 @@ const (
 	fastpathFpReasonFP_R_RP_FILTER       fastpathFpReason = 29
 	fastpathFpReasonFP_R_NOT_FORWARDABLE fastpathFpReason = 30
 	fastpathFpReasonFP_R_SA_MTU          fastpathFpReason = 31
-	fastpathFpReasonFP_R_MAX             fastpathFpReason = 32
+	fastpathFpReasonFP_R_USE_TIME        fastpathFpReason = 32
+	fastpathFpReasonFP_R_MAX             fastpathFpReason = 33
 )
 
 type fastpathFpSlotRef struct {
@@ -237,6 +240,7 @@ const (
 	fastpathMapScratchSpace   = "scratch_space"
 	fastpathMapTuples         = "tuples"
 	fastpathMapTxPorts        = "tx_ports"
+	fastpathMapUseStamp       = "use_stamp"
 	fastpathMapVlans          = "vlans"
 	fastpathProgXdpFastpath   = "xdp_fastpath"
 	fastpathProgXdpLeaseRenew = "xdp_lease_renew"
@@ -322,6 +326,7 @@ type fastpathMapSpecs struct {
 	ScratchSpace *ebpf.MapSpec `ebpf:"scratch_space"`
 	Tuples       *ebpf.MapSpec `ebpf:"tuples"`
 	TxPorts      *ebpf.MapSpec `ebpf:"tx_ports"`
+	UseStamp     *ebpf.MapSpec `ebpf:"use_stamp"`
 	Vlans        *ebpf.MapSpec `ebpf:"vlans"`
 }
 
@@ -381,6 +386,7 @@ type fastpathMaps struct {
 	ScratchSpace *ebpf.Map `ebpf:"scratch_space"`
 	Tuples       *ebpf.Map `ebpf:"tuples"`
 	TxPorts      *ebpf.Map `ebpf:"tx_ports"`
+	UseStamp     *ebpf.Map `ebpf:"use_stamp"`
 	Vlans        *ebpf.Map `ebpf:"vlans"`
 }
 
@@ -403,6 +409,7 @@ func (m *fastpathMaps) Close() error {
 		m.ScratchSpace,
 		m.Tuples,
 		m.TxPorts,
+		m.UseStamp,
 		m.Vlans,
 	)
 }

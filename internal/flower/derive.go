@@ -67,6 +67,9 @@ type Input struct {
 	Ports           []Port
 	Router          Router
 	InboundChain    uint32
+	// UseTime gives each forward a police action that hands the kernel
+	// one packet a second (Rule.UseTime).
+	UseTime bool
 
 	idx *viewIndex
 }
@@ -164,6 +167,7 @@ func (in *Input) outbound(v *fastpath.PolicyView, port *Port) (Rule, string) {
 		return Rule{}, "SA: its MTU is not known (no route to the peer, or an algorithm sluice cannot size)"
 	}
 	r := baseRule(v, port, Outbound)
+	r.UseTime = in.UseTime
 	if port.ParentIfindex != 0 {
 		r.Dev, r.DevName, r.VLANID, r.PopVLAN = port.ParentIfindex, port.ParentName, port.VLANID, true
 	}
@@ -205,6 +209,7 @@ func (in *Input) inbound(v *fastpath.PolicyView, port *Port) (Rule, string) {
 		return Rule{}, "route: next hop not resolved yet (XDP resolves it per packet)"
 	}
 	r := baseRule(v, port, Inbound)
+	r.UseTime = in.UseTime
 	r.Chain, r.ownSources = in.InboundChain, own
 	r.DstMAC, r.SrcMAC, r.MTU = nh.DstMAC, nh.SrcMAC, nh.MTU
 	r.Redirect, r.RedirectName = nh.Ifindex, nh.Name

@@ -38,7 +38,10 @@ type Tier struct {
 	Ports        []PortConfig
 	SkipHW       bool // labs only (flower-test-skip-hw)
 	InboundChain uint32
-	Log          *slog.Logger
+	// UseTime: each forward hands the kernel one packet a second, so the
+	// kernel stamps the XFRM policies' use times (kernel policy source).
+	UseTime bool
+	Log     *slog.Logger
 	// Router answers the FIB per prefix (default: the kernel's).
 	Router Router
 	// Placement, when set, puts only tunnels with steady traffic in the
@@ -254,7 +257,7 @@ func (t *Tier) apply(want *fastpath.Snapshot, gen uint64) {
 	if want != nil {
 		views = fastpath.PolicyViews(*want)
 		res = Derive(Input{Views: views, FwdDefaultBlock: want.FwdDefaultBlock,
-			Ports: ports, Router: t.Router, InboundChain: t.InboundChain})
+			Ports: ports, Router: t.Router, InboundChain: t.InboundChain, UseTime: t.UseTime})
 	} else {
 		gen = math.MaxUint64 // closed: no event is newer than "no rules"
 	}

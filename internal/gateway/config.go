@@ -41,7 +41,8 @@ func FromConfig(g *config.Gateway, build api.Build) (Options, error) {
 	if g.FlowerTestSkipHW && !g.Lab {
 		return o, fmt.Errorf("%s: flower-test-skip-hw needs lab: true", g.File)
 	}
-	tier := &flower.Tier{SkipHW: g.FlowerTestSkipHW, InboundChain: g.FlowerInboundChain}
+	tier := &flower.Tier{SkipHW: g.FlowerTestSkipHW, InboundChain: g.FlowerInboundChain,
+		UseTime: g.PolicySource != config.PolicySourceStatic}
 	if g.FlowerTestPlacementInterval != 0 && !g.Lab {
 		return o, fmt.Errorf("%s: flower-test-placement-interval needs lab: true", g.File)
 	}

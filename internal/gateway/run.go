@@ -144,6 +144,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := dp.SetCounters(o.Counters); err != nil {
 		return err
 	}
+	// Kernel policies have use times strongSwan reads: keep them true.
+	_, static := o.Source.(fastpath.StaticSource)
+	if err := dp.SetUseTime(!static); err != nil {
+		return err
+	}
 	followFIBL4(dp, log)
 	if err := dp.SetIfaces(ifs); err != nil {
 		return err
