@@ -375,6 +375,22 @@ func TestGatewayStartStopMessages(t *testing.T) {
 		}
 	})
 
+	t.Run("explain without CAP_BPF names it too", func(t *testing.T) {
+		pin := filepath.Join(g.bpffs, "gw-root-only")
+		os.Mkdir(pin, 0o700)
+		for _, args := range [][]string{
+			{"-f", g.config("explain-nobody", pin, "", "lan0")}, // loads its own program
+			{"--pin-dir", pin}, // reads a gateway's pinned maps
+		} {
+			cmd := append(append([]string{"ip", "netns", "exec", g.ns}, asNobody...), g.bin, "gateway", "explain", "--iface", "lan0")
+			cmd = append(append(cmd, args...), "src", "10.0.0.1", "dst", "48.0.1.9")
+			out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "CAP_BPF") || strings.Contains(string(out), "MEMLOCK") {
+				t.Errorf("gateway explain %s as uid 65534: %v, want the missing capabilities named:\n%s", args[0], err, out)
+			}
+		}
+	})
+
 	t.Run("two concurrent stops both succeed and one detaches", func(t *testing.T) {
 		pin := filepath.Join(g.bpffs, "gw-stop2")
 		g.start(g.config("stop2", pin, "", "lan0"), pin)
