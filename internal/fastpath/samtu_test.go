@@ -39,8 +39,10 @@ func TestSAMTU(t *testing.T) {
 		e.in(func() { FillRouteMTU(&s, nil) })
 		e.apply(s)
 	}
-	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: w, L2: L2FIB})
+	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: w, L2: L2FIB},
+		Iface{Ifindex: e.lan1, L2: L2FIB, VLANID: 100, ParentIfindex: e.lan})
 	apply()
+	vlan := 0
 	check := func(name, src, dst string, mtu int) {
 		t.Helper()
 		for _, l3 := range []int{mtu - 1, mtu, mtu + 1} {
@@ -49,6 +51,7 @@ func TestSAMTU(t *testing.T) {
 				want, reason = XDPPass, "sa-mtu"
 			}
 			p := sized(src, dst, l3)
+			p.VLAN = uint16(vlan)
 			if d := e.explain(p, e.lan); d.ReasonName != reason {
 				t.Errorf("%s, %d bytes: explain says %s, want %s", name, l3, d.ReasonName, reason)
 			}
@@ -64,6 +67,9 @@ func TestSAMTU(t *testing.T) {
 	check("IPv4 in IPv4", "10.0.0.5", "48.0.1.9", 1446)
 	check("IPv6 in IPv6", "fd00:a::5", "2001:db8:48::9", 1426)
 	check("IPv4 in IPv6", "10.0.0.5", "49.0.1.9", 1426)
+	vlan = 100 // a tagged ingress (VLAN child lan1): the same limit
+	check("IPv4 in IPv4, VLAN 100", "10.9.0.5", "48.0.1.9", 1446)
+	vlan = 0
 
 	// A larger packet of a cached flow is never replayed past the SA.
 	small, big := sized("10.0.0.6", "48.0.1.9", 100), sized("10.0.0.6", "48.0.1.9", 1447)
