@@ -57,6 +57,23 @@ SRC
   fi
 fi
 
+# iproute2 that knows "offload packet" (6.2+), for the NIC model's tests in the
+# VM. Unpacked beside the system's, not installed: the host's ip stays 6.1,
+# whose output other tests parse. Tests find it through $SLUICE_IP_PACKET
+# (scripts/vmtest.sh exports it).
+ipbpo=/usr/local/lib/sluice/iproute2-bpo
+if [ ! -x "$ipbpo/bin/ip" ]; then
+  [ -f "$bpo" ] || { log "bookworm-backports missing: cannot fetch iproute2 for offload packet"; exit 1; }
+  tmp=$(mktemp -d)
+  ( cd "$tmp" && apt-get download -q -t bookworm-backports iproute2 >/dev/null 2>&1 ) ||
+    { apt-get update -q && ( cd "$tmp" && apt-get download -q -t bookworm-backports iproute2 ); }
+  mkdir -p "$ipbpo"
+  dpkg -x "$tmp"/iproute2_*.deb "$tmp/x"
+  cp "$tmp/x/bin/ip" "$ipbpo/ip.new" && mkdir -p "$ipbpo/bin" && mv "$ipbpo/ip.new" "$ipbpo/bin/ip"
+  rm -rf "$tmp"
+  log "$("$ipbpo/bin/ip" -V | awk '{print $3}' | tr -d ,) in $ipbpo/bin/ip (offload packet)"
+fi
+
 # charon must not run on the host by itself: tests start their own instances.
 if command -v systemctl >/dev/null && systemctl is-enabled strongswan >/dev/null 2>&1; then
   systemctl disable --now strongswan >/dev/null 2>&1 || true
@@ -78,4 +95,7 @@ if [ ! -x "$pkgroot/usr/bin/systemd-analyze" ]; then
 fi
 
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || true
+
+# The fleet tests' real kube-apiserver (built once from its Go modules, cached outside the repo) and etcd.
+bash "$(dirname "$0")/kube-apiserver.sh"
 log "done"

@@ -392,6 +392,11 @@ func (t *Tier) followRoutes(ctx context.Context) {
 // RefreshEvery is how often the tier re-derives without an event.
 var RefreshEvery = 10 * time.Second
 
+// Rederive re-derives and re-installs from the current snapshot now: the
+// daemon calls it when a port came back (re-created under its name), whose
+// rules went with the old device.
+func (t *Tier) Rederive() { t.rederive() }
+
 func (t *Tier) rederive() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
