@@ -223,7 +223,16 @@ func fleetMesh(t *testing.T, esp bool) {
 		if err := os.Chmod(filepath.Join(pkiDir, name+".key"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		c, err := swan.StartCharon(swan.CharonOptions{Dir: t.TempDir(), NetNS: ns})
+		// Under qemu TCG, with the API server busy, charon may miss
+		// StartCharon's 15 s: try again.
+		var c *swan.Charon
+		var err error
+		for try := 0; try < 3; try++ {
+			if c, err = swan.StartCharon(swan.CharonOptions{Dir: t.TempDir(), NetNS: ns}); err == nil {
+				break
+			}
+			t.Logf("charon for %s: %v (retrying)", name, err)
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
