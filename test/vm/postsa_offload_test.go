@@ -13,15 +13,15 @@ import (
 // (the NIC model, kmod/nicmodel): the gateway daemon mirrors the kernel,
 // XDP forwards cleartext to the model's port, and the model encrypts.
 //
-//	gen -- lan0 [dut: sluice gateway; SA offloaded on nmA] nmA == nmB [peer]
+//		gen -- lan0 [dut: sluice gateway; SA offloaded on nmA] nmA == nmB [peer]
 //
-//   - A DF packet above the SA's MTU is the kernel's: the sender gets
-//     frag-needed with 1446, and nothing leaves the port oversized. Before
-//     the post-SA check XDP redirected it, the model encrypted it to 1,554
-//     bytes and dropped it on the wire (tx_drop_oversize): the PMTU black
-//     hole of the issue.
-//   - Under traffic only XDP forwards, the OUT policy's use time (read
-//     with XFRM_MSG_GETPOLICY, as charon reads it) stays within the bound.
+//	  - A DF packet above the SA's MTU is the kernel's: the sender gets
+//	    frag-needed with 1446, and nothing leaves the port oversized. Before
+//	    the post-SA check XDP redirected it, the model encrypted it to 1,554
+//	    bytes and dropped it on the wire (tx_drop_oversize): the PMTU black
+//	    hole of the issue.
+//	  - Under traffic only XDP forwards, the OUT policy's use time (read
+//	    with XFRM_MSG_GETPOLICY, as charon reads it) stays within the bound.
 func TestPostSAOffloaded(t *testing.T) {
 	l := newLab(t)
 	ip := ipPacket(t)
