@@ -1,10 +1,11 @@
 //go:build vmtest
 
-package vm
+package flower_test
 
 import (
 	"net"
 	"net/netip"
+	"regexp"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -16,6 +17,7 @@ import (
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel"
+	"sluice/internal/testutil"
 )
 
 // inNetns runs f on a thread switched into the named namespace (netlink
@@ -93,11 +95,14 @@ func (r staticRouter) Route(dst netip.Prefix) (flower.NextHop, string) {
 	return flower.NextHop{}, "no route"
 }
 
+// sentPktRe reads a tc action's packet count ("Sent N bytes M pkt").
+var sentPktRe = regexp.MustCompile(`Sent \d+ bytes (\d+) pkt`)
+
 // pktCount returns the packets a tc filter's actions counted ("Sent N
 // bytes M pkt") in `tc -s filter show` output for one pref.
 func pktCount(t *testing.T, ns, dev, pref string) int {
 	t.Helper()
-	out := run(t, "tc", "-n", ns, "-s", "filter", "show", "dev", dev, "ingress", "pref", pref)
+	out := testutil.Run(t, "tc", "-n", ns, "-s", "filter", "show", "dev", dev, "ingress", "pref", pref)
 	m := sentPktRe.FindStringSubmatch(out)
 	if m == nil {
 		return 0
