@@ -126,7 +126,16 @@ func runLabUp(cmd *cobra.Command, f labUpFlags, args []string) error {
 		return usageErrorf("%w", err)
 	}
 	if f.vm {
-		return labUpInVM(cmd, f.s, command, f.vmTimeout, f.asJSON)
+		ctx, stop := signalContext(cmd.Context())
+		defer stop()
+		code, err := lab.UpInVM(ctx, f.s, command, f.vmTimeout, f.asJSON, cmd.OutOrStdout())
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			return &ExitError{Code: code, Err: fmt.Errorf("in the test VM: exit %d", code)}
+		}
+		return nil
 	}
 	progress := func(line string) {
 		if !f.asJSON {
