@@ -163,6 +163,13 @@ type swanGenFlags struct {
 	apply, noDummy, asJSON bool
 }
 
+// swanGenResult is swan gen --json: what was written, and whether the
+// routing plan was applied.
+type swanGenResult struct {
+	swan.GenResult
+	Applied bool `json:"applied"`
+}
+
 func runSwanGen(cmd *cobra.Command, f swanGenFlags) error {
 	if f.out == "" {
 		return usageErrorf("-o DIR is required: the directory for swanctl.conf, secrets.conf and routing.sh")
@@ -189,10 +196,7 @@ func runSwanGen(cmd *cobra.Command, f swanGenFlags) error {
 		applied = true
 	}
 	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), struct {
-			swan.GenResult
-			Applied bool `json:"applied"`
-		}{res, applied})
+		return writeJSON(cmd.OutOrStdout(), swanGenResult{res, applied})
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "wrote %d connections (%s %s, ports %s) to %s:\n", res.Tunnels, s.Topology, s.Role, portNames(s.Ports), f.out)
