@@ -92,7 +92,6 @@ appear on the host. Never read throughput from the VM: it is emulated.`,
 	return exits(cmd, passthroughExit, "With --vm, a command that ran in the VM: its own exit code.")
 }
 
-// labUpFlags are the flags of sluice lab up.
 type labUpFlags struct {
 	s         lab.Spec
 	asJSON    bool
@@ -195,7 +194,6 @@ an error.`,
 	return cmd
 }
 
-// labDownFlags are the flags of sluice lab down.
 type labDownFlags struct {
 	asJSON   bool
 	flagName string
@@ -240,7 +238,6 @@ for 'sluice lab down NAME'. Exits 1 when NAME is given and not up.`,
 	return cmd
 }
 
-// labStatusFlags are the flags of sluice lab status.
 type labStatusFlags struct {
 	asJSON   bool
 	flagName string

@@ -63,7 +63,6 @@ and sysfs commands; the domain XML in full).
 	return exits(cmd, ExitCheckFailed, "--exit-code and there are steps to apply")
 }
 
-// planFlags are the flags of sluice plan.
 type planFlags struct {
 	file             string
 	asJSON, exitCode bool
@@ -134,7 +133,6 @@ and initiates them.
 	return cmd
 }
 
-// applyFlags are the flags of sluice apply.
 type applyFlags struct {
 	file, stateDir        string
 	dryRun, asJSON, force bool
@@ -225,7 +223,6 @@ existing devices are left as they are. Keys are not needed.
 	return cmd
 }
 
-// teardownFlags are the flags of sluice teardown.
 type teardownFlags struct {
 	file, stateDir string
 	dryRun, asJSON bool
@@ -314,7 +311,6 @@ peer's ICMP port-unreachable replies) cross both SAs.
 	return exits(cmd, ExitCheckFailed, "a check failed (each check says what)")
 }
 
-// verifyFlags are the flags of sluice verify.
 type verifyFlags struct {
 	file, sendTo    string
 	traffic, asJSON bool

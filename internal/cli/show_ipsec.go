@@ -13,7 +13,6 @@ import (
 	"sluice/internal/kernel"
 )
 
-// ipsecFilter are the flags of sluice show ipsec sa and policy.
 type ipsecFilter struct {
 	addr  string
 	spi   string
@@ -241,7 +240,6 @@ on the NIC.`,
 	return cmd
 }
 
-// showIPsecStatsFlags are the flags of sluice show ipsec stats.
 type showIPsecStatsFlags struct {
 	asJSON bool
 	dev    string

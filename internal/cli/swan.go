@@ -156,7 +156,6 @@ created; addresses and routes are replaced, so it can run again.`,
 	return cmd
 }
 
-// swanGenFlags are the flags of sluice swan gen.
 type swanGenFlags struct {
 	spec                   specFlags
 	out, p0, p1, netns     string
@@ -286,7 +285,6 @@ first failures with charon's reason.`,
 	return cmd
 }
 
-// swanUpFlags are the flags of sluice swan up.
 type swanUpFlags struct {
 	spec                    specFlags
 	dir, uri                string
@@ -371,7 +369,6 @@ and SAs that are not part of the set are left alone.`,
 	return cmd
 }
 
-// swanDownFlags are the flags of sluice swan down.
 type swanDownFlags struct {
 	spec         specFlags
 	dir, uri     string
@@ -428,7 +425,6 @@ never hands out keys, and sluice never prints the pre-shared key.`,
 	return cmd
 }
 
-// swanStatusFlags are the flags of sluice swan status.
 type swanStatusFlags struct {
 	spec        specFlags
 	dir, uri    string

@@ -100,7 +100,6 @@ as not applicable, with the reason.
 	return cmd
 }
 
-// tuneFlags are the flags of sluice tune plan, apply and check.
 type tuneFlags struct {
 	verb       string // plan, apply or check
 	file, root string
