@@ -141,6 +141,14 @@ func TestCRDValidation(t *testing.T) {
 			}
 		})
 	}
+	// The DaemonSet manifest is one the API server accepts.
+	ds, err := ReadManifests("../../deploy/daemonset.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Apply(ctx, admin, ds); err != nil {
+		t.Errorf("deploy/daemonset.yaml: %v", err)
+	}
 	// A 3 MB object never reaches etcd (the API server's request limit).
 	big := set(validHost(), "certificate", certPEM+strings.Repeat("A", 3<<20))
 	if _, err := hosts.Create(ctx, obj("Host", "hostile-big", big), metav1.CreateOptions{}); err == nil {

@@ -331,6 +331,13 @@ func TestGatewayStatusFollowsAttachments(t *testing.T) {
 			return err == nil && !s.FastPathOpen && !s.Mirror.InSync && s.Mirror.State == "closed" &&
 				strings.Contains(s.ClosedReason, "lan0") && !attached(s, "lan0")
 		})
+		sock := strings.TrimSuffix(cfg, ".yaml") + ".sock"
+		text, _ := exec.Command(g.bin, "show", "gateway", "--socket", sock).CombinedOutput()
+		for _, want := range []string{"CLOSED, closed", "closed:  not attached: lan0: the interface is gone", "native (NOT ATTACHED)"} {
+			if !strings.Contains(string(text), want) {
+				t.Errorf("show gateway does not say %q:\n%s", want, text)
+			}
+		}
 		g.addLAN()
 		g.waitFor("lan0 re-created and attached again", func() bool {
 			s, err := g.status(cfg)

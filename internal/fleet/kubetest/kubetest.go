@@ -190,6 +190,8 @@ func Start(dir string, users ...User) (*Server, error) {
 		// queues, fewer watch caches to warm.
 		"--enable-priority-and-fairness=false",
 		"--profiling=false",
+		// As on every real cluster: the DaemonSet is privileged.
+		"--allow-privileged=true",
 	}
 	if err := s.startAPI(); err != nil {
 		s.Stop()
