@@ -1,11 +1,10 @@
 //go:build vmtest
 
-package flower_test
+package vm
 
 import (
 	"net"
 	"net/netip"
-	"regexp"
 	"runtime"
 	"strconv"
 	"syscall"
@@ -17,7 +16,6 @@ import (
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel"
-	"sluice/internal/testutil"
 )
 
 // inNetns runs f on a thread switched into the named namespace (netlink
@@ -95,14 +93,11 @@ func (r staticRouter) Route(dst netip.Prefix) (flower.NextHop, string) {
 	return flower.NextHop{}, "no route"
 }
 
-// sentPktRe reads a tc action's packet count ("Sent N bytes M pkt").
-var sentPktRe = regexp.MustCompile(`Sent \d+ bytes (\d+) pkt`)
-
 // pktCount returns the packets a tc filter's actions counted ("Sent N
 // bytes M pkt") in `tc -s filter show` output for one pref.
 func pktCount(t *testing.T, ns, dev, pref string) int {
 	t.Helper()
-	out := testutil.Run(t, "tc", "-n", ns, "-s", "filter", "show", "dev", dev, "ingress", "pref", pref)
+	out := run(t, "tc", "-n", ns, "-s", "filter", "show", "dev", dev, "ingress", "pref", pref)
 	m := sentPktRe.FindStringSubmatch(out)
 	if m == nil {
 		return 0

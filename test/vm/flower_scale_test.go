@@ -1,6 +1,6 @@
 //go:build vmtest
 
-package flower_test
+package vm
 
 import (
 	"net/netip"
@@ -17,7 +17,6 @@ import (
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel"
-	"sluice/internal/testutil"
 )
 
 // TestFlowerScale installs the rules of N tunnels (SLUICE_FLOWER_SCALE,
@@ -30,19 +29,19 @@ func TestFlowerScale(t *testing.T) {
 	if v := os.Getenv("SLUICE_FLOWER_SCALE"); v != "" {
 		n, _ = strconv.Atoi(v)
 	}
-	l := testutil.NewLab(t)
+	l := newLab(t)
 	var gw string
-	testutil.Step(t, "topology", func(t *testing.T) {
-		gw = l.Netns(t)
+	step(t, "topology", func(t *testing.T) {
+		gw = l.netns(t)
 		for _, d := range []string{"d0", "d1"} {
-			testutil.Run(t, "ip", "-n", gw, "link", "add", d, "type", "dummy")
-			testutil.Run(t, "ip", "-n", gw, "link", "set", d, "up")
+			run(t, "ip", "-n", gw, "link", "add", d, "type", "dummy")
+			run(t, "ip", "-n", gw, "link", "set", d, "up")
 		}
-		testutil.Run(t, "tc", "-n", gw, "qdisc", "add", "dev", "d0", "clsact")
+		run(t, "tc", "-n", gw, "qdisc", "add", "dev", "d0", "clsact")
 		// Load the classifier and actions now: whichever method ran
 		// first would otherwise pay for the module loads (seconds under
 		// TCG) inside its timing.
-		testutil.Run(t, "modprobe", "-a", "cls_flower", "act_gact", "act_police", "act_vlan", "act_pedit", "act_csum", "act_mirred")
+		run(t, "modprobe", "-a", "cls_flower", "act_gact", "act_police", "act_vlan", "act_pedit", "act_csum", "act_mirred")
 	})
 	d0, _ := link(t, gw, "d0")
 	d1, d1mac := link(t, gw, "d1")
@@ -68,7 +67,7 @@ func TestFlowerScale(t *testing.T) {
 	}
 	total := len(res.Rules)
 	count := func() int {
-		out := testutil.Run(t, "tc", "-n", gw, "filter", "show", "dev", "d0", "ingress")
+		out := run(t, "tc", "-n", gw, "filter", "show", "dev", "d0", "ingress")
 		return strings.Count(out, " handle 0x") // one header line per filter
 	}
 	var inst *flower.Installer
@@ -82,7 +81,7 @@ func TestFlowerScale(t *testing.T) {
 	t.Cleanup(func() { fs.Close() })
 	var installTook, removeTook, batchTook time.Duration
 	var installCPU, batchCPU cpuTime
-	testutil.Step(t, "installer: add all, none lost", func(t *testing.T) {
+	step(t, "installer: add all, none lost", func(t *testing.T) {
 		inst = &flower.Installer{FS: fs, SkipHW: true}
 		start, cpu0 := time.Now(), selfCPU()
 		var st flower.Stats
@@ -106,7 +105,7 @@ func TestFlowerScale(t *testing.T) {
 			t.Fatalf("reconcile after install: removed %d, missing %d, %v", removed, missing, err)
 		}
 	})
-	testutil.Step(t, "installer: remove all", func(t *testing.T) {
+	step(t, "installer: remove all", func(t *testing.T) {
 		start := time.Now()
 		var st flower.Stats
 		var err error
@@ -120,7 +119,7 @@ func TestFlowerScale(t *testing.T) {
 			t.Fatalf("%d filters left", c)
 		}
 	})
-	testutil.Step(t, "installer: a withdrawal during the apply waits for no more than a chunk", func(t *testing.T) {
+	step(t, "installer: a withdrawal during the apply waits for no more than a chunk", func(t *testing.T) {
 		// The first forward (in key order) is withdrawn right after the
 		// kernel took it, and at that moment the last one too: the first
 		// must be removed before the apply goes on, the last never sent.
@@ -159,7 +158,7 @@ func TestFlowerScale(t *testing.T) {
 			t.Fatalf("remove: %+v %v, %d left", st, err, count())
 		}
 	})
-	testutil.Step(t, "tc -batch: the same rules", func(t *testing.T) {
+	step(t, "tc -batch: the same rules", func(t *testing.T) {
 		var b strings.Builder
 		for i, r := range res.Rules {
 			b.WriteString(r.TCBatchLine(uint32(i+1), true))

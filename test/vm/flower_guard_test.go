@@ -1,9 +1,8 @@
 //go:build vmtest
 
-package flower_test
+package vm
 
 import (
-	"sluice/internal/testutil"
 	"strings"
 	"testing"
 )
@@ -21,27 +20,25 @@ import (
 // path in software (checked here too), so only a NIC's packet-offloaded
 // block policy could drop the rule's cleartext.
 func TestXFRMBlockGuardKernelFacts(t *testing.T) {
-	l := testutil.NewLab(t)
-	ns := l.Netns(t)
-	peer := l.Netns(t)
-	testutil.Veth(t, ns, "v0", "10.0.0.1/24", peer, "v1", "10.0.0.2/24")
-	testutil.Run(t, "ip", "-n", ns, "route", "add", "48.0.0.0/16", "via", "10.0.0.2")
+	l := newLab(t)
+	ns := l.netns(t)
+	peer := l.netns(t)
+	veth(t, ns, "v0", "10.0.0.1/24", peer, "v1", "10.0.0.2/24")
+	run(t, "ip", "-n", ns, "route", "add", "48.0.0.0/16", "via", "10.0.0.2")
 	const sel = "src 10.0.0.0/24 dst 48.0.0.0/16 dir out"
 	xp := func(verb, rest string) (string, error) {
-		return testutil.Try("ip", append([]string{"-n", ns, "xfrm", "policy", verb}, strings.Fields(sel+" "+rest)...)...)
+		return try("ip", append([]string{"-n", ns, "xfrm", "policy", verb}, strings.Fields(sel+" "+rest)...)...)
 	}
 	blocked := func() string {
-		for _, l := range strings.Split(testutil.NSRun(t, ns, "cat", "/proc/net/xfrm_stat"), "\n") {
+		for _, l := range strings.Split(nsRun(t, ns, "cat", "/proc/net/xfrm_stat"), "\n") {
 			if strings.HasPrefix(l, "XfrmOutPolBlock") {
 				return strings.Join(strings.Fields(l)[1:], "")
 			}
 		}
 		return "?"
 	}
-	send := func() {
-		testutil.Try("ip", "netns", "exec", ns, "ping", "-c", "1", "-W", "1", "-I", "10.0.0.1", "48.0.0.1")
-	}
-	testutil.Step(t, "same key: a block policy cannot sit under the allow policy", func(t *testing.T) {
+	send := func() { try("ip", "netns", "exec", ns, "ping", "-c", "1", "-W", "1", "-I", "10.0.0.1", "48.0.0.1") }
+	step(t, "same key: a block policy cannot sit under the allow policy", func(t *testing.T) {
 		if _, err := xp("add", "priority 100 action allow"); err != nil {
 			t.Fatal(err)
 		}
@@ -52,12 +49,12 @@ func TestXFRMBlockGuardKernelFacts(t *testing.T) {
 		if _, err := xp("update", "priority 200 action block"); err != nil {
 			t.Fatal(err)
 		}
-		if out := testutil.Run(t, "ip", "-n", ns, "xfrm", "policy"); strings.Contains(out, "priority 100") || strings.Count(out, "dir out") != 1 {
+		if out := run(t, "ip", "-n", ns, "xfrm", "policy"); strings.Contains(out, "priority 100") || strings.Count(out, "dir out") != 1 {
 			t.Fatalf("update did not replace the allow policy:\n%s", out)
 		}
-		testutil.Run(t, "ip", "-n", ns, "xfrm", "policy", "flush")
+		run(t, "ip", "-n", ns, "xfrm", "policy", "flush")
 	})
-	testutil.Step(t, "mark 0/0xffffffff: the block coexists, loses to allow, blocks once allow is gone", func(t *testing.T) {
+	step(t, "mark 0/0xffffffff: the block coexists, loses to allow, blocks once allow is gone", func(t *testing.T) {
 		if _, err := xp("add", "priority 100 action allow"); err != nil {
 			t.Fatal(err)
 		}
@@ -77,20 +74,20 @@ func TestXFRMBlockGuardKernelFacts(t *testing.T) {
 			t.Fatalf("with the allow policy gone the guard did not block (XfrmOutPolBlock %s)", b)
 		}
 	})
-	testutil.Step(t, "a flower mirred redirect bypasses the XFRM output path", func(t *testing.T) {
+	step(t, "a flower mirred redirect bypasses the XFRM output path", func(t *testing.T) {
 		// The guard still blocks 10.0.0.0/24 -> 48.0.0.0/16 for the stack.
 		// The peer sends such packets to ns; a flower rule on v0's ingress
 		// redirects them back out of v0, and the peer counts them.
-		testutil.Run(t, "tc", "-n", ns, "qdisc", "add", "dev", "v0", "clsact")
-		testutil.Run(t, "tc", "-n", ns, "filter", "add", "dev", "v0", "ingress", "protocol", "ip", "pref", "1", "flower", "skip_hw",
+		run(t, "tc", "-n", ns, "qdisc", "add", "dev", "v0", "clsact")
+		run(t, "tc", "-n", ns, "filter", "add", "dev", "v0", "ingress", "protocol", "ip", "pref", "1", "flower", "skip_hw",
 			"dst_ip", "48.0.0.1", "action", "mirred", "egress", "redirect", "dev", "v0")
-		testutil.Run(t, "tc", "-n", peer, "qdisc", "add", "dev", "v1", "clsact")
-		testutil.Run(t, "tc", "-n", peer, "filter", "add", "dev", "v1", "ingress", "protocol", "ip", "pref", "1", "flower", "skip_hw",
+		run(t, "tc", "-n", peer, "qdisc", "add", "dev", "v1", "clsact")
+		run(t, "tc", "-n", peer, "filter", "add", "dev", "v1", "ingress", "protocol", "ip", "pref", "1", "flower", "skip_hw",
 			"dst_ip", "48.0.0.1", "action", "drop")
 		b0 := blocked()
-		testutil.Run(t, "ip", "-n", peer, "route", "add", "48.0.0.0/16", "via", "10.0.0.1")
-		testutil.Try("ip", "netns", "exec", peer, "ping", "-c", "2", "-W", "1", "-I", "10.0.0.2", "48.0.0.1")
-		out := testutil.Run(t, "tc", "-n", peer, "-s", "filter", "show", "dev", "v1", "ingress")
+		run(t, "ip", "-n", peer, "route", "add", "48.0.0.0/16", "via", "10.0.0.1")
+		try("ip", "netns", "exec", peer, "ping", "-c", "2", "-W", "1", "-I", "10.0.0.2", "48.0.0.1")
+		out := run(t, "tc", "-n", peer, "-s", "filter", "show", "dev", "v1", "ingress")
 		if !strings.Contains(out, "Sent") || strings.Contains(out, "Sent 0 bytes") {
 			t.Fatalf("the redirected packets did not come back out of v0:\n%s", out)
 		}

@@ -1,6 +1,6 @@
 //go:build vmtest
 
-package flower_test
+package vm
 
 import (
 	"bytes"
@@ -24,7 +24,6 @@ import (
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel"
-	"sluice/internal/testutil"
 )
 
 // offloadedSource is the gateway namespace's real XFRM database with its
@@ -114,7 +113,7 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 	if v := os.Getenv("SLUICE_FLOWER_SCALE"); v != "" {
 		n, _ = strconv.Atoi(v)
 	}
-	l := testutil.NewLab(t)
+	l := newLab(t)
 	f := newFlowerLab(t, l)
 	flower.RefreshEvery = 300 * time.Millisecond
 	if n > 4096 {
@@ -131,13 +130,13 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 		if verb != "delete" {
 			args = append(args, "reqid", "10", "mode", "tunnel", "aead", "rfc4106(gcm(aes))", key, "128")
 		}
-		testutil.Run(t, "ip", append(args, extra...)...)
+		run(t, "ip", append(args, extra...)...)
 	}
 	const sel = "src 10.0.0.0/24 dst 48.0.0.0/16 dir out"
 	policy := func(t *testing.T) {
-		testutil.Run(t, "ip", append([]string{"-n", f.gw, "xfrm", "policy", "add"}, strings.Fields(sel+" priority 100 tmpl src 123.0.0.1 dst 123.0.0.2 proto esp reqid 10 mode tunnel")...)...)
+		run(t, "ip", append([]string{"-n", f.gw, "xfrm", "policy", "add"}, strings.Fields(sel+" priority 100 tmpl src 123.0.0.1 dst 123.0.0.2 proto esp reqid 10 mode tunnel")...)...)
 	}
-	testutil.Step(t, "tunnels in the gateway's XFRM database", func(t *testing.T) {
+	step(t, "tunnels in the gateway's XFRM database", func(t *testing.T) {
 		policy(t)
 		sa(t, "add", 0x1000)
 		// N-1 more tunnels (a /32 each in 48.1/16), through ip -batch.
@@ -151,7 +150,7 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		testutil.Run(t, "ip", "-n", f.gw, "-batch", batch)
+		run(t, "ip", "-n", f.gw, "-batch", batch)
 		t.Logf("%d tunnels' policies and SAs added in %v", n-1, time.Since(start))
 	})
 	dp, err := fastpath.Load(fastpath.LoadOptions{})
@@ -233,7 +232,7 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 		return handle
 	}
 	present := func(handle uint32) bool {
-		_, err := testutil.Try("tc", "-n", f.gw, "filter", "get", "dev", "p0", "ingress", "protocol", "802.1Q", "pref", fmt.Sprint(flower.PrefForward),
+		_, err := try("tc", "-n", f.gw, "filter", "get", "dev", "p0", "ingress", "protocol", "802.1Q", "pref", fmt.Sprint(flower.PrefForward),
 			"handle", fmt.Sprint(handle), "flower")
 		return err == nil
 	}
@@ -285,7 +284,7 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 			t.Fatalf("the re-derive of the stale snapshot brought the rule back: %d packets forwarded", got)
 		}
 	}
-	testutil.Step(t, "rekey: a new offloaded SA, then the old one deleted, keeps the rule", func(t *testing.T) {
+	step(t, "rekey: a new offloaded SA, then the old one deleted, keeps the rule", func(t *testing.T) {
 		stop := startMirror(t)
 		defer stop()
 		handle := measured(t)
@@ -300,7 +299,7 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 			t.Fatalf("after the rekey the rule forwarded %d of 2", got)
 		}
 	})
-	testutil.Step(t, "SA deleted: the rule goes with it", func(t *testing.T) {
+	step(t, "SA deleted: the rule goes with it", func(t *testing.T) {
 		stop := startMirror(t)
 		defer stop()
 		handle := measured(t)
@@ -311,7 +310,7 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 		})
 		sa(t, "add", 0x3000)
 	})
-	testutil.Step(t, "OUT policy deleted: the rule goes with it", func(t *testing.T) {
+	step(t, "OUT policy deleted: the rule goes with it", func(t *testing.T) {
 		stop := startMirror(t)
 		defer stop()
 		handle := measured(t)
@@ -324,7 +323,7 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 		})
 		policy(t)
 	})
-	testutil.Step(t, "SA hard-expired: the rule goes with it", func(t *testing.T) {
+	step(t, "SA hard-expired: the rule goes with it", func(t *testing.T) {
 		stop := startMirror(t)
 		defer stop()
 		handle := measured(t)

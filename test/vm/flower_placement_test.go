@@ -1,6 +1,6 @@
 //go:build vmtest
 
-package flower_test
+package vm
 
 import (
 	"bufio"
@@ -23,7 +23,6 @@ import (
 
 	"sluice/internal/api"
 	"sluice/internal/kernel"
-	"sluice/internal/testutil"
 )
 
 // TestFlowerPlacement runs a real gateway daemon with placement on
@@ -43,42 +42,42 @@ import (
 // port with p0's MAC where XDP forwards it. So once A is in the NIC, XDP
 // stops counting A's packets and only its rule does, as on hardware.
 func TestFlowerPlacement(t *testing.T) {
-	l := testutil.NewLab(t)
-	a, gw, b := l.Netns(t), l.Netns(t), l.Netns(t)
-	testutil.Step(t, "topology", func(t *testing.T) {
-		testutil.Veth(t, a, "lan", "", gw, "p0", "")
-		testutil.Veth(t, gw, "wan0", "123.0.0.1/24", b, "wan0", "123.0.0.2/24")
-		testutil.Run(t, "ip", "-n", a, "link", "add", "link", "lan", "name", "lan.502", "type", "vlan", "id", "502")
-		testutil.Run(t, "ip", "-n", gw, "link", "add", "link", "p0", "name", "p0.502", "type", "vlan", "id", "502")
+	l := newLab(t)
+	a, gw, b := l.netns(t), l.netns(t), l.netns(t)
+	step(t, "topology", func(t *testing.T) {
+		veth(t, a, "lan", "", gw, "p0", "")
+		veth(t, gw, "wan0", "123.0.0.1/24", b, "wan0", "123.0.0.2/24")
+		run(t, "ip", "-n", a, "link", "add", "link", "lan", "name", "lan.502", "type", "vlan", "id", "502")
+		run(t, "ip", "-n", gw, "link", "add", "link", "p0", "name", "p0.502", "type", "vlan", "id", "502")
 		for _, e := range [][3]string{{a, "lan.502", "10.0.0.1/24"}, {gw, "p0.502", "10.0.0.254/24"}} {
-			testutil.Run(t, "ip", "-n", e[0], "addr", "add", e[2], "dev", e[1])
-			testutil.Run(t, "ip", "-n", e[0], "link", "set", e[1], "up")
+			run(t, "ip", "-n", e[0], "addr", "add", e[2], "dev", e[1])
+			run(t, "ip", "-n", e[0], "link", "set", e[1], "up")
 		}
-		testutil.Run(t, "ip", "-n", a, "route", "add", "48.0.0.0/8", "via", "10.0.0.254")
-		testutil.Run(t, "ip", "-n", b, "addr", "add", "48.0.1.1/32", "dev", "lo")
-		testutil.Run(t, "ip", "-n", b, "addr", "add", "48.0.2.1/32", "dev", "lo")
-		testutil.Run(t, "ip", "-n", gw, "route", "add", "48.0.0.0/8", "via", "123.0.0.2")
+		run(t, "ip", "-n", a, "route", "add", "48.0.0.0/8", "via", "10.0.0.254")
+		run(t, "ip", "-n", b, "addr", "add", "48.0.1.1/32", "dev", "lo")
+		run(t, "ip", "-n", b, "addr", "add", "48.0.2.1/32", "dev", "lo")
+		run(t, "ip", "-n", gw, "route", "add", "48.0.0.0/8", "via", "123.0.0.2")
 		// x0 stands for the NIC's host side: XDP runs there, on what the
 		// flower rules leave. It answers to p0's MAC, as the real port would.
 		_, p0MAC := link(t, gw, "p0")
-		testutil.Run(t, "ip", "-n", gw, "link", "add", "nic0", "type", "veth", "peer", "name", "x0")
-		testutil.Run(t, "ip", "-n", gw, "link", "set", "x0", "address", p0MAC.String())
+		run(t, "ip", "-n", gw, "link", "add", "nic0", "type", "veth", "peer", "name", "x0")
+		run(t, "ip", "-n", gw, "link", "set", "x0", "address", p0MAC.String())
 		for _, dev := range []string{"nic0", "x0"} {
-			testutil.Run(t, "ip", "-n", gw, "link", "set", dev, "up")
+			run(t, "ip", "-n", gw, "link", "set", dev, "up")
 		}
-		testutil.NSRun(t, gw, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0")
+		nsRun(t, gw, "sysctl", "-qw", "net.ipv4.ip_forward=1", "net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0")
 		// GRO puts b's veth in NAPI mode: XDP's redirects to wan0 reach it.
-		testutil.NSRun(t, b, "ethtool", "-K", "wan0", "gro", "on")
-		testutil.NSRun(t, a, "ping", "-c", "1", "-W", "3", "10.0.0.254")
-		testutil.NSRun(t, gw, "ping", "-c", "1", "-W", "3", "123.0.0.2")
-		testutil.Run(t, "tc", "-n", gw, "qdisc", "add", "dev", "p0", "clsact")
-		testutil.Run(t, "tc", "-n", gw, "filter", "add", "dev", "p0", "ingress", "pref", "60000", "protocol", "802.1Q",
+		nsRun(t, b, "ethtool", "-K", "wan0", "gro", "on")
+		nsRun(t, a, "ping", "-c", "1", "-W", "3", "10.0.0.254")
+		nsRun(t, gw, "ping", "-c", "1", "-W", "3", "123.0.0.2")
+		run(t, "tc", "-n", gw, "qdisc", "add", "dev", "p0", "clsact")
+		run(t, "tc", "-n", gw, "filter", "add", "dev", "p0", "ingress", "pref", "60000", "protocol", "802.1Q",
 			"flower", "vlan_id", "502", "vlan_ethtype", "ip", "dst_ip", "48.0.0.0/8",
 			"action", "vlan", "pop", "pipe", "action", "mirred", "egress", "redirect", "dev", "nic0")
 	})
 
 	sock := filepath.Join(t.TempDir(), "api.sock")
-	g := testutil.StartGateway(t, l, gw, `lab: true
+	g := startGateway(t, l, gw, `lab: true
 policy-source: static
 api-socket: `+sock+`
 metrics-listen: 127.0.0.1:9464
@@ -103,7 +102,7 @@ policies:
 	stopSampling := p.sampleBudget(l)
 	send := startPacer(t, a, 100)
 
-	testutil.Step(t, "both tunnels start on XDP", func(t *testing.T) {
+	step(t, "both tunnels start on XDP", func(t *testing.T) {
 		p.until(t, 60*time.Second, "both tunnels placed on XDP as new", func(s placementState) bool {
 			return strings.HasPrefix(s.tier[A.idx], "xdp — placement: ") && strings.HasPrefix(s.tier[B.idx], "xdp — placement: ")
 		})
@@ -112,7 +111,7 @@ policies:
 		}
 	})
 
-	testutil.Step(t, "brief bursts below the run length do not promote", func(t *testing.T) {
+	step(t, "brief bursts below the run length do not promote", func(t *testing.T) {
 		before := p.quick(t).xdp[B.idx]
 		for i := 0; i < 2; i++ {
 			send(B.dst)
@@ -127,12 +126,12 @@ policies:
 		if s.promotions != 0 || p.forwardRules(t) != 0 {
 			t.Fatalf("bursts promoted a tunnel: %d promotions, rules:\n%s", s.promotions, p.rules(t))
 		}
-		testutil.MustContain(t, s.tier[B.idx], "xdp — placement: ")
+		mustContain(t, s.tier[B.idx], "xdp — placement: ")
 	})
 
 	// x is the tunnel placement promotes first, y the other.
 	var x, y placedTunnel
-	testutil.Step(t, "both steady: one is promoted, the other waits for the budget", func(t *testing.T) {
+	step(t, "both steady: one is promoted, the other waits for the budget", func(t *testing.T) {
 		send(A.dst, B.dst) // 50 pps each
 		s := p.until(t, 20*time.Second, "one promoted, the other waiting", func(s placementState) bool {
 			return strings.HasPrefix(s.tier[A.idx], onFlower) && strings.Contains(s.tier[B.idx], waiting) ||
@@ -150,13 +149,13 @@ policies:
 		t.Logf("%s promoted first", x.name)
 	})
 
-	testutil.Step(t, "x alone steady stays in the NIC; XDP no longer sees its packets", func(t *testing.T) {
+	step(t, "x alone steady stays in the NIC; XDP no longer sees its packets", func(t *testing.T) {
 		send(x.dst)
-		testutil.MustContain(t, p.rules(t), x.sel, "skip_hw", "Egress Redirect to device wan0")
+		mustContain(t, p.rules(t), x.sel, "skip_hw", "Egress Redirect to device wan0")
 		if strings.Contains(p.rules(t), y.sel) {
 			t.Fatalf("%s has a rule too", y.name)
 		}
-		testutil.MustContain(t, p.explain(t, x.dst), "verdict: XDP_REDIRECT", "tier:    "+onFlower)
+		mustContain(t, p.explain(t, x.dst), "verdict: XDP_REDIRECT", "tier:    "+onFlower)
 		// The rule serves x: XDP no longer sees its packets; the rule's
 		// statistics count them, and placement reads those: x stays in the
 		// NIC for longer than the idle run that would demote it.
@@ -176,7 +175,7 @@ policies:
 		}
 	})
 
-	testutil.Step(t, "x idle, y steady: y waits for the budget, x is demoted, y promoted", func(t *testing.T) {
+	step(t, "x idle, y steady: y waits for the budget, x is demoted, y promoted", func(t *testing.T) {
 		send(y.dst)
 		p.until(t, 15*time.Second, y.name+" waiting for room in the budget", func(s placementState) bool {
 			return strings.Contains(s.tier[y.idx], waiting)
@@ -192,11 +191,11 @@ policies:
 			t.Fatalf("promotions %d demotions %d, want 2 and 1", s.promotions, s.demotions)
 		}
 		r := p.rules(t)
-		testutil.MustContain(t, r, y.sel)
+		mustContain(t, r, y.sel)
 		if strings.Contains(r, x.sel) {
 			t.Fatalf("%s's rule outlived its demotion:\n%s", x.name, r)
 		}
-		testutil.MustContain(t, p.explain(t, x.dst), "tier:    xdp — placement: ")
+		mustContain(t, p.explain(t, x.dst), "tier:    xdp — placement: ")
 		x0, r0 := p.quick(t).xdp[y.idx], pktCount(t, gw, "p0", "49004")
 		time.Sleep(2 * time.Second)
 		x1, r1 := p.quick(t).xdp[y.idx], pktCount(t, gw, "p0", "49004")
@@ -210,7 +209,7 @@ policies:
 	})
 	send()
 
-	testutil.Step(t, "the budget held at every sample", func(t *testing.T) {
+	step(t, "the budget held at every sample", func(t *testing.T) {
 		samples, worst, at := stopSampling()
 		if samples < 40 {
 			t.Fatalf("only %d samples of the rules", samples)
@@ -233,7 +232,7 @@ type placedTunnel struct {
 // placementProbe reads the daemon's view of placement and the device.
 type placementProbe struct {
 	t    *testing.T
-	g    *testutil.Gateway
+	g    *gateway
 	sock string
 }
 
@@ -268,7 +267,7 @@ func (p placementProbe) quick(t *testing.T) placementState {
 func (p placementProbe) read(viaCLI bool) (placementState, error) {
 	var out []byte
 	if viaCLI {
-		o, err := testutil.Try(p.g.Bin, "show", "gateway", "--socket", p.sock, "--json")
+		o, err := try(p.g.bin, "show", "gateway", "--socket", p.sock, "--json")
 		if err != nil {
 			return placementState{}, fmt.Errorf("show gateway --json: %v\n%s", err, o)
 		}
@@ -350,7 +349,7 @@ func (p placementProbe) until(t *testing.T, limit time.Duration, what string, ok
 
 func (p placementProbe) rules(t *testing.T) string {
 	t.Helper()
-	return testutil.Run(t, "tc", "-n", p.g.NS, "filter", "show", "dev", "p0", "ingress")
+	return run(t, "tc", "-n", p.g.ns, "filter", "show", "dev", "p0", "ingress")
 }
 
 // forwardRules counts sluice's forwarding rules (the lab's own filter
@@ -362,14 +361,14 @@ func (p placementProbe) forwardRules(t *testing.T) int {
 
 func (p placementProbe) explain(t *testing.T, dst netip.Addr) string {
 	t.Helper()
-	return testutil.Run(t, "ip", "netns", "exec", p.g.NS, p.g.Bin, "gateway", "explain", "--pin-dir", p.g.PinDir, "--socket", p.sock,
+	return run(t, "ip", "netns", "exec", p.g.ns, p.g.bin, "gateway", "explain", "--pin-dir", p.g.pinDir, "--socket", p.sock,
 		"--iface", "x0", "src", "10.0.0.1", "dst", dst.String(), "proto", "udp", "dport", "9000")
 }
 
 // sampleBudget counts sluice's forwarding rules on p0 every 250 ms until
 // the returned function is called, which reports the samples taken, the
 // most rules seen at once and the filters at that moment.
-func (p placementProbe) sampleBudget(l *testutil.Lab) func() (samples, worst int, at string) {
+func (p placementProbe) sampleBudget(l *lab) func() (samples, worst int, at string) {
 	var (
 		mu      sync.Mutex
 		n, most int
@@ -385,7 +384,7 @@ func (p placementProbe) sampleBudget(l *testutil.Lab) func() (samples, worst int
 				return
 			case <-time.After(250 * time.Millisecond):
 			}
-			out, err := testutil.Try("tc", "-n", p.g.NS, "filter", "show", "dev", "p0", "ingress")
+			out, err := try("tc", "-n", p.g.ns, "filter", "show", "dev", "p0", "ingress")
 			if err != nil {
 				continue
 			}
@@ -405,7 +404,7 @@ func (p placementProbe) sampleBudget(l *testutil.Lab) func() (samples, worst int
 			<-done
 		})
 	}
-	l.Owner.Cleanup(finish)
+	l.owner.Cleanup(finish)
 	return func() (int, int, string) {
 		finish()
 		mu.Lock()
@@ -421,7 +420,7 @@ var metricLineRe = regexp.MustCompile(`^(sluice_flower_\S+) (\S+)$`)
 func (p placementProbe) metrics(t *testing.T) map[string]float64 {
 	t.Helper()
 	var body string
-	inNetns(t, p.g.NS, func() {
+	inNetns(t, p.g.ns, func() {
 		c, err := net.DialTimeout("tcp", "127.0.0.1:9464", 5*time.Second)
 		if err != nil {
 			t.Error(err)

@@ -1,6 +1,6 @@
 //go:build vmtest
 
-package flower_test
+package vm
 
 import (
 	"fmt"
@@ -14,7 +14,6 @@ import (
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel"
-	"sluice/internal/testutil"
 )
 
 // flowerTunnel returns strongSwan's OUT and fwd-out policies for src->dst
@@ -76,28 +75,28 @@ type flowerLab struct {
 	snap           fastpath.Snapshot
 }
 
-func newFlowerLab(t *testing.T, l *testutil.Lab) *flowerLab {
+func newFlowerLab(t *testing.T, l *lab) *flowerLab {
 	t.Helper()
 	f := &flowerLab{}
-	testutil.Step(t, "topology", func(t *testing.T) {
-		f.a, f.gw, f.b = l.Netns(t), l.Netns(t), l.Netns(t)
-		testutil.Veth(t, f.a, "lan", "", f.gw, "p0", "")
-		testutil.Veth(t, f.gw, "wan0", "123.0.0.1/24", f.b, "wan0", "123.0.0.2/24")
-		testutil.Run(t, "ip", "-n", f.a, "link", "add", "link", "lan", "name", "lan.502", "type", "vlan", "id", "502")
-		testutil.Run(t, "ip", "-n", f.gw, "link", "add", "link", "p0", "name", "p0.502", "type", "vlan", "id", "502")
+	step(t, "topology", func(t *testing.T) {
+		f.a, f.gw, f.b = l.netns(t), l.netns(t), l.netns(t)
+		veth(t, f.a, "lan", "", f.gw, "p0", "")
+		veth(t, f.gw, "wan0", "123.0.0.1/24", f.b, "wan0", "123.0.0.2/24")
+		run(t, "ip", "-n", f.a, "link", "add", "link", "lan", "name", "lan.502", "type", "vlan", "id", "502")
+		run(t, "ip", "-n", f.gw, "link", "add", "link", "p0", "name", "p0.502", "type", "vlan", "id", "502")
 		for _, e := range [][3]string{{f.a, "lan.502", "10.0.0.1/24"}, {f.gw, "p0.502", "10.0.0.254/24"}} {
-			testutil.Run(t, "ip", "-n", e[0], "addr", "add", e[2], "dev", e[1])
-			testutil.Run(t, "ip", "-n", e[0], "addr", "add", strings.Replace(strings.Replace(e[2], "10.0.0.", "2001:db8:16::", 1), "/24", "/64", 1), "dev", e[1], "nodad")
-			testutil.Run(t, "ip", "-n", e[0], "link", "set", e[1], "up")
+			run(t, "ip", "-n", e[0], "addr", "add", e[2], "dev", e[1])
+			run(t, "ip", "-n", e[0], "addr", "add", strings.Replace(strings.Replace(e[2], "10.0.0.", "2001:db8:16::", 1), "/24", "/64", 1), "dev", e[1], "nodad")
+			run(t, "ip", "-n", e[0], "link", "set", e[1], "up")
 		}
-		testutil.Run(t, "ip", "-n", f.a, "route", "add", "48.0.0.0/8", "via", "10.0.0.254")
-		testutil.Run(t, "ip", "-n", f.a, "route", "add", "2001:db8:48::/48", "via", "2001:db8:16::254")
-		testutil.Run(t, "ip", "-n", f.b, "addr", "add", "48.0.0.1/32", "dev", "lo")
-		testutil.Run(t, "ip", "-n", f.b, "addr", "add", "2001:db8:48::1/128", "dev", "lo")
-		testutil.NSRun(t, f.gw, "sysctl", "-qw", "net.ipv4.ip_forward=0", "net.ipv6.conf.all.forwarding=0")
+		run(t, "ip", "-n", f.a, "route", "add", "48.0.0.0/8", "via", "10.0.0.254")
+		run(t, "ip", "-n", f.a, "route", "add", "2001:db8:48::/48", "via", "2001:db8:16::254")
+		run(t, "ip", "-n", f.b, "addr", "add", "48.0.0.1/32", "dev", "lo")
+		run(t, "ip", "-n", f.b, "addr", "add", "2001:db8:48::1/128", "dev", "lo")
+		nsRun(t, f.gw, "sysctl", "-qw", "net.ipv4.ip_forward=0", "net.ipv6.conf.all.forwarding=0")
 		// a resolves the gateway's MAC the ordinary way.
-		testutil.NSRun(t, f.a, "ping", "-c", "1", "-W", "3", "10.0.0.254")
-		testutil.NSRun(t, f.a, "ping", "-c", "1", "-W", "3", "2001:db8:16::254")
+		nsRun(t, f.a, "ping", "-c", "1", "-W", "3", "10.0.0.254")
+		nsRun(t, f.a, "ping", "-c", "1", "-W", "3", "2001:db8:16::254")
 		f.p0, _ = link(t, f.gw, "p0")
 		var vlMAC net.HardwareAddr
 		f.p0vl, vlMAC = link(t, f.gw, "p0.502")
@@ -113,13 +112,13 @@ func newFlowerLab(t *testing.T, l *testutil.Lab) *flowerLab {
 		p6, s6 := flowerTunnel(20, "2001:db8:16::/64", "2001:db8:48::/48", f.wan)
 		f.snap = withRouteMTU(fastpath.Snapshot{Policies: append(p4, p6...), States: append(s4, s6...)})
 	})
-	testutil.Step(t, "clsact on the ports", func(t *testing.T) {
-		testutil.Run(t, "tc", "-n", f.gw, "qdisc", "add", "dev", "p0", "clsact")
-		testutil.Run(t, "tc", "-n", f.b, "qdisc", "add", "dev", "wan0", "clsact")
+	step(t, "clsact on the ports", func(t *testing.T) {
+		run(t, "tc", "-n", f.gw, "qdisc", "add", "dev", "p0", "clsact")
+		run(t, "tc", "-n", f.b, "qdisc", "add", "dev", "wan0", "clsact")
 		// What b receives through the rules: untagged, MACs rewritten,
 		// TTL / hop limit 63 (a sends 64).
 		for _, pr := range []struct{ pref, proto string }{{"10", "ip"}, {"11", "ipv6"}} {
-			testutil.Run(t, "tc", "-n", f.b, "filter", "add", "dev", "wan0", "ingress", "protocol", pr.proto, "pref", pr.pref,
+			run(t, "tc", "-n", f.b, "filter", "add", "dev", "wan0", "ingress", "protocol", pr.proto, "pref", pr.pref,
 				"flower", "skip_hw", "dst_mac", f.bMAC.String(), "src_mac", f.gwWanMAC.String(), "ip_proto", "udp", "ip_ttl", "63", "action", "pass")
 		}
 	})
@@ -131,12 +130,12 @@ func (f *flowerLab) derive() flower.Result {
 }
 
 func TestFlowerRulesOnPackets(t *testing.T) {
-	l := testutil.NewLab(t)
+	l := newLab(t)
 	f := newFlowerLab(t, l)
 	var fs *kernel.FlowerSocket
 	inst := &flower.Installer{SkipHW: true}
 	var res flower.Result
-	testutil.Step(t, "derive", func(t *testing.T) {
+	step(t, "derive", func(t *testing.T) {
 		res = f.derive()
 		if len(res.Rules) != 6 || len(res.Skips) != 0 {
 			t.Fatalf("want 2 forwards and 4 guards, got %d rules, skips %v:\n%v", len(res.Rules), res.Skips, res.Rules)
@@ -150,40 +149,40 @@ func TestFlowerRulesOnPackets(t *testing.T) {
 	})
 	t.Cleanup(func() { fs.Close() })
 	inst.FS = fs
-	testutil.Step(t, "veth refuses skip_sw: production rules never run in software", func(t *testing.T) {
+	step(t, "veth refuses skip_sw: production rules never run in software", func(t *testing.T) {
 		p := flower.Probe(fs, f.p0, 0)
 		if p.OK {
 			t.Fatal("a veth accepted a skip_sw rule")
 		}
 		t.Logf("probe: %s", p.Msg)
-		if out := testutil.Run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"); strings.TrimSpace(out) != "" {
+		if out := run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"); strings.TrimSpace(out) != "" {
 			t.Fatalf("the refused probe left a filter:\n%s", out)
 		}
 	})
-	testutil.Step(t, "install (lab: skip_hw)", func(t *testing.T) {
+	step(t, "install (lab: skip_hw)", func(t *testing.T) {
 		st, errs, err := inst.Apply(res.Rules)
 		if err != nil || len(errs) != 0 || st.Added != 6 {
 			t.Fatalf("apply: %+v %v %v", st, errs, err)
 		}
-		out := testutil.Run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress")
-		testutil.MustContain(t, out, "skip_hw", "vlan_id 502", "dst_mac", "pedit", "csum", "police", "vlan", "pop", "mirred (Egress Redirect to device wan0)")
+		out := run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress")
+		mustContain(t, out, "skip_hw", "vlan_id 502", "dst_mac", "pedit", "csum", "police", "vlan", "pop", "mirred (Egress Redirect to device wan0)")
 		if strings.Contains(out, "skip_sw") {
 			t.Fatalf("lab rules must be skip_hw only:\n%s", out)
 		}
 	})
 	recv4 := listenUDP(t, f.b, "48.0.0.1:9999")
 	recv6 := listenUDP(t, f.b, "[2001:db8:48::1]:9999")
-	testutil.Step(t, "IPv4: VLAN popped, TTL 63, MACs rewritten, valid checksum, out of wan0", func(t *testing.T) {
+	step(t, "IPv4: VLAN popped, TTL 63, MACs rewritten, valid checksum, out of wan0", func(t *testing.T) {
 		sendUDP(t, f.a, netip.MustParseAddr("48.0.0.1"), 9999, 64, 3)
 		if n := recv4(); n != 3 {
 			t.Fatalf("b's socket received %d of 3 (a bad IP checksum is dropped by b's kernel)\n%s", n,
-				testutil.Run(t, "tc", "-n", f.gw, "-s", "filter", "show", "dev", "p0", "ingress"))
+				run(t, "tc", "-n", f.gw, "-s", "filter", "show", "dev", "p0", "ingress"))
 		}
 		if n := pktCount(t, f.b, "wan0", "10"); n != 3 {
 			t.Fatalf("b counted %d untagged TTL-63 packets from the gateway's MAC, want 3", n)
 		}
 	})
-	testutil.Step(t, "IPv6: hop limit 63", func(t *testing.T) {
+	step(t, "IPv6: hop limit 63", func(t *testing.T) {
 		sendUDP(t, f.a, netip.MustParseAddr("2001:db8:48::1"), 9999, 64, 3)
 		if n := recv6(); n != 3 {
 			t.Fatalf("b received %d of 3", n)
@@ -192,19 +191,19 @@ func TestFlowerRulesOnPackets(t *testing.T) {
 			t.Fatalf("b counted %d hop-limit-63 packets, want 3", n)
 		}
 	})
-	testutil.Step(t, "TTL 1 goes to the host, not out of wan0", func(t *testing.T) {
+	step(t, "TTL 1 goes to the host, not out of wan0", func(t *testing.T) {
 		sendUDP(t, f.a, netip.MustParseAddr("48.0.0.1"), 9999, 1, 2)
 		if n := recv4(); n != 0 {
 			t.Fatalf("b received %d TTL-1 packets", n)
 		}
 		if n := pktCount(t, f.gw, "p0", "49001"); n < 2 {
-			t.Fatalf("the TTL guard counted %d, want >= 2\n%s", n, testutil.Run(t, "tc", "-n", f.gw, "-s", "filter", "show", "dev", "p0", "ingress"))
+			t.Fatalf("the TTL guard counted %d, want >= 2\n%s", n, run(t, "tc", "-n", f.gw, "-s", "filter", "show", "dev", "p0", "ingress"))
 		}
 	})
-	testutil.Step(t, "reconcile: a foreign filter at our priorities goes, a lost rule comes back", func(t *testing.T) {
-		testutil.Run(t, "tc", "-n", f.gw, "filter", "add", "dev", "p0", "ingress", "protocol", "ip", "pref", "49005", "handle", "0x999",
+	step(t, "reconcile: a foreign filter at our priorities goes, a lost rule comes back", func(t *testing.T) {
+		run(t, "tc", "-n", f.gw, "filter", "add", "dev", "p0", "ingress", "protocol", "ip", "pref", "49005", "handle", "0x999",
 			"flower", "skip_hw", "dst_ip", "48.0.0.0/8", "action", "drop")
-		out := testutil.Run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress", "pref", "49004")
+		out := run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress", "pref", "49004")
 		var ipv6Handle string
 		for _, blk := range strings.Split(out, "filter protocol") {
 			if strings.Contains(blk, "eth_type ipv6") && strings.Contains(blk, "handle") {
@@ -215,7 +214,7 @@ func TestFlowerRulesOnPackets(t *testing.T) {
 		if ipv6Handle == "" {
 			t.Fatalf("no IPv6 forward in:\n%s", out)
 		}
-		testutil.Run(t, "tc", "-n", f.gw, "filter", "del", "dev", "p0", "ingress", "protocol", "802.1Q", "pref", "49004", "handle", ipv6Handle, "flower")
+		run(t, "tc", "-n", f.gw, "filter", "del", "dev", "p0", "ingress", "protocol", "802.1Q", "pref", "49004", "handle", ipv6Handle, "flower")
 		var removed, missing int
 		var err error
 		inNetns(t, f.gw, func() { removed, missing, err = inst.Reconcile([]int{f.p0}) })
@@ -231,12 +230,12 @@ func TestFlowerRulesOnPackets(t *testing.T) {
 			t.Fatalf("after reconcile b received %d of 2", n)
 		}
 	})
-	testutil.Step(t, "removing the rules stops forwarding", func(t *testing.T) {
+	step(t, "removing the rules stops forwarding", func(t *testing.T) {
 		st, errs, err := inst.Apply(nil)
 		if err != nil || len(errs) != 0 || st.Removed != 6 {
 			t.Fatalf("remove: %+v %v %v", st, errs, err)
 		}
-		if out := testutil.Run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"); strings.TrimSpace(out) != "" {
+		if out := run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"); strings.TrimSpace(out) != "" {
 			t.Fatalf("filters left:\n%s", out)
 		}
 		sendUDP(t, f.a, netip.MustParseAddr("48.0.0.1"), 9999, 64, 2)
@@ -247,24 +246,24 @@ func TestFlowerRulesOnPackets(t *testing.T) {
 }
 
 func TestFlowerProbeNetdevsim(t *testing.T) {
-	l := testutil.NewLab(t)
+	l := newLab(t)
 	ko := os.Getenv("SLUICE_NETDEVSIM")
 	if ko == "" {
 		t.Skip("SLUICE_NETDEVSIM unset: netdevsim.ko not built (scripts/vmtest.sh builds it with `sluice vm netdevsim`)")
 	}
 	loadNetdevsim(t, ko)
 	var ns, dev string
-	testutil.Step(t, "new device with hw-tc-offload", func(t *testing.T) {
-		ns = l.Netns(t)
-		id := testutil.FreeNetdevsimID()
-		testutil.NSRun(t, ns, "sh", "-c", fmt.Sprintf("echo '%d 1' > /sys/bus/netdevsim/new_device", id))
-		l.Owner.Cleanup(func() { os.WriteFile("/sys/bus/netdevsim/del_device", []byte(fmt.Sprint(id)), 0) })
-		dev = testutil.NetdevsimNetdev(t, ns, id)
-		testutil.Run(t, "ip", "-n", ns, "link", "set", dev, "up")
-		testutil.NSRun(t, ns, "ethtool", "-K", dev, "hw-tc-offload", "on")
-		testutil.Run(t, "tc", "-n", ns, "qdisc", "add", "dev", dev, "clsact")
+	step(t, "new device with hw-tc-offload", func(t *testing.T) {
+		ns = l.netns(t)
+		id := freeNetdevsimID()
+		nsRun(t, ns, "sh", "-c", fmt.Sprintf("echo '%d 1' > /sys/bus/netdevsim/new_device", id))
+		l.owner.Cleanup(func() { os.WriteFile("/sys/bus/netdevsim/del_device", []byte(fmt.Sprint(id)), 0) })
+		dev = netdevsimNetdev(t, ns, id)
+		run(t, "ip", "-n", ns, "link", "set", dev, "up")
+		nsRun(t, ns, "ethtool", "-K", dev, "hw-tc-offload", "on")
+		run(t, "tc", "-n", ns, "qdisc", "add", "dev", dev, "clsact")
 	})
-	testutil.Step(t, "probe refuses, with the kernel's reason; nothing is left installed", func(t *testing.T) {
+	step(t, "probe refuses, with the kernel's reason; nothing is left installed", func(t *testing.T) {
 		idx, _ := link(t, ns, dev)
 		var p flower.ProbeResult
 		inNetns(t, ns, func() {
@@ -279,7 +278,7 @@ func TestFlowerProbeNetdevsim(t *testing.T) {
 			t.Fatalf("netdevsim accepted a skip_sw flower rule, or gave no reason: %+v", p)
 		}
 		t.Logf("probe refused: %s\nadvice: %s", p.Msg, flower.ExplainRefusal(dev, p))
-		if out := testutil.Run(t, "tc", "-n", ns, "filter", "show", "dev", dev, "ingress"); strings.TrimSpace(out) != "" {
+		if out := run(t, "tc", "-n", ns, "filter", "show", "dev", dev, "ingress"); strings.TrimSpace(out) != "" {
 			t.Fatalf("filters left:\n%s", out)
 		}
 	})
@@ -292,10 +291,10 @@ func loadNetdevsim(t *testing.T, ko string) {
 	if _, err := os.Stat("/sys/module/netdevsim"); err == nil {
 		return
 	}
-	for _, dep := range strings.Split(strings.TrimSpace(testutil.Run(t, "modinfo", "-F", "depends", ko)), ",") {
+	for _, dep := range strings.Split(strings.TrimSpace(run(t, "modinfo", "-F", "depends", ko)), ",") {
 		if dep != "" {
-			testutil.Run(t, "modprobe", dep)
+			run(t, "modprobe", dep)
 		}
 	}
-	testutil.Run(t, "insmod", ko)
+	run(t, "insmod", ko)
 }

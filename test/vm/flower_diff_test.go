@@ -1,6 +1,6 @@
 //go:build vmtest
 
-package flower_test
+package vm
 
 import (
 	"encoding/binary"
@@ -12,7 +12,6 @@ import (
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel"
-	"sluice/internal/testutil"
 )
 
 // randomPolicySet is a seeded, heavily overlapping set of policies between
@@ -115,17 +114,17 @@ func injector(t *testing.T, ns, dev string) func(frame []byte) {
 // the same device; every rule's selector is one XDP forwards; and the
 // rules cover a share of XDP's forwards (reported).
 func TestFlowerMatchesXDP(t *testing.T) {
-	l := testutil.NewLab(t)
+	l := newLab(t)
 	var a, gw, b string
-	testutil.Step(t, "topology", func(t *testing.T) {
-		a, gw, b = l.Netns(t), l.Netns(t), l.Netns(t)
-		testutil.Veth(t, a, "inj", "", gw, "lan0", "10.0.255.254/16")
-		testutil.Veth(t, gw, "wan0", "123.0.0.1/24", b, "wan0", "123.0.0.2/24")
-		testutil.Run(t, "ip", "-n", gw, "route", "add", "48.0.0.0/8", "via", "123.0.0.2")
+	step(t, "topology", func(t *testing.T) {
+		a, gw, b = l.netns(t), l.netns(t), l.netns(t)
+		veth(t, a, "inj", "", gw, "lan0", "10.0.255.254/16")
+		veth(t, gw, "wan0", "123.0.0.1/24", b, "wan0", "123.0.0.2/24")
+		run(t, "ip", "-n", gw, "route", "add", "48.0.0.0/8", "via", "123.0.0.2")
 		_, bmac := link(t, b, "wan0")
-		testutil.Run(t, "ip", "-n", gw, "neigh", "replace", "123.0.0.2", "lladdr", bmac.String(), "dev", "wan0", "nud", "permanent")
-		testutil.NSRun(t, gw, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-		testutil.Run(t, "tc", "-n", gw, "qdisc", "add", "dev", "lan0", "clsact")
+		run(t, "ip", "-n", gw, "neigh", "replace", "123.0.0.2", "lladdr", bmac.String(), "dev", "wan0", "nud", "permanent")
+		nsRun(t, gw, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+		run(t, "tc", "-n", gw, "qdisc", "add", "dev", "lan0", "clsact")
 	})
 	lan, lanMAC := link(t, gw, "lan0")
 	wan, _ := link(t, gw, "wan0")

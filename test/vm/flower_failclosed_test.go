@@ -1,6 +1,6 @@
 //go:build vmtest
 
-package flower_test
+package vm
 
 import (
 	"context"
@@ -15,7 +15,6 @@ import (
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel"
-	"sluice/internal/testutil"
 )
 
 // runTier runs the tier on a thread inside ns until the returned stop is
@@ -60,7 +59,7 @@ func runTier(t *testing.T, ns string, tier *flower.Tier) (stop func()) {
 // forwards counts sluice's forwarding filters on the gateway's p0.
 func (f *flowerLab) forwards(t *testing.T) int {
 	t.Helper()
-	return strings.Count(testutil.Run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"), "Egress Redirect")
+	return strings.Count(run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"), "Egress Redirect")
 }
 
 func (f *flowerLab) waitForwards(t *testing.T, n int) {
@@ -68,7 +67,7 @@ func (f *flowerLab) waitForwards(t *testing.T, n int) {
 	deadline := time.Now().Add(15 * time.Second)
 	for f.forwards(t) != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("want %d forwarding filters, have %d:\n%s", n, f.forwards(t), testutil.Run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"))
+			t.Fatalf("want %d forwarding filters, have %d:\n%s", n, f.forwards(t), run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -85,7 +84,7 @@ func (f *flowerLab) edit(fn func(s *fastpath.Snapshot)) fastpath.Snapshot {
 // closed": after each, no rule forwards what the kernel would no longer
 // send through a packet-offloaded SA.
 func TestFlowerFailClosed(t *testing.T) {
-	l := testutil.NewLab(t)
+	l := newLab(t)
 	f := newFlowerLab(t, l)
 	flower.RefreshEvery = 500 * time.Millisecond
 	newTier := func() *flower.Tier {
@@ -100,14 +99,14 @@ func TestFlowerFailClosed(t *testing.T) {
 		sendUDP(t, f.a, v4, 9999, 64, 2)
 		return recv4()
 	}
-	testutil.Step(t, "rules from the snapshot forward", func(t *testing.T) {
+	step(t, "rules from the snapshot forward", func(t *testing.T) {
 		tier.Update(f.snap)
 		f.waitForwards(t, 2)
 		if n := forwarded(t); n != 2 {
 			t.Fatalf("forwarded %d of 2", n)
 		}
 	})
-	testutil.Step(t, "rekey: a new offloaded SA replaces the old, the rule stays", func(t *testing.T) {
+	step(t, "rekey: a new offloaded SA replaces the old, the rule stays", func(t *testing.T) {
 		before := tier.FlowerStatus().RulesRemoved
 		tier.Update(f.edit(func(s *fastpath.Snapshot) { s.States[0].SPI = 0x7777 }))
 		time.Sleep(time.Second)
@@ -130,7 +129,7 @@ func TestFlowerFailClosed(t *testing.T) {
 			s.Policies[1].Tmpls = []kernel.Tmpl{s.Policies[0].Tmpls[0]}
 		}},
 	} {
-		testutil.Step(t, tc.name, func(t *testing.T) {
+		step(t, tc.name, func(t *testing.T) {
 			tier.Update(f.edit(tc.edit))
 			f.waitForwards(t, 1) // the IPv6 tunnel keeps its rule
 			if n := forwarded(t); n != 0 {
@@ -140,38 +139,38 @@ func TestFlowerFailClosed(t *testing.T) {
 			f.waitForwards(t, 2)
 		})
 	}
-	testutil.Step(t, "mirror overrun: Close removes every rule before it returns", func(t *testing.T) {
+	step(t, "mirror overrun: Close removes every rule before it returns", func(t *testing.T) {
 		tier.Close()
 		if n := f.forwards(t); n != 0 {
 			t.Fatalf("%d rules left after Close", n)
 		}
-		if out := testutil.Run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"); strings.TrimSpace(out) != "" {
+		if out := run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"); strings.TrimSpace(out) != "" {
 			t.Fatalf("guards left:\n%s", out)
 		}
 		tier.Update(f.snap)
 		f.waitForwards(t, 2)
 	})
-	testutil.Step(t, "interface renamed: its rules go; back under its name, they return", func(t *testing.T) {
-		testutil.Run(t, "ip", "-n", f.gw, "link", "set", "p0.502", "name", "lan502")
+	step(t, "interface renamed: its rules go; back under its name, they return", func(t *testing.T) {
+		run(t, "ip", "-n", f.gw, "link", "set", "p0.502", "name", "lan502")
 		f.waitForwards(t, 0)
-		testutil.Run(t, "ip", "-n", f.gw, "link", "set", "lan502", "name", "p0.502")
+		run(t, "ip", "-n", f.gw, "link", "set", "lan502", "name", "p0.502")
 		f.waitForwards(t, 2)
 	})
-	testutil.Step(t, "egress link down: the kernel drops what the rule redirects", func(t *testing.T) {
-		testutil.Run(t, "ip", "-n", f.gw, "link", "set", "wan0", "down")
+	step(t, "egress link down: the kernel drops what the rule redirects", func(t *testing.T) {
+		run(t, "ip", "-n", f.gw, "link", "set", "wan0", "down")
 		if n := forwarded(t); n != 0 {
 			t.Fatalf("%d packets left through a down link", n)
 		}
-		testutil.Run(t, "ip", "-n", f.gw, "link", "set", "wan0", "up")
-		testutil.Run(t, "ip", "-n", f.b, "link", "set", "wan0", "up")
+		run(t, "ip", "-n", f.gw, "link", "set", "wan0", "up")
+		run(t, "ip", "-n", f.b, "link", "set", "wan0", "up")
 	})
-	testutil.Step(t, "daemon stopped: every rule is removed", func(t *testing.T) {
+	step(t, "daemon stopped: every rule is removed", func(t *testing.T) {
 		stop()
-		if out := testutil.Run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"); strings.TrimSpace(out) != "" {
+		if out := run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"); strings.TrimSpace(out) != "" {
 			t.Fatalf("filters left after stop:\n%s", out)
 		}
 	})
-	testutil.Step(t, "daemon killed: the next start removes the rules it left", func(t *testing.T) {
+	step(t, "daemon killed: the next start removes the rules it left", func(t *testing.T) {
 		// A killed daemon's rules: installed and never removed.
 		res := f.derive()
 		inNetns(t, f.gw, func() {
