@@ -163,6 +163,7 @@ struct nm_flow {
 
 /* main.c */
 extern unsigned int nm_sa_budget;
+extern bool nm_tx_miss_cleartext;
 bool nm_is_port(const struct net_device *dev);
 
 /* wire.c */

@@ -47,6 +47,10 @@ static struct sk_buff *nm_tx_ipsec(struct nm_priv *priv, struct sk_buff *skb)
 	sa = nm_sa_for_tmpl(priv, pol, &fl);
 	if (!sa) {
 		nm_inc(priv, NM_TX_DROP_NO_STATE);
+		if (nm_tx_miss_cleartext) {
+			nm_inc(priv, NM_TX_CLEARTEXT_PACKETS);
+			return skb;
+		}
 		goto drop;
 	}
 	if (nm_sa_hard_expired(sa)) {
