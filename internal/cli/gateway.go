@@ -3,9 +3,7 @@ package cli
 import (
 	"errors"
 	"log/slog"
-	"os/signal"
 	goruntime "runtime"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -69,7 +67,7 @@ func runGatewayRun(cmd *cobra.Command, f gatewayRunFlags) error {
 	// Written by gateway.Run once it holds the pin dir's lock, so
 	// a refused second start never touches the first one's.
 	opts.PIDFile = gateway.PIDFile(g.PinDir)
-	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	opts.Log.Info("sluice gateway starting", "config", f.file, "policy-source", string(g.PolicySource), "pin-dir", g.PinDir, "lease", g.Lease)
 	return gateway.Run(ctx, opts)

@@ -3,10 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -77,7 +74,7 @@ type vmRunFlags struct {
 }
 
 func runVMRun(cmd *cobra.Command, f vmRunFlags, args []string) error {
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	f.o.Stdout = cmd.OutOrStdout()
 	if f.verbose {
