@@ -420,6 +420,14 @@ static __always_inline int worth(struct classify_ctx *c, struct fp_tuple *t)
 	return 0;
 }
 
+/* covers_top8 says whether a tuple's summary holds the first 8 bits of
+ * the address starting with word a. */
+static __always_inline int covers_top8(const __u64 *sum, __be32 a)
+{
+	__u32 v = bpf_ntohl(a) >> 24;
+	return (sum[(v >> 6) & 3] >> (v & 63)) & 1;
+}
+
 static long classify_tuple(__u32 i, void *data)
 {
 	struct classify_ctx *c = data;
@@ -432,7 +440,7 @@ static long classify_tuple(__u32 i, void *data)
 		c->err = 1;
 		return 1;
 	}
-	if (!worth(c, t))
+	if (!worth(c, t) || !covers_top8(t->src_top8, p->src[0]) || !covers_top8(t->dst_top8, p->dst[0]))
 		return 0;
 	struct fp_pkey key;
 	__builtin_memset(&key, 0, sizeof(key));

@@ -45,8 +45,9 @@ func (dp *Datapath) Apply(t *Tables) error {
 			return fmt.Errorf("fastpath: writing %d policies: %w", len(keys), err)
 		}
 	}
+	tuples := withTop8(t)
 	for fam := 0; fam < 2; fam++ {
-		for i, tu := range t.Tuples[fam] {
+		for i, tu := range tuples[fam] {
 			idx := uint32((int(idle)*2+fam)*MaxTuples + i)
 			if err := dp.objs.Tuples.Put(idx, tu); err != nil {
 				return fmt.Errorf("fastpath: writing tuple %d: %w", i, err)

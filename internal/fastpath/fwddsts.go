@@ -143,3 +143,42 @@ func (dp *Datapath) setInboundDsts(on bool) error {
 	}
 	return dp.writeDsts(dstsFor(dp.dstOut, dp.dstIn, on))
 }
+
+// withTop8 returns t's tuples with their address summaries filled in: bit
+// v of src_top8 (dst_top8) is set when some entry of the tuple has a
+// source (destination) prefix covering first-8-bit value v. The program
+// skips a tuple whose summaries miss the packet's addresses: no entry of
+// it can match.
+func withTop8(t *Tables) [2][]fastpathFpTuple {
+	var out [2][]fastpathFpTuple
+	for fam := range out {
+		out[fam] = append([]fastpathFpTuple(nil), t.Tuples[fam]...)
+		for i := range out[fam] {
+			out[fam][i].SrcTop8, out[fam][i].DstTop8 = [4]uint64{}, [4]uint64{}
+		}
+	}
+	for k := range t.Entries {
+		fam := int(k.Family & 1)
+		if int(k.Tuple) >= len(out[fam]) {
+			continue
+		}
+		tu := &out[fam][k.Tuple]
+		setTop8(&tu.SrcTop8, k.Src[0], int(tu.SrcPlen))
+		setTop8(&tu.DstTop8, k.Dst[0], int(tu.DstPlen))
+	}
+	return out
+}
+
+// setTop8 sets the bits of the first-8-bit values a prefix of length plen
+// starting with word0 (network order, as the bpf2go types hold it) covers.
+func setTop8(sum *[4]uint64, word0 uint32, plen int) {
+	top := uint32(byte(word0)) // the first byte of the address
+	n := uint32(1)
+	if plen < 8 {
+		n = 1 << (8 - plen)
+		top &^= n - 1
+	}
+	for v := top; v < top+n; v++ {
+		sum[v>>6] |= 1 << (v & 63)
+	}
+}
