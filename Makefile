@@ -10,7 +10,7 @@ BIN        := bin/sluice
 # Generated BPF bindings are committed; `check-generated` proves they match the C.
 BPF_GEN    := $(wildcard internal/*/*_bpfel.go internal/*/*_bpfel.o)
 
-.PHONY: all setup build generate check-generated lint test-host test-kernel-model vmtest test demo clean
+.PHONY: all setup build generate check-generated lint test-host test-kernel-model vmtest test demo package clean
 
 all: build
 
@@ -73,6 +73,10 @@ demo: build
 	@echo "== the same iMIX through Linux forwarding, a bare XDP redirect and sluice's fast path, 3 rounds (about 100 s) =="
 	./$(BIN) bench compare --topology forwarder --forwarders kernel,xdp-redirect,sluice \
 		--profile imix-mno-1 --steps 10 --step-seconds 1 --rounds 3 --rate-max 3Mpps --out bin/demo-report
+
+## package: static binary, .deb and .rpm in bin/package (man pages and completions from the command tree; docs/install.md)
+package:
+	bash scripts/package.sh
 
 clean:
 	rm -rf bin .vmtest

@@ -134,6 +134,38 @@ struct {
 	__type(value, struct fp_counter);
 } policy_counts SEC(".maps");
 
+/* The route epoch in which each policy last handed the kernel a packet
+ * (see use_due). LRU: a policy gone idle ages out; a lost entry costs one
+ * more packet through the kernel, never a wrong forward. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 262144);
+	__type(key, __u32); /* kernel policy index */
+	__type(value, __u32);
+} use_stamp SEC(".maps");
+
+/* use_due says whether this forward should go through the kernel instead,
+ * once per policy per route epoch (the control plane bumps it every second,
+ * which also sends every cached flow back here): the kernel stamps a
+ * policy's use time (curlft.use_time, what charon's inactivity, DPD and
+ * `swanctl --list-sas` read) only when a packet passes xfrm_lookup (OUT)
+ * or its policy check (FWD), and a fast-path forward passes neither. The
+ * handed packet is one the kernel forwards as well; two CPUs may both hand
+ * one over. */
+static __always_inline int use_due(__u32 index)
+{
+	__u32 zero = 0;
+	struct fp_config *cfg = bpf_map_lookup_elem(&config, &zero);
+	if (explain_mode || !cfg || !cfg->use_time)
+		return 0;
+	__u32 epoch = cfg->route_epoch;
+	__u32 *seen = bpf_map_lookup_elem(&use_stamp, &index);
+	if (seen && *seen == epoch)
+		return 0;
+	bpf_map_update_elem(&use_stamp, &index, &epoch, BPF_ANY);
+	return 1;
+}
+
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, 1);
@@ -665,6 +697,18 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct scratch *w, st
 		d->reason = FP_R_NOT_CONFIGURED;
 		return XDP_PASS;
 	}
+	/* Past the SA: above its MTU the kernel answers frag-needed (DF) or
+	 * packet-too-big, or fragments (IPv4 without DF); either way it is the
+	 * kernel's packet. A cache entry's max_len never exceeds this, and a
+	 * new MTU comes with a new generation. */
+	if (p->tot_len > out->sa_mtu) {
+		d->reason = FP_R_SA_MTU;
+		return XDP_PASS;
+	}
+	if (use_due(out->index)) {
+		d->reason = FP_R_USE_TIME;
+		return XDP_PASS;
+	}
 	/* Every configured port that is not a VLAN child is in tx_ports (the
 	 * control plane keeps it so), so the redirect below cannot miss and
 	 * this path needs no devmap lookup of its own. */
@@ -808,6 +852,11 @@ static __always_inline int forward_in(struct xdp_md *ctx, struct scratch *w, str
 	struct fp_flow *nf = &w->nf;
 	__u32 egress;
 	const __u8 *dmac, *smac;
+
+	if (use_due(d->policy_index)) { /* the FWD policy's use time */
+		d->reason = FP_R_USE_TIME;
+		return XDP_PASS;
+	}
 
 	if (in_if->hairpin_ifindex) {
 		egress = in_if->hairpin_ifindex;

@@ -78,6 +78,8 @@ enum fp_reason {
 	FP_R_ICMP_ERROR,      /* ICMP error with no FWD match: the kernel checks the quoted packet instead */
 	FP_R_RP_FILTER,       /* IPv4 under strict rp_filter, or loose without a route back: the kernel decides */
 	FP_R_NOT_FORWARDABLE, /* no forwardable policy covers the destination (fwd_dsts): passed before the exact checks */
+	FP_R_SA_MTU,          /* larger than the SA's MTU (xfrm_state_mtu): the kernel sends frag-needed/PTB or fragments */
+	FP_R_USE_TIME,        /* forwardable, but handed to the kernel so it stamps the policies' use time (one per policy per route epoch) */
 	FP_R_MAX,
 };
 
@@ -97,6 +99,11 @@ struct fp_config {
 	/* How long xdp_lease_renew keeps the fast path open (see struct
 	 * fp_lease); <= 0: close it now. Read only by the renew program. */
 	__s64 lease_ns;
+	/* 1: hand the kernel one packet per policy per route epoch, so it
+	 * stamps the policies' use times (use_due in fastpath.c). Off for a
+	 * static policy source: no kernel policy to stamp. */
+	__u32 use_time;
+	__u32 pad;
 };
 
 /* The control plane's lease. xdp_lease_renew (run by the daemon through
@@ -151,7 +158,10 @@ struct fp_policy {
 	__u32 offload_ifindex;    /* packet-offload device of the policy's SA, 0 if none */
 	__u8 action;              /* enum fp_action */
 	__u8 flags;               /* enum fp_policy_flags */
-	__u16 pad;
+	/* Largest L3 packet the SA carries (xfrm_state_mtu of its route's
+	 * MTU, computed by the control plane; the smallest over the SAs the
+	 * template may resolve to). 0: not known, nothing is forwarded. */
+	__u16 sa_mtu;
 };
 
 /* Value of a policy table: the best policy per direction for one key. */

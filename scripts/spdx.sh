@@ -31,6 +31,7 @@ bpf_lic='(GPL-2.0-only OR BSD-2-Clause)'
 license() {
 	case $1 in
 	bpf/*) echo "$bpf_lic" ;;
+	kmod/*.go) echo Apache-2.0 ;; # kmod.go only embeds the sources as data
 	kmod/*) echo GPL-2.0-only ;;
 	*) echo Apache-2.0 ;;
 	esac

@@ -14,8 +14,10 @@
 #
 # Environment: VMTEST_TIMEOUT (default 25m) limits the whole VM run,
 # VMTEST_TEST_TIMEOUT (default 22m) each test binary's run. In the
-# guest, tests find the sluice binary built here in $SLUICE_BIN and
-# netdevsim.ko in $SLUICE_NETDEVSIM.
+# guest, tests find the sluice binary built here in $SLUICE_BIN,
+# netdevsim.ko in $SLUICE_NETDEVSIM, the NIC model (kmod/nicmodel) in
+# $SLUICE_NICMODEL and an iproute2 that knows "offload packet" in
+# $SLUICE_IP_PACKET.
 set -euo pipefail
 
 now_ms() { date +%s%3N; }
@@ -62,6 +64,9 @@ go build -o "$out/sluice" ./cmd/sluice
 t0=$(now_ms)
 "$out/sluice" vm netdevsim >/dev/null
 log "netdevsim.ko ready ($(since "$t0"))"
+t0=$(now_ms)
+"$out/sluice" vm nicmodel >/dev/null
+log "nicmodel.ko ready ($(since "$t0"))"
 
 filters=("$@")
 [ ${#filters[@]} -gt 0 ] || filters=("")

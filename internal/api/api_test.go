@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+
+	"sluice/internal/testutil"
 )
 
 // fakeProvider stands in for the daemon: the API layer is plain Go, and
@@ -49,9 +51,7 @@ func serve(t *testing.T, path string) {
 }
 
 func TestSocketModeOwnerAndRoundTrip(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("chown to another group needs root")
-	}
+	testutil.RequireRoot(t, "chown to another group")
 	path := filepath.Join(t.TempDir(), "run", "sluice.sock")
 	l, err := Listen(path, SocketOptions{Mode: 0o660, UID: -1, GID: 100})
 	if err != nil {

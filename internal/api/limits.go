@@ -4,9 +4,8 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"sync"
 	"time"
-
-	"golang.org/x/net/netutil"
 )
 
 // Limits bound what clients can hold on the API and metrics servers: a
@@ -14,8 +13,9 @@ import (
 // must neither keep a descriptor for ever nor starve the daemon of them
 // (~21,000 idle keep-alive connections once used them all).
 type Limits struct {
-	// MaxConns is the most connections a server holds at once; more wait
-	// in the kernel's accept queue until one closes.
+	// MaxConns is the most connections a server holds at once. At the
+	// cap the connection idle longest is closed for a new one; when none
+	// is idle, new ones wait in the kernel's accept queue.
 	MaxConns int
 	// ReadHeader bounds the wait for a request's headers (a new
 	// connection that sends nothing is closed after it).
@@ -39,8 +39,99 @@ func newServer(h http.Handler) *http.Server {
 		WriteTimeout: limits.Write, IdleTimeout: limits.Idle}
 }
 
-// limitConns caps the connections l hands out at once.
-func limitConns(l net.Listener) net.Listener { return netutil.LimitListener(l, limits.MaxConns) }
+// serveLimited serves srv on l holding at most limits.MaxConns
+// connections. When they are all open, it closes the one idle longest (a
+// keep-alive connection between requests) before it accepts the next:
+// with a plain cap (netutil.LimitListener), 70 keep-alive clients that
+// each repeat a request every 20 s held all 64 slots, and fresh scrapes
+// of /metrics timed out for as long as they ran. Only when every slot is
+// busy with a request does a new connection wait in the kernel's accept
+// queue, and a request is bounded by the Read/Write limits.
+func serveLimited(srv *http.Server, l net.Listener) error {
+	cl := &capListener{Listener: l, max: limits.MaxConns, conns: map[net.Conn]*connState{}}
+	cl.cond = sync.NewCond(&cl.mu)
+	srv.ConnState = cl.track
+	return srv.Serve(cl)
+}
+
+// capListener is serveLimited's listener; http.Server tells it each
+// connection's state through track.
+type capListener struct {
+	net.Listener
+	max int
+
+	mu     sync.Mutex // guards the fields below
+	cond   *sync.Cond // signalled when a connection closes or goes idle
+	conns  map[net.Conn]*connState
+	closed bool
+}
+
+type connState struct {
+	idle  bool // a keep-alive connection waiting for its next request
+	since time.Time
+}
+
+// Accept makes room (closing the longest idle connection, or waiting for
+// one to close) before it accepts.
+func (l *capListener) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	for len(l.conns) >= l.max && !l.closed {
+		if c := l.longestIdle(); c != nil {
+			delete(l.conns, c)
+			c.Close()
+			break
+		}
+		l.cond.Wait()
+	}
+	l.mu.Unlock()
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.conns[c] = &connState{since: time.Now()}
+	l.mu.Unlock()
+	return c, nil
+}
+
+func (l *capListener) longestIdle() net.Conn {
+	var victim net.Conn
+	var since time.Time
+	for c, s := range l.conns {
+		if s.idle && (victim == nil || s.since.Before(since)) {
+			victim, since = c, s.since
+		}
+	}
+	return victim
+}
+
+// track is the server's ConnState hook.
+func (l *capListener) track(c net.Conn, st http.ConnState) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	s, ok := l.conns[c]
+	switch st {
+	case http.StateIdle, http.StateActive:
+		if ok {
+			s.idle, s.since = st == http.StateIdle, time.Now()
+			if s.idle {
+				l.cond.Broadcast() // Accept may wait for one to close
+			}
+		}
+	case http.StateClosed, http.StateHijacked:
+		delete(l.conns, c)
+		l.cond.Broadcast()
+	}
+}
+
+// Close stops Accept waiting for room.
+func (l *capListener) Close() error {
+	l.mu.Lock()
+	l.closed = true
+	l.cond.Broadcast()
+	l.mu.Unlock()
+	return l.Listener.Close()
+}
 
 // AllInterfaces reports whether a listen address (host:port) binds every
 // interface: an empty host, 0.0.0.0 or ::.

@@ -32,6 +32,7 @@ var (
 	descCache    = prometheus.NewDesc("sluice_flow_cache_packets_total", "Packets by what the flow cache did: hit (replayed), fill (decided in full, remembered), bypass (decided in full while the cache was off for thrashing).", []string{"result"}, nil)
 	descCacheL4  = prometheus.NewDesc("sluice_flow_cache_keys_l4", "1 when flow-cache entries are per connection (a policy or the FIB looks at ports), 0 when per host pair.", nil, nil)
 	descOpen     = prometheus.NewDesc("sluice_fastpath_open", "1 when the XDP program forwards (tables ready, lease current); 0 while everything goes to the kernel.", nil, nil)
+	descAttached = prometheus.NewDesc("sluice_xdp_attached", "1 when the kernel has the daemon's XDP program on the interface (checked against its attachments); 0 while it is missing (the daemon re-attaches when it can).", []string{"iface"}, nil)
 	descPinsOK   = prometheus.NewDesc("sluice_pins_ok", "1 when every map and link is pinned under the pin dir; 0 after they were removed and could not be pinned again.", nil, nil)
 	descRepins   = prometheus.NewDesc("sluice_pin_repairs_total", "Times pins removed under the daemon were pinned again.", nil, nil)
 	descFlower   = prometheus.NewDesc("sluice_flower_rules", "Flower tier: hardware rules installed now.", nil, nil)
@@ -46,7 +47,7 @@ type collector struct {
 }
 
 func (c *collector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descPackets, descPolPkts, descPolBytes, descPolicies, descInSync, descResyncs, descSyncs, descNextHop, descCache, descCacheL4, descOpen, descPinsOK, descRepins, descFlower, descFlowerEv, descBuild} {
+	for _, d := range []*prometheus.Desc{descPackets, descPolPkts, descPolBytes, descPolicies, descInSync, descResyncs, descSyncs, descNextHop, descCache, descCacheL4, descOpen, descAttached, descPinsOK, descRepins, descFlower, descFlowerEv, descBuild} {
 		ch <- d
 	}
 }
@@ -62,6 +63,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 		for r, n := range i.Reasons {
 			ch <- prometheus.MustNewConstMetric(descPackets, prometheus.CounterValue, float64(n), i.Name, r)
 		}
+		ch <- prometheus.MustNewConstMetric(descAttached, prometheus.GaugeValue, b2f(i.Attached), i.Name)
 		if i.NextHop != nil {
 			ch <- prometheus.MustNewConstMetric(descNextHop, prometheus.GaugeValue, b2f(i.NextHop.Resolved), i.Name, i.NextHop.Addr)
 		}
@@ -146,7 +148,7 @@ func ServeMetrics(ctx context.Context, l net.Listener, h http.Handler) error {
 		<-ctx.Done()
 		srv.Close()
 	}()
-	if err := srv.Serve(limitConns(l)); !errors.Is(err, http.ErrServerClosed) {
+	if err := serveLimited(srv, l); !errors.Is(err, http.ErrServerClosed) {
 		return err
 	}
 	return nil

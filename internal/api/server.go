@@ -51,7 +51,7 @@ func Serve(ctx context.Context, l net.Listener, h http.Handler) error {
 		defer cancel()
 		srv.Shutdown(sctx)
 	}()
-	err := srv.Serve(limitConns(l))
+	err := serveLimited(srv, l)
 	if errors.Is(err, http.ErrServerClosed) {
 		return nil
 	}

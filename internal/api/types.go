@@ -14,7 +14,10 @@ type GatewayStatus struct {
 	PinDir       string    `json:"pin_dir"`
 	// FastPathOpen: the program forwards (ready and the lease current);
 	// false, everything goes to the kernel.
-	FastPathOpen bool              `json:"fast_path_open"`
+	FastPathOpen bool `json:"fast_path_open"`
+	// ClosedReason says why the fast path is closed when an interface
+	// lacks the program (checked against the kernel's attachments).
+	ClosedReason string            `json:"closed_reason,omitempty"`
 	Pins         PinStatus         `json:"pins"`
 	Interfaces   []InterfaceStatus `json:"interfaces"`
 	Mirror       MirrorStatus      `json:"mirror"`
@@ -36,6 +39,10 @@ type InterfaceStatus struct {
 	Parent         string            `json:"parent,omitempty"`
 	NextHop        *NextHop          `json:"hairpin_next_hop,omitempty"`
 	Reasons        map[string]uint64 `json:"reasons"` // packets per verdict reason
+	// Attached: the kernel has this daemon's program on this interface
+	// (by name, ifindex and namespace); Problem says why not.
+	Attached bool   `json:"attached"`
+	Problem  string `json:"problem,omitempty"`
 }
 
 // NextHop is a resolved (or not) hairpin next hop.

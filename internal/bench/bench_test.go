@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"sluice/internal/testutil"
 )
 
 func TestBuiltinProfiles(t *testing.T) {
@@ -191,9 +193,7 @@ func TestPercentilesFromHistogram(t *testing.T) {
 // TestSinkCountsStampedFrames runs bpf/sink.c with BPF_PROG_RUN on frames
 // stamped like the generator's: in order, late, foreign and out of range.
 func TestSinkCountsStampedFrames(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loads BPF programs")
-	}
+	testutil.RequireRoot(t, "loads BPF programs")
 	var objs sinkObjects
 	if err := loadSinkObjects(&objs, nil); err != nil {
 		t.Fatal(err)

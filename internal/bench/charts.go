@@ -44,7 +44,9 @@ const (
 	dpi    = 110
 )
 
-// Charts renders the report's figures.
+// Charts renders the report's figures. The summary stacks the three
+// panels for a single image file; report.html shows the three panels once
+// each, not the summary too.
 func (r *Report) Charts() ([]Chart, error) {
 	build := map[string]func() (*plot.Plot, error){
 		ChartThroughput: r.throughputPlot,
@@ -52,29 +54,40 @@ func (r *Report) Charts() ([]Chart, error) {
 		ChartLoss:       r.lossPlot,
 	}
 	var out []Chart
+	var splits []legendSplit
+	var panels []*plot.Plot
+	w := vg.Length(0) // one legend width for all, so the time axes line up down the page
 	for _, name := range []string{ChartThroughput, ChartLatency, ChartLoss} {
 		p, err := build[name]()
 		if err != nil {
 			return nil, fmt.Errorf("chart %s: %w", name, err)
 		}
-		c, err := render(name, p.Title.Text, chartW, chartH, func(dc draw.Canvas) { p.Draw(dc) })
+		sp := legendRight(p)
+		sp.name = name
+		splits = append(splits, sp)
+		w = max(w, splits[len(splits)-1].width)
+		// Each panel is built afresh: a plot.Plot keeps state from drawing.
+		fresh, _ := build[name]()
+		panels = append(panels, fresh)
+	}
+	for _, sp := range splits {
+		sp.width = w
+		c, err := render(sp.name, sp.p.Title.Text, chartW, chartH, sp.draw)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, c)
 	}
-	// Each panel is built afresh: a plot.Plot keeps state from drawing.
-	var fresh []*plot.Plot
-	for _, name := range []string{ChartThroughput, ChartLatency, ChartLoss} {
-		p, _ := build[name]()
-		fresh = append(fresh, p)
-	}
 	title := "Stepped load: " + r.Settings.Profile.Name
 	summary, err := render(ChartSummary, title, chartW, 3*chartH, func(dc draw.Canvas) {
+		var split []legendSplit
+		for _, p := range panels {
+			split = append(split, legendRight(p))
+		}
 		tiles := draw.Tiles{Rows: 3, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(10)}
-		canvases := plot.Align([][]*plot.Plot{{fresh[0]}, {fresh[1]}, {fresh[2]}}, tiles, dc)
-		for i := range fresh {
-			fresh[i].Draw(canvases[i][0])
+		canvases := plot.Align([][]*plot.Plot{{panels[0]}, {panels[1]}, {panels[2]}}, tiles, draw.Crop(dc, 0, -w-legendGap, 0, 0))
+		for i, sp := range split {
+			sp.drawIn(canvases[i][0], dc.Max.X)
 		}
 	})
 	if err != nil {
@@ -83,17 +96,67 @@ func (r *Report) Charts() ([]Chart, error) {
 	return append([]Chart{summary}, out...), nil
 }
 
+// The legend stands right of the plotted area, top-aligned with it: inside,
+// it covered the top tick label and the data it describes.
+const (
+	legendGap = 10 // points between the plot's right edge and the legend
+	rightPad  = 6  // points right of the legend, so no glyph touches the edge
+)
+
+// legendSplit is a plot with its legend taken out, to be drawn beside it.
+type legendSplit struct {
+	name  string
+	p     *plot.Plot
+	leg   plot.Legend
+	width vg.Length
+}
+
+func legendRight(p *plot.Plot) legendSplit {
+	leg := p.Legend
+	p.Legend = plot.NewLegend()
+	leg.Top, leg.Left = true, true
+	r := leg.Rectangle(draw.Canvas{})
+	return legendSplit{p: p, leg: leg, width: r.Max.X - r.Min.X + rightPad}
+}
+
+// draw draws the plot in c less a strip on the right, and the legend there.
+func (s legendSplit) draw(c draw.Canvas) {
+	s.drawIn(draw.Crop(c, 0, -s.width-legendGap, 0, 0), c.Max.X)
+}
+
+// drawIn draws the plot in pc and the legend between pc's right edge and right.
+func (s legendSplit) drawIn(pc draw.Canvas, right vg.Length) {
+	s.p.Draw(pc)
+	da := s.p.DataCanvas(pc)
+	lc := pc
+	lc.Min.X, lc.Max.X = pc.Max.X+legendGap, right-rightPad
+	lc.Max.Y = da.Max.Y
+	s.leg.Draw(lc)
+}
+
+// margin keeps every glyph off the image's edge: a browser's text box is
+// taller than gonum's, and titles drawn flush with the top were cut.
+const margin = 4
+
 func render(name, title string, w, h vg.Length, drawFn func(draw.Canvas)) (Chart, error) {
 	c := Chart{Name: name, Title: title}
-	sc := vgsvg.New(w, h)
-	drawFn(draw.New(sc))
+	inset := func(vc vg.CanvasSizer) {
+		dc := draw.New(vc)
+		dc.SetColor(color.White)
+		dc.Fill(dc.Rectangle.Path())
+		drawFn(draw.Crop(dc, margin, -margin, margin, -margin))
+	}
+	// The fonts travel with the SVG: a browser without Liberation fell back to
+	// a wider font, and the right-hand tick labels were cut off.
+	sc := vgsvg.NewWith(vgsvg.UseWH(w, h), vgsvg.EmbedFonts(true))
+	inset(sc)
 	var sb bytes.Buffer
 	if _, err := sc.WriteTo(&sb); err != nil {
 		return c, err
 	}
 	c.SVG = sb.Bytes()
 	ic := vgimg.NewWith(vgimg.UseWH(w, h), vgimg.UseDPI(dpi))
-	drawFn(draw.New(ic))
+	inset(ic)
 	var pb bytes.Buffer
 	if _, err := (vgimg.PngCanvas{Canvas: ic}).WriteTo(&pb); err != nil {
 		return c, err
@@ -152,8 +215,8 @@ func newPlot(title, ylabel string) *plot.Plot {
 	p.Title.Text = title
 	p.X.Label.Text = "time (s)"
 	p.Y.Label.Text = ylabel
-	p.Legend.Top = true
-	p.Legend.Left = true
+	p.Legend.TextStyle.Font.Size = vg.Points(9)
+	p.Legend.Padding = vg.Points(4) // gonum spaces entries by cap height: less and the lines' boxes overlap
 	p.Add(plotter.NewGrid())
 	return p
 }
@@ -190,6 +253,15 @@ func (r *Report) throughputPlot() (*plot.Plot, error) {
 	p := newPlot("Received rate per step (dashed: offered)", "received ("+unit+")")
 	p.Y.Min = 0
 	looks := r.looks()
+	// The max-clean value goes into the legend under its run, not beside its
+	// marker: labels at neighbouring markers overlapped each other and the lines.
+	type entry struct {
+		name  string
+		thumb plot.Thumbnailer
+		note  string
+	}
+	var entries []*entry
+	group := map[string]*entry{}
 	for i, run := range r.Runs {
 		col := looks[i].col
 		rx, err := plotter.NewLine(staircase(run.Steps, func(s Step) float64 { return s.RxPPS / scale }, nil))
@@ -198,8 +270,13 @@ func (r *Report) throughputPlot() (*plot.Plot, error) {
 		}
 		rx.Color, rx.Width = col, vg.Points(1.8)
 		p.Add(rx)
+		key := run.Forwarder
+		if run.Round == 0 {
+			key = fmt.Sprint(i)
+		}
 		if looks[i].legend != "" {
-			p.Legend.Add(looks[i].legend, rx)
+			group[key] = &entry{name: looks[i].legend, thumb: rx}
+			entries = append(entries, group[key])
 		}
 		target, err := plotter.NewLine(staircase(run.Steps, func(s Step) float64 { return s.TargetPPS / scale }, func(v float64) bool { return v <= 0 }))
 		if err == nil {
@@ -214,20 +291,19 @@ func (r *Report) throughputPlot() (*plot.Plot, error) {
 			}
 			sc.GlyphStyle = draw.GlyphStyle{Color: col, Radius: vg.Points(4), Shape: draw.CircleGlyph{}}
 			p.Add(sc)
-			if looks[i].label == "" {
-				continue
+			if looks[i].label != "" && group[key] != nil {
+				what := "max clean"
+				if run.Round != 0 {
+					what = "median max clean"
+				}
+				group[key].note = fmt.Sprintf("%s %s, %.2f Gbps", what, FormatPPS(st.RxPPS), st.RxBPS/1e9)
 			}
-			lb, err := plotter.NewLabels(plotter.XYLabels{XYs: pt, Labels: []string{
-				fmt.Sprintf("%s %s (%.2f Gbps)", looks[i].label, FormatPPS(st.RxPPS), st.RxBPS/1e9)}})
-			if err != nil {
-				return nil, err
-			}
-			lb.Offset = vg.Point{X: vg.Points(-60), Y: vg.Points(6 + 9*float64(i%3))}
-			for j := range lb.TextStyle {
-				lb.TextStyle[j].Color = col
-				lb.TextStyle[j].Font.Size = vg.Points(8)
-			}
-			p.Add(lb)
+		}
+	}
+	for _, e := range entries {
+		p.Legend.Add(e.name, e.thumb)
+		if e.note != "" {
+			p.Legend.Add(e.note)
 		}
 	}
 	return p, nil

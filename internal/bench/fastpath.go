@@ -27,8 +27,11 @@ type FastpathResult struct {
 
 // tunnelSnapshot builds n strongSwan-style tunnels: 16.0.0.0/8 <-> 48.x.y.0/24,
 // each SA packet-offloaded on wan.
+// gcm128 is the SAs' transform, as strongSwan's esp=aes128gcm16 makes it.
+var gcm128 = kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
+
 func tunnelSnapshot(n, wan int) fastpath.Snapshot {
-	var s fastpath.Snapshot
+	s := fastpath.Snapshot{RouteMTU: map[fastpath.Endpoints]int{}}
 	local := netip.MustParseAddr("123.0.0.1")
 	lan := netip.MustParsePrefix("16.0.0.0/8")
 	for i := 0; i < n; i++ {
@@ -46,8 +49,10 @@ func tunnelSnapshot(n, wan int) fastpath.Snapshot {
 			kernel.Policy{Index: base | 2, Dir: kernel.DirFwd, Priority: 1000, Sel: kernel.Selector{Src: remote, Dst: lan},
 				Tmpls: []kernel.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}}})
 		s.States = append(s.States,
-			kernel.State{Src: local, Dst: peer, Proto: 50, SPI: 0x10000 + reqid, Reqid: reqid, Mode: 1, Offload: out},
-			kernel.State{Src: peer, Dst: local, Proto: 50, SPI: 0x20000 + reqid, Reqid: reqid, Mode: 1, Offload: in})
+			kernel.State{Src: local, Dst: peer, Proto: 50, SPI: 0x10000 + reqid, Reqid: reqid, Mode: 1, Offload: out, Alg: gcm128},
+			kernel.State{Src: peer, Dst: local, Proto: 50, SPI: 0x20000 + reqid, Reqid: reqid, Mode: 1, Offload: in, Alg: gcm128})
+		// a 1500-byte route under each SA: its MTU is 1446, above every packet here
+		s.RouteMTU[fastpath.Endpoints{Src: local, Dst: peer}] = 1500
 	}
 	return s
 }

@@ -1,9 +1,10 @@
 package bench
 
 import (
-	"os"
 	"strings"
 	"testing"
+
+	"sluice/internal/testutil"
 )
 
 // The benchmark measures the path it names: every run of the outbound case
@@ -11,9 +12,7 @@ import (
 // BPF_PROG_RUN reuses; and a batch long enough to run the TTL down is
 // reported as an error, not as a number.
 func TestFastpathBenchmarkMeasuresTheNamedPath(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("loads BPF and creates a namespace: needs root")
-	}
+	testutil.RequireRoot(t, "loads BPF and creates a namespace")
 	res, err := Fastpath([]int{1, 16}, 600, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -23,8 +23,22 @@ func (r *Report) HTML(charts []Chart) ([]byte, error) {
 		MaxClean *Step
 	}
 	var cv []chartView
+	fonts := ""
 	for _, c := range charts {
-		cv = append(cv, chartView{Name: c.Name, Title: c.Title, SVG: template.HTML(inlineSVG(c.SVG))})
+		if c.Name == ChartSummary {
+			continue // the same three panels again: each chart once
+		}
+		svg := inlineSVG(c.SVG)
+		// Every SVG embeds its fonts (charts.go); inline, one @font-face
+		// serves the page, so later copies of the same one are dropped.
+		if f := fontFace.FindString(svg); f != "" {
+			if fonts == f {
+				svg = strings.Replace(svg, f, "", 1)
+			} else if fonts == "" {
+				fonts = f
+			}
+		}
+		cv = append(cv, chartView{Name: c.Name, Title: c.Title, SVG: template.HTML(svg)})
 	}
 	var rv []runView
 	for i, run := range r.Runs {
@@ -36,6 +50,8 @@ func (r *Report) HTML(charts []Chart) ([]byte, error) {
 	})
 	return buf.Bytes(), err
 }
+
+var fontFace = regexp.MustCompile(`(?s)<defs>\s*<style>\s*@font-face.*?</style>\s*</defs>`)
 
 var xmlProlog = regexp.MustCompile(`(?s)^\s*<\?xml.*?\?>\s*(<!DOCTYPE[^>]*>\s*)?`)
 
@@ -104,7 +120,7 @@ Rates in bits count Ethernet frames with their 4-byte FCS (L2), without preamble
 
 <section id="charts">
 <h2>Charts</h2>
-{{range .Charts}}<figure id="chart-{{.Name}}"><figcaption>{{.Title}}</figcaption>
+{{range .Charts}}<figure id="chart-{{.Name}}" aria-label="{{.Title}}">
 {{.SVG}}
 </figure>
 {{end}}</section>

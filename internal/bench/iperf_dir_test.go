@@ -2,34 +2,28 @@ package bench
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
+
+	"sluice/internal/testutil"
 )
 
 // --direction on real iperf3 between two namespaces: forward and reverse
 // give one value per run, in the direction asked, with the matching
 // iperf3 flags; an unknown direction is refused with the choices.
 func TestIperf3Direction(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for network namespaces")
-	}
+	testutil.RequireRoot(t, "network namespaces")
 	if _, err := exec.LookPath("iperf3"); err != nil {
 		t.Skip("iperf3 is not installed (make setup installs it)")
 	}
-	c, s := "sluice-ip3-c", "sluice-ip3-s"
+	c, _ := testutil.NewNetNS(t)
+	s, _ := testutil.NewNetNS(t)
 	sh := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
 			t.Fatalf("%v: %v\n%s", args, err, out)
 		}
-	}
-	for _, ns := range []string{c, s} {
-		exec.Command("ip", "netns", "del", ns).Run()
-		sh("ip", "netns", "add", ns)
-		ns := ns
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
 	}
 	sh("ip", "-n", c, "link", "add", "name", "ip3a", "type", "veth", "peer", "name", "ip3b", "netns", s)
 	sh("ip", "-n", c, "addr", "add", "10.77.0.1/24", "dev", "ip3a")

@@ -173,7 +173,7 @@ func parseNetDev(b []byte, prefix string, m map[string]uint64) {
 // the guest dropped because a CPU's backlog was full (netdev_max_backlog).
 // The data is per CPU, not per namespace.
 func softnetDropped(m map[string]uint64) {
-	b, err := fileread.Read("/proc/net/softnet_stat", fileread.ProcLimit)
+	b, err := fileread.ReadKernel("/proc/net/softnet_stat", fileread.ProcLimit)
 	if err != nil {
 		return
 	}

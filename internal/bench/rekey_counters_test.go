@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"encoding/binary"
 	"net"
-	"os"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/testutil"
 )
 
 func TestParseDropCounters(t *testing.T) {
@@ -96,9 +97,7 @@ func TestRekeyExplain(t *testing.T) {
 // The receiver's socket: SO_RCVBUFFORCE gets the big buffer past
 // rmem_max, and SO_RXQ_OVFL reports what a full buffer dropped.
 func TestReceiverSocketDrops(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("SO_RCVBUFFORCE needs CAP_NET_ADMIN: run as root")
-	}
+	testutil.RequireRoot(t, "SO_RCVBUFFORCE needs CAP_NET_ADMIN")
 	rx, err := net.ListenUDP("udp", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatal(err)

@@ -62,10 +62,10 @@ func runBenchCompare(cmd *cobra.Command, f benchCompareFlags) error {
 	var fwds []string
 	for _, fw := range strings.Split(f.forwarders, ",") {
 		fw = strings.TrimSpace(fw)
-		if !benchContains(lab.Forwarders, fw) {
+		if !slices.Contains(lab.Forwarders, fw) {
 			return usageErrorf("--forwarders: %q is not one of %s", fw, strings.Join(lab.Forwarders, ", "))
 		}
-		if benchContains(fwds, fw) {
+		if slices.Contains(fwds, fw) {
 			return usageErrorf("--forwarders: %s is listed twice", fw)
 		}
 		fwds = append(fwds, fw)
@@ -84,7 +84,7 @@ func runBenchCompare(cmd *cobra.Command, f benchCompareFlags) error {
 		return err
 	}
 	defer cleanup()
-	ctx, stop := benchSignalContext(cmd.Context())
+	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	rep := bench.NewReport("compare", "sluice "+strings.Join(os.Args[1:], " "), benchVersion(), f.load.settings(o))
 	var runErr error

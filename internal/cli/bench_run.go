@@ -1,16 +1,14 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -170,10 +168,6 @@ func benchStepPrinter(w io.Writer, label string, total int) func(bench.Step) {
 	}
 }
 
-func benchSignalContext(parent context.Context) (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
-}
-
 func newBenchRunCmd() *cobra.Command {
 	var f benchRunFlags
 	cmd := &cobra.Command{
@@ -235,7 +229,7 @@ func runBenchRun(cmd *cobra.Command, f benchRunFlags) error {
 	default:
 		return usageErrorf("--search %q: use ndr (no drop rate) or pdr (partial drop rate, loss <= --loss-threshold)", f.search)
 	}
-	if f.forwarder != "" && !benchContains(lab.Forwarders, f.forwarder) {
+	if f.forwarder != "" && !slices.Contains(lab.Forwarders, f.forwarder) {
 		return usageErrorf("--forwarder %q: use one of %s", f.forwarder, strings.Join(lab.Forwarders, ", "))
 	}
 	log := cmd.ErrOrStderr()
@@ -250,7 +244,7 @@ func runBenchRun(cmd *cobra.Command, f benchRunFlags) error {
 			return err
 		}
 	}
-	ctx, stop := benchSignalContext(cmd.Context())
+	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	o.Label = f.label
 	if o.Label == "" {
@@ -327,13 +321,4 @@ func benchVersion() string {
 		return version + " (" + commit + ")"
 	}
 	return version
-}
-
-func benchContains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

@@ -90,7 +90,7 @@ func runBenchIperf3(cmd *cobra.Command, f benchIperf3Flags) error {
 			}
 		}
 	}
-	ctx, stop := benchSignalContext(cmd.Context())
+	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	res, err := bench.RunIperf3(ctx, f.o)
 	if err != nil {
@@ -144,7 +144,7 @@ func runBenchPing(cmd *cobra.Command, f benchPingFlags) error {
 		return err
 	}
 	f.o.Endpoints = ep
-	ctx, stop := benchSignalContext(cmd.Context())
+	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	res, err := bench.RunPing(ctx, f.o)
 	if err != nil {

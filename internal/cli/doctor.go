@@ -26,6 +26,10 @@ on, and the fix.
 
 Checks (select some with --check):
   kernel-features  XFRM, ESP and rfc4106(gcm(aes)) work (tried in a throwaway namespace)
+  kernel-version   the release has packet offload (6.2), the ICMP-error FWD
+                   lookup (6.9) and per-CPU SAs (6.13)
+  strongswan       charon's (or swanctl's) version: hw_offload = packet needs
+                   5.9.10, per_cpu_sas 6.0.2
   esp-offload      esp-hw-offload and tx-esp-segmentation per hardware port
   bond-offload     a bond claiming ESP offload that a slave lacks, and slaves
                    offloading behind a bond that does not

@@ -3,9 +3,7 @@ package cli
 import (
 	"errors"
 	"log/slog"
-	"os/signal"
 	goruntime "runtime"
-	"syscall"
 
 	"github.com/spf13/cobra"
 
@@ -69,7 +67,7 @@ func runGatewayRun(cmd *cobra.Command, f gatewayRunFlags) error {
 	// Written by gateway.Run once it holds the pin dir's lock, so
 	// a refused second start never touches the first one's.
 	opts.PIDFile = gateway.PIDFile(g.PinDir)
-	ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	opts.Log.Info("sluice gateway starting", "config", f.file, "policy-source", string(g.PolicySource), "pin-dir", g.PinDir, "lease", g.Lease)
 	return gateway.Run(ctx, opts)
@@ -90,7 +88,9 @@ forwarded by the kernel from then on.
 Each gateway records its pid per pin dir (/run/sluice/gateway.pid for the
 default one, /run/sluice/gateway-<hash>.pid for others), and stop signals
 the pid only if it still is a 'gateway run': stopping one gateway never
-touches another's daemon.`,
+touches another's daemon. A daemon that could not write its pid file is
+found by the lock it holds on its pin dir. Two stops at once are fine: the
+second waits for the first and finds nothing left to detach.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runGatewayStop(cmd, f) },
 	}

@@ -32,6 +32,7 @@ func TestFilesAreBoundedAndRegular(t *testing.T) {
 		t.Fatal(err)
 	}
 	const dev, pipe, large = "is a character device", "is a named pipe (FIFO)", "larger than the 4 MiB limit"
+	const kmsg = "/proc/kmsg is on procfs"
 	for _, tc := range []struct {
 		args []string
 		want string
@@ -47,6 +48,13 @@ func TestFilesAreBoundedAndRegular(t *testing.T) {
 		{[]string{"plan", "-f", host}, keys + " is not a regular file"},
 		{[]string{"tune", "check", "-f", fifo}, fifo + " " + pipe},
 		{[]string{"doctor", "--facts", "/dev/zero"}, "/dev/zero " + dev},
+		// A kernel file looks regular but can block its reader for ever.
+		{[]string{"gateway", "explain", "-f", "/proc/kmsg", "src", "10.0.0.1", "dst", "10.0.0.2"}, kmsg},
+		{[]string{"gateway", "run", "-f", "/proc/kmsg"}, kmsg},
+		{[]string{"doctor", "--facts", "/proc/kmsg"}, kmsg},
+		{[]string{"tune", "check", "-f", "/proc/kmsg"}, kmsg},
+		{[]string{"plan", "-f", "/proc/kmsg"}, kmsg},
+		{[]string{"bench", "run", "--profile", "/proc/kmsg"}, kmsg},
 	} {
 		done := make(chan struct{})
 		var out string

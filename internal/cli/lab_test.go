@@ -1,9 +1,10 @@
 package cli
 
 import (
-	"os"
 	"strings"
 	"testing"
+
+	"sluice/internal/testutil"
 )
 
 // 'lab up' names a lab with --name; down and status take the same flag as
@@ -25,9 +26,7 @@ func TestLabNameArgOrFlag(t *testing.T) {
 			t.Errorf("labNameArg(%q, %q) = %q, %v; want %q (error %v)", c.args, c.flag, got, err, c.want, c.err)
 		}
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("lab down reads /run/sluice/lab: needs root")
-	}
+	testutil.RequireRoot(t, "lab down reads /run/sluice/lab")
 	out, err := runCLI(t, "lab", "down", "--name", "nosuchlab")
 	if err != nil || !strings.Contains(out, "lab nosuchlab: nothing to remove") {
 		t.Fatalf("lab down --name nosuchlab: %v\n%s", err, out)

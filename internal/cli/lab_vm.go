@@ -3,11 +3,9 @@ package cli
 import (
 	"fmt"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -55,7 +53,7 @@ func labUpInVM(cmd *cobra.Command, s lab.Spec, command []string, timeout time.Du
 	if wd, err := os.Getwd(); err == nil && !testlab.HiddenInGuest(wd, share) {
 		o.Dir = wd
 	}
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	code, err := testlab.Run(ctx, o, script)
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"sluice/internal/mtu"
+	"sluice/internal/testutil"
 )
 
 func TestMTUCommandSeed000(t *testing.T) {
@@ -122,9 +123,7 @@ func TestPlanRefusesReadableKeyFile(t *testing.T) {
 }
 
 func TestPlanRefusesOversizedMTUWithTheNumbers(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: plan dumps the XFRM database")
-	}
+	testutil.RequireRoot(t, "plan dumps the XFRM database")
 	f := writeHost(t, strings.Replace(overlayHost, "MTU", "1520", 1), 0o600)
 	_, err := runCLI(t, "plan", "-f", f)
 	// VXLAN over ESP transport: 1520 + 84 = 1604 > 1600; 1516 fits.
@@ -137,9 +136,7 @@ func TestPlanRefusesOversizedMTUWithTheNumbers(t *testing.T) {
 }
 
 func TestPlanAndDryRunRedactKeys(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: plan dumps the XFRM database")
-	}
+	testutil.RequireRoot(t, "plan dumps the XFRM database")
 	f := writeHost(t, strings.Replace(overlayHost, "MTU", "1500", 1), 0o600)
 	for _, args := range [][]string{{"plan", "-f", f}, {"plan", "-f", f, "--json"}, {"apply", "--dry-run", "-f", f}, {"apply", "--dry-run", "--json", "-f", f}} {
 		out, err := runCLI(t, args...)

@@ -5,7 +5,13 @@
 // files, exit codes from the one table in exitcode.go.
 package cli
 
-import "github.com/spf13/cobra"
+import (
+	"context"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
 
 // NewRootCommand builds the whole command tree, here and nowhere else, so
 // that the tree can be walked (man pages, completions, the exit-code help)
@@ -41,7 +47,7 @@ builds labs that measure throughput, loss and latency.`,
 		with(newBenchCmd(), newBenchFastpathCmd(), newBenchRunCmd(), newBenchCompareCmd(),
 			newBenchIperf3Cmd(), newBenchPingCmd(), newBenchTRexProfileCmd(), newBenchRekeyCmd()),
 		with(newSwanCmd(), newSwanGenCmd(), newSwanUpCmd(), newSwanDownCmd(), newSwanStatusCmd()),
-		with(newVMCmd(), newVMRunCmd(), newVMCheckCmd(), newVMNetdevsimCmd()),
+		with(newVMCmd(), newVMRunCmd(), newVMCheckCmd(), newVMNetdevsimCmd(), newVMNicmodelCmd()),
 	)
 	root.Long += "\n\n" + exitCodesHelp(root)
 	addExitCodeHelp(root)
@@ -61,4 +67,10 @@ func Run(args []string) error {
 	root := NewRootCommand()
 	root.SetArgs(args)
 	return Execute(root)
+}
+
+// signalContext is parent, cancelled by SIGINT or SIGTERM: a long command
+// stops cleanly (labs down, reports written) when interrupted.
+func signalContext(parent context.Context) (context.Context, context.CancelFunc) {
+	return signal.NotifyContext(parent, syscall.SIGINT, syscall.SIGTERM)
 }

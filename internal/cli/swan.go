@@ -1,14 +1,11 @@
 package cli
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -220,12 +217,6 @@ func portNames(ports []int) string {
 	return strings.Join(p, ",")
 }
 
-// signalContext is cancelled by SIGINT/SIGTERM, so a long up or down stops
-// cleanly between tunnels.
-func signalContext() (context.Context, context.CancelFunc) {
-	return signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-}
-
 // progressPrinter draws one progress line on a terminal (updated in place,
 // at most 5 times a second) or prints a line every 5 s otherwise.
 func progressPrinter(w io.Writer, verb string) func(swan.Progress) {
@@ -315,7 +306,7 @@ func runSwanUp(cmd *cobra.Command, f swanUpFlags) error {
 	if !cmd.Flags().Changed("initiate") {
 		f.initiate = s.Role == swan.RoleGW0
 	}
-	ctx, cancel := signalContext()
+	ctx, cancel := signalContext(cmd.Context())
 	defer cancel()
 	o := swan.UpOptions{Initiate: f.initiate, Concurrency: f.conc, Timeout: f.timeout}
 	if !f.quiet {
@@ -390,7 +381,7 @@ func runSwanDown(cmd *cobra.Command, f swanDownFlags) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := signalContext()
+	ctx, cancel := signalContext(cmd.Context())
 	defer cancel()
 	res, err := swan.Down(ctx, f.uri, s, swan.DownOptions{KeepConfig: f.keep, Concurrency: f.conc, Timeout: f.timeout,
 		Progress: progressPrinter(cmd.ErrOrStderr(), "terminating")})
@@ -448,7 +439,7 @@ func runSwanStatus(cmd *cobra.Command, f swanStatusFlags) error {
 			return err
 		}
 	}
-	ctx, cancel := signalContext()
+	ctx, cancel := signalContext(cmd.Context())
 	defer cancel()
 	st, err := swan.GetStatus(ctx, f.uri, s, f.sas || f.asJSON)
 	if err != nil {

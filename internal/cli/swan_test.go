@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"sluice/internal/swan"
+	"sluice/internal/testutil"
 )
 
 // sluiceCLI runs the command line in-process and returns stdout+stderr.
@@ -69,9 +70,7 @@ func TestSwanStatusWithoutCharonSaysWhatToDo(t *testing.T) {
 //	gw0 p0 123.0.0.1/16 ==== 8 IKEv2 PSK AES-GCM tunnels ==== p0 123.0.0.2..9/16 gw1
 //	16.0.0.1 (lo)                                                      48.0.0.1 (lo)
 func TestSwanUpDownOverLibipsec(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces, TUN, charon")
-	}
+	testutil.RequireRoot(t, "network namespaces, TUN, charon")
 	for _, p := range []string{swan.CharonBinary, "/usr/lib/ipsec/plugins/libstrongswan-kernel-libipsec.so", "/dev/net/tun"} {
 		if _, err := os.Stat(p); err != nil {
 			t.Skipf("%s missing (make setup installs strongSwan with libcharon-extra-plugins)", p)

@@ -3,10 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -77,7 +74,7 @@ type vmRunFlags struct {
 }
 
 func runVMRun(cmd *cobra.Command, f vmRunFlags, args []string) error {
-	ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	f.o.Stdout = cmd.OutOrStdout()
 	if f.verbose {
@@ -149,6 +146,39 @@ type vmNetdevsimFlags struct {
 func runVMNetdevsim(cmd *cobra.Command, f vmNetdevsimFlags) error {
 	f.o.Log = io.Discard
 	p, err := testlab.NetdevsimModule(cmd.Context(), f.o)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(cmd.OutOrStdout(), p)
+	return nil
+}
+
+func newVMNicmodelCmd() *cobra.Command {
+	var f vmNetdevsimFlags
+	cmd := &cobra.Command{
+		Use:   "nicmodel",
+		Short: "Build nicmodel.ko, the packet-offload NIC model, for the VM kernel (cached) and print its path",
+		Long: `Build nicmodel.ko for the VM kernel and print its path.
+
+nicmodel (kmod/nicmodel in the source tree, embedded in this binary) is a
+kernel module of sluice's own: pairs of Ethernet ports joined by a wire,
+with native XDP and IPsec packet offload done in the "device" (ESP and
+AES-GCM through the kernel crypto API). It lets the VM tests run what
+otherwise needs a ConnectX-6 Dx or BlueField-3. It is built against the
+kernel headers, about 10 seconds the first time, cached by kernel release
+and source digest. Once built, "sluice vm run" passes the path to the guest
+as SLUICE_NICMODEL.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runVMNicmodel(cmd, f) },
+	}
+	cmd.Flags().StringVar(&f.o.Kernel, "kernel", "", "vmlinuz the module is for (default: as for vm run)")
+	cmd.Flags().StringVar(&f.o.CacheDir, "cache-dir", "", "cache directory (default /var/cache/sluice/vm)")
+	return cmd
+}
+
+func runVMNicmodel(cmd *cobra.Command, f vmNetdevsimFlags) error {
+	f.o.Log = io.Discard
+	p, err := testlab.NicmodelModule(cmd.Context(), f.o)
 	if err != nil {
 		return err
 	}

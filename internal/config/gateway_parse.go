@@ -14,12 +14,6 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var (
-	gatewayKeys   = []string{"lab", "policy-source", "counters", "pin-dir", "lease", "api-socket", "api-owner", "api-group", "metrics-listen", "metrics-top-policies", "daemon-cpu", "daemon-priority", "lock-memory", "flower-test-skip-hw", "flower-test-placement-interval", "flower-inbound-chain", "flower-promote-pps", "interfaces", "policies"}
-	interfaceKeys = []string{"name", "l2", "xdp-mode", "inbound", "wan-antispoof", "hairpin-to-nexthop", "flower", "flower-ttl", "flower-rule-budget"}
-	policyKeys    = []string{"dir", "src", "dst", "proto", "sport", "dport", "priority", "action", "peer", "local", "reqid", "offload", "offload-dev", "optional"}
-)
-
 // gatewayMeta is what validation needs to know about the document beyond
 // the parsed values: where things are.
 type gatewayMeta struct {
@@ -36,47 +30,34 @@ type gatewayMeta struct {
 func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
 	g := &Gateway{File: p.file, KeyLines: map[string]int{}}
 	m := &gatewayMeta{rootLine: root.Line}
-	for _, f := range p.fields(root, "", gatewayKeys) {
-		g.KeyLines[f.name] = f.line
-		switch f.name {
-		case "lab":
-			g.Lab, _ = p.boolean(f)
-		case "policy-source":
-			g.PolicySource = enum(p, f, PolicySourceKernel, PolicySourceKernel, PolicySourceStatic)
-		case "counters":
-			g.Counters, _ = p.boolean(f)
-		case "pin-dir":
-			g.PinDir = p.pinDir(f)
-		case "lease":
-			g.Lease = p.lease(f)
-		case "api-socket":
-			g.APISocket = p.apiSocket(f)
-		case "api-owner":
-			g.APIOwner, _ = p.str(f, "a user name such as sluice")
-		case "api-group":
-			g.APIGroup, _ = p.str(f, "a group name such as sluice")
-		case "metrics-listen":
-			g.MetricsListen = p.listenAddr(f)
-		case "metrics-top-policies":
+	p.each(root, "", []key{
+		{"lab", func(f field) { g.Lab, _ = p.boolean(f) }},
+		{"policy-source", func(f field) { g.PolicySource = enum(p, f, PolicySourceKernel, PolicySourceKernel, PolicySourceStatic) }},
+		{"counters", func(f field) { g.Counters, _ = p.boolean(f) }},
+		{"pin-dir", func(f field) { g.PinDir = p.pinDir(f) }},
+		{"lease", func(f field) { g.Lease = p.lease(f) }},
+		{"api-socket", func(f field) { g.APISocket = p.apiSocket(f) }},
+		{"api-owner", func(f field) { g.APIOwner, _ = p.str(f, "a user name such as sluice") }},
+		{"api-group", func(f field) { g.APIGroup, _ = p.str(f, "a group name such as sluice") }},
+		{"metrics-listen", func(f field) { g.MetricsListen = p.listenAddr(f) }},
+		{"metrics-top-policies", func(f field) {
 			n, _ := p.uint(f, 100000)
 			g.MetricsTopPolicies = int(n)
-		case "flower-test-skip-hw":
-			g.FlowerTestSkipHW, _ = p.boolean(f)
-		case "flower-test-placement-interval":
-			g.FlowerTestPlacementInterval = p.placementInterval(f)
-		case "flower-promote-pps":
-			n, _ := p.uint(f, 1<<32-1)
-			g.FlowerPromotePPS = int(n)
-		case "flower-inbound-chain":
+		}},
+		{"daemon-cpu", func(f field) { g.Daemon.CPUs, g.Daemon.CPUList = p.daemonCPU(f) }},
+		{"daemon-priority", func(f field) { g.Daemon.Priority = p.daemonPriority(f) }},
+		{"lock-memory", func(f field) { g.Daemon.LockMemory, _ = p.boolean(f) }},
+		{"flower-test-skip-hw", func(f field) { g.FlowerTestSkipHW, _ = p.boolean(f) }},
+		{"flower-test-placement-interval", func(f field) { g.FlowerTestPlacementInterval = p.placementInterval(f) }},
+		{"flower-inbound-chain", func(f field) {
 			n, _ := p.uint(f, MaxFlowerChain)
 			g.FlowerInboundChain = uint32(n)
-		case "daemon-cpu":
-			g.Daemon.CPUs, g.Daemon.CPUList = p.daemonCPU(f)
-		case "daemon-priority":
-			g.Daemon.Priority = p.daemonPriority(f)
-		case "lock-memory":
-			g.Daemon.LockMemory, _ = p.boolean(f)
-		case "interfaces":
+		}},
+		{"flower-promote-pps", func(f field) {
+			n, _ := p.uint(f, 1<<32-1)
+			g.FlowerPromotePPS = int(n)
+		}},
+		{"interfaces", func(f field) {
 			if f.val.Kind == yaml.SequenceNode {
 				m.nIfaces = len(f.val.Content)
 			}
@@ -84,7 +65,8 @@ func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
 				g.Interfaces = append(g.Interfaces, p.iface(it))
 				m.ifaces = append(m.ifaces, it)
 			}
-		case "policies":
+		}},
+		{"policies", func(f field) {
 			if f.val.Kind == yaml.SequenceNode {
 				m.nPolicies = len(f.val.Content)
 			}
@@ -92,8 +74,10 @@ func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
 				g.Policies = append(g.Policies, p.policy(it))
 				m.policies = append(m.policies, it)
 			}
-		}
-	}
+		}},
+	}, func(f field) {
+		g.KeyLines[f.name] = f.line
+	})
 	return g, m
 }
 
@@ -156,69 +140,50 @@ func (p *parser) placementInterval(f field) time.Duration {
 // iface walks one entry of interfaces.
 func (p *parser) iface(it item) Interface {
 	ifc := Interface{Line: it.line}
-	for _, f := range p.fields(it.node, it.path, interfaceKeys) {
-		switch f.name {
-		case "name":
-			ifc.Name = p.ifname(f)
-		case "l2":
-			ifc.L2 = enum(p, f, L2NIC, L2NIC, L2FIB)
-		case "xdp-mode":
-			ifc.XDPMode = enum(p, f, XDPNative, XDPNative, XDPGeneric)
-		case "inbound":
-			ifc.Inbound = enum(p, f, InboundPass, InboundPass, InboundForward)
-		case "wan-antispoof":
-			ifc.WANAntispoof = enum(p, f, AntispoofNone, AntispoofNone, AntispoofUpstream)
-		case "hairpin-to-nexthop":
-			ifc.HairpinToNexthop = p.addr(f, "a next-hop address")
-		case "flower":
+	p.each(it.node, it.path, []key{
+		{"name", func(f field) { ifc.Name = p.ifname(f) }},
+		{"l2", func(f field) { ifc.L2 = enum(p, f, L2NIC, L2NIC, L2FIB) }},
+		{"xdp-mode", func(f field) { ifc.XDPMode = enum(p, f, XDPNative, XDPNative, XDPGeneric) }},
+		{"inbound", func(f field) { ifc.Inbound = enum(p, f, InboundPass, InboundPass, InboundForward) }},
+		{"wan-antispoof", func(f field) { ifc.WANAntispoof = enum(p, f, AntispoofNone, AntispoofNone, AntispoofUpstream) }},
+		{"hairpin-to-nexthop", func(f field) { ifc.HairpinToNexthop = p.addr(f, "a next-hop address") }},
+		{"flower", func(f field) {
 			ifc.Flower = enum(p, f, FlowerOff, FlowerOff, FlowerOutbound, FlowerInbound, FlowerBoth)
-		case "flower-ttl":
-			ifc.FlowerTTL, _ = p.boolean(f)
-		case "flower-rule-budget":
+		}},
+		{"flower-ttl", func(f field) { ifc.FlowerTTL, _ = p.boolean(f) }},
+		{"flower-rule-budget", func(f field) {
 			n, _ := p.uint(f, MaxFlowerRuleBudget)
 			ifc.FlowerRuleBudget = int(n)
-		}
-	}
+		}},
+	})
 	return ifc
 }
 
 // policy walks one entry of policies.
 func (p *parser) policy(it item) StaticPolicy {
 	sp := StaticPolicy{Line: it.line}
-	for _, f := range p.fields(it.node, it.path, policyKeys) {
-		switch f.name {
-		case "dir":
-			sp.Dir = enum(p, f, "", DirIn, DirOut, DirFwd)
-		case "src":
-			sp.Src = p.prefix(f)
-		case "dst":
-			sp.Dst = p.prefix(f)
-		case "proto":
-			sp.Proto = p.proto(f)
-		case "sport":
-			sp.Sport = p.port(f)
-		case "dport":
-			sp.Dport = p.port(f)
-		case "priority":
+	p.each(it.node, it.path, []key{
+		{"dir", func(f field) { sp.Dir = enum(p, f, "", DirIn, DirOut, DirFwd) }},
+		{"src", func(f field) { sp.Src = p.prefix(f) }},
+		{"dst", func(f field) { sp.Dst = p.prefix(f) }},
+		{"proto", func(f field) { sp.Proto = p.proto(f) }},
+		{"sport", func(f field) { sp.Sport = p.port(f) }},
+		{"dport", func(f field) { sp.Dport = p.port(f) }},
+		{"priority", func(f field) {
 			v, _ := p.uint(f, 1<<32-1)
 			sp.Priority = uint32(v)
-		case "action":
-			sp.Action = enum(p, f, ActionAllow, ActionAllow, ActionBlock)
-		case "peer":
-			sp.Peer = p.addr(f, "the remote tunnel endpoint")
-		case "local":
-			sp.Local = p.addr(f, "our tunnel endpoint")
-		case "reqid":
+		}},
+		{"action", func(f field) { sp.Action = enum(p, f, ActionAllow, ActionAllow, ActionBlock) }},
+		{"peer", func(f field) { sp.Peer = p.addr(f, "the remote tunnel endpoint") }},
+		{"local", func(f field) { sp.Local = p.addr(f, "our tunnel endpoint") }},
+		{"reqid", func(f field) {
 			v, _ := p.uint(f, 1<<32-1)
 			sp.Reqid = uint32(v)
-		case "offload":
-			sp.Offload = enum(p, f, OffloadNone, OffloadNone, OffloadPacket)
-		case "offload-dev":
-			sp.OffloadDev = p.ifname(f)
-		case "optional":
-			sp.Optional, _ = p.boolean(f)
-		}
-	}
+		}},
+		{"offload", func(f field) { sp.Offload = enum(p, f, OffloadNone, OffloadNone, OffloadPacket) }},
+		{"offload-dev", func(f field) { sp.OffloadDev = p.ifname(f) }},
+		{"optional", func(f field) { sp.Optional, _ = p.boolean(f) }},
+	})
 	return sp
 }
 

@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -74,7 +75,7 @@ func checkHost(t *testing.T, h *Host) {
 		}
 		if b := u.Bond; b != nil {
 			claim(b.Name)
-			if b.Mode != BondModeActiveBackup || (b.Primary != "" && !containsStr(u.Ports, b.Primary)) {
+			if b.Mode != BondModeActiveBackup || (b.Primary != "" && !slices.Contains(u.Ports, b.Primary)) {
 				t.Fatalf("bond %+v over %q", b, u.Ports)
 			}
 		}

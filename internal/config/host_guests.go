@@ -102,14 +102,6 @@ const (
 	DefaultQueueSize      = 1024
 )
 
-var (
-	guestNetKeys = []string{"name", "vtep", "bridge", "bridge-name", "page-fit", "mtu"}
-	guestKeys    = []string{"name", "network", "attach", "vf", "port", "mac", "vlan", "trust", "spoofchk",
-		"vcpus", "memory-mib", "cpus", "emulator-cpus", "numa-node", "queue-size", "poll-us", "mtu",
-		"kernel", "initrd", "cmdline", "disk", "define"}
-	guestVFKeys = []string{"pf", "index"}
-)
-
 // guestMeta is where guest items are, for validation.
 type guestMeta struct {
 	nets   []item
@@ -118,22 +110,14 @@ type guestMeta struct {
 
 func (p *parser) guestNetwork(it item) GuestNetwork {
 	n := GuestNetwork{Line: it.line}
-	for _, f := range p.fields(it.node, it.path, guestNetKeys) {
-		switch f.name {
-		case "name":
-			n.Name = p.guestName(f, "a network name such as tenant-a")
-		case "vtep":
-			n.VTEP = p.ifname(f)
-		case "bridge":
-			n.Bridge = enum(p, f, BridgeOVS, BridgeOVS, BridgeLinux)
-		case "bridge-name":
-			n.BridgeName = p.ifname(f)
-		case "page-fit":
-			n.PageFit, _ = p.boolean(f)
-		case "mtu":
-			n.MTU = p.mtu(f)
-		}
-	}
+	p.each(it.node, it.path, []key{
+		{"name", func(f field) { n.Name = p.guestName(f, "a network name such as tenant-a") }},
+		{"vtep", func(f field) { n.VTEP = p.ifname(f) }},
+		{"bridge", func(f field) { n.Bridge = enum(p, f, BridgeOVS, BridgeOVS, BridgeLinux) }},
+		{"bridge-name", func(f field) { n.BridgeName = p.ifname(f) }},
+		{"page-fit", func(f field) { n.PageFit, _ = p.boolean(f) }},
+		{"mtu", func(f field) { n.MTU = p.mtu(f) }},
+	})
 	return n
 }
 
@@ -148,85 +132,77 @@ func (p *parser) guest(it item) Guest {
 		}
 		return out
 	}
-	for _, f := range p.fields(it.node, it.path, guestKeys) {
-		switch f.name {
-		case "name":
-			g.Name = p.guestName(f, "a domain name such as vm1")
-		case "network":
-			g.Network = p.guestName(f, "the name of one of guest-networks")
-		case "attach":
-			g.Attach = enum(p, f, "", AttachVFPassthrough, AttachRepresentor, AttachVirtio)
-		case "vf":
+	p.each(it.node, it.path, []key{
+		{"name", func(f field) { g.Name = p.guestName(f, "a domain name such as vm1") }},
+		{"network", func(f field) { g.Network = p.guestName(f, "the name of one of guest-networks") }},
+		{"attach", func(f field) { g.Attach = enum(p, f, "", AttachVFPassthrough, AttachRepresentor, AttachVirtio) }},
+		{"vf", func(f field) {
 			if vi, ok := p.mapping(f, "{pf: enp3s0f0np0, index: 0}"); ok {
 				vf := &GuestVF{Line: vi.line, Index: -1}
-				for _, vf2 := range p.fields(vi.node, vi.path, guestVFKeys) {
-					switch vf2.name {
-					case "pf":
-						vf.PF = p.portName(vf2)
-					case "index":
-						if v, ok := p.uint(vf2, 4095); ok {
+				p.each(vi.node, vi.path, []key{
+					{"pf", func(f field) { vf.PF = p.portName(f) }},
+					{"index", func(f field) {
+						if v, ok := p.uint(f, 4095); ok {
 							vf.Index = int(v)
 						}
-					}
-				}
+					}},
+				})
 				g.VF = vf
 			}
-		case "port":
-			g.Port = p.ifname(f)
-		case "mac":
-			g.MAC = p.mac(f)
-		case "vlan":
+		}},
+		{"port", func(f field) { g.Port = p.ifname(f) }},
+		{"mac", func(f field) { g.MAC = p.mac(f) }},
+		{"vlan", func(f field) {
 			if v, ok := p.uint(f, 4094); ok {
 				x := int(v)
 				g.VLAN = &x
 			}
-		case "trust":
+		}},
+		{"trust", func(f field) {
 			if b, ok := p.boolean(f); ok {
 				g.Trust = &b
 			}
-		case "spoofchk":
+		}},
+		{"spoofchk", func(f field) {
 			if b, ok := p.boolean(f); ok {
 				g.SpoofChk = &b
 			}
-		case "vcpus":
+		}},
+		{"vcpus", func(f field) {
 			if v, ok := p.uint(f, 1024); ok {
 				g.VCPUs = int(v)
 			}
-		case "memory-mib":
+		}},
+		{"memory-mib", func(f field) {
 			if v, ok := p.uint(f, 1<<24); ok {
 				g.MemoryMiB = int(v)
 			}
-		case "cpus":
-			g.CPUs = cpuList(f)
-		case "emulator-cpus":
-			g.EmulatorCPUs = cpuList(f)
-		case "numa-node":
+		}},
+		{"cpus", func(f field) { g.CPUs = cpuList(f) }},
+		{"emulator-cpus", func(f field) { g.EmulatorCPUs = cpuList(f) }},
+		{"numa-node", func(f field) {
 			if v, ok := p.uint(f, 1023); ok {
 				x := int(v)
 				g.NUMANode = &x
 			}
-		case "queue-size":
+		}},
+		{"queue-size", func(f field) {
 			if v, ok := p.uint(f, 1024); ok {
 				g.QueueSize = int(v)
 			}
-		case "poll-us":
+		}},
+		{"poll-us", func(f field) {
 			if v, ok := p.uint(f, 100000); ok {
 				g.PollUS = int(v)
 			}
-		case "mtu":
-			g.MTU = p.mtu(f)
-		case "kernel":
-			g.Kernel, _ = p.str(f, "the path of a kernel image")
-		case "initrd":
-			g.Initrd, _ = p.str(f, "the path of an initramfs")
-		case "cmdline":
-			g.Cmdline, _ = p.str(f, "a kernel command line")
-		case "disk":
-			g.Disk, _ = p.str(f, "the path of a disk image")
-		case "define":
-			g.Define, _ = p.boolean(f)
-		}
-	}
+		}},
+		{"mtu", func(f field) { g.MTU = p.mtu(f) }},
+		{"kernel", func(f field) { g.Kernel, _ = p.str(f, "the path of a kernel image") }},
+		{"initrd", func(f field) { g.Initrd, _ = p.str(f, "the path of an initramfs") }},
+		{"cmdline", func(f field) { g.Cmdline, _ = p.str(f, "a kernel command line") }},
+		{"disk", func(f field) { g.Disk, _ = p.str(f, "the path of a disk image") }},
+		{"define", func(f field) { g.Define, _ = p.boolean(f) }},
+	})
 	return g
 }
 

@@ -79,8 +79,6 @@ func (h *Host) HasKeying(k string) bool {
 	return false
 }
 
-var ikeKeys = []string{"vici", "psk", "ca", "cert", "private-key", "rekey-time", "life-time", "rand-time", "rekey-bytes", "rekey-packets"}
-
 // ike parses ipsec.ike.
 func (p *parser) ike(f field) *IKE {
 	it, ok := p.mapping(f, "psk: /etc/sluice/ike.psk")
@@ -88,30 +86,18 @@ func (p *parser) ike(f field) *IKE {
 		return nil
 	}
 	k := &IKE{Line: it.line}
-	for _, f := range p.fields(it.node, it.path, ikeKeys) {
-		switch f.name {
-		case "vici":
-			k.VICI = p.pathLike(f, "charon's VICI socket such as unix:///var/run/charon.vici")
-		case "psk":
-			k.PSK = p.pathLike(f, "the path of the pre-shared key file (mode 0600)")
-		case "ca":
-			k.CA = p.pathLike(f, "the path of the CA certificate (PEM)")
-		case "cert":
-			k.Cert = p.pathLike(f, "the path of this host's certificate (PEM)")
-		case "private-key":
-			k.PrivateKey = p.pathLike(f, "the path of this host's private key (PEM, mode 0600)")
-		case "rekey-time":
-			k.RekeyTime = p.lifetime(f)
-		case "life-time":
-			k.LifeTime = p.lifetime(f)
-		case "rand-time":
-			k.RandTime = p.lifetime(f)
-		case "rekey-bytes":
-			k.RekeyBytes, _ = p.uint(f, 1<<62)
-		case "rekey-packets":
-			k.RekeyPackets, _ = p.uint(f, 1<<62)
-		}
-	}
+	p.each(it.node, it.path, []key{
+		{"vici", func(f field) { k.VICI = p.pathLike(f, "charon's VICI socket such as unix:///var/run/charon.vici") }},
+		{"psk", func(f field) { k.PSK = p.pathLike(f, "the path of the pre-shared key file (mode 0600)") }},
+		{"ca", func(f field) { k.CA = p.pathLike(f, "the path of the CA certificate (PEM)") }},
+		{"cert", func(f field) { k.Cert = p.pathLike(f, "the path of this host's certificate (PEM)") }},
+		{"private-key", func(f field) { k.PrivateKey = p.pathLike(f, "the path of this host's private key (PEM, mode 0600)") }},
+		{"rekey-time", func(f field) { k.RekeyTime = p.lifetime(f) }},
+		{"life-time", func(f field) { k.LifeTime = p.lifetime(f) }},
+		{"rand-time", func(f field) { k.RandTime = p.lifetime(f) }},
+		{"rekey-bytes", func(f field) { k.RekeyBytes, _ = p.uint(f, 1<<62) }},
+		{"rekey-packets", func(f field) { k.RekeyPackets, _ = p.uint(f, 1<<62) }},
+	})
 	return k
 }
 

@@ -10,19 +10,6 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-var (
-	hostKeys     = []string{"name", "uplinks", "sriov", "vteps", "ipsec", "guest-networks", "guests"}
-	uplinkKeys   = []string{"ports", "mtu", "bond", "addresses"}
-	bondKeys     = []string{"name", "mode", "miimon", "primary"}
-	sriovKeys    = []string{"pf", "vfs", "eswitch", "flow-steering-mode", "vf-ipsec", "vf"}
-	vfKeys       = []string{"index", "mac", "vlan", "trust", "spoofchk", "ipsec"}
-	vtepKeys     = []string{"name", "type", "vni", "local", "port", "remotes", "mtu", "geneve-options", "addresses"}
-	remoteKeys   = []string{"address", "via"}
-	ipsecKeys    = []string{"keys", "peers", "unsafe-bond-offload", "keying", "ike"}
-	peerKeys     = []string{"name", "local", "remote", "mode", "key-bits", "spi-out", "spi-in", "reqid-out", "reqid-in", "esn", "replay-window", "offload", "offload-out", "offload-in", "offload-dev", "selectors", "priority", "keying", "local-id", "remote-id"}
-	selectorKeys = []string{"local", "remote"}
-)
-
 // hostMeta is where things are in the document, for validation.
 type hostMeta struct {
 	rootLine int
@@ -43,38 +30,39 @@ type hostMeta struct {
 func (p *parser) host(root *yaml.Node) (*Host, *hostMeta) {
 	h := &Host{File: p.file}
 	m := &hostMeta{rootLine: root.Line}
-	for _, f := range p.fields(root, "", hostKeys) {
-		switch f.name {
-		case "name":
-			h.Name = p.hostName(f)
-		case "uplinks":
+	p.each(root, "", []key{
+		{"name", func(f field) { h.Name = p.hostName(f) }},
+		{"uplinks", func(f field) {
 			if it, ok := p.mapping(f, "ports: [eth0, eth1]"); ok {
 				m.uplinks = it
 				h.Uplinks = p.uplinks(it, m)
 			}
-		case "sriov":
+		}},
+		{"sriov", func(f field) {
 			for _, it := range p.mappings(f, "physical function", "pf: enp3s0f0np0") {
 				s, vfs := p.sriov(it)
 				h.SRIOV = append(h.SRIOV, s)
 				m.sriov = append(m.sriov, it)
 				m.vfs = append(m.vfs, vfs)
 			}
-		case "vteps":
+		}},
+		{"vteps", func(f field) {
 			for _, it := range p.mappings(f, "VTEP", "name: vx0") {
 				v, rs := p.vtep(it)
 				h.VTEPs = append(h.VTEPs, v)
 				m.vteps = append(m.vteps, it)
 				m.remotes = append(m.remotes, rs)
 			}
-		case "ipsec":
+		}},
+		{"ipsec", func(f field) {
 			if it, ok := p.mapping(f, "keys: /etc/sluice/host.keys"); ok {
 				m.ipsec = it
 				h.IPsec = p.ipsec(it, m)
 			}
-		case "guest-networks", "guests":
-			p.guestSections(f, h, &m.guests)
-		}
-	}
+		}},
+		{"guest-networks", func(f field) { p.guestSections(f, h, &m.guests) }},
+		{"guests", func(f field) { p.guestSections(f, h, &m.guests) }},
+	})
 	return h, m
 }
 
@@ -129,27 +117,27 @@ func (p *parser) hostName(f field) string {
 
 func (p *parser) uplinks(it item, m *hostMeta) *Uplinks {
 	u := &Uplinks{Line: it.line}
-	for _, f := range p.fields(it.node, it.path, uplinkKeys) {
-		switch f.name {
-		case "ports":
+	p.each(it.node, it.path, []key{
+		{"ports", func(f field) {
 			for _, e := range p.scalars(f, "port (a netdev name or PCI address)") {
 				u.Ports = append(u.Ports, p.portName(e))
 				m.portLines = append(m.portLines, e.line)
 			}
-		case "mtu":
-			u.MTU = p.mtu(f)
-		case "bond":
+		}},
+		{"mtu", func(f field) { u.MTU = p.mtu(f) }},
+		{"bond", func(f field) {
 			if bi, ok := p.mapping(f, "name: bond0"); ok {
 				m.bond = bi
 				u.Bond = p.bond(bi)
 			}
-		case "addresses":
+		}},
+		{"addresses", func(f field) {
 			for _, e := range p.scalars(f, "address with its prefix length (such as 192.168.70.2/24)") {
 				u.Addresses = append(u.Addresses, p.ifaddr(e))
 				m.addrLines = append(m.addrLines, e.line)
 			}
-		}
-	}
+		}},
+	})
 	return u
 }
 
@@ -194,31 +182,29 @@ func (p *parser) mtu(f field) int {
 
 func (p *parser) bond(it item) *Bond {
 	b := &Bond{Line: it.line}
-	for _, f := range p.fields(it.node, it.path, bondKeys) {
-		switch f.name {
-		case "name":
-			b.Name = p.ifname(f)
-		case "mode":
+	p.each(it.node, it.path, []key{
+		{"name", func(f field) { b.Name = p.ifname(f) }},
+		{"mode", func(f field) {
 			s, ok := p.str(f, BondModeActiveBackup)
 			if !ok {
-				break
+				return
 			}
 			if s != BondModeActiveBackup {
 				p.errorf(f.line, f.path, "%s is not supported; sluice bonds in active-backup mode only: the kernel offloads ESP to a bond (xfrmdev_ops) only in active-backup mode, where one port at a time holds every SA; in 802.3ad/balance modes flows spread over ports whose NICs do not share SA state, so offload is refused (the ConnectX-6 SR-IOV guide). Write mode: active-backup", show(s))
-				break
+				return
 			}
 			b.Mode = s
-		case "miimon":
+		}},
+		{"miimon", func(f field) {
 			v, ok := p.uint(f, 60000)
 			if ok && v == 0 {
 				p.errorf(f.line, f.path, "0 turns link monitoring off, and then the bond never fails over; use a period in ms such as 100")
-				break
+				return
 			}
 			b.MIIMon = int(v)
-		case "primary":
-			b.Primary = p.portName(f)
-		}
-	}
+		}},
+		{"primary", func(f field) { b.Primary = p.portName(f) }},
+	})
 	return b
 }
 
@@ -250,66 +236,66 @@ func (p *parser) ifaddr(f field) netip.Prefix {
 func (p *parser) sriov(it item) (SRIOV, []item) {
 	s := SRIOV{Line: it.line}
 	var vfItems []item
-	for _, f := range p.fields(it.node, it.path, sriovKeys) {
-		switch f.name {
-		case "pf":
-			s.PF = p.portName(f)
-		case "vfs":
+	p.each(it.node, it.path, []key{
+		{"pf", func(f field) { s.PF = p.portName(f) }},
+		{"vfs", func(f field) {
 			v, ok := p.uint(f, 4096)
 			if ok {
 				n := int(v)
 				s.VFs = &n
 			}
-		case "eswitch":
-			s.Eswitch = enum(p, f, "", "legacy", "switchdev")
-		case "flow-steering-mode":
-			s.FlowSteering = enum(p, f, "", "dmfs", "smfs")
-		case "vf-ipsec":
+		}},
+		{"eswitch", func(f field) { s.Eswitch = enum(p, f, "", "legacy", "switchdev") }},
+		{"flow-steering-mode", func(f field) { s.FlowSteering = enum(p, f, "", "dmfs", "smfs") }},
+		{"vf-ipsec", func(f field) {
 			if v, ok := p.boolean(f); ok {
 				s.VFIPsec = &v
 			}
-		case "vf":
+		}},
+		{"vf", func(f field) {
 			for _, vi := range p.mappings(f, "VF", "index: 0") {
 				s.VF = append(s.VF, p.vf(vi))
 				vfItems = append(vfItems, vi)
 			}
-		}
-	}
+		}},
+	})
 	return s, vfItems
 }
 
 func (p *parser) vf(it item) VFConfig {
 	v := VFConfig{Line: it.line, Index: -1}
-	for _, f := range p.fields(it.node, it.path, vfKeys) {
-		switch f.name {
-		case "index":
+	p.each(it.node, it.path, []key{
+		{"index", func(f field) {
 			if n, ok := p.uint(f, 4095); ok {
 				v.Index = int(n)
 			}
-		case "mac":
-			v.MAC = p.mac(f)
-		case "vlan":
+		}},
+		{"mac", func(f field) { v.MAC = p.mac(f) }},
+		{"vlan", func(f field) {
 			if n, ok := p.uint(f, 4094); ok {
 				x := int(n)
 				v.VLAN = &x
 			}
-		case "trust":
+		}},
+		{"trust", func(f field) {
 			if b, ok := p.boolean(f); ok {
 				v.Trust = &b
 			}
-		case "spoofchk":
+		}},
+		{"spoofchk", func(f field) {
 			if b, ok := p.boolean(f); ok {
 				v.SpoofChk = &b
 			}
-		case "ipsec":
+		}},
+		{"ipsec", func(f field) {
 			for _, e := range p.scalars(f, "capability (crypto or packet)") {
 				c := enum(p, e, "", "crypto", "packet")
 				if c != "" {
 					v.IPsec = append(v.IPsec, c)
 				}
 			}
-		}
-	}
+		}},
+	})
 	return v
 }
 
@@ -335,26 +321,22 @@ func (p *parser) mac(f field) string {
 func (p *parser) vtep(it item) (VTEP, []item) {
 	v := VTEP{Line: it.line}
 	var rs []item
-	for _, f := range p.fields(it.node, it.path, vtepKeys) {
-		switch f.name {
-		case "name":
-			v.Name = p.ifname(f)
-		case "type":
-			v.Type = enum(p, f, VTEPVXLAN, VTEPVXLAN, VTEPGeneve)
-		case "vni":
+	p.each(it.node, it.path, []key{
+		{"name", func(f field) { v.Name = p.ifname(f) }},
+		{"type", func(f field) { v.Type = enum(p, f, VTEPVXLAN, VTEPVXLAN, VTEPGeneve) }},
+		{"vni", func(f field) {
 			n, ok := p.uint(f, 1<<24-1)
 			if ok && n == 0 {
 				p.errorf(f.line, f.path, "VNI 0 is reserved; use 1 to 16777215")
 			}
 			v.VNI = uint32(n)
-		case "local":
-			v.Local = p.addr(f, "this host's VTEP address")
-		case "port":
-			v.Port = p.port(f)
-		case "remotes":
+		}},
+		{"local", func(f field) { v.Local = p.addr(f, "this host's VTEP address") }},
+		{"port", func(f field) { v.Port = p.port(f) }},
+		{"remotes", func(f field) {
 			if f.val.Kind != yaml.SequenceNode {
 				p.errorf(f.line, f.path, "want a list of remote VTEPs (- address: 192.168.80.3), got %s", kindName(f.val))
-				break
+				return
 			}
 			for i, c := range f.val.Content {
 				n := deref(c)
@@ -374,64 +356,58 @@ func (p *parser) vtep(it item) (VTEP, []item) {
 				v.Remotes = append(v.Remotes, p.remote(ri))
 				rs = append(rs, ri)
 			}
-		case "mtu":
-			v.MTU = p.mtu(f)
-		case "geneve-options":
+		}},
+		{"mtu", func(f field) { v.MTU = p.mtu(f) }},
+		{"geneve-options", func(f field) {
 			n, ok := p.uint(f, 252)
 			if ok && n%4 != 0 {
 				p.errorf(f.line, f.path, "%d is not a multiple of 4; Geneve options come in 4-byte words", n)
-				break
+				return
 			}
 			v.GeneveOptions = int(n)
-		case "addresses":
+		}},
+		{"addresses", func(f field) {
 			for _, e := range p.scalars(f, "address with its prefix length (such as 192.168.90.2/24)") {
 				v.Addresses = append(v.Addresses, p.ifaddr(e))
 			}
-		}
-	}
+		}},
+	})
 	return v, rs
 }
 
 func (p *parser) remote(it item) Remote {
 	r := Remote{Line: it.line}
-	for _, f := range p.fields(it.node, it.path, remoteKeys) {
-		switch f.name {
-		case "address":
-			r.Address = p.addr(f, "a remote VTEP address")
-		case "via":
-			r.Via = p.addr(f, "the next hop towards the remote VTEP")
-		}
-	}
+	p.each(it.node, it.path, []key{
+		{"address", func(f field) { r.Address = p.addr(f, "a remote VTEP address") }},
+		{"via", func(f field) { r.Via = p.addr(f, "the next hop towards the remote VTEP") }},
+	})
 	return r
 }
 
 func (p *parser) ipsec(it item, m *hostMeta) *IPsec {
 	s := &IPsec{}
-	for _, f := range p.fields(it.node, it.path, ipsecKeys) {
-		switch f.name {
-		case "keys":
+	p.each(it.node, it.path, []key{
+		{"keys", func(f field) {
 			s.KeysLine = f.line
 			v, ok := p.str(f, "the path of the key file")
 			if ok && v == "" {
 				p.errorf(f.line, f.path, "is empty; write the path of the key file (mode 0600), such as /etc/sluice/node-a.keys")
-				break
+				return
 			}
 			s.Keys = v
-		case "peers":
+		}},
+		{"peers", func(f field) {
 			for _, pi := range p.mappings(f, "peer", "name: node-b") {
 				peer, sels := p.peer(pi)
 				s.Peers = append(s.Peers, peer)
 				m.peers = append(m.peers, pi)
 				m.sels = append(m.sels, sels)
 			}
-		case "unsafe-bond-offload":
-			s.UnsafeBondOffload, _ = p.boolean(f)
-		case "keying":
-			s.Keying = p.peerKeying(f)
-		case "ike":
-			s.IKE = p.ike(f)
-		}
-	}
+		}},
+		{"unsafe-bond-offload", func(f field) { s.UnsafeBondOffload, _ = p.boolean(f) }},
+		{"keying", func(f field) { s.Keying = p.peerKeying(f) }},
+		{"ike", func(f field) { s.IKE = p.ike(f) }},
+	})
 	return s
 }
 
@@ -450,68 +426,54 @@ func (p *parser) peer(it item) (Peer, []item) {
 		}
 		return uint32(v)
 	}
-	for _, f := range p.fields(it.node, it.path, peerKeys) {
-		switch f.name {
-		case "name":
-			pr.Name = p.peerName(f)
-		case "local":
-			pr.Local = p.addr(f, "this host's IPsec address")
-		case "remote":
-			pr.Remote = p.addr(f, "the peer's IPsec address")
-		case "mode":
-			pr.Mode = enum(p, f, ModeTransport, ModeTransport, ModeTunnel)
-		case "key-bits":
+	p.each(it.node, it.path, []key{
+		{"name", func(f field) { pr.Name = p.peerName(f) }},
+		{"local", func(f field) { pr.Local = p.addr(f, "this host's IPsec address") }},
+		{"remote", func(f field) { pr.Remote = p.addr(f, "the peer's IPsec address") }},
+		{"mode", func(f field) { pr.Mode = enum(p, f, ModeTransport, ModeTransport, ModeTunnel) }},
+		{"key-bits", func(f field) {
 			v, ok := p.uint(f, 1024)
 			if ok && v != 128 && v != 256 {
 				p.errorf(f.line, f.path, "%d: rfc4106(gcm(aes)) takes 128- or 256-bit AES keys; write 128 or 256", v)
-				break
+				return
 			}
 			pr.KeyBits = int(v)
-		case "spi-out":
-			pr.SPIOut = p.spi(f)
-		case "spi-in":
-			pr.SPIIn = p.spi(f)
-		case "reqid-out":
-			pr.ReqidOut = reqid(f)
-		case "reqid-in":
-			pr.ReqidIn = reqid(f)
-		case "esn":
-			pr.ESN, _ = p.boolean(f)
-		case "replay-window":
+		}},
+		{"spi-out", func(f field) { pr.SPIOut = p.spi(f) }},
+		{"spi-in", func(f field) { pr.SPIIn = p.spi(f) }},
+		{"reqid-out", func(f field) { pr.ReqidOut = reqid(f) }},
+		{"reqid-in", func(f field) { pr.ReqidIn = reqid(f) }},
+		{"esn", func(f field) { pr.ESN, _ = p.boolean(f) }},
+		{"replay-window", func(f field) {
 			v, _ := p.uint(f, MaxESNReplay)
 			pr.ReplayWindow = int(v)
-		case "offload":
+		}},
+		{"offload", func(f field) {
 			pr.Offload = enum(p, f, OffloadModeNone, OffloadModeNone, OffloadModeCrypto, OffloadModePacket, OffloadModeAuto)
-		case "offload-out":
+		}},
+		{"offload-out", func(f field) {
 			pr.OffloadOut = enum(p, f, "", OffloadModeNone, OffloadModeCrypto, OffloadModePacket, OffloadModeAuto)
-		case "offload-in":
+		}},
+		{"offload-in", func(f field) {
 			pr.OffloadIn = enum(p, f, "", OffloadModeNone, OffloadModeCrypto, OffloadModePacket, OffloadModeAuto)
-		case "offload-dev":
-			pr.OffloadDev = p.ifname(f)
-		case "selectors":
+		}},
+		{"offload-dev", func(f field) { pr.OffloadDev = p.ifname(f) }},
+		{"selectors", func(f field) {
 			for _, si := range p.mappings(f, "selector", "local: 10.0.0.0/24") {
 				sel := Selector{Line: si.line}
-				for _, sf := range p.fields(si.node, si.path, selectorKeys) {
-					switch sf.name {
-					case "local":
-						sel.Local = p.prefix(sf)
-					case "remote":
-						sel.Remote = p.prefix(sf)
-					}
-				}
+				p.each(si.node, si.path, []key{
+					{"local", func(f field) { sel.Local = p.prefix(f) }},
+					{"remote", func(f field) { sel.Remote = p.prefix(f) }},
+				})
 				pr.Selectors = append(pr.Selectors, sel)
 				sels = append(sels, si)
 			}
-		case "priority":
-			pr.Priority = u32(f)
-		case "keying":
-			pr.Keying = p.peerKeying(f)
-		case "local-id":
-			pr.LocalID = p.pathLike(f, "an IKE identity such as 192.168.80.2 or node-a.example")
-		case "remote-id":
-			pr.RemoteID = p.pathLike(f, "an IKE identity such as 192.168.80.3 or node-b.example")
-		}
-	}
+		}},
+		{"priority", func(f field) { pr.Priority = u32(f) }},
+		{"keying", func(f field) { pr.Keying = p.peerKeying(f) }},
+		{"local-id", func(f field) { pr.LocalID = p.pathLike(f, "an IKE identity such as 192.168.80.2 or node-a.example") }},
+		{"remote-id", func(f field) { pr.RemoteID = p.pathLike(f, "an IKE identity such as 192.168.80.3 or node-b.example") }},
+	})
 	return pr, sels
 }
 

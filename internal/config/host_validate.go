@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -123,7 +124,7 @@ func (m *hostMeta) validateUplinks(p *parser, u *Uplinks, claim func(string, str
 		}
 		l, path := bl("name")
 		claim(b.Name, path, l, "bond")
-		if b.Primary != "" && !containsStr(u.Ports, b.Primary) {
+		if b.Primary != "" && !slices.Contains(u.Ports, b.Primary) {
 			l, path := bl("primary")
 			p.errorf(l, path, "%s is not one of uplinks.ports (%s); name one of them or remove primary", show(b.Primary), strings.Join(u.Ports, ", "))
 		}
@@ -413,13 +414,4 @@ func (m *hostMeta) claimSelectors(p *parser, pr *Peer, i int, at func(string) (i
 		}
 		seen[s.k] = s.line
 	}
-}
-
-func containsStr(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }

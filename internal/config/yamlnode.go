@@ -356,6 +356,34 @@ func joinPath(parent, name string) string {
 	return parent + "." + name
 }
 
+// key is one key of a mapping and what its value sets. A mapping's table
+// of keys declares each key once: its name (the known keys, in the order
+// messages list them) and its arm.
+type key struct {
+	name string
+	set  func(f field)
+}
+
+// each walks the known, non-null keys of mapping m in document order and
+// calls each one's set, after before (if given).
+func (p *parser) each(m *yaml.Node, path string, keys []key, before ...func(field)) {
+	names := make([]string, len(keys))
+	for i, k := range keys {
+		names[i] = k.name
+	}
+	for _, f := range p.fields(m, path, names) {
+		for _, b := range before {
+			b(f)
+		}
+		for _, k := range keys {
+			if k.name == f.name {
+				k.set(f)
+				break
+			}
+		}
+	}
+}
+
 // fields returns the known, non-null keys of mapping m in document order,
 // with merge keys (<<: *anchor) expanded: keys written in m win over merged
 // ones, and earlier merges win over later ones, as YAML specifies. Unknown

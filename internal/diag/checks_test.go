@@ -45,6 +45,7 @@ func healthy() *Facts {
 		Firmware: map[string]map[string]string{"0000:31:00.0": {"SRIOV_EN": "True(1)", "NUM_OF_VFS": "8", "LAG_RESOURCE_ALLOCATION": "1",
 			"FLEX_PARSER_PROFILE_ENABLE": "3", "HAIRPIN_DATA_BUFFER_LOCK": "True(1)"}},
 		FirmwareTool: "/usr/bin/mstconfig",
+		StrongSwan:   "6.0.3",
 	})
 }
 
@@ -134,6 +135,11 @@ func TestDoctorEachCheckFails(t *testing.T) {
 		}, Warn, "0000:31:00.0", "bond0 bonds two ports of this card but LAG_RESOURCE_ALLOCATION is 0", "set LAG_RESOURCE_ALLOCATION=1"},
 		{"firmware", "SR-IOV without VFs", DoctorOptions{}, func(f *Facts) { f.Firmware["0000:31:00.0"]["NUM_OF_VFS"] = "0" }, Warn, "0000:31:00.0", "NUM_OF_VFS 0", "set NUM_OF_VFS="},
 		{"xdp-mode", "generic XDP", DoctorOptions{}, func(f *Facts) { f.Netdevs[1].XDPMode = "generic" }, Warn, "p0", "generic (skb) mode", "xdpdrv"},
+		{"kernel-version", "6.1: no packet offload", DoctorOptions{}, func(f *Facts) { f.Kernel.Release = "6.1.0-28-amd64" }, Warn, "kernel 6.1.0-28-amd64", "lacks IPsec packet offload, the ICMP-error FWD lookup, per-CPU SAs", "6.13"},
+		{"kernel-version", "6.6: no ICMP-error FWD lookup", DoctorOptions{}, func(f *Facts) { f.Kernel.Release = "6.6.58" }, Warn, "kernel 6.6.58", "lacks the ICMP-error FWD lookup, per-CPU SAs", "6.13"},
+		{"kernel-version", "6.12: no per-CPU SAs", DoctorOptions{}, func(f *Facts) { f.Kernel.Release = "6.12.95+deb12-amd64" }, Info, "kernel 6.12.95+deb12-amd64", "lacks per-CPU SAs", "6.12 LTS"},
+		{"strongswan", "bookworm's 5.9.8", DoctorOptions{}, func(f *Facts) { f.StrongSwan = "5.9.8" }, Warn, "strongSwan 5.9.8", "refuses hw_offload = packet", "6.x"},
+		{"strongswan", "5.9.13", DoctorOptions{}, func(f *Facts) { f.StrongSwan = "5.9.13" }, Info, "strongSwan 5.9.13", "per_cpu_sas) need 6.0.2", "6.x is recommended"},
 	} {
 		t.Run(tc.check+"/"+tc.name, func(t *testing.T) {
 			f := healthy()

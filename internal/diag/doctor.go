@@ -38,6 +38,8 @@ type DoctorOptions struct {
 // Checks are the doctor's checks, in the order they run and print.
 var Checks = []Check{
 	{"kernel-features", "kernel has ESP, GCM and XFRM", checkKernelFeatures},
+	{"kernel-version", "kernel has packet offload (6.2), ICMP-error FWD lookup (6.9), per-CPU SAs (6.13)", checkKernelVersion},
+	{"strongswan", "strongSwan has hw_offload = packet (5.9.10) and per-CPU SAs (6.0.2)", checkStrongSwan},
 	{"esp-offload", "esp-hw-offload and tx-esp-segmentation per port", checkESPOffload},
 	{"bond-offload", "bond ESP offload matches its slaves", checkBondOffload},
 	{"offload-probe", "driver accepts crypto- and packet-offload SAs", checkOffloadProbe},

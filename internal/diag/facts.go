@@ -34,6 +34,9 @@ type Facts struct {
 	// SAFamilies maps devices whose driver has a known SA limit to the SA
 	// table they share (sa_budget.go).
 	SAFamilies map[string]string `json:"sa_families,omitempty"`
+	// StrongSwan is the version of the running charon (VICI), else of
+	// swanctl; "" when neither answered (versions.go).
+	StrongSwan string `json:"strongswan,omitempty"`
 	// Errors lists what could not be gathered, by what.
 	Errors map[string]string `json:"errors,omitempty"`
 }
@@ -64,6 +67,7 @@ func (f *Facts) fail(what string, err error) {
 func Gather(o GatherOptions) *Facts {
 	f := &Facts{Features: map[string]map[string]kernel.EthFeature{}, TC: map[string][]kernel.TCFilter{}}
 	f.Kernel = kernel.ProbeFeatures()
+	gatherStrongSwan(f)
 	var err error
 	if f.Netdevs, err = kernel.Netdevs(); err != nil {
 		f.fail("interfaces", err)

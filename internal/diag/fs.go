@@ -30,7 +30,7 @@ func (fs FS) path(p string) string {
 
 // ReadString returns the file's content without surrounding white space.
 func (fs FS) ReadString(p string) (string, error) {
-	b, err := fileread.Read(fs.path(p), fileread.ProcLimit)
+	b, err := fileread.ReadKernel(fs.path(p), fileread.ProcLimit)
 	if err != nil {
 		return "", err
 	}

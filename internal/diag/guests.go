@@ -2,6 +2,7 @@ package diag
 
 import (
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strconv"
@@ -161,11 +162,11 @@ func checkGuestCPUs(f *Facts, _ *DoctorOptions) []Result {
 	for _, g := range f.Guests.Guests {
 		var ev []string
 		var clash []string
-		names := slices.Sorted(mapKeys(g.VCPUs))
+		names := slices.Sorted(maps.Keys(g.VCPUs))
 		for _, v := range names {
 			vc := cpus(g.VCPUs[v])
 			ev = append(ev, fmt.Sprintf("%s on CPUs %s", v, vc))
-			for _, h := range slices.Sorted(mapKeys(g.Vhost)) {
+			for _, h := range slices.Sorted(maps.Keys(g.Vhost)) {
 				if x := vc.Intersect(cpus(g.Vhost[h])); len(x) > 0 {
 					clash = append(clash, fmt.Sprintf("%s shares CPUs %s with %s", v, x, h))
 				}
@@ -180,7 +181,7 @@ func checkGuestCPUs(f *Facts, _ *DoctorOptions) []Result {
 				}
 			}
 		}
-		for _, h := range slices.Sorted(mapKeys(g.Vhost)) {
+		for _, h := range slices.Sorted(maps.Keys(g.Vhost)) {
 			ev = append(ev, fmt.Sprintf("%s on CPUs %s", h, g.Vhost[h]))
 		}
 		subj := g.Name
@@ -195,16 +196,6 @@ func checkGuestCPUs(f *Facts, _ *DoctorOptions) []Result {
 		rs = append(rs, Result{Verdict: OK, Subject: subj, Summary: "no vCPU shares a CPU with a vhost thread or a NIC interrupt", Evidence: ev})
 	}
 	return rs
-}
-
-func mapKeys(m map[string]string) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // checkGuestMTU: in a Linux bridge that holds a VXLAN or Geneve port,

@@ -28,7 +28,7 @@ type IRQ struct {
 // field of a line, as `awk '{print $NF}'` sees it (driver IRQ names have
 // no spaces; those that do are not network queues).
 func readInterrupts(fs FS) (map[int]*IRQ, error) {
-	b, err := fileread.Read(fs.path("/proc/interrupts"), fileread.ProcLimit)
+	b, err := fileread.ReadKernel(fs.path("/proc/interrupts"), fileread.ProcLimit)
 	if err != nil {
 		return nil, fmt.Errorf("reading interrupts: %w", err)
 	}

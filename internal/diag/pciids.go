@@ -26,7 +26,7 @@ type pciNames struct {
 func loadPCINames(fs FS, want map[string]bool) *pciNames {
 	n := &pciNames{vendors: map[string]string{}, devices: map[string]string{}}
 	for _, p := range pciIDPaths {
-		data, err := fileread.Read(fs.path(p), fileread.ProcLimit)
+		data, err := fileread.ReadKernel(fs.path(p), fileread.ProcLimit)
 		if err != nil {
 			continue
 		}

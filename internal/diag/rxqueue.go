@@ -3,6 +3,8 @@ package diag
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -361,18 +363,9 @@ func joinOwners(owners []queueOwner) string {
 	return strings.Join(s, ", ")
 }
 
-func sortedKeys[V any](m map[int]V) []int {
-	ks := make([]int, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Ints(ks)
-	return ks
-}
-
 func (rt *RxTopology) checkDistinct(byCPU map[int][]queueOwner) {
 	shared := false
-	for _, c := range sortedKeys(byCPU) {
+	for _, c := range slices.Sorted(maps.Keys(byCPU)) {
 		if owners := byCPU[c]; len(owners) > 1 {
 			shared = true
 			rt.add(Warn, "", "cpu %d serves %d rx queues: %s (one queue per CPU keeps them from queueing behind each other)", c, len(owners), joinOwners(owners))
@@ -424,7 +417,7 @@ func (rt *RxTopology) checkHousekeeping(cc *cpuContext, ifaces []*RxInterface, i
 			}
 		}
 	}
-	for _, n := range sortedKeys(irqs) {
+	for _, n := range slices.Sorted(maps.Keys(irqs)) {
 		irq := irqs[n]
 		if queueIRQ[n] || len(irq.eff) == 0 {
 			continue

@@ -146,6 +146,16 @@ func (dp *Datapath) SetCounters(on bool) error {
 	})
 }
 
+// SetUseTime turns on handing the kernel one forwardable packet per policy
+// per route epoch, so the kernel's policy use times (which strongSwan
+// reads) stay true under fast-path-only traffic. See docs/fastpath.md.
+func (dp *Datapath) SetUseTime(on bool) error {
+	return dp.updateConfig(func(cfg *fastpathFpConfig) bool {
+		cfg.UseTime = b2u(on)
+		return true
+	})
+}
+
 func (dp *Datapath) config() (fastpathFpConfig, error) {
 	var cfg fastpathFpConfig
 	if err := dp.objs.Config.Lookup(uint32(0), &cfg); err != nil {

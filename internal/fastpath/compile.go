@@ -19,7 +19,15 @@ type Snapshot struct {
 	Policies        []kernel.Policy
 	States          []kernel.State
 	FwdDefaultBlock bool // `ip xfrm policy setdefault fwd block`
+	// RouteMTU is the MTU of the route under each SA (from the SA's source
+	// to its destination; see kernel.RouteMTUAt), from which Compile
+	// computes the SA's MTU. An SA without an entry has no known MTU and
+	// the fast path forwards nothing through it.
+	RouteMTU map[Endpoints]int
 }
+
+// Endpoints are an SA's outer addresses.
+type Endpoints struct{ Src, Dst netip.Addr }
 
 // Tables is a compiled snapshot, ready to be written to the maps.
 type Tables struct {
@@ -93,7 +101,7 @@ func Compile(s Snapshot) (*Tables, error) {
 		if prio := effectivePriority(p); prio < minPrio[fam][ti][p.Dir] {
 			minPrio[fam][ti][p.Dir] = prio
 		}
-		all = append(all, placed{key: policyKey(p, fam, ti), dir: p.Dir, val: policyValue(p, bySA.candidates(p))})
+		all = append(all, placed{key: policyKey(p, fam, ti), dir: p.Dir, val: policyValue(p, bySA.candidates(p), s.RouteMTU)})
 		t.Mirrored++
 	}
 
@@ -181,7 +189,7 @@ func policyKey(p *kernel.Policy, fam, tuple int) fastpathFpPkey {
 	return k
 }
 
-func policyValue(p *kernel.Policy, states []kernel.State) fastpathFpPolicy {
+func policyValue(p *kernel.Policy, states []kernel.State, routeMTU map[Endpoints]int) fastpathFpPolicy {
 	v := fastpathFpPolicy{Priority: effectivePriority(p), Index: p.Index, Action: uint8(p.Action)}
 	if uncertain(p) {
 		v.Flags |= flagUncertain
@@ -193,6 +201,9 @@ func policyValue(p *kernel.Policy, states []kernel.State) fastpathFpPolicy {
 	}
 	if p.Action == kernel.ActionAllow {
 		v.OffloadIfindex = uint32(packetOffloadDevice(p, states))
+	}
+	if v.OffloadIfindex != 0 && p.Dir == kernel.DirOut {
+		v.SaMtu = uint16(saMTU(p.Tmpls[0], states, routeMTU))
 	}
 	return v
 }
@@ -217,9 +228,7 @@ func packetOffloadDevice(p *kernel.Policy, states []kernel.State) int {
 	dev := 0
 	for i := range states {
 		st := &states[i]
-		if st.Proto != tm.Proto || st.Mode != tm.Mode || st.Dst != tm.Dst ||
-			(tm.Src.IsValid() && st.Src != tm.Src) ||
-			(tm.Reqid != 0 && st.Reqid != tm.Reqid) || (tm.SPI != 0 && st.SPI != tm.SPI) {
+		if !tmplMatches(tm, st) {
 			continue
 		}
 		if !st.Offload.Packet() || st.Offload.Inbound() != wantInbound {

@@ -47,7 +47,17 @@ func newGateway(e *testEnv) *gateway {
 			g.snap.States = append(g.snap.States, saFor(p, dev))
 		}
 	}
+	g.snap.RouteMTU = routeMTUs(g.snap.States, 1500)
 	return g
+}
+
+// routeMTUs puts a route of MTU mtu under every SA.
+func routeMTUs(states []kernel.State, mtu int) map[Endpoints]int {
+	m := map[Endpoints]int{}
+	for _, st := range states {
+		m[Endpoints{Src: st.Src, Dst: st.Dst}] = mtu
+	}
+	return m
 }
 
 func udp(src, dst string, ttl uint8) Packet {

@@ -3,7 +3,6 @@ package fastpath
 import (
 	"net"
 	"net/netip"
-	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"sluice/internal/kernel"
+	"sluice/internal/testutil"
 )
 
 // testEnv is a gateway namespace with real routes and neighbours, so the
@@ -35,13 +35,6 @@ var (
 	wanRouterMAC = net.HardwareAddr{0x02, 0xbb, 0, 0, 0, 1}
 )
 
-func requireRoot(t testing.TB) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loads BPF programs and creates network namespaces")
-	}
-}
-
 func ip(t testing.TB, args ...string) {
 	t.Helper()
 	out, err := exec.Command("ip", args...).CombinedOutput()
@@ -51,14 +44,8 @@ func ip(t testing.TB, args ...string) {
 }
 
 func newTestEnv(t *testing.T) *testEnv {
-	requireRoot(t)
-	name := "sluice-fp-" + strings.ReplaceAll(strings.ToLower(t.Name()), "/", "-")
-	if len(name) > 40 {
-		name = name[:40]
-	}
-	exec.Command("ip", "netns", "del", name).Run()
-	ip(t, "netns", "add", name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	testutil.RequireRoot(t, "loads BPF programs and creates network namespaces")
+	name, _ := testutil.NewNetNS(t)
 	n := func(args ...string) { ip(t, append([]string{"-n", name}, args...)...) }
 	for _, l := range []string{"lan0", "wan0", "lan1"} {
 		n("link", "add", l, "type", "veth", "peer", "name", l+"p")
@@ -151,6 +138,9 @@ func (e *testEnv) setIfaces(ifs ...Iface) {
 
 func (e *testEnv) apply(s Snapshot) {
 	e.t.Helper()
+	if s.RouteMTU == nil {
+		s.RouteMTU = routeMTUs(s.States, 1500) // unless the test says otherwise
+	}
 	tb, err := Compile(s)
 	if err != nil {
 		e.t.Fatal(err)
@@ -215,9 +205,12 @@ func tunnelPolicy(dir kernel.Dir, src, dst string, prio uint32, peer string, req
 	return p
 }
 
+// gcm128 is strongSwan's esp=aes128gcm16.
+var gcm128 = kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
+
 func saFor(p kernel.Policy, offloadDev int) kernel.State {
 	tm := p.Tmpls[0]
-	st := kernel.State{Src: tm.Src, Dst: tm.Dst, Proto: 50, SPI: 0x1000 + p.Index, Reqid: tm.Reqid, Mode: 1}
+	st := kernel.State{Src: tm.Src, Dst: tm.Dst, Proto: 50, SPI: 0x1000 + p.Index, Reqid: tm.Reqid, Mode: 1, Alg: gcm128}
 	if offloadDev != 0 {
 		st.Offload = &kernel.Offload{Ifindex: offloadDev, Flags: kernel.OffloadPacket}
 		if p.Dir != kernel.DirOut {

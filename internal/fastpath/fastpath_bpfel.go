@@ -33,6 +33,8 @@ type fastpathFpConfig struct {
 	RouteEpoch      uint32
 	FlowL4          uint32
 	LeaseNs         int64
+	UseTime         uint32
+	Pad             uint32
 }
 
 type fastpathFpCounter struct {
@@ -150,7 +152,7 @@ type fastpathFpPolicy struct {
 	OffloadIfindex uint32
 	Action         uint8
 	Flags          uint8
-	Pad            uint16
+	SaMtu          uint16
 }
 
 type fastpathFpReason uint32
@@ -187,7 +189,9 @@ const (
 	fastpathFpReasonFP_R_ICMP_ERROR      fastpathFpReason = 28
 	fastpathFpReasonFP_R_RP_FILTER       fastpathFpReason = 29
 	fastpathFpReasonFP_R_NOT_FORWARDABLE fastpathFpReason = 30
-	fastpathFpReasonFP_R_MAX             fastpathFpReason = 31
+	fastpathFpReasonFP_R_SA_MTU          fastpathFpReason = 31
+	fastpathFpReasonFP_R_USE_TIME        fastpathFpReason = 32
+	fastpathFpReasonFP_R_MAX             fastpathFpReason = 33
 )
 
 type fastpathFpSlotRef struct {
@@ -239,6 +243,7 @@ const (
 	fastpathMapScratchSpace   = "scratch_space"
 	fastpathMapTuples         = "tuples"
 	fastpathMapTxPorts        = "tx_ports"
+	fastpathMapUseStamp       = "use_stamp"
 	fastpathMapVlans          = "vlans"
 	fastpathProgXdpFastpath   = "xdp_fastpath"
 	fastpathProgXdpLeaseRenew = "xdp_lease_renew"
@@ -324,6 +329,7 @@ type fastpathMapSpecs struct {
 	ScratchSpace *ebpf.MapSpec `ebpf:"scratch_space"`
 	Tuples       *ebpf.MapSpec `ebpf:"tuples"`
 	TxPorts      *ebpf.MapSpec `ebpf:"tx_ports"`
+	UseStamp     *ebpf.MapSpec `ebpf:"use_stamp"`
 	Vlans        *ebpf.MapSpec `ebpf:"vlans"`
 }
 
@@ -383,6 +389,7 @@ type fastpathMaps struct {
 	ScratchSpace *ebpf.Map `ebpf:"scratch_space"`
 	Tuples       *ebpf.Map `ebpf:"tuples"`
 	TxPorts      *ebpf.Map `ebpf:"tx_ports"`
+	UseStamp     *ebpf.Map `ebpf:"use_stamp"`
 	Vlans        *ebpf.Map `ebpf:"vlans"`
 }
 
@@ -405,6 +412,7 @@ func (m *fastpathMaps) Close() error {
 		m.ScratchSpace,
 		m.Tuples,
 		m.TxPorts,
+		m.UseStamp,
 		m.Vlans,
 	)
 }

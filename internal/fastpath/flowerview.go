@@ -22,6 +22,10 @@ type PolicyView struct {
 	// OffloadIfindex is the device that packet-offloads every SA the
 	// policy's template can resolve to (0: none, or not certain).
 	OffloadIfindex int
+	// SAMTU is the largest packet the SA carries (OUT policies with an
+	// OffloadIfindex; 0: not known, forward nothing): the XDP program's
+	// post-SA limit, and the flower rule's police mtu.
+	SAMTU int
 }
 
 // PolicyViews returns the view of every policy in s that can match
@@ -35,12 +39,13 @@ func PolicyViews(s Snapshot) []PolicyView {
 		if p.Dir > kernel.DirFwd {
 			continue
 		}
-		v := policyValue(p, bySA.candidates(p))
+		v := policyValue(p, bySA.candidates(p), s.RouteMTU)
 		out = append(out, PolicyView{
 			Policy:         *p,
 			Certain:        v.Flags&flagUncertain == 0,
 			TmplRequired:   v.Flags&flagTmplRequired != 0,
 			OffloadIfindex: int(v.OffloadIfindex),
+			SAMTU:          int(v.SaMtu),
 		})
 	}
 	return out

@@ -30,7 +30,7 @@ func TestPolicyViewsEqualTheCompilersValues(t *testing.T) {
 			s.Policies = append(s.Policies, p)
 		}
 		for i, v := range PolicyViews(s) {
-			want := policyValue(&s.Policies[i], s.States)
+			want := policyValue(&s.Policies[i], s.States, s.RouteMTU)
 			if int(want.OffloadIfindex) != v.OffloadIfindex {
 				t.Fatalf("round %d policy %d: view says device %d, the compiler %d", round, i, v.OffloadIfindex, want.OffloadIfindex)
 			}

@@ -48,7 +48,7 @@ type Iface struct {
 // and the "all" setting: the program never sees its packets anyway.
 func deviceFacts(ifindex int) (mac net.HardwareAddr, rpFilter uint8) {
 	rp := func(dev string) uint8 {
-		b, err := fileread.Read("/proc/sys/net/ipv4/conf/"+dev+"/rp_filter", 16)
+		b, err := fileread.ReadKernel("/proc/sys/net/ipv4/conf/"+dev+"/rp_filter", 16)
 		switch v := strings.TrimSpace(string(b)); {
 		case err != nil:
 			return 1 // unreadable: strict, so the kernel decides

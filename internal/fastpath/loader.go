@@ -10,6 +10,7 @@ import (
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
+	"golang.org/x/sys/unix"
 )
 
 // Datapath is a loaded fast path: the XDP program, its explain twin and
@@ -43,8 +44,10 @@ type Datapath struct {
 
 	// links are the XDP links Attach made or adopted, by interface name,
 	// held open so that removing their pins cannot detach the program
-	// under a running daemon.
-	links map[string]link.Link
+	// under a running daemon. linksMu guards the map: the daemon's
+	// attachment watcher re-attaches while status reads it.
+	linksMu sync.Mutex
+	links   map[string]link.Link
 }
 
 // LoadOptions select where the maps live.
@@ -95,6 +98,11 @@ func Load(opts LoadOptions) (*Datapath, error) {
 		var ve *ebpf.VerifierError
 		if errors.As(err, &ve) {
 			return nil, fmt.Errorf("fastpath: the kernel's verifier rejected the program: %+v", ve)
+		}
+		if errors.Is(err, unix.EPERM) {
+			if perr := CheckPrivileges(); perr != nil {
+				return nil, fmt.Errorf("fastpath: loading: %w", perr)
+			}
 		}
 		return nil, fmt.Errorf("fastpath: loading: %w", err)
 	}
@@ -155,9 +163,11 @@ func (dp *Datapath) Program() *ebpf.Program { return dp.objs.XdpFastpath }
 // Close releases the file descriptors (pinned maps and links stay pinned,
 // so the program stays attached).
 func (dp *Datapath) Close() error {
+	dp.linksMu.Lock()
 	for _, l := range dp.links {
 		l.Close()
 	}
+	dp.linksMu.Unlock()
 	if dp.explain != nil {
 		dp.explain.Close()
 		dp.explainOut.Close()

@@ -108,6 +108,11 @@ type Mirror struct {
 	// every published snapshot, and is closed (rules removed) whenever
 	// the fast path closes.
 	Tier HardwareTier
+	// PathMTU looks up the route under an SA (nil: HostPathMTU, the
+	// calling thread's namespace). Every publish looks all of them up,
+	// and a tick re-checks them (routeMTUChanged), since a learnt PMTU
+	// exception is announced by no event.
+	PathMTU PathMTUFunc
 
 	mu      sync.Mutex // guards status and byIndex
 	status  MirrorStatus
@@ -119,6 +124,11 @@ type Mirror struct {
 	state  string
 	seq    uint32        // last marker sent
 	verify *verification // while StateVerifying
+	// routeMTU is what the tables were last compiled with; mtuNext is
+	// where the next re-check resumes.
+	routeMTU   map[Endpoints]int
+	routeState map[Endpoints]*kernel.State // an SA of each route, for the re-check
+	mtuNext    int
 }
 
 // Status returns a copy of the mirror's status.
@@ -200,6 +210,8 @@ func (m *Mirror) Run(ctx context.Context) error {
 		leaseTick = t.C
 		m.DP.RenewLease(m.Lease)
 	}
+	mtuTick := time.NewTicker(routeMTUCheck)
+	defer mtuTick.Stop()
 	for {
 		var events <-chan kernel.XFRMEvent
 		if m.watch != nil {
@@ -213,6 +225,10 @@ func (m *Mirror) Run(ctx context.Context) error {
 		case <-leaseTick:
 			if err := m.renewLease(); err != nil {
 				failed("catching up after the lease ran out", err)
+			}
+		case <-mtuTick.C:
+			if m.state == StateInSync && debounce == nil && m.routeMTUChanged() {
+				debounce = time.After(0)
 			}
 		case ev, ok := <-events:
 			if !ok {

@@ -168,6 +168,14 @@ func (v *verification) compare(c *mirrorCopy) string {
 func (m *Mirror) publish() error {
 	start := time.Now()
 	snap := m.copy.snapshot()
+	FillRouteMTU(&snap, m.PathMTU)
+	m.routeMTU, m.routeState = snap.RouteMTU, make(map[Endpoints]*kernel.State, len(snap.RouteMTU))
+	for i := range snap.States {
+		st := &snap.States[i]
+		if e := (Endpoints{Src: st.Src, Dst: st.Dst}); m.routeState[e] == nil {
+			m.routeState[e] = st
+		}
+	}
 	tables, err := Compile(snap)
 	if err == nil {
 		err = m.DP.Apply(tables)

@@ -19,7 +19,7 @@ func TestMirrorLabelledOrUnconfirmedPolicyIsUncertain(t *testing.T) {
 		{"security context", kernel.Policy{SecCtx: true}, true},
 		{"unconfirmed", kernel.Policy{Unconfirmed: true}, true},
 	} {
-		v := policyValue(&tc.p, nil)
+		v := policyValue(&tc.p, nil, nil)
 		if got := v.Flags&flagUncertain != 0; got != tc.want {
 			t.Errorf("%s: uncertain=%v, want %v", tc.name, got, tc.want)
 		}

@@ -4,16 +4,16 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/vishvananda/netns"
 
 	"sluice/internal/kernel"
+
+	"sluice/internal/testutil"
 )
 
 // mirrorEnv runs a Mirror against the XFRM database of a fresh namespace.
@@ -28,16 +28,8 @@ func newMirrorEnv(t *testing.T) *mirrorEnv { return newMirrorEnvBuf(t, 0) }
 
 // newMirrorEnvBuf gives the monitor socket rcvbuf bytes (0: the default).
 func newMirrorEnvBuf(t *testing.T, rcvbuf int) *mirrorEnv {
-	requireRoot(t)
-	name := fmt.Sprintf("sluice-mirror-%d", os.Getpid())
-	exec.Command("ip", "netns", "del", name).Run()
-	ip(t, "netns", "add", name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	ns, err := netns.GetFromName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ns.Close() })
+	testutil.RequireRoot(t, "loads BPF programs and creates network namespaces")
+	name, ns := testutil.NewNetNS(t)
 	dp, err := Load(LoadOptions{})
 	if err != nil {
 		t.Fatal(err)

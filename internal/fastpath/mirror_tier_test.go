@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"sluice/internal/kernel"
+
+	"sluice/internal/testutil"
 )
 
 // recordingTier records what the mirror tells the hardware tier.
@@ -56,7 +58,7 @@ func (r *recordingTier) wait(t *testing.T, want ...string) {
 // the fast path (lost events, a failed sync, a divergence) closes it —
 // rules removed — before the mirror goes on.
 func TestMirrorFeedsAndClosesTheHardwareTier(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads BPF programs and creates network namespaces")
 	dp, err := Load(LoadOptions{})
 	if err != nil {
 		t.Fatal(err)

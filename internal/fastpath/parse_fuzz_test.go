@@ -4,11 +4,12 @@ import (
 	"encoding/binary"
 	"math/rand"
 	"net/netip"
-	"os"
 	"sync"
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"sluice/internal/testutil"
 )
 
 var (
@@ -101,9 +102,7 @@ func parseSeeds(r *rand.Rand, n int) [][]byte {
 // modelParse on arbitrary frames: every reason, and every field the
 // classifier reads. `go test -fuzz FuzzParsePacket ./internal/fastpath`.
 func FuzzParsePacket(f *testing.F) {
-	if os.Geteuid() != 0 {
-		f.Skip("needs root: runs a BPF program")
-	}
+	testutil.RequireRoot(f, "runs a BPF program")
 	for _, s := range parseSeeds(rand.New(rand.NewSource(1)), 64) {
 		f.Add(s)
 	}
@@ -118,7 +117,7 @@ func FuzzParsePacket(f *testing.F) {
 // TestParsePacketMatchesModel is the fuzz test's seed corpus plus random
 // byte flips of it, in the normal test run (the seed is logged).
 func TestParsePacketMatchesModel(t *testing.T) {
-	requireRoot(t)
+	testutil.RequireRoot(t, "loads BPF programs and creates network namespaces")
 	r := rand.New(rand.NewSource(modelSeed(t)))
 	for _, f := range parseSeeds(r, 400) {
 		checkParse(t, f)

@@ -28,9 +28,11 @@ func (dp *Datapath) pins() map[string]pinned {
 			out[v.Type().Field(i).Tag.Get("ebpf")] = m
 		}
 	}
+	dp.linksMu.Lock()
 	for name, l := range dp.links {
 		out[linkPinPrefix+name] = l
 	}
+	dp.linksMu.Unlock()
 	return out
 }
 
@@ -47,16 +49,11 @@ func (dp *Datapath) MissingPins(pinDir string) []string {
 	return missing
 }
 
-// RepairPins creates pinDir again if needed and pins what is missing. The
-// daemon holds every object open, so nothing was detached meanwhile; the
-// pins are what lets `gateway explain|stop` and the next daemon find them.
+// RepairPins pins what is missing from pinDir, which the caller created
+// again if needed (and checked: internal/gateway). The daemon holds every
+// object open, so nothing was detached meanwhile; the pins are what lets
+// `gateway explain|stop` and the next daemon find them.
 func (dp *Datapath) RepairPins(pinDir string) error {
-	if err := EnsureBPFFS(pinDir); err != nil {
-		return err
-	}
-	if err := os.MkdirAll(pinDir, 0o700); err != nil {
-		return err
-	}
 	var errs []error
 	for name, p := range dp.pins() {
 		path := filepath.Join(pinDir, name)

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"syscall"
+	"time"
 )
 
 // Limits for the files sluice reads, by kind. They are far above any real
@@ -24,11 +25,34 @@ var (
 	ErrNotRegular = errors.New("not a regular file")
 )
 
+// ErrKernelFile lets callers and tests tell a refused kernel file apart.
+var ErrKernelFile = errors.New("a kernel interface file, not a file sluice reads")
+
+// kernelReadTimeout bounds one ReadKernel: some kernel files block a
+// reader until the kernel has something to say (/proc/kmsg), and Go's
+// poller turns O_NONBLOCK's EAGAIN on a pollable file into a wait for
+// readiness, so only a deadline ends the read. Tests shorten it.
+var kernelReadTimeout = 5 * time.Second
+
 // Read returns the contents of the regular file at path, at most limit
-// bytes. A path that is not a regular file (after symlinks) is refused
-// before it is opened; a file that grows past limit while it is read is
-// refused too (sizes in /proc and /sys are 0 or 4096 whatever they hold).
+// bytes: the files a user names (configs, profiles, keys, facts). A path
+// that is not a regular file (after symlinks) is refused before it is
+// opened, and so is a file of procfs, sysfs, tracefs and the other kernel
+// interface filesystems: they look regular but can block a reader for
+// ever (/proc/kmsg, trace_pipe) or never end. A file that grows past
+// limit while it is read is refused too.
 func Read(path string, limit int64) ([]byte, error) {
+	return read(path, limit, false)
+}
+
+// ReadKernel reads a file the kernel serves (/proc, /sys) that sluice
+// itself names, at most limit bytes (sizes in /proc and /sys are 0 or 4096
+// whatever they hold), within kernelReadTimeout.
+func ReadKernel(path string, limit int64) ([]byte, error) {
+	return read(path, limit, true)
+}
+
+func read(path string, limit int64, kernelOK bool) ([]byte, error) {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -49,7 +73,20 @@ func Read(path string, limit int64) ([]byte, error) {
 	if err := check(path, fi, limit); err != nil {
 		return nil, err
 	}
+	if !kernelOK {
+		// Checked on the open file, before the first read: a path
+		// checked by name could be swapped for one of them.
+		if fsName := kernelFS(f); fsName != "" {
+			return nil, fmt.Errorf("%s is on %s: %w; give the path of a file on disk", path, fsName, ErrKernelFile)
+		}
+	}
+	// Regular files on disk are not pollable and ignore the deadline;
+	// kernel files that can block are pollable and honour it.
+	f.SetReadDeadline(time.Now().Add(kernelReadTimeout))
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return nil, fmt.Errorf("%s: nothing to read within %s: it blocks its readers", path, kernelReadTimeout)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -57,6 +94,24 @@ func Read(path string, limit int64) ([]byte, error) {
 		return nil, tooLarge(path, limit)
 	}
 	return data, nil
+}
+
+// kernelFilesystems are the filesystems whose files are kernel interfaces
+// (statfs f_type, from linux/magic.h), by name for the message.
+var kernelFilesystems = map[int64]string{
+	0x9fa0: "procfs", 0x62656572: "sysfs", 0x74726163: "tracefs", 0x64626720: "debugfs",
+	0x73636673: "securityfs", 0x27e0eb: "cgroupfs", 0x63677270: "cgroup2", 0x62656570: "configfs",
+	0xde5e81e4: "efivarfs", 0x6165676c: "pstore", 0xcafe4a11: "bpffs", 0xf97cff8c: "selinuxfs",
+	0x42494e4d: "binfmt_misc", 0x1cd1: "devpts",
+}
+
+// kernelFS names the kernel filesystem f is on, or "".
+func kernelFS(f *os.File) string {
+	var st syscall.Statfs_t
+	if err := syscall.Fstatfs(int(f.Fd()), &st); err != nil {
+		return ""
+	}
+	return kernelFilesystems[int64(st.Type)]
 }
 
 func check(path string, fi fs.FileInfo, limit int64) error {

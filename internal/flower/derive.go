@@ -6,6 +6,7 @@ import (
 
 	"sluice/internal/fastpath"
 	"sluice/internal/kernel"
+	"sluice/internal/mtu"
 )
 
 // Port is one configured gateway interface as the flower tier sees it.
@@ -66,6 +67,9 @@ type Input struct {
 	Ports           []Port
 	Router          Router
 	InboundChain    uint32
+	// UseTime gives each forward a police action that hands the kernel
+	// one packet a second (Rule.UseTime).
+	UseTime bool
 
 	idx *viewIndex
 }
@@ -159,11 +163,16 @@ func (in *Input) outbound(v *fastpath.PolicyView, port *Port) (Rule, string) {
 	if nh.Ifindex != v.OffloadIfindex {
 		return Rule{}, "route: the FIB sends the destination out of " + nh.Name + ", not the SA's offload device"
 	}
+	if v.SAMTU == 0 {
+		return Rule{}, "SA: its MTU is not known (no route to the peer, or an algorithm sluice cannot size)"
+	}
 	r := baseRule(v, port, Outbound)
+	r.UseTime = in.UseTime
 	if port.ParentIfindex != 0 {
 		r.Dev, r.DevName, r.VLANID, r.PopVLAN = port.ParentIfindex, port.ParentName, port.VLANID, true
 	}
-	r.Redirect, r.RedirectName, r.MTU, r.ownSources = nh.Ifindex, nh.Name, nh.MTU, own
+	r.Redirect, r.RedirectName, r.ownSources = nh.Ifindex, nh.Name, own
+	r.MTU = policeMTU(min(nh.MTU, v.SAMTU))
 	if in.l2FIB(v.OffloadIfindex) {
 		if nh.DstMAC == nil {
 			return Rule{}, "route: next hop not resolved yet (XDP resolves it per packet)"
@@ -200,6 +209,7 @@ func (in *Input) inbound(v *fastpath.PolicyView, port *Port) (Rule, string) {
 		return Rule{}, "route: next hop not resolved yet (XDP resolves it per packet)"
 	}
 	r := baseRule(v, port, Inbound)
+	r.UseTime = in.UseTime
 	r.Chain, r.ownSources = in.InboundChain, own
 	r.DstMAC, r.SrcMAC, r.MTU = nh.DstMAC, nh.SrcMAC, nh.MTU
 	r.Redirect, r.RedirectName = nh.Ifindex, nh.Name
@@ -263,3 +273,10 @@ func matchable(s kernel.Selector) string {
 	}
 	return ""
 }
+
+// policeMTU is the `police mtu` that lets through exactly the packets of
+// at most l3 bytes: at tc ingress act_police counts the Ethernet header too
+// (tcf_police_mtu_check adds skb->mac_len, 14 once a VLAN tag has been
+// taken off into the skb, as __netif_receive_skb_core does before tc), and
+// checks each segment of a GRO aggregate, as the kernel's forward does.
+func policeMTU(l3 int) int { return l3 + mtu.EthernetHeader }

@@ -97,7 +97,7 @@ func forwards(r Result) []Rule {
 
 func TestDeriveOutboundAndInbound(t *testing.T) {
 	pols, states := tunnel("16.0.0.0/16", "48.0.0.0/16", 100, p0)
-	res := derive(fastpath.Snapshot{Policies: pols, States: states}, ports(true))
+	res := derive(withMTU(fastpath.Snapshot{Policies: pols, States: states}), ports(true))
 	fw := forwards(res)
 	if len(fw) != 2 {
 		t.Fatalf("want one outbound and one inbound rule, got %d: %v\nskips %v", len(fw), res.Rules, res.Skips)
@@ -106,7 +106,7 @@ func TestDeriveOutboundAndInbound(t *testing.T) {
 	if out.Dir != Outbound {
 		out, in = in, out
 	}
-	want := "dev p0 chain 0 pref 49004 protocol 802.1Q flower vlan_id 502 vlan_ethtype ip src_ip 16.0.0.0/16 dst_ip 48.0.0.0/16 ip_flags nofrag action police mtu 1500 conform-exceed pass/pipe action vlan pop action pedit ex munge ip ttl add 0xff action pedit ex munge eth dst set 02:00:00:00:00:fe munge eth src set 02:00:00:00:00:02 action csum ip action mirred egress redirect dev p0"
+	want := "dev p0 chain 0 pref 49004 protocol 802.1Q flower vlan_id 502 vlan_ethtype ip src_ip 16.0.0.0/16 dst_ip 48.0.0.0/16 ip_flags nofrag action police mtu 1460 conform-exceed pass/pipe action vlan pop action pedit ex munge ip ttl add 0xff action pedit ex munge eth dst set 02:00:00:00:00:fe munge eth src set 02:00:00:00:00:02 action csum ip action mirred egress redirect dev p0"
 	if out.String() != want {
 		t.Errorf("outbound rule\n got %s\nwant %s", out.String(), want)
 	}
@@ -134,7 +134,7 @@ func TestDeriveOutboundAndInbound(t *testing.T) {
 
 func TestDeriveIPv6HopLimit(t *testing.T) {
 	pols, states := tunnel("2001:db8:16::/48", "2001:db8:48::/48", 100, p0)
-	fw := forwards(derive(fastpath.Snapshot{Policies: pols, States: states}, ports(false)))
+	fw := forwards(derive(withMTU(fastpath.Snapshot{Policies: pols, States: states}), ports(false)))
 	if len(fw) != 1 || !fw[0].IPv6 || !strings.Contains(fw[0].String(), "munge ip6 hoplimit add 0xff") || strings.Contains(fw[0].String(), "csum") {
 		t.Fatalf("IPv6 outbound: %v", fw)
 	}
@@ -204,7 +204,7 @@ func TestDeriveLeavesUncertainSelectorsAlone(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			pols, states := tunnel("16.0.0.0/16", "48.0.0.0/16", 100, p0)
 			pols, states, keep := tc.edit(pols, states)
-			snap := fastpath.Snapshot{Policies: pols, States: states, FwdDefaultBlock: tc.name == "FWD default block without fwd-out"}
+			snap := withMTU(fastpath.Snapshot{Policies: pols, States: states, FwdDefaultBlock: tc.name == "FWD default block without fwd-out"})
 			res := derive(snap, ports(false))
 			fw := forwards(res)
 			if keep {
@@ -227,7 +227,7 @@ func TestDeriveInboundNeedsOptIn(t *testing.T) {
 	pols, states := tunnel("16.0.0.0/16", "48.0.0.0/16", 100, p0)
 	ps := ports(true)
 	ps[0].InboundForward = false
-	for _, r := range forwards(derive(fastpath.Snapshot{Policies: pols, States: states}, ps)) {
+	for _, r := range forwards(derive(withMTU(fastpath.Snapshot{Policies: pols, States: states}), ps)) {
 		if r.Dir == Inbound {
 			t.Fatalf("inbound rule without inbound: forward: %s", r.String())
 		}
@@ -266,7 +266,7 @@ func (ownRouter) Source(src netip.Prefix, _ int) ([]netip.Addr, string) {
 // forward: the kernel drops it as a source, so the NIC must not carry it.
 func TestDeriveGuardsOwnSources(t *testing.T) {
 	pols, states := tunnel("16.0.0.0/16", "48.0.0.0/16", 100, p0)
-	res := Derive(Input{Views: fastpath.PolicyViews(fastpath.Snapshot{Policies: pols, States: states}), Ports: ports(false), Router: ownRouter{}})
+	res := Derive(Input{Views: fastpath.PolicyViews(withMTU(fastpath.Snapshot{Policies: pols, States: states})), Ports: ports(false), Router: ownRouter{}})
 	var guard string
 	for _, r := range res.Rules {
 		if r.Kind == KindSrcGuard {
@@ -276,5 +276,64 @@ func TestDeriveGuardsOwnSources(t *testing.T) {
 	want := "dev p0 chain 0 pref 49001 protocol 802.1Q flower vlan_id 502 vlan_ethtype ip src_ip 16.0.0.254/32 action pass"
 	if guard != want || len(forwards(res)) != 1 {
 		t.Fatalf("guard %q, want %q; rules %v", guard, want, res.Rules)
+	}
+}
+
+// withMTU gives every SA of s strongSwan's esp=aes128gcm16 and a 1500-byte
+// route (SA MTU 1446 over IPv4, 1426 over IPv6), as the mirror would.
+func withMTU(s fastpath.Snapshot) fastpath.Snapshot {
+	s.States = append([]kernel.State(nil), s.States...)
+	s.RouteMTU = map[fastpath.Endpoints]int{}
+	for i := range s.States {
+		if s.States[i].Alg == (kernel.StateAlg{}) {
+			s.States[i].Alg = kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
+		}
+		s.RouteMTU[fastpath.Endpoints{Src: s.States[i].Src, Dst: s.States[i].Dst}] = 1500
+	}
+	return s
+}
+
+// TestOutboundPolicesAtSAMTU: an outbound rule lets through exactly what
+// fits the SA (act_police counts the 14-byte Ethernet header at ingress),
+// and larger packets go to the kernel, which sends frag-needed / PTB. It
+// policed at the next hop's link MTU before (1500: 1447-1486-byte packets
+// were forwarded past the SA).
+func TestOutboundPolicesAtSAMTU(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		route   int
+		alg     kernel.StateAlg
+		police  int
+		skipped bool
+	}{
+		{"gcm128 over a 1500 route", 1500, kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}, 1446 + 14, false},
+		{"gcm64 over a 1500 route", 1500, kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 64}, 1454 + 14, false},
+		{"cbc-sha256 over a locked 1400", 1400, kernel.StateAlg{Crypt: "cbc(aes)", Auth: "hmac(sha256)", AuthTruncBits: 128}, 1326 + 14, false}, // 1400-44-16 = 1340, &^15 = 1328, -2
+		{"NAT-T", 1500, kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128, Encap: 2}, 1438 + 14, false},
+		{"unknown algorithm", 1500, kernel.StateAlg{AEAD: "rfc9999(new)", ICVBits: 128}, 0, true},
+		{"no route to the peer", 0, kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}, 0, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pols, states := tunnel("16.0.0.0/16", "48.0.0.0/16", 100, p0)
+			snap := fastpath.Snapshot{Policies: pols, States: states, RouteMTU: map[fastpath.Endpoints]int{}}
+			for i := range snap.States {
+				snap.States[i].Alg = tc.alg
+				if tc.route > 0 {
+					snap.RouteMTU[fastpath.Endpoints{Src: states[i].Src, Dst: states[i].Dst}] = tc.route
+				}
+			}
+			var got []int
+			for _, r := range forwards(derive(snap, ports(false))) {
+				if r.Dir == Outbound {
+					got = append(got, r.MTU)
+				}
+			}
+			switch {
+			case tc.skipped && len(got) != 0:
+				t.Errorf("want no outbound rule, got police mtu %v", got)
+			case !tc.skipped && (len(got) != 1 || got[0] != tc.police):
+				t.Errorf("police mtu %v, want [%d]", got, tc.police)
+			}
+		})
 	}
 }

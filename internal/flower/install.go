@@ -39,6 +39,9 @@ func (r *Rule) Filter(handle uint32, skipHW bool) *kernel.FlowerFilter {
 	if r.MTU != 0 {
 		a = append(a, kernel.FlowerAction{Kind: kernel.ActPoliceMTU, MTU: uint32(r.MTU)})
 	}
+	if r.UseTime {
+		a = append(a, kernel.FlowerAction{Kind: kernel.ActPoliceUse})
+	}
 	if r.PopVLAN {
 		a = append(a, kernel.FlowerAction{Kind: kernel.ActVLANPop})
 	}

@@ -82,15 +82,20 @@ type Rule struct {
 	// ingress interface's own).
 	MatchDstMAC net.HardwareAddr
 	// The selector (KindForward).
-	Src, Dst              netip.Prefix
-	Proto                 uint8
-	SPort, SPortMask      uint16
-	DPort, DPortMask      uint16
-	PopVLAN               bool
-	DecTTL                bool
-	SrcMAC, DstMAC        net.HardwareAddr // nil: the NIC writes L2 (l2: nic)
-	PushVLAN              uint16
-	MTU                   int // larger packets go to the host (the kernel sends ICMP); 0: no check
+	Src, Dst         netip.Prefix
+	Proto            uint8
+	SPort, SPortMask uint16
+	DPort, DPortMask uint16
+	PopVLAN          bool
+	DecTTL           bool
+	SrcMAC, DstMAC   net.HardwareAddr // nil: the NIC writes L2 (l2: nic)
+	PushVLAN         uint16
+	MTU              int // larger packets go to the host (the kernel sends ICMP); 0: no check
+	// UseTime: one packet a second goes to the host instead, which the
+	// kernel forwards, stamping the XFRM policies' use times strongSwan
+	// reads (the rule's own packets pass neither xfrm_lookup nor the
+	// policy check).
+	UseTime               bool
 	Redirect              int // egress device (mirred egress redirect)
 	ownSources            []netip.Addr
 	PolicyIndex           uint32
@@ -140,6 +145,9 @@ func (r *Rule) String() string {
 	}
 	if r.MTU != 0 {
 		s += fmt.Sprintf(" action police mtu %d conform-exceed pass/pipe", r.MTU)
+	}
+	if r.UseTime {
+		s += " action police pkts_rate 1 pkts_burst 1 conform-exceed pipe/ok"
 	}
 	if r.PopVLAN {
 		s += " action vlan pop"

@@ -38,7 +38,10 @@ type Tier struct {
 	Ports        []PortConfig
 	SkipHW       bool // labs only (flower-test-skip-hw)
 	InboundChain uint32
-	Log          *slog.Logger
+	// UseTime: each forward hands the kernel one packet a second, so the
+	// kernel stamps the XFRM policies' use times (kernel policy source).
+	UseTime bool
+	Log     *slog.Logger
 	// Router answers the FIB per prefix (default: the kernel's).
 	Router Router
 	// Placement, when set, puts only tunnels with steady traffic in the
@@ -254,7 +257,7 @@ func (t *Tier) apply(want *fastpath.Snapshot, gen uint64) {
 	if want != nil {
 		views = fastpath.PolicyViews(*want)
 		res = Derive(Input{Views: views, FwdDefaultBlock: want.FwdDefaultBlock,
-			Ports: ports, Router: t.Router, InboundChain: t.InboundChain})
+			Ports: ports, Router: t.Router, InboundChain: t.InboundChain, UseTime: t.UseTime})
 	} else {
 		gen = math.MaxUint64 // closed: no event is newer than "no rules"
 	}
@@ -388,6 +391,11 @@ func (t *Tier) followRoutes(ctx context.Context) {
 
 // RefreshEvery is how often the tier re-derives without an event.
 var RefreshEvery = 10 * time.Second
+
+// Rederive re-derives and re-installs from the current snapshot now: the
+// daemon calls it when a port came back (re-created under its name), whose
+// rules went with the old device.
+func (t *Tier) Rederive() { t.rederive() }
 
 func (t *Tier) rederive() {
 	t.mu.Lock()

@@ -29,7 +29,7 @@ func withdrawLab(t *testing.T) (*withdrawal, fastpath.Snapshot, []Rule) {
 	idx = 1000 // the same policy indexes on every call
 	pa, sa := tunnel("16.0.0.0/16", "48.0.0.0/16", 100, p0)
 	pb, sb := tunnel("16.1.0.0/16", "48.1.0.0/16", 100, p0)
-	snap := fastpath.Snapshot{Policies: append(pa, pb...), States: append(sa, sb...)}
+	snap := withMTU(fastpath.Snapshot{Policies: append(pa, pb...), States: append(sa, sb...)})
 	views := fastpath.PolicyViews(snap)
 	res := Derive(Input{Views: views, Ports: ports(false), Router: fakeRouter{}})
 	w := &withdrawal{}

@@ -41,7 +41,8 @@ func FromConfig(g *config.Gateway, build api.Build) (Options, error) {
 	if g.FlowerTestSkipHW && !g.Lab {
 		return o, fmt.Errorf("%s: flower-test-skip-hw needs lab: true", g.File)
 	}
-	tier := &flower.Tier{SkipHW: g.FlowerTestSkipHW, InboundChain: g.FlowerInboundChain}
+	tier := &flower.Tier{SkipHW: g.FlowerTestSkipHW, InboundChain: g.FlowerInboundChain,
+		UseTime: g.PolicySource != config.PolicySourceStatic}
 	if g.FlowerTestPlacementInterval != 0 && !g.Lab {
 		return o, fmt.Errorf("%s: flower-test-placement-interval needs lab: true", g.File)
 	}
@@ -140,8 +141,10 @@ func staticSnapshot(g *config.Gateway) (fastpath.Snapshot, error) {
 		}
 		s.Policies = append(s.Policies, p)
 		if dir != kernel.DirFwd {
+			// AES-GCM-128 (strongSwan's esp=aes128gcm16, what the NICs
+			// offload): the SA's size, and so its MTU, depends on it.
 			s.States = append(s.States, kernel.State{Src: tm.Src, Dst: tm.Dst, Proto: 50, Mode: 1, Reqid: tm.Reqid,
-				SPI: 0x100 + uint32(i), Offload: off})
+				SPI: 0x100 + uint32(i), Offload: off, Alg: kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}})
 		}
 	}
 	return s, nil

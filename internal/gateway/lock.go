@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/trust"
 )
 
 // PinDirLock is an exclusive flock(2) on a gateway's pin dir: one daemon
@@ -27,16 +29,15 @@ var ErrPinDirBusy = errors.New("pin-dir is in use")
 // LockPinDir takes the lock of dir (which must exist), failing at once if
 // another process holds it; the error names that process.
 func LockPinDir(dir string) (*PinDirLock, error) {
-	f, err := os.Open(dir)
+	f, err := trust.OpenDir(dir, trust.Private)
 	if err != nil {
 		return nil, fmt.Errorf("pin-dir %s: %w", dir, err)
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-		holder := lockHolder(f)
+		pid := lockHolder(f)
 		f.Close()
 		if errors.Is(err, unix.EWOULDBLOCK) {
-			return nil, fmt.Errorf("%w: another 'sluice gateway run' (%s) is running on %s; stop it first ('sluice gateway stop --pin-dir %s') or give this one another pin-dir",
-				ErrPinDirBusy, holder, dir, dir)
+			return nil, busyError(dir, pid)
 		}
 		return nil, fmt.Errorf("locking pin-dir %s: %w", dir, err)
 	}
@@ -72,18 +73,45 @@ func (l *PinDirLock) Release() {
 	}
 }
 
-// lockHolder finds who holds the flock on f in /proc/locks ("pid N"), or
-// says it could not tell.
-func lockHolder(f *os.File) string {
+// busyError says who holds dir's lock, by what that process is: a
+// gateway, a stop that is detaching, or something else entirely (which
+// the message must not call a gateway).
+func busyError(dir string, pid int) error {
+	switch {
+	case pid == 0:
+		return fmt.Errorf("%w: a process this one cannot identify holds the lock of %s; if no 'sluice gateway run' is running there, give this one another pin-dir", ErrPinDirBusy, dir)
+	case isGatewayCmd(pid, "run"):
+		return fmt.Errorf("%w: another 'sluice gateway run' (pid %d) is running on %s; stop it first ('sluice gateway stop --pin-dir %s') or give this one another pin-dir",
+			ErrPinDirBusy, pid, dir, dir)
+	case isGatewayCmd(pid, "stop"):
+		return fmt.Errorf("%w: 'sluice gateway stop' (pid %d) is detaching %s; wait for it to finish", ErrPinDirBusy, pid, dir)
+	}
+	return fmt.Errorf("%w: pid %d (%s), which is not a sluice gateway, holds the lock of %s; stop it or give this one another pin-dir",
+		ErrPinDirBusy, pid, commName(pid), dir)
+}
+
+// holderOf returns the pid holding dir's lock, or 0.
+func holderOf(dir string) int {
+	f, err := os.Open(dir)
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	return lockHolder(f)
+}
+
+// lockHolder finds who holds the flock on f in /proc/locks, or 0 when it
+// cannot tell.
+func lockHolder(f *os.File) int {
 	st, err := f.Stat()
 	if err != nil {
-		return "pid unknown"
+		return 0
 	}
 	sys := st.Sys().(*syscall.Stat_t)
 	id := fmt.Sprintf("%02x:%02x:%d", unix.Major(sys.Dev), unix.Minor(sys.Dev), sys.Ino)
 	locks, err := os.Open("/proc/locks")
 	if err != nil {
-		return "pid unknown"
+		return 0
 	}
 	defer locks.Close()
 	sc := bufio.NewScanner(locks)
@@ -92,9 +120,9 @@ func lockHolder(f *os.File) string {
 		f := strings.Fields(sc.Text())
 		if len(f) >= 6 && f[1] == "FLOCK" && f[5] == id {
 			if pid, err := strconv.Atoi(f[4]); err == nil && pid > 0 {
-				return "pid " + f[4]
+				return pid
 			}
 		}
 	}
-	return "pid unknown"
+	return 0
 }

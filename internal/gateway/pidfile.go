@@ -33,18 +33,30 @@ func readPIDFile(path string) (int, bool) {
 
 // isGatewayRun reports whether pid is a 'sluice ... gateway run': a stale
 // pid file must not make stop signal whatever process reused the pid.
-func isGatewayRun(pid int) bool {
+func isGatewayRun(pid int) bool { return isGatewayCmd(pid, "run") }
+
+// isGatewayCmd reports whether pid runs 'sluice ... gateway <sub>'.
+func isGatewayCmd(pid int, sub string) bool {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
 		return false
 	}
 	args := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
 	for i := 0; i+1 < len(args); i++ {
-		if args[i] == "gateway" && args[i+1] == "run" {
+		if args[i] == "gateway" && args[i+1] == sub {
 			return true
 		}
 	}
 	return false
+}
+
+// commName is pid's command name, for messages.
+func commName(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+	if err != nil {
+		return "unknown command"
+	}
+	return strings.TrimSpace(string(b))
 }
 
 func writePIDFile(path string) error {

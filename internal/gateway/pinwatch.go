@@ -4,13 +4,10 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
-
-	"sluice/internal/fastpath"
 )
 
 // pinCheckEvery is how often the daemon checks that its pins are there.
@@ -23,6 +20,18 @@ type pinStatus struct {
 	Missing   []string
 	Repairs   uint64
 	LastError string
+}
+
+// recovered marks the pins OK again after a failure, reporting whether
+// they were not.
+func (p *pinStatus) recovered() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.OK {
+		return false
+	}
+	p.OK, p.Missing, p.LastError = true, nil, ""
+	return true
 }
 
 func (p *pinStatus) get() pinStatus {
@@ -50,6 +59,11 @@ func (rt *gatewayRuntime) watchPins(ctx context.Context, lock *atomic.Pointer[Pi
 		}
 		missing := rt.dp.MissingPins(dir)
 		if len(missing) == 0 && !lock.Load().Stale() {
+			// Pins hidden for a while (a mount over the pin dir) are
+			// visible again: say so, or an alert on pins.ok never clears.
+			if rt.pins.recovered() {
+				log.Info("pins visible again", "pin-dir", dir)
+			}
 			continue
 		}
 		log.Error("pins removed under the running daemon; the program stays attached (the daemon holds it), pinning again", "pin-dir", dir, "missing", strings.Join(missing, ","))
@@ -77,10 +91,7 @@ func (rt *gatewayRuntime) watchPins(ctx context.Context, lock *atomic.Pointer[Pi
 func (rt *gatewayRuntime) repairPins(lock *atomic.Pointer[PinDirLock]) error {
 	dir := rt.opts.PinDir
 	if lock.Load().Stale() {
-		if err := fastpath.EnsureBPFFS(dir); err != nil {
-			return err
-		}
-		if err := os.MkdirAll(dir, 0o700); err != nil {
+		if _, err := preparePinDir(dir); err != nil {
 			return err
 		}
 		l, err := LockPinDir(dir)

@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -67,12 +66,13 @@ func Run(ctx context.Context, o Options) (err error) {
 	if log == nil {
 		log = slog.Default()
 	}
-	if err := fastpath.EnsureBPFFS(o.PinDir); err != nil {
+	// First, so that a missing capability is named as such, not as the
+	// first thing it makes fail (a mount, a lock, a map).
+	if err := fastpath.CheckPrivileges(); err != nil {
 		return err
 	}
-	_, statErr := os.Stat(o.PinDir)
-	created := errors.Is(statErr, os.ErrNotExist)
-	if err := os.MkdirAll(o.PinDir, 0o700); err != nil {
+	created, err := preparePinDir(o.PinDir)
+	if err != nil {
 		return err
 	}
 	first, err := LockPinDir(o.PinDir)
@@ -92,7 +92,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	}()
 	if o.PIDFile != "" {
 		if err := writePIDFile(o.PIDFile); err != nil {
-			log.Warn("no pid file; 'sluice gateway stop' will detach but cannot signal this process", "err", err)
+			log.Warn("no pid file; 'sluice gateway stop' finds this process by the pin dir's lock instead", "err", err)
 		}
 		defer removePIDFile(o.PIDFile)
 	}
@@ -103,7 +103,8 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err != nil {
 		return err
 	}
-	var apiL, metricsL net.Listener
+	var apiL *api.SocketListener
+	var metricsL net.Listener
 	if o.APISocket != "" {
 		if apiL, err = api.Listen(o.APISocket, o.APIOptions); err != nil {
 			return fmt.Errorf("api-socket %s: %w", o.APISocket, err)
@@ -141,6 +142,11 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	if err := dp.SetCounters(o.Counters); err != nil {
+		return err
+	}
+	// Kernel policies have use times strongSwan reads: keep them true.
+	_, static := o.Source.(fastpath.StaticSource)
+	if err := dp.SetUseTime(!static); err != nil {
 		return err
 	}
 	followFIBL4(dp, log)
@@ -200,6 +206,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	rt.pins.OK = true
 	if apiL != nil {
 		go func() { errc <- api.Serve(mctx, apiL, api.Handler(rt)) }()
+		go watchSocket(mctx, apiL, log)
 		log.Info("API listening", "socket", o.APISocket)
 	}
 	if metricsL != nil {
@@ -213,6 +220,7 @@ func Run(ctx context.Context, o Options) (err error) {
 	go func() { errc <- m.Run(mctx) }()
 	go refreshNextHops(mctx, dp, resolve, log)
 	go func() { errc <- rt.watchPins(mctx, &lock, log) }()
+	go rt.watchAttachments(mctx, resolve, log)
 	if o.Ready != nil {
 		o.Ready(dp, m)
 	}

@@ -2,6 +2,7 @@ package gateway
 
 import (
 	"sort"
+	"strings"
 	"time"
 
 	"sluice/internal/api"
@@ -52,6 +53,9 @@ func (r *gatewayRuntime) Status() (*api.GatewayStatus, error) {
 		},
 		Unknown: reasonMap(counts[0]),
 	}
+	// What the kernel has attached, not what the daemon once attached:
+	// a port without the program forwards nothing in XDP.
+	var closed []string
 	if r.opts.Hardware != nil {
 		fs := r.opts.Hardware.FlowerStatus()
 		s.Flower = &fs
@@ -67,12 +71,20 @@ func (r *gatewayRuntime) Status() (*api.GatewayStatus, error) {
 			InboundForward: gi.InboundForward}
 		if li, err := kernel.Link(gi.Name); err == nil {
 			is.Ifindex, is.VLAN = li.Ifindex, li.VLANID
+			is.Attached = true // a VLAN child's frames meet the parent's program
 			if li.ParentIfindex != 0 {
 				if p, err := kernel.LinkByIndex(li.ParentIfindex); err == nil {
 					is.Parent = p.Name
 				}
 				is.XDPMode = "via parent"
+			} else if why := r.dp.AttachedTo(gi.Name, li.Ifindex); why != "" {
+				is.Attached, is.Problem = false, why
 			}
+		} else {
+			is.Problem = "the interface is gone; the daemon attaches again when it comes back"
+		}
+		if !is.Attached {
+			closed = append(closed, gi.Name+": "+is.Problem)
 		}
 		is.Reasons = reasonMap(counts[is.Ifindex])
 		if gi.HairpinNextHop.IsValid() {
@@ -88,6 +100,10 @@ func (r *gatewayRuntime) Status() (*api.GatewayStatus, error) {
 			is.NextHop = nh
 		}
 		s.Interfaces = append(s.Interfaces, is)
+	}
+	if len(closed) > 0 {
+		s.FastPathOpen, s.Mirror.InSync, s.Mirror.State = false, false, "closed"
+		s.ClosedReason = "not attached: " + strings.Join(closed, "; ")
 	}
 	return s, nil
 }

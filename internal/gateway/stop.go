@@ -1,6 +1,7 @@
 package gateway
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -21,19 +22,26 @@ const stopWait = 10 * time.Second
 // interface pinned under pinDir. It reports what it did to out and
 // problems it works around to errOut.
 func Stop(pinDir string, out, errOut io.Writer) error {
-	if pid, ok := readPIDFile(PIDFile(pinDir)); ok && isGatewayRun(pid) {
+	signalled := 0
+	if pid := daemonOf(pinDir); pid != 0 {
 		if p, err := os.FindProcess(pid); err == nil && p.Signal(syscall.SIGTERM) == nil {
 			fmt.Fprintf(out, "signalled daemon (pid %d)\n", pid)
+			signalled = pid
 		}
 	}
 	// Detach only once the daemon is gone (its lock is free):
 	// a daemon still running would pin again what stop removes.
 	if _, err := os.Stat(pinDir); err == nil {
 		lock, err := WaitLockPinDir(pinDir, stopWait)
-		if err != nil {
-			return fmt.Errorf("%w (it did not exit within %s of SIGTERM; nothing was detached)", err, stopWait)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+			// Another 'gateway stop' detached and removed the pin dir
+			// while this one waited: nothing is left to do here.
+		case err != nil:
+			return stopBusy(pinDir, err, signalled)
+		default:
+			defer lock.Release()
 		}
-		defer lock.Release()
 	}
 	// Hardware rules outlive the daemon: remove sluice's flower
 	// filters whether or not it is still running (a killed one
@@ -60,4 +68,30 @@ func removeFlowerRules() (int, error) {
 	}
 	defer fs.Close()
 	return flower.RemoveAll(fs)
+}
+
+// daemonOf finds the daemon of pinDir: the pid its pid file names, or,
+// when there is no pid file (it could not be written), the 'gateway run'
+// holding the pin dir's lock.
+func daemonOf(pinDir string) int {
+	if pid, ok := readPIDFile(PIDFile(pinDir)); ok && isGatewayRun(pid) {
+		return pid
+	}
+	if pid := holderOf(pinDir); pid != 0 && isGatewayRun(pid) {
+		return pid
+	}
+	return 0
+}
+
+// stopBusy explains why the pin dir stayed locked for stopWait: the
+// daemon stop signalled did not exit, or another stop still detaches.
+func stopBusy(pinDir string, err error, signalled int) error {
+	holder := holderOf(pinDir)
+	switch {
+	case holder != 0 && isGatewayCmd(holder, "stop"):
+		return fmt.Errorf("%w; this stop detached nothing", err)
+	case holder != 0 && holder == signalled:
+		return fmt.Errorf("%w (it did not exit within %s of SIGTERM; nothing was detached)", err, stopWait)
+	}
+	return fmt.Errorf("%w (nothing was detached)", err)
 }

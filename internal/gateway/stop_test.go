@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"sluice/internal/config"
+	"sluice/internal/testutil"
 )
 
 // Two gateways on different pin dirs have different pid files, and stop
@@ -23,9 +24,7 @@ func TestGatewayStopSignalsOnlyItsOwnDaemon(t *testing.T) {
 	if a == b || a == PIDFile(config.DefaultPinDir) {
 		t.Fatalf("pid files collide: %s, %s", a, b)
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("writes /run/sluice: needs root")
-	}
+	testutil.RequireRoot(t, "writes /run/sluice")
 	sleeper := exec.Command("sleep", "30")
 	if err := sleeper.Start(); err != nil {
 		t.Fatal(err)

@@ -61,6 +61,9 @@ func TestImportRules(t *testing.T) {
 					t.Errorf("%s imports %s: %s", p.ImportPath, imp, r.why)
 				}
 			}
+			if imp == "sluice/internal/testutil" {
+				t.Errorf("%s imports internal/testutil: test helpers are for _test.go files only", p.ImportPath)
+			}
 			if why, ok := noExec[p.ImportPath]; ok && imp == "os/exec" {
 				t.Errorf("%s imports os/exec: %s", p.ImportPath, why)
 			}

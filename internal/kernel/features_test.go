@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"sluice/internal/testutil"
 )
 
 // kernelConfig reads the running kernel's build config, from /proc/config.gz
@@ -42,9 +44,7 @@ func kernelConfig(t *testing.T, release string) map[string]string {
 // because modprobe works wherever modules exist) must probe as present, and
 // one not configured must probe as absent.
 func TestProbesAgreeWithKernelConfig(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("feature probes need root (CAP_NET_ADMIN, CAP_BPF)")
-	}
+	testutil.RequireRoot(t, "feature probes (CAP_NET_ADMIN, CAP_BPF)")
 	f := ProbeFeatures()
 	if len(f.Unknown) > 0 {
 		t.Fatalf("probes returned unknown as root: %v (%v)", f.Unknown, f.Evidence)
@@ -76,9 +76,7 @@ func TestProbesAgreeWithKernelConfig(t *testing.T) {
 // TestProbesLeaveNoNamespaceBehind guards the promise that probing never
 // touches the host: the links a probe creates live in a namespace that dies.
 func TestProbesLeaveNoNamespaceBehind(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("feature probes need root")
-	}
+	testutil.RequireRoot(t, "feature probes")
 	before, err := os.ReadFile("/proc/net/dev")
 	if err != nil {
 		t.Fatal(err)

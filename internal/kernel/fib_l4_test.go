@@ -1,20 +1,19 @@
 package kernel
 
 import (
-	"os"
 	"os/exec"
 	"strings"
 	"testing"
 
 	"github.com/vishvananda/netns"
+
+	"sluice/internal/testutil"
 )
 
 // TestFIBUsesL4 in a namespace of its own: a plain FIB ignores ports; a
 // rule on a destination port, or a multipath hash on ports, does not.
 func TestFIBUsesL4(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces")
-	}
+	testutil.RequireRoot(t, "network namespaces")
 	ns, err := NewNetns(func() error { return nil })
 	if err != nil {
 		t.Fatal(err)

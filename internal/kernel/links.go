@@ -16,6 +16,9 @@ type LinkInfo struct {
 	VLANID        uint16
 	ParentIfindex int
 	Up            bool
+	// XDPProgID is the XDP program attached to it (0: none): what an
+	// attachment check compares with the program of a pinned link.
+	XDPProgID uint32
 }
 
 // Link looks an interface up by name in the calling thread's namespace.
@@ -26,6 +29,9 @@ func Link(name string) (*LinkInfo, error) {
 	}
 	a := l.Attrs()
 	info := &LinkInfo{Name: a.Name, Ifindex: a.Index, MAC: a.HardwareAddr, Up: a.Flags&net.FlagUp != 0}
+	if a.Xdp != nil && a.Xdp.Attached {
+		info.XDPProgID = a.Xdp.ProgId
+	}
 	if v, ok := l.(*netlink.Vlan); ok {
 		info.VLANID = uint16(v.VlanId)
 		info.ParentIfindex = a.ParentIndex

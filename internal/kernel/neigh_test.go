@@ -9,12 +9,14 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"sluice/internal/testutil"
 )
 
 // neighTestNS is a namespace with a veth pair: v0 10.77.0.1/24 and
 // 2001:db8:77::1/64 up, its peer v1 up without addresses.
 func neighTestNS(t *testing.T) (string, netns.NsHandle, *netlink.Handle) {
-	ns, h := xfrmTestNS(t)
+	ns, h := testutil.NewNetNS(t)
 	ipn(t, ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
 	ipn(t, ns, "addr", "add", "10.77.0.1/24", "dev", "v0")
 	ipn(t, ns, "addr", "add", "2001:db8:77::1/64", "dev", "v0", "nodad")

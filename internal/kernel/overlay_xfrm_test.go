@@ -5,14 +5,16 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"sluice/internal/testutil"
 )
 
 // Policies sluice installs read back exactly as the ones iproute2
 // installs from the equivalent command the plan prints (the host kernel
 // has XFRM policies, not ESP states).
 func TestPolicyAddMatchesIproute2(t *testing.T) {
-	mine, h := xfrmTestNS(t)
-	theirs, _ := xfrmTestNS(t)
+	mine, h := testutil.NewNetNS(t)
+	theirs, _ := testutil.NewNetNS(t)
 	p := netip.MustParsePrefix
 	a := netip.MustParseAddr
 	for _, tc := range []struct {

@@ -2,20 +2,19 @@ package kernel
 
 import (
 	"net/netip"
-	"os"
 	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
+
+	"sluice/internal/testutil"
 )
 
 // TestSourceAcceptedNeedsForwarding: a device with forwarding off makes
 // XDP's FIB lookup (and the kernel) pass what arrives on it, so the flower
 // tier must not forward it either.
 func TestSourceAcceptedNeedsForwarding(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces")
-	}
+	testutil.RequireRoot(t, "network namespaces")
 	ns, err := NewNetns(func() error { return nil })
 	if err != nil {
 		t.Fatal(err)

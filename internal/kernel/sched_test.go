@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"sluice/internal/testutil"
 )
 
 // TestDaemonSchedChild is the child of TestApplyDaemonSched: it applies
@@ -39,9 +41,7 @@ func TestDaemonSchedChild(t *testing.T) {
 // thread, including those started afterwards, runs on the CPU asked for
 // with SCHED_RR at the priority asked for, and the memory is locked.
 func TestApplyDaemonSched(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: real-time scheduling and mlockall")
-	}
+	testutil.RequireRoot(t, "real-time scheduling and mlockall")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDaemonSchedChild$", "-test.v")
 	cmd.Env = append(os.Environ(), "SLUICE_SCHED_CHILD=1")
 	out, err := cmd.CombinedOutput()

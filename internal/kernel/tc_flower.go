@@ -55,6 +55,16 @@ const (
 	ActSetMACs // pedit ex set eth dst, src
 	ActCsumIP  // csum ip header
 	ActRedirect
+	// ActPoliceUse: police pkts_rate 1 pkts_burst 1 conform-exceed
+	// pipe/ok: one packet a second to the host, the rest on (appended,
+	// so the kinds above keep their values).
+	ActPoliceUse
+)
+
+// TCA_POLICE_PKTRATE64 and TCA_POLICE_PKTBURST64 (Linux 5.14), absent from nl.
+const (
+	tcaPolicePktRate64  = 10
+	tcaPolicePktBurst64 = 11
 )
 
 const (

@@ -9,6 +9,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
+
+	"sluice/internal/testutil"
 )
 
 // flowerDumpMessage builds an RTM_NEWTFILTER body as the kernel dumps a
@@ -68,7 +70,7 @@ func TestParseFlowerHandle(t *testing.T) {
 // TestDumpFlowerEmptyAndMissing dumps a clsact ingress without filters
 // (the host kernel has no flower) and a device that does not exist.
 func TestDumpFlowerEmptyAndMissing(t *testing.T) {
-	ns, h := xfrmTestNS(t)
+	ns, h := testutil.NewNetNS(t)
 	idx := clsactVeth(t, ns, h)
 	var hs, none []FlowerHandle
 	var derr, nerr error

@@ -3,6 +3,7 @@ package kernel
 import (
 	"encoding/binary"
 	"net/netip"
+	"time"
 	"unsafe"
 
 	"github.com/vishvananda/netlink/nl"
@@ -56,6 +57,12 @@ func (e *nlAppender) u32(typ uint16, v uint32) {
 	e.b = binary.NativeEndian.AppendUint16(e.b, 8)
 	e.b = binary.NativeEndian.AppendUint16(e.b, typ)
 	e.b = binary.NativeEndian.AppendUint32(e.b, v)
+}
+
+func (e *nlAppender) u64(typ uint16, v uint64) {
+	e.b = binary.NativeEndian.AppendUint16(e.b, 12)
+	e.b = binary.NativeEndian.AppendUint16(e.b, typ)
+	e.b = binary.NativeEndian.AppendUint64(e.b, v)
 }
 
 func (e *nlAppender) be32(typ uint16, v uint32) {
@@ -230,6 +237,18 @@ func (a *FlowerAction) appendTo(e *nlAppender) {
 		p := nl.TcPolice{Action: tcActOK, Mtu: a.MTU}
 		e.attr(nl.TCA_POLICE_TBF, structBytes(&p))
 		e.u32(nl.TCA_POLICE_RESULT, tcActPipe)
+		e.end(o)
+	case ActPoliceUse:
+		o := options("police")
+		// One packet a second conforms and goes to the host (TC_ACT_OK:
+		// the kernel forwards it, stamping the XFRM policies' use times);
+		// the rest exceed and pipe on to the forward. The burst is a time
+		// (PSCHED ticks of 64 ns): one packet at one per second.
+		p := nl.TcPolice{Action: tcActPipe}
+		e.attr(nl.TCA_POLICE_TBF, structBytes(&p))
+		e.u32(nl.TCA_POLICE_RESULT, tcActOK)
+		e.u64(tcaPolicePktRate64, 1)
+		e.u64(tcaPolicePktBurst64, uint64(time.Second.Nanoseconds()>>6))
 		e.end(o)
 	case ActVLANPop, ActVLANPush:
 		o := options("vlan")

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netns"
+
+	"sluice/internal/testutil"
 )
 
 // TestFlowerSocketAnswersEveryRequest sends more than a batch of requests
@@ -16,7 +18,7 @@ import (
 // handle), and checks that each request gets its own answer, in order,
 // with the kernel's message.
 func TestFlowerSocketAnswersEveryRequest(t *testing.T) {
-	ns, h := xfrmTestNS(t)
+	ns, h := testutil.NewNetNS(t)
 	fs := openFlowerSocketIn(t, h)
 	idx := clsactVeth(t, ns, h)
 	const missing = 1 << 30 // no such ifindex

@@ -13,6 +13,8 @@ import (
 
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/testutil"
 )
 
 var (
@@ -23,7 +25,7 @@ var (
 // TestDumpPolicies installs policies with iproute2 and checks that every
 // field comes back as the operator typed it.
 func TestDumpPolicies(t *testing.T) {
-	ns, h := xfrmTestNS(t)
+	ns, h := testutil.NewNetNS(t)
 	ipn(t, ns, "link", "set", "lo", "up")
 	cases := []struct {
 		cmd  string
@@ -97,7 +99,7 @@ func TestDumpPolicies(t *testing.T) {
 // (security contexts need an LSM, offload a packet-offload NIC): they are
 // appended to a policy as the kernel dumped it.
 func TestPolicyAttrsOnKernelBytes(t *testing.T) {
-	ns, h := xfrmTestNS(t)
+	ns, h := testutil.NewNetNS(t)
 	ipn(t, ns, "xfrm", "policy", "add", "src", "10.0.0.0/8", "dst", "10.1.0.0/16", "dir", "out", "tmpl", "proto", "esp")
 	var raw [][]byte
 	err := XFRMAt(h).execute(xfrmRequest(nl.XFRM_MSG_GETPOLICY, unix.NLM_F_DUMP, nil), nl.XFRM_MSG_NEWPOLICY, func(b []byte) bool {
@@ -130,7 +132,7 @@ func TestPolicyAttrsOnKernelBytes(t *testing.T) {
 }
 
 func TestPolicyDefaults(t *testing.T) {
-	ns, h := xfrmTestNS(t)
+	ns, h := testutil.NewNetNS(t)
 	x := XFRMAt(h)
 	d, err := x.PolicyDefaults()
 	if err != nil || d != (PolicyDefaults{ActionAllow, ActionAllow, ActionAllow}) {
@@ -146,7 +148,7 @@ func TestPolicyDefaults(t *testing.T) {
 // TestDumpStatesEmpty checks the GETSA dump plumbing on a kernel without
 // SAs (no ESP here); the VM tests dump real SAs.
 func TestDumpStatesEmpty(t *testing.T) {
-	_, h := xfrmTestNS(t)
+	_, h := testutil.NewNetNS(t)
 	states, err := XFRMAt(h).DumpStates()
 	if err != nil || len(states) != 0 {
 		t.Fatalf("states %+v, err %v", states, err)
@@ -159,7 +161,7 @@ func TestDumpPoliciesScale(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: skips the 65,536-policy install")
 	}
-	ns, h := xfrmTestNS(t)
+	ns, h := testutil.NewNetNS(t)
 	const n = 1 << 16
 	lines := make([]string, n)
 	for i := range lines {
@@ -206,9 +208,7 @@ func TestPolicyDefaultsRefusedIsAnError(t *testing.T) {
 		}
 		return
 	}
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to create a user namespace that lacks it")
-	}
+	testutil.RequireRoot(t, "creates a user namespace that lacks it")
 	cmd := exec.Command("unshare", "--user", os.Args[0], "-test.run", "^TestPolicyDefaultsRefusedIsAnError$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "SLUICE_POLICY_DEFAULTS_HELPER=1")
 	out, err := cmd.CombinedOutput()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/vishvananda/netns"
+
+	"sluice/internal/testutil"
 )
 
 // nextEvent waits for one event, failing the test after a few seconds.
@@ -25,7 +27,7 @@ func nextEvent(t *testing.T, ch <-chan XFRMEvent) XFRMEvent {
 }
 
 func TestMonitorPolicyEvents(t *testing.T) {
-	ns, h := xfrmTestNS(t)
+	ns, h := testutil.NewNetNS(t)
 	w, cancel := watchXFRM(t, h)
 	ch := w.Events
 	sel := []string{"src", "10.0.0.0/24", "dst", "10.1.0.0/24", "proto", "udp", "dport", "4789", "dir", "out"}
@@ -92,7 +94,7 @@ func TestMonitorPolicyEvents(t *testing.T) {
 // while thousands of policies arrive: the kernel overruns the socket, and
 // the monitor must say Resync instead of carrying on with a hole.
 func TestMonitorOverrunResyncs(t *testing.T) {
-	ns, h := xfrmTestNS(t)
+	ns, h := testutil.NewNetNS(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	x := XFRMAt(h)
@@ -130,7 +132,7 @@ func TestMonitorOverrunResyncs(t *testing.T) {
 }
 
 func TestMonitorDefaultBufferKeepsUp(t *testing.T) {
-	ns, h := xfrmTestNS(t)
+	ns, h := testutil.NewNetNS(t)
 	w, _ := watchXFRM(t, h)
 	ch := w.Events
 	const n = 3000
@@ -150,7 +152,7 @@ func TestMonitorDefaultBufferKeepsUp(t *testing.T) {
 // notification queued before it, which is what lets the mirror know when a
 // dump's stragglers have all been applied.
 func TestWatchMarkerComesAfterQueuedEvents(t *testing.T) {
-	ns, h := xfrmTestNS(t)
+	ns, h := testutil.NewNetNS(t)
 	w, _ := watchXFRM(t, h)
 	lines := make([]string, 200)
 	for i := range lines {
@@ -173,7 +175,7 @@ func TestWatchMarkerComesAfterQueuedEvents(t *testing.T) {
 // TestWatchPolicyDefault: `ip xfrm policy setdefault` is announced on the
 // policy group; the watch reports all three actions.
 func TestWatchPolicyDefault(t *testing.T) {
-	ns, h := xfrmTestNS(t)
+	ns, h := testutil.NewNetNS(t)
 	w, _ := watchXFRM(t, h)
 	ipn(t, ns, "xfrm", "policy", "setdefault", "fwd", "block")
 	ev := nextEvent(t, w.Events)

@@ -9,6 +9,8 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/testutil"
 )
 
 // A notification never carries the security context (xfrm_notify_policy
@@ -66,7 +68,7 @@ func TestWatchPolicyEventTakesContextFromLookup(t *testing.T) {
 // without an LSM does with it (6.18 without SELinux accepts it and drops
 // the context: the dump has none either).
 func TestWatchPolicyEventsMatchDump(t *testing.T) {
-	ns, h := xfrmTestNS(t)
+	ns, h := testutil.NewNetNS(t)
 	w, _ := watchXFRM(t, h)
 	const n, deleted = 120, 25 // n well past the channel (64): the watch blocks mid-way
 	tmpl := "tmpl src 192.0.2.1 dst 192.0.2.2 proto esp reqid 1 mode tunnel"
@@ -155,7 +157,7 @@ func TestWatchPolicyEventsMatchDump(t *testing.T) {
 // BenchmarkPolicyLookup is the cost the watch adds per NEW/UPD policy
 // notification: one XFRM_MSG_GETPOLICY by index among 10,000 policies.
 func BenchmarkPolicyLookup(b *testing.B) {
-	ns, h := xfrmTestNS(b)
+	ns, h := testutil.NewNetNS(b)
 	var lines []string
 	for i := range 10000 {
 		lines = append(lines, fmt.Sprintf("xfrm policy add src 10.%d.%d.0/24 dst 10.200.0.0/24 dir out tmpl src 192.0.2.1 dst 192.0.2.2 proto esp reqid 1 mode tunnel", i/256, i%256))

@@ -7,6 +7,8 @@ import (
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/testutil"
 )
 
 // A per-socket policy (what an IKE daemon sets on its own sockets so its
@@ -14,7 +16,7 @@ import (
 // XFRM_POLICY_MAX + dir; show ipsec policy printed it as "dir?". Set one
 // with setsockopt(IP_XFRM_POLICY) on a real socket and read it back.
 func TestSocketPolicyDirection(t *testing.T) {
-	_, ns := xfrmTestNS(t)
+	_, ns := testutil.NewNetNS(t)
 	runtime.LockOSThread()
 	orig, err := netns.Get()
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/testutil"
 )
 
 // XFRM_MSG_NEWSA requests as iproute2 6.1 sends them, captured with
@@ -114,7 +116,7 @@ func TestParseStateFromIproute2Bytes(t *testing.T) {
 // (verify_newsa_info). A kernel with ESP (the VM) accepts the SA, and then
 // it must dump back. A malformed offload attribute must fail differently.
 func TestStateAddReachesKernel(t *testing.T) {
-	_, ns := xfrmTestNS(t)
+	_, ns := testutil.NewNetNS(t)
 	x := XFRMAt(ns)
 	for _, tc := range iproute2NewSA {
 		err := x.StateAdd(tc.st, tc.off)

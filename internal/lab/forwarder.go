@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -28,7 +29,7 @@ const (
 // Forwarders lists the forwarders, in the order --help shows them.
 var Forwarders = []string{FwdKernel, FwdXDPRedirect, FwdSluice}
 
-func validForwarder(f string) bool { return contains(Forwarders, f) }
+func validForwarder(f string) bool { return slices.Contains(Forwarders, f) }
 
 // ForwarderOptions are the xdp-redirect forwarder's knobs that make it a
 // known bottleneck (the benchmark's own tests use them).

@@ -169,7 +169,7 @@ func (l *Lab) build(progress func(string)) error {
 		args := []string{"netns", "exec", ns, "sysctl", "-qw",
 			"net.ipv6.conf.all.disable_ipv6=1", "net.ipv6.conf.default.disable_ipv6=1",
 			"net.ipv4.conf.all.rp_filter=0", "net.ipv4.conf.default.rp_filter=0"}
-		if contains(p.forward, r) {
+		if slices.Contains(p.forward, r) {
 			args = append(args, "net.ipv4.ip_forward=1")
 		}
 		if err := run("ip", args...); err != nil {
@@ -495,15 +495,6 @@ func isMountPoint(path string) bool {
 		return false
 	}
 	return a.Dev != b.Dev
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // Queues is the number of queues of the lab's veths: one per CPU, at most 8.

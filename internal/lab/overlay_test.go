@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"sluice/internal/config"
+	"sluice/internal/testutil"
 )
 
 // TestOverlayFiles: the host files the overlay-pair writes are valid
@@ -13,9 +14,7 @@ import (
 // each other (one side's out SPI and key is the other's in), follow the
 // seeds' plan, and survive a second write unchanged.
 func TestOverlayFiles(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("writes under /run/sluice/lab: needs root")
-	}
+	testutil.RequireRoot(t, "writes under /run/sluice/lab")
 	l := &Lab{Spec: Spec{Name: fmt.Sprintf("t%d", os.Getpid()%100000), Topology: OverlayPair, Tunnels: 300}}
 	t.Cleanup(func() { os.RemoveAll(l.Dir()) })
 	if err := l.writeOverlayFiles(); err != nil {

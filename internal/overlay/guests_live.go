@@ -156,7 +156,7 @@ func readVF(pf string, index int) VFLive {
 	}
 	dev := filepath.Join(sysfsRoot, "bus/pci/devices", v.PCI)
 	v.Driver = readLinkBase(filepath.Join(dev, "driver"))
-	if b, err := fileread.Read(filepath.Join(dev, "driver_override"), fileread.ProcLimit); err == nil {
+	if b, err := fileread.ReadKernel(filepath.Join(dev, "driver_override"), fileread.ProcLimit); err == nil {
 		v.Override = strings.TrimSpace(string(b))
 		if v.Override == "(null)" {
 			v.Override = ""
@@ -179,7 +179,7 @@ func readVF(pf string, index int) VFLive {
 // (mlx5 and netdevsim name them pf0vf0).
 func findRepresentor(pf string, index int) string {
 	read := func(dev, attr string) string {
-		b, err := fileread.Read(filepath.Join(sysfsRoot, "class/net", dev, attr), fileread.ProcLimit)
+		b, err := fileread.ReadKernel(filepath.Join(sysfsRoot, "class/net", dev, attr), fileread.ProcLimit)
 		if err != nil {
 			return ""
 		}

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sluice/internal/testutil"
 )
 
 // privateLibvirtd is a libvirtd the test started for itself: root's
@@ -44,9 +46,7 @@ stdio_handler = "file"
 // test when libvirtd or qemu cannot run here.
 func startLibvirtd(t *testing.T) *privateLibvirtd {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: libvirtd's qemu:///system driver creates taps")
-	}
+	testutil.RequireRoot(t, "libvirtd's qemu:///system driver creates taps")
 	for _, b := range []string{"libvirtd", "virsh", "qemu-system-x86_64", "ip", "ping", "stty"} {
 		if _, err := exec.LookPath(b); err != nil {
 			t.Skipf("%s not installed (make setup installs libvirt-daemon-driver-qemu, libvirt-clients, qemu-system-x86)", b)

@@ -6,20 +6,18 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 
 	"github.com/vishvananda/netns"
 
 	"sluice/internal/config"
 	"sluice/internal/kernel"
+	"sluice/internal/testutil"
 )
 
 // apply, plan and teardown against the host kernel in a throwaway
 // namespace. The host kernel has VXLAN, veth and XFRM policies but no ESP
 // and no bonding (those run in the VM tests): a single port and a VTEP.
-
-var liveSeq atomic.Int32
 
 func ipNS(t *testing.T, ns string, args ...string) string {
 	t.Helper()
@@ -34,26 +32,12 @@ func ipNS(t *testing.T, ns string, args ...string) string {
 // namespace), and returns its name and handle.
 func liveNS(t *testing.T) (string, netns.NsHandle) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: creates network namespaces")
-	}
-	name := fmt.Sprintf("sluice-ov%d-%d", os.Getpid(), liveSeq.Add(1))
-	peer := name + "p"
-	for _, n := range []string{name, peer} {
-		if out, err := exec.Command("ip", "netns", "add", n).CombinedOutput(); err != nil {
-			t.Fatalf("ip netns add %s: %v\n%s", n, err, out)
-		}
-		n := n
-		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", n).Run() })
-	}
+	testutil.RequireRoot(t, "creates network namespaces")
+	name, h := testutil.NewNetNS(t)
+	peer, _ := testutil.NewNetNS(t)
 	// lo up, as on any host (bringing it up adds 127.0.0.1/8 for good).
 	ipNS(t, name, "link", "set", "lo", "up")
 	ipNS(t, name, "link", "add", "up0", "type", "veth", "peer", "name", "up0", "netns", peer)
-	h, err := netns.GetFromName(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { h.Close() })
 	return name, h
 }
 

@@ -3,6 +3,7 @@ package overlay
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -542,7 +543,7 @@ func (p *planner) vtepDevice(path string, v *config.VTEP, mtu int) {
 	}
 	if v.Type == config.VTEPVXLAN && len(v.Remotes) > 1 {
 		for _, r := range v.Remotes {
-			if containsAddr(k.VXLAN.FDB, r.Address) {
+			if slices.Contains(k.VXLAN.FDB, r.Address) {
 				continue
 			}
 			dst := r.Address
@@ -557,15 +558,6 @@ func (p *planner) vtepDevice(path string, v *config.VTEP, mtu int) {
 func (p *planner) setMTUOwned(section, dev string, old, mtu int) {
 	p.add(Step{Section: section, Action: "change", Object: "link " + dev, Why: fmt.Sprintf("mtu %d, want %d", old, mtu),
 		Commands: []string{fmt.Sprintf("ip link set %s mtu %d", dev, mtu)}, run: func(*runner) error { return kernel.LinkSetMTU(dev, mtu) }})
-}
-
-func containsAddr(list []netip.Addr, a netip.Addr) bool {
-	for _, x := range list {
-		if x == a {
-			return true
-		}
-	}
-	return false
 }
 
 // vtepDiff says how the live device differs in what cannot be changed in

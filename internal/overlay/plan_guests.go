@@ -2,6 +2,7 @@ package overlay
 
 import (
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -158,7 +159,7 @@ func (p *planner) ovsNetwork(path string, n *config.GuestNetwork, gl *GuestLive,
 			continue
 		}
 		args := []string{"--may-exist", "add-port", br, port, "--", "set", "Interface", port, "type=" + v.Type}
-		for _, k := range sortedKeys(want) {
+		for _, k := range slices.Sorted(maps.Keys(want)) {
 			args = append(args, "options:"+k+"="+want[k])
 		}
 		why := "missing"
@@ -401,13 +402,4 @@ func mapsSubset(want, have map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func sortedKeys(m map[string]string) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	slices.Sort(ks)
-	return ks
 }

@@ -10,15 +10,15 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sluice/internal/testutil"
 )
 
 // needCharon skips when the test cannot run a real charon: it needs root
 // (namespaces) and Debian's strongSwan (make setup installs it).
 func needCharon(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: charon runs in its own network and mount namespaces")
-	}
+	testutil.RequireRoot(t, "charon runs in its own network and mount namespaces")
 	for _, p := range []string{CharonBinary, "/usr/sbin/swanctl"} {
 		if _, err := os.Stat(p); err != nil {
 			t.Skipf("%s is not installed (make setup installs strongSwan)", p)
@@ -29,14 +29,7 @@ func needCharon(t *testing.T) {
 // testNetns makes a network namespace with lo up, deleted at the end.
 func testNetns(t *testing.T) string {
 	t.Helper()
-	name := fmt.Sprintf("swan-%d-%s", os.Getpid(), strings.NewReplacer("/", "-", " ", "-").Replace(t.Name()))
-	if len(name) > 60 {
-		name = name[:60]
-	}
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v\n%s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	name, _ := testutil.NewNetNS(t)
 	exec.Command("ip", "-n", name, "link", "set", "lo", "up").Run()
 	return name
 }

@@ -284,25 +284,50 @@ func (c *Client) OverlayChildren(name string) ([]OverlayChild, error) {
 	}
 	var out []OverlayChild
 	for _, m := range ms {
-		im := sub(m, name)
-		if im == nil {
+		im, ok := m.Get(name).(*vici.Message)
+		if !ok {
 			continue
 		}
-		ch := sub(im, "child-sas")
-		if ch == nil {
-			continue
+		var ike viciOverlayIKE
+		if err := vici.UnmarshalMessage(im, &ike); err != nil {
+			return nil, fmt.Errorf("list-sas on %s: %s: %w", c.URI, name, err)
 		}
-		for _, k := range ch.Keys() {
-			cm := sub(ch, k)
-			in, _ := strconv.ParseUint(str(cm, "spi-in"), 16, 32)
-			out32, _ := strconv.ParseUint(str(cm, "spi-out"), 16, 32)
-			out = append(out, OverlayChild{State: str(cm, "state"), SPIIn: uint32(in), SPIOut: uint32(out32),
-				InstalledSecs: num(cm, "install-time"), RekeyInSecs: num(cm, "rekey-time"), ExpiresInSecs: num(cm, "life-time"),
-				PacketsIn: num(cm, "packets-in"), PacketsOut: num(cm, "packets-out"),
-				IKEState: str(im, "state"), IKEEstablished: num(im, "established")})
+		err := eachSub(im, "child-sas", func(_ string, cm *vici.Message) error {
+			var ch viciOverlayChild
+			if err := vici.UnmarshalMessage(cm, &ch); err != nil {
+				return err
+			}
+			in, _ := strconv.ParseUint(ch.SPIIn, 16, 32)
+			out32, _ := strconv.ParseUint(ch.SPIOut, 16, 32)
+			out = append(out, OverlayChild{State: ch.State, SPIIn: uint32(in), SPIOut: uint32(out32),
+				InstalledSecs: ch.Installed, RekeyInSecs: ch.Rekey, ExpiresInSecs: ch.Life,
+				PacketsIn: ch.PacketsIn, PacketsOut: ch.PacketsOut,
+				IKEState: ike.State, IKEEstablished: ike.Established})
+			return nil
+		})
+		if err != nil {
+			return nil, fmt.Errorf("list-sas on %s: %s: %w", c.URI, name, err)
 		}
 	}
 	return out, nil
+}
+
+// viciOverlayIKE and viciOverlayChild are the parts of list-sas that
+// OverlayChildren reads.
+type viciOverlayIKE struct {
+	State       string `vici:"state"`
+	Established int    `vici:"established"`
+}
+
+type viciOverlayChild struct {
+	State      string `vici:"state"`
+	SPIIn      string `vici:"spi-in"`
+	SPIOut     string `vici:"spi-out"`
+	Installed  int    `vici:"install-time"`
+	Rekey      int    `vici:"rekey-time"`
+	Life       int    `vici:"life-time"`
+	PacketsIn  int    `vici:"packets-in"`
+	PacketsOut int    `vici:"packets-out"`
 }
 
 // ikeSACount counts the IKE_SAs of connection name.
@@ -313,7 +338,7 @@ func (c *Client) ikeSACount(name string) (int, error) {
 	}
 	n := 0
 	for _, m := range ms {
-		if sub(m, name) != nil {
+		if _, ok := m.Get(name).(*vici.Message); ok {
 			n++
 		}
 	}
@@ -326,5 +351,11 @@ func (c *Client) ConnNames() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return list(r, "conns"), nil
+	var m struct {
+		Conns []string `vici:"conns"`
+	}
+	if err := vici.UnmarshalMessage(r, &m); err != nil {
+		return nil, fmt.Errorf("get-conns on %s: %w", c.URI, err)
+	}
+	return m.Conns, nil
 }

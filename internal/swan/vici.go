@@ -93,10 +93,10 @@ func msg(kv ...any) *vici.Message {
 
 // Version is charon's answer to "version".
 type Version struct {
-	Daemon  string `json:"daemon"`
-	Version string `json:"version"`
-	Sysname string `json:"sysname"`
-	Release string `json:"release"`
+	Daemon  string `json:"daemon" vici:"daemon"`
+	Version string `json:"version" vici:"version"`
+	Sysname string `json:"sysname" vici:"sysname"`
+	Release string `json:"release" vici:"release"`
 }
 
 // Version asks charon for its version.
@@ -105,7 +105,11 @@ func (c *Client) Version() (Version, error) {
 	if err != nil {
 		return Version{}, err
 	}
-	return Version{str(r, "daemon"), str(r, "version"), str(r, "sysname"), str(r, "release")}, nil
+	var v Version
+	if err := vici.UnmarshalMessage(r, &v); err != nil {
+		return Version{}, fmt.Errorf("charon's version on %s: %w", c.URI, err)
+	}
+	return v, nil
 }
 
 // Stats is the part of charon's "stats" sluice uses.
@@ -122,19 +126,29 @@ func (c *Client) Stats() (Stats, error) {
 	if err != nil {
 		return Stats{}, err
 	}
-	var s Stats
-	if w := sub(r, "workers"); w != nil {
-		s.Workers = num(w, "total")
+	var m viciStats
+	if err := vici.UnmarshalMessage(r, &m); err != nil {
+		return Stats{}, fmt.Errorf("charon's stats on %s: %w", c.URI, err)
 	}
-	if i := sub(r, "ikesas"); i != nil {
-		s.IKESAs, s.HalfOpen = num(i, "total"), num(i, "half-open")
-	}
-	if u := sub(r, "uptime"); u != nil {
-		if t, err := time.Parse("Jan 02 15:04:05 2006", str(u, "since")); err == nil {
-			s.UptimeSecs = int(time.Since(t).Seconds())
-		}
+	s := Stats{Workers: m.Workers.Total, IKESAs: m.IKESAs.Total, HalfOpen: m.IKESAs.HalfOpen}
+	if t, err := time.Parse("Jan 02 15:04:05 2006", m.Uptime.Since); err == nil {
+		s.UptimeSecs = int(time.Since(t).Seconds())
 	}
 	return s, nil
+}
+
+// viciStats is the part of charon's "stats" answer that Stats reads.
+type viciStats struct {
+	Workers struct {
+		Total int `vici:"total"`
+	} `vici:"workers"`
+	IKESAs struct {
+		Total    int `vici:"total"`
+		HalfOpen int `vici:"half-open"`
+	} `vici:"ikesas"`
+	Uptime struct {
+		Since string `vici:"since"`
+	} `vici:"uptime"`
 }
 
 // ConnMessage is the load-conn message for one tunnel: the same settings as
@@ -207,7 +221,13 @@ func (c *Client) SharedKeys() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	return list(r, "keys"), nil
+	var m struct {
+		Keys []string `vici:"keys"`
+	}
+	if err := vici.UnmarshalMessage(r, &m); err != nil {
+		return nil, fmt.Errorf("get-shared on %s: %w", c.URI, err)
+	}
+	return m.Keys, nil
 }
 
 // Initiate brings up one child (and its IKE_SA), waiting up to timeout.
@@ -228,21 +248,26 @@ func (c *Client) Terminate(ike string, timeout time.Duration) error {
 
 // Conn is a loaded connection as list-conns reports it.
 type Conn struct {
-	Name        string      `json:"name"`
-	LocalAddrs  []string    `json:"local_addrs"`
-	RemoteAddrs []string    `json:"remote_addrs"`
-	Version     string      `json:"version"`
-	LocalIDs    []string    `json:"local_ids"`
-	RemoteIDs   []string    `json:"remote_ids"`
-	Children    []ConnChild `json:"children"`
+	Name        string      `json:"name" vici:"-"`
+	LocalAddrs  []string    `json:"local_addrs" vici:"local_addrs"`
+	RemoteAddrs []string    `json:"remote_addrs" vici:"remote_addrs"`
+	Version     string      `json:"version" vici:"version"`
+	LocalIDs    []string    `json:"local_ids" vici:"-"`
+	RemoteIDs   []string    `json:"remote_ids" vici:"-"`
+	Children    []ConnChild `json:"children" vici:"-"`
 }
 
 // ConnChild is a child of a loaded connection.
 type ConnChild struct {
-	Name     string   `json:"name"`
-	Mode     string   `json:"mode"`
-	LocalTS  []string `json:"local_ts"`
-	RemoteTS []string `json:"remote_ts"`
+	Name     string   `json:"name" vici:"-"`
+	Mode     string   `json:"mode" vici:"mode"`
+	LocalTS  []string `json:"local_ts" vici:"local-ts"`
+	RemoteTS []string `json:"remote_ts" vici:"remote-ts"`
+}
+
+// viciAuth is a local or remote authentication round of a connection.
+type viciAuth struct {
+	ID string `vici:"id"`
 }
 
 // ListConns returns every loaded connection.
@@ -254,24 +279,39 @@ func (c *Client) ListConns() ([]Conn, error) {
 	var out []Conn
 	for _, m := range ms {
 		for _, name := range m.Keys() {
-			cm := sub(m, name)
-			if cm == nil {
+			cm, ok := m.Get(name).(*vici.Message)
+			if !ok {
 				continue
 			}
-			cn := Conn{Name: name, LocalAddrs: list(cm, "local_addrs"), RemoteAddrs: list(cm, "remote_addrs"), Version: str(cm, "version")}
+			cn := Conn{Name: name}
+			if err := vici.UnmarshalMessage(cm, &cn); err != nil {
+				return nil, fmt.Errorf("list-conns on %s: %s: %w", c.URI, name, err)
+			}
+			// The authentication rounds are local, local-1, remote-2...:
+			// named by charon, so they are found by prefix, in order.
 			for _, k := range cm.Keys() {
-				if a := sub(cm, k); a != nil && strings.HasPrefix(k, "local") {
-					cn.LocalIDs = append(cn.LocalIDs, str(a, "id"))
-				} else if a != nil && strings.HasPrefix(k, "remote") {
-					cn.RemoteIDs = append(cn.RemoteIDs, str(a, "id"))
+				am, ok := cm.Get(k).(*vici.Message)
+				if !ok || (!strings.HasPrefix(k, "local") && !strings.HasPrefix(k, "remote")) {
+					continue
+				}
+				var a viciAuth
+				if err := vici.UnmarshalMessage(am, &a); err != nil {
+					return nil, fmt.Errorf("list-conns on %s: %s.%s: %w", c.URI, name, k, err)
+				}
+				if strings.HasPrefix(k, "local") {
+					cn.LocalIDs = append(cn.LocalIDs, a.ID)
+				} else {
+					cn.RemoteIDs = append(cn.RemoteIDs, a.ID)
 				}
 			}
-			if ch := sub(cm, "children"); ch != nil {
-				for _, cname := range ch.Keys() {
-					cc := sub(ch, cname)
-					cn.Children = append(cn.Children, ConnChild{Name: cname, Mode: str(cc, "mode"),
-						LocalTS: list(cc, "local-ts"), RemoteTS: list(cc, "remote-ts")})
-				}
+			err := eachSub(cm, "children", func(cname string, cc *vici.Message) error {
+				ch := ConnChild{Name: cname}
+				err := vici.UnmarshalMessage(cc, &ch)
+				cn.Children = append(cn.Children, ch)
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("list-conns on %s: %s: %w", c.URI, name, err)
 			}
 			out = append(out, cn)
 		}
@@ -279,39 +319,58 @@ func (c *Client) ListConns() ([]Conn, error) {
 	return out, nil
 }
 
+// eachSub calls f with each named section of m's section k, in charon's
+// order (a map would lose it).
+func eachSub(m *vici.Message, k string, f func(name string, sub *vici.Message) error) error {
+	sec, ok := m.Get(k).(*vici.Message)
+	if !ok {
+		return nil
+	}
+	for _, name := range sec.Keys() {
+		sub, ok := sec.Get(name).(*vici.Message)
+		if !ok {
+			return fmt.Errorf("%s.%s is not a section", k, name)
+		}
+		if err := f(name, sub); err != nil {
+			return fmt.Errorf("%s.%s: %w", k, name, err)
+		}
+	}
+	return nil
+}
+
 // IKESA is an IKE_SA as list-sas reports it. VICI never exposes keys.
 type IKESA struct {
-	Name        string    `json:"name"`
-	UniqueID    string    `json:"uniqueid"`
-	State       string    `json:"state"`
-	LocalHost   string    `json:"local_host"`
-	RemoteHost  string    `json:"remote_host"`
-	LocalID     string    `json:"local_id"`
-	RemoteID    string    `json:"remote_id"`
-	Initiator   bool      `json:"initiator"`
-	Established int       `json:"established_seconds"`
-	Children    []ChildSA `json:"child_sas"`
+	Name        string    `json:"name" vici:"-"`
+	UniqueID    string    `json:"uniqueid" vici:"uniqueid"`
+	State       string    `json:"state" vici:"state"`
+	LocalHost   string    `json:"local_host" vici:"local-host"`
+	RemoteHost  string    `json:"remote_host" vici:"remote-host"`
+	LocalID     string    `json:"local_id" vici:"local-id"`
+	RemoteID    string    `json:"remote_id" vici:"remote-id"`
+	Initiator   bool      `json:"initiator" vici:"initiator"`
+	Established int       `json:"established_seconds" vici:"established"`
+	Children    []ChildSA `json:"child_sas" vici:"-"`
 }
 
 // ChildSA is a CHILD_SA of an IKE_SA: SPIs, algorithms, counters, selectors.
 type ChildSA struct {
-	Name       string   `json:"name"`
-	UniqueID   string   `json:"uniqueid"`
-	State      string   `json:"state"`
-	Mode       string   `json:"mode"`
-	Protocol   string   `json:"protocol"`
-	Encap      bool     `json:"encap"`
-	SPIIn      string   `json:"spi_in"`
-	SPIOut     string   `json:"spi_out"`
-	EncrAlg    string   `json:"encr_alg"`
-	EncrKey    int      `json:"encr_keysize"`
-	BytesIn    int      `json:"bytes_in"`
-	PacketsIn  int      `json:"packets_in"`
-	BytesOut   int      `json:"bytes_out"`
-	PacketsOut int      `json:"packets_out"`
-	RekeyIn    int      `json:"rekey_seconds"`
-	LocalTS    []string `json:"local_ts"`
-	RemoteTS   []string `json:"remote_ts"`
+	Name       string   `json:"name" vici:"name"`
+	UniqueID   string   `json:"uniqueid" vici:"uniqueid"`
+	State      string   `json:"state" vici:"state"`
+	Mode       string   `json:"mode" vici:"mode"`
+	Protocol   string   `json:"protocol" vici:"protocol"`
+	Encap      bool     `json:"encap" vici:"encap"`
+	SPIIn      string   `json:"spi_in" vici:"spi-in"`
+	SPIOut     string   `json:"spi_out" vici:"spi-out"`
+	EncrAlg    string   `json:"encr_alg" vici:"encr-alg"`
+	EncrKey    int      `json:"encr_keysize" vici:"encr-keysize"`
+	BytesIn    int      `json:"bytes_in" vici:"bytes-in"`
+	PacketsIn  int      `json:"packets_in" vici:"packets-in"`
+	BytesOut   int      `json:"bytes_out" vici:"bytes-out"`
+	PacketsOut int      `json:"packets_out" vici:"packets-out"`
+	RekeyIn    int      `json:"rekey_seconds" vici:"rekey-time"`
+	LocalTS    []string `json:"local_ts" vici:"local-ts"`
+	RemoteTS   []string `json:"remote_ts" vici:"remote-ts"`
 }
 
 // ListSAs returns every IKE_SA with its CHILD_SAs.
@@ -323,65 +382,25 @@ func (c *Client) ListSAs() ([]IKESA, error) {
 	var out []IKESA
 	for _, m := range ms {
 		for _, name := range m.Keys() {
-			im := sub(m, name)
-			if im == nil {
+			im, ok := m.Get(name).(*vici.Message)
+			if !ok {
 				continue
 			}
-			sa := IKESA{Name: name, UniqueID: str(im, "uniqueid"), State: str(im, "state"),
-				LocalHost: str(im, "local-host"), RemoteHost: str(im, "remote-host"),
-				LocalID: str(im, "local-id"), RemoteID: str(im, "remote-id"),
-				Initiator: str(im, "initiator") == "yes", Established: num(im, "established")}
-			if ch := sub(im, "child-sas"); ch != nil {
-				for _, k := range ch.Keys() {
-					cm := sub(ch, k)
-					sa.Children = append(sa.Children, ChildSA{
-						Name: str(cm, "name"), UniqueID: str(cm, "uniqueid"), State: str(cm, "state"),
-						Mode: str(cm, "mode"), Protocol: str(cm, "protocol"), Encap: str(cm, "encap") == "yes",
-						SPIIn: str(cm, "spi-in"), SPIOut: str(cm, "spi-out"),
-						EncrAlg: str(cm, "encr-alg"), EncrKey: num(cm, "encr-keysize"),
-						BytesIn: num(cm, "bytes-in"), PacketsIn: num(cm, "packets-in"),
-						BytesOut: num(cm, "bytes-out"), PacketsOut: num(cm, "packets-out"),
-						RekeyIn: num(cm, "rekey-time"),
-						LocalTS: list(cm, "local-ts"), RemoteTS: list(cm, "remote-ts"),
-					})
-				}
+			sa := IKESA{Name: name}
+			if err := vici.UnmarshalMessage(im, &sa); err != nil {
+				return nil, fmt.Errorf("list-sas on %s: %s: %w", c.URI, name, err)
+			}
+			err := eachSub(im, "child-sas", func(_ string, cm *vici.Message) error {
+				var ch ChildSA
+				err := vici.UnmarshalMessage(cm, &ch)
+				sa.Children = append(sa.Children, ch)
+				return err
+			})
+			if err != nil {
+				return nil, fmt.Errorf("list-sas on %s: %s: %w", c.URI, name, err)
 			}
 			out = append(out, sa)
 		}
 	}
 	return out, nil
-}
-
-func str(m *vici.Message, k string) string {
-	if m == nil {
-		return ""
-	}
-	s, _ := m.Get(k).(string)
-	return s
-}
-
-func num(m *vici.Message, k string) int {
-	n, _ := strconv.Atoi(str(m, k))
-	return n
-}
-
-func list(m *vici.Message, k string) []string {
-	if m == nil {
-		return nil
-	}
-	switch v := m.Get(k).(type) {
-	case []string:
-		return v
-	case string:
-		return []string{v}
-	}
-	return nil
-}
-
-func sub(m *vici.Message, k string) *vici.Message {
-	if m == nil {
-		return nil
-	}
-	s, _ := m.Get(k).(*vici.Message)
-	return s
 }

@@ -114,6 +114,12 @@ func Run(ctx context.Context, opts Options, command string) (exitCode int, err e
 	if p := netdevsimPath(o.CacheDir, release); fileExists(p) {
 		env = append(env, "SLUICE_NETDEVSIM="+p)
 	}
+	if p, err := nicmodelPath(o.CacheDir, release); err == nil && fileExists(p) {
+		env = append(env, "SLUICE_NICMODEL="+p)
+	}
+	if fileExists(IPPacketOffload) {
+		env = append(env, "SLUICE_IP_PACKET="+IPPacketOffload)
+	}
 	env = append(env, o.Env...)
 	script, err := runScript(env, o.Dir, command)
 	if err != nil {

@@ -3,8 +3,10 @@ package tune
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"os/exec"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -68,7 +70,7 @@ func (h *Host) setpci() string {
 // apply changes them: channels before the IRQs they create.
 func (h *Host) Collect(p *Profile) ([]Item, error) {
 	var items []Item
-	for _, k := range sortedKeys(p.Sysctls) {
+	for _, k := range slices.Sorted(maps.Keys(p.Sysctls)) {
 		items = append(items, h.sysctl(k, p.Sysctls[k]))
 	}
 	if p.THP != "" {
@@ -78,7 +80,7 @@ func (h *Host) Collect(p *Profile) ([]Item, error) {
 	}
 	cmdline, _ := h.FS.ReadString("/proc/cmdline")
 	params := parseCmdline(cmdline)
-	for _, k := range sortedKeys(p.Cmdline) {
+	for _, k := range slices.Sorted(maps.Keys(p.Cmdline)) {
 		live, ok := params[k]
 		if !ok {
 			live = "(absent)"
@@ -86,7 +88,7 @@ func (h *Host) Collect(p *Profile) ([]Item, error) {
 		items = append(items, Item{Key: "cmdline " + k, Want: p.Cmdline[k], Live: live, ReportOnly: true,
 			Command: fmt.Sprintf("# add %s=%s to GRUB_CMDLINE_LINUX in /etc/default/grub, update-grub, reboot", k, p.Cmdline[k])})
 	}
-	for _, name := range sortedKeys(p.Interfaces) {
+	for _, name := range slices.Sorted(maps.Keys(p.Interfaces)) {
 		ifc := p.Interfaces[name]
 		if h.NoEthtool {
 			items = append(items, sysrootSkipped(name, ifc)...)
@@ -229,7 +231,7 @@ func (h *Host) ethtoolItems(name string, ifc *Interface) ([]Item, error) {
 		if err != nil {
 			return nil, fmt.Errorf("interfaces.%s.features: %w", name, err)
 		}
-		for _, fname := range sortedKeys(ifc.Features) {
+		for _, fname := range slices.Sorted(maps.Keys(ifc.Features)) {
 			want := ifc.Features[fname]
 			for _, kn := range featureNames(fname) {
 				st, ok := live[kn]
@@ -342,7 +344,7 @@ func coalesceItems(name string, c *Coalesce, live kernel.Coalesce) []Item {
 func privFlagItems(name string, flags map[string]bool, live map[string]bool) []Item {
 	var items []Item
 	{
-		for _, fl := range sortedKeys(flags) {
+		for _, fl := range slices.Sorted(maps.Keys(flags)) {
 			want := flags[fl]
 			l, ok := live[fl]
 			if !ok {

@@ -3,6 +3,8 @@ package tune
 import (
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -39,7 +41,7 @@ func (p *Profile) validateLayout() error {
 		return p.errf("daemon-cpus", "%q: want a CPU list like 2-3", p.DaemonCPUs)
 	}
 	p.daemon = set.Sorted()
-	for _, name := range sortedKeys(p.Interfaces) {
+	for _, name := range slices.Sorted(maps.Keys(p.Interfaces)) {
 		ifc := p.Interfaces[name]
 		if len(ifc.cpus) == 0 {
 			continue
@@ -73,7 +75,7 @@ func WriteLayout(w io.Writer, p *Profile) {
 		used = used.Union(set)
 		rows = append(rows, row{p.daemon[0], set, fmt.Sprintf("sluice gateway daemon (gateway.yaml: daemon-cpu: %s)", p.DaemonCPUs)})
 	}
-	for _, name := range sortedKeys(p.Interfaces) {
+	for _, name := range slices.Sorted(maps.Keys(p.Interfaces)) {
 		ifc := p.Interfaces[name]
 		if len(ifc.cpus) == 0 {
 			continue

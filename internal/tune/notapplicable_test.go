@@ -2,7 +2,6 @@ package tune
 
 import (
 	"bytes"
-	"os"
 	"os/exec"
 	"runtime"
 	"strings"
@@ -11,6 +10,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"sluice/internal/diag"
+	"sluice/internal/testutil"
 )
 
 // A veth has no rings, coalescing, pause, combined channels or private
@@ -18,15 +18,8 @@ import (
 // profile, reports each of those as not applicable with the reason,
 // proposes only what the device can change, and apply changes only that.
 func TestTuneNotApplicableOnVeth(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
-	name := "sluice-tune-na"
-	exec.Command("ip", "netns", "del", name).Run()
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("%v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	testutil.RequireRoot(t, "a network namespace")
+	name, _ := testutil.NewNetNS(t)
 	if out, err := exec.Command("ip", "-n", name, "link", "add", "v0", "type", "veth", "peer", "name", "v1").CombinedOutput(); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}

@@ -8,7 +8,8 @@ package tune
 import (
 	"bytes"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -155,7 +156,7 @@ func (p *Profile) validate() error {
 			return p.errf("sysctls."+k, "not a sysctl name (dotted, like net.core.busy_poll)")
 		}
 	}
-	for _, name := range sortedKeys(p.Interfaces) {
+	for _, name := range slices.Sorted(maps.Keys(p.Interfaces)) {
 		ifc := p.Interfaces[name]
 		f := "interfaces." + name
 		if problem := config.InterfaceNameProblem(name); problem != "" {
@@ -188,15 +189,6 @@ func (p *Profile) validate() error {
 		}
 	}
 	return p.validateLayout()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	ks := make([]string, 0, len(m))
-	for k := range m {
-		ks = append(ks, k)
-	}
-	sort.Strings(ks)
-	return ks
 }
 
 func itoa(v int) string { return strconv.Itoa(v) }

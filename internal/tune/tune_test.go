@@ -12,6 +12,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"sluice/internal/diag"
+	"sluice/internal/testutil"
 )
 
 // copyTree copies the the ConnectX-7 benchmark fixture host (internal/diag/testdata/cx7)
@@ -147,19 +148,14 @@ func TestTuneProfileErrors(t *testing.T) {
 // Sysctls and ethtool features in a real network namespace: apply, then
 // check shows no drift; a change by hand shows up as drift.
 func TestTuneNetns(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root for a network namespace")
-	}
-	name := "sluice-tune-" + strings.ReplaceAll(t.Name(), "/", "-")
+	testutil.RequireRoot(t, "a network namespace")
+	name, _ := testutil.NewNetNS(t)
 	ip := func(args ...string) {
 		t.Helper()
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Fatalf("ip %v: %v\n%s", args, err, out)
 		}
 	}
-	exec.Command("ip", "netns", "del", name).Run()
-	ip("netns", "add", name)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
 	ip("-n", name, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
 
 	p, err := Parse("netns.yaml", []byte(`

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"sluice/internal/testutil"
 )
 
 // lifecycleStatus is the part of `show gateway --json` these tests read.
@@ -34,9 +36,7 @@ type lifecycleStatus struct {
 // pins removed under the daemon come back without the program leaving the
 // interface; and status never says in sync while the program is closed.
 func TestGatewayLifecycle(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces, bpffs and XDP")
-	}
+	testutil.RequireRoot(t, "network namespaces, bpffs and XDP")
 	bin := sluiceBin(t)
 	dut := "e2e-life-" + strconv.Itoa(os.Getpid())
 	run(t, "ip", "netns", "add", dut)

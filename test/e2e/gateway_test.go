@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sluice/internal/testutil"
 )
 
 // sluiceBin builds the binary once per test run.
@@ -78,9 +80,7 @@ func rxPackets(t *testing.T, ns, dev string) int {
 //
 // with a lab policy 10.0.0.0/8 -> 48.0.1.0/24 packet-offloaded on wan0.
 func TestGatewayForwardsOverVeth(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces and XDP")
-	}
+	testutil.RequireRoot(t, "network namespaces and XDP")
 	bin := sluiceBin(t)
 	tag := strconv.Itoa(os.Getpid())
 	gen, dut, sink := "e2e-gen-"+tag, "e2e-dut-"+tag, "e2e-sink-"+tag

@@ -2,23 +2,19 @@ package e2e
 
 import (
 	"encoding/json"
-	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"testing"
+
+	"sluice/internal/testutil"
 )
 
 // TestShowIPsecPolicy reads policies the kernel really holds (the host
 // kernel installs XFRM policies even without ESP), with filters.
 func TestShowIPsecPolicy(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces and XFRM policies")
-	}
+	testutil.RequireRoot(t, "network namespaces and XFRM policies")
 	bin := sluiceBin(t)
-	ns := "e2e-ipsec-" + strconv.Itoa(os.Getpid())
-	run(t, "ip", "netns", "add", ns)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	ns, _ := testutil.NewNetNS(t)
 	run(t, "ip", "-n", ns, "xfrm", "policy", "add", "src", "16.0.0.0/8", "dst", "48.0.1.0/24", "dir", "out", "priority", "100",
 		"tmpl", "src", "123.0.0.1", "dst", "123.2.0.1", "proto", "esp", "mode", "tunnel", "reqid", "7")
 	run(t, "ip", "-n", ns, "xfrm", "policy", "add", "src", "48.0.1.0/24", "dst", "16.0.0.0/8", "dir", "fwd", "priority", "100",

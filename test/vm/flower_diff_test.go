@@ -149,7 +149,7 @@ func TestFlowerMatchesXDP(t *testing.T) {
 	var sound, covered, xdpFwd, rulesChecked int
 	for seed := int64(1); seed <= 6; seed++ {
 		rng := rand.New(rand.NewSource(seed))
-		snap := randomPolicySet(rng, wan)
+		snap := withRouteMTU(randomPolicySet(rng, wan))
 		inst := &flower.Installer{FS: fs, SkipHW: true}
 		var res flower.Result
 		inNetns(t, gw, func() {

@@ -75,7 +75,7 @@ func (f *flowerLab) waitForwards(t *testing.T, n int) {
 
 // edit returns a copy of the lab's snapshot changed by fn.
 func (f *flowerLab) edit(fn func(s *fastpath.Snapshot)) fastpath.Snapshot {
-	s := fastpath.Snapshot{Policies: append([]kernel.Policy(nil), f.snap.Policies...), States: append([]kernel.State(nil), f.snap.States...)}
+	s := fastpath.Snapshot{Policies: append([]kernel.Policy(nil), f.snap.Policies...), States: append([]kernel.State(nil), f.snap.States...), RouteMTU: f.snap.RouteMTU}
 	fn(&s)
 	return s
 }

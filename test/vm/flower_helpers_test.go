@@ -13,6 +13,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel"
 )
@@ -107,3 +108,18 @@ func pktCount(t *testing.T, ns, dev, pref string) int {
 
 // Source implements flower.Router: the lab's sources are fine.
 func (r staticRouter) Source(netip.Prefix, int) ([]netip.Addr, string) { return nil, "" }
+
+// withRouteMTU gives every SA of s strongSwan's esp=aes128gcm16 (unless it
+// names its algorithm) and a 1500-byte route, as the mirror would: SA MTU
+// 1446 over IPv4, 1426 over IPv6.
+func withRouteMTU(s fastpath.Snapshot) fastpath.Snapshot {
+	s.States = append([]kernel.State(nil), s.States...)
+	s.RouteMTU = map[fastpath.Endpoints]int{}
+	for i := range s.States {
+		if s.States[i].Alg == (kernel.StateAlg{}) {
+			s.States[i].Alg = kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
+		}
+		s.RouteMTU[fastpath.Endpoints{Src: s.States[i].Src, Dst: s.States[i].Dst}] = 1500
+	}
+	return s
+}

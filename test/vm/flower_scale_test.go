@@ -55,6 +55,7 @@ func TestFlowerScale(t *testing.T) {
 	}
 	nh := flower.NextHop{Ifindex: d1, Name: "d1", DstMAC: d1mac, SrcMAC: d1mac, MTU: 1500}
 	start := time.Now()
+	snap = withRouteMTU(snap)
 	views := fastpath.PolicyViews(snap)
 	viewsTook := time.Since(start)
 	start = time.Now()

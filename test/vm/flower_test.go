@@ -110,7 +110,7 @@ func newFlowerLab(t *testing.T, l *lab) *flowerLab {
 		}
 		p4, s4 := flowerTunnel(10, "10.0.0.0/24", "48.0.0.0/16", f.wan)
 		p6, s6 := flowerTunnel(20, "2001:db8:16::/64", "2001:db8:48::/48", f.wan)
-		f.snap = fastpath.Snapshot{Policies: append(p4, p6...), States: append(s4, s6...)}
+		f.snap = withRouteMTU(fastpath.Snapshot{Policies: append(p4, p6...), States: append(s4, s6...)})
 	})
 	step(t, "clsact on the ports", func(t *testing.T) {
 		run(t, "tc", "-n", f.gw, "qdisc", "add", "dev", "p0", "clsact")

@@ -1,4 +1,4 @@
-package cli
+package fastpath
 
 import (
 	"strings"
@@ -17,13 +17,13 @@ func TestExplainFrameErrors(t *testing.T) {
 		{"ttl and hoplimit", "", []string{"src", "fd00::1", "dst", "fd00::2", "ttl", "3", "hoplimit", "4"}, `"hoplimit" given twice`},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := explainFrame(c.hex, c.args, nil)
+			_, err := ExplainFrame(c.hex, c.args, nil)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("got %v, want an error with %q", err, c.want)
 			}
 		})
 	}
-	f, err := explainFrame("", []string{"src", "10.0.0.1", "dst", "10.0.0.2"}, []byte{2, 0, 0, 0, 0, 7})
+	f, err := ExplainFrame("", []string{"src", "10.0.0.1", "dst", "10.0.0.2"}, []byte{2, 0, 0, 0, 0, 7})
 	if err != nil || f[5] != 7 {
 		t.Fatalf("fields without dmac: %v, destination MAC % x; want the ingress interface's", err, f[:6])
 	}

@@ -1,0 +1,144 @@
+package fastpath
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+
+	"github.com/vishvananda/netns"
+
+	"sluice/internal/kernel"
+	"sluice/internal/mtu"
+)
+
+// saMTU is the largest packet the fast path may forward under a policy's
+// template: the smallest MTU among the SAs the template can resolve to
+// (during a rekey both exist, and the kernel may pick either), each
+// xfrm_state_mtu of the route under it, as the kernel's bundle has it
+// (xfrm_init_pmtu). 0 when one of them cannot be sized: an algorithm sluice
+// does not know, or no route MTU; nothing is then forwarded through it.
+func saMTU(tm kernel.Tmpl, states []kernel.State, routeMTU map[Endpoints]int) int {
+	best := 0
+	for i := range states {
+		st := &states[i]
+		if !tmplMatches(tm, st) {
+			continue
+		}
+		m := stateMTU(st, routeMTU[Endpoints{Src: st.Src, Dst: st.Dst}])
+		if m <= 0 {
+			return 0
+		}
+		if best == 0 || m < best {
+			best = m
+		}
+	}
+	return min(best, 0xffff)
+}
+
+// stateMTU is xfrm_state_mtu(st, route) for an ESP SA, 0 when unknown.
+func stateMTU(st *kernel.State, route int) int {
+	if route <= 0 || st.Proto != 50 {
+		return 0
+	}
+	a := st.Alg
+	iv, block, icv, err := mtu.Transform{AEAD: a.AEAD, ICVBits: a.ICVBits, Crypt: a.Crypt, Auth: a.Auth, AuthTruncBits: a.AuthTruncBits}.Sizes()
+	if err != nil || (a.AEAD == "" && a.Crypt == "" && a.Auth == "") {
+		return 0
+	}
+	sa := mtu.SA{Mode: mtu.SAMode(st.Mode), OuterIPv6: st.Dst.Is6() && !st.Dst.Is4In6(), SelectorIPv6: st.Sel.Src.Addr().Is6(),
+		IV: iv, Block: block, ICV: icv, Encap: mtu.SAEncap(a.Encap), ESN: a.ESN}
+	return sa.MTU(route)
+}
+
+// tmplMatches: st is an SA the kernel may use for template tm
+// (xfrm_state_find's comparison, as packetOffloadDevice makes it).
+func tmplMatches(tm kernel.Tmpl, st *kernel.State) bool {
+	return st.Proto == tm.Proto && st.Mode == tm.Mode && st.Dst == tm.Dst &&
+		(!tm.Src.IsValid() || st.Src == tm.Src) &&
+		(tm.Reqid == 0 || st.Reqid == tm.Reqid) && (tm.SPI == 0 || st.SPI == tm.SPI)
+}
+
+// PathMTUFunc gives the MTU and device of the route under an SA
+// (kernel.RouteMTUAt).
+type PathMTUFunc func(src, dst netip.Addr) (mtu, ifindex int, err error)
+
+// HostPathMTU looks routes up in the calling thread's namespace.
+func HostPathMTU(src, dst netip.Addr) (int, int, error) {
+	return kernel.RouteMTUAt(netns.None(), src, dst)
+}
+
+// FillRouteMTU looks up the route MTU under every SA of s. An SA the
+// kernel could not send through gets 0 (nothing is forwarded through it):
+// without a route to its peer (xfrm_lookup fails), or, packet-offloaded,
+// when that route leaves through another device than the SA's
+// (xfrm_dev_offload_ok wants the bundle's path device to be the SA's, and
+// validate_xmit_xfrm drops a packet sent to another).
+func FillRouteMTU(s *Snapshot, lookup PathMTUFunc) {
+	if lookup == nil {
+		lookup = HostPathMTU
+	}
+	s.RouteMTU = make(map[Endpoints]int, len(s.States))
+	for i := range s.States {
+		e := Endpoints{Src: s.States[i].Src, Dst: s.States[i].Dst}
+		if _, done := s.RouteMTU[e]; done || s.States[i].Proto != 50 {
+			continue
+		}
+		s.RouteMTU[e] = routeMTUFor(&s.States[i], lookup)
+	}
+}
+
+// routeMTUCheck is how often the mirror re-reads route MTUs, and
+// routeMTUBatch how many SA routes one check reads at most: a learnt PMTU
+// (or any route MTU change that raised no event the mirror follows) reaches
+// the tables within routeMTUCheck * ceil(routes / routeMTUBatch).
+const (
+	routeMTUCheck = time.Second
+	routeMTUBatch = 1024
+)
+
+// routeMTUChanged re-reads the next batch of SA routes and says whether
+// one MTU differs from what the tables hold.
+func (m *Mirror) routeMTUChanged() bool {
+	if len(m.routeMTU) == 0 {
+		return false
+	}
+	lookup := m.PathMTU
+	if lookup == nil {
+		lookup = HostPathMTU
+	}
+	keys := make([]Endpoints, 0, len(m.routeMTU))
+	for e := range m.routeMTU {
+		keys = append(keys, e)
+	}
+	slices.SortFunc(keys, func(a, b Endpoints) int {
+		if c := a.Dst.Compare(b.Dst); c != 0 {
+			return c
+		}
+		return a.Src.Compare(b.Src)
+	})
+	if m.mtuNext >= len(keys) {
+		m.mtuNext = 0
+	}
+	end := min(m.mtuNext+routeMTUBatch, len(keys))
+	for _, e := range keys[m.mtuNext:end] {
+		got := routeMTUFor(m.routeState[e], lookup)
+		if got != m.routeMTU[e] {
+			m.Log.Info("the route under an SA changed its MTU; recompiling", "src", e.Src, "dst", e.Dst, "was", m.routeMTU[e], "now", got)
+			return true
+		}
+	}
+	m.mtuNext = end
+	return false
+}
+
+// routeMTUFor is the route MTU FillRouteMTU records for st.
+func routeMTUFor(st *kernel.State, lookup PathMTUFunc) int {
+	if st == nil {
+		return 0
+	}
+	m, dev, err := lookup(st.Src, st.Dst)
+	if err != nil || (st.Offload.Packet() && dev != st.Offload.Ifindex) {
+		return 0
+	}
+	return m
+}

@@ -1,0 +1,5 @@
+// Package testutil holds the helpers that tests of every package share, as
+// cilium/ebpf's internal/testutils does: RequireRoot, which skips a test that
+// needs privileges and says what for, and NewNetNS, a uniquely named network
+// namespace removed when the test ends. It is imported by tests only.
+package testutil

@@ -1,0 +1,231 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nicmodel: receive side of packet offload.
+ *
+ * ESP addressed to an IN SA the port holds is checked against the replay
+ * window, decrypted, decapsulated, and handed up as the plain packet with
+ * a secpath holding the SA and xfrm_offload marked CRYPTO_DONE /
+ * CRYPTO_SUCCESS: what a packet-offload driver reports, and what makes
+ * the kernel skip its inbound policy check (__xfrm_policy_check2). ESP
+ * for SPIs the port does not hold, and everything else, passes untouched:
+ * the kernel's software ESP may still own it.
+ */
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/if_ether.h>
+#include <net/ip.h>
+#include <net/esp.h>
+#include "nicmodel.h"
+
+#define NM_ESP_MIN (sizeof(struct ip_esp_hdr) + NM_IV_LEN + 2 + NM_ICV_LEN)
+
+/* RFC 4303 Appendix A: the high half of a 64-bit sequence number. */
+static u64 nm_infer_seq(const struct nm_sa *sa, u32 seq)
+{
+	u32 tl = lower_32_bits(sa->top), th = upper_32_bits(sa->top);
+	u32 w = max_t(u32, sa->window, 1);
+
+	if (!sa->esn)
+		return seq;
+	if (tl >= w - 1) {
+		if (seq < tl - w + 1)
+			th++;
+	} else if (seq >= tl - w + 1) {
+		th--;
+	}
+	return (u64)th << 32 | seq;
+}
+
+/* nm_replay_check: 0 if s has not been seen and is not too old. */
+static int nm_replay_check(const struct nm_sa *sa, u64 s)
+{
+	u64 diff;
+
+	if (!s)
+		return -EINVAL;
+	if (!sa->window || s > sa->top)
+		return 0;
+	diff = sa->top - s;
+	if (diff >= sa->window || test_bit(diff, sa->bitmap))
+		return -EINVAL;
+	return 0;
+}
+
+static void nm_replay_advance(struct nm_sa *sa, u64 s)
+{
+	u64 d;
+
+	if (s > sa->top) {
+		d = s - sa->top;
+		if (d >= NM_REPLAY_MAX)
+			bitmap_zero(sa->bitmap, NM_REPLAY_MAX);
+		else
+			bitmap_shift_left(sa->bitmap, sa->bitmap, d, NM_REPLAY_MAX);
+		sa->top = s;
+		d = 0;
+	} else {
+		d = sa->top - s;
+	}
+	if (d < NM_REPLAY_MAX)
+		set_bit(d, sa->bitmap);
+}
+
+void nm_mark_offloaded(struct sk_buff *skb, struct xfrm_state *x)
+{
+	struct xfrm_offload *xo;
+	struct sec_path *sp;
+
+	sp = secpath_set(skb);
+	if (!sp || sp->len >= XFRM_MAX_DEPTH) {
+		xfrm_state_put(x);
+		return;
+	}
+	sp->xvec[sp->len++] = x;
+	sp->olen++;
+	xo = xfrm_offload(skb);
+	xo->flags = CRYPTO_DONE;
+	xo->status = CRYPTO_SUCCESS;
+}
+
+/* Selector of the SA, checked on the decapsulated packet unless it is a
+ * wildcard (the kernel checks it in xfrm_input for software SAs).
+ */
+static bool nm_sel_ok(const struct xfrm_selector *sel, const struct sk_buff *skb)
+{
+	struct nm_flow fl;
+
+	if (!sel->prefixlen_d && !sel->prefixlen_s && !sel->proto &&
+	    !sel->sport_mask && !sel->dport_mask)
+		return true;
+	return !nm_parse_flow(skb, &fl) && nm_sel_match(sel, &fl);
+}
+
+/* Rewrite the decrypted frame in place into the packet it carried. */
+static int nm_decap(struct sk_buff *skb, const struct nm_sa *sa,
+		    const struct nm_flow *fl, unsigned int inner, u8 nexthdr)
+{
+	unsigned int hdrlen = fl->l4off - fl->l3off;
+	unsigned int esplen = sizeof(struct ip_esp_hdr) + NM_IV_LEN;
+	u8 *data = skb->data + fl->l4off + esplen;
+	struct ethhdr *eth;
+
+	if (sa->tunnel) {
+		if (nexthdr != IPPROTO_IPIP && nexthdr != IPPROTO_IPV6)
+			return -EINVAL;
+		memmove(data - ETH_HLEN, skb->data, ETH_HLEN);
+		skb_pull(skb, data - ETH_HLEN - skb->data);
+		skb_trim(skb, ETH_HLEN + inner);
+		eth = (struct ethhdr *)skb->data;
+		eth->h_proto = htons(nexthdr == IPPROTO_IPIP ? ETH_P_IP : ETH_P_IPV6);
+		if (inner < 1 || (skb->data[ETH_HLEN] >> 4) != (nexthdr == IPPROTO_IPIP ? 4 : 6))
+			return -EINVAL;
+		return 0;
+	}
+	memmove(data - hdrlen - ETH_HLEN, skb->data, ETH_HLEN + hdrlen);
+	skb_pull(skb, esplen);
+	skb_trim(skb, ETH_HLEN + hdrlen + inner);
+	if (fl->family == AF_INET) {
+		struct iphdr *ip = (struct iphdr *)(skb->data + ETH_HLEN);
+
+		ip->protocol = nexthdr;
+		ip->tot_len = htons(hdrlen + inner);
+		ip_send_check(ip);
+	} else {
+		struct ipv6hdr *ip6 = (struct ipv6hdr *)(skb->data + ETH_HLEN);
+
+		ip6->nexthdr = nexthdr;
+		ip6->payload_len = htons(inner);
+	}
+	return 0;
+}
+
+static bool nm_is_esp(const struct sk_buff *skb, const struct nm_flow *fl)
+{
+	if (fl->proto != IPPROTO_ESP)
+		return false;
+	if (fl->family == AF_INET) {
+		const struct iphdr *ip = (const void *)(skb->data + fl->l3off);
+
+		/* Fragments go to the stack, which reassembles them. */
+		return !(ip->frag_off & htons(IP_MF | IP_OFFSET));
+	}
+	return true;
+}
+
+struct sk_buff *nm_esp_rx(struct nm_priv *priv, struct sk_buff *skb,
+			  struct xfrm_state **xp)
+{
+	enum nm_stat why = NM_RX_DROP_MALFORMED;
+	struct ip_esp_hdr *esph;
+	unsigned int len, ctlen, inner;
+	struct nm_flow fl;
+	struct nm_sa *sa;
+	u8 *data, padlen, nexthdr;
+	u64 seq;
+	int err;
+
+	if (nm_parse_flow(skb, &fl) || !nm_is_esp(skb, &fl)) {
+		nm_inc(priv, NM_RX_CLEARTEXT_PACKETS);
+		return skb;
+	}
+	if (fl.l3off + fl.l3len < fl.l4off + NM_ESP_MIN)
+		goto drop;
+	esph = (struct ip_esp_hdr *)(skb->data + fl.l4off);
+	sa = nm_sa_in_lookup(priv, fl.family, &fl.daddr, esph->spi);
+	if (!sa) {
+		nm_inc(priv, NM_RX_ESP_NO_SA);
+		return skb;
+	}
+	if (nm_sa_hard_expired(sa)) {
+		why = NM_RX_DROP_HARD_LIMIT;
+		goto drop;
+	}
+	/* Decryption writes in place: the frame must be ours alone. */
+	if (skb_linearize(skb) ||
+	    (skb_cloned(skb) && pskb_expand_head(skb, 0, 0, GFP_ATOMIC)))
+		goto drop;
+	/* Drop anything after the IP packet (Ethernet padding). */
+	skb_trim(skb, fl.l3off + fl.l3len);
+	esph = (struct ip_esp_hdr *)(skb->data + fl.l4off);
+
+	/* One NAPI context per port: the replay state needs no more. */
+	seq = nm_infer_seq(sa, ntohl(esph->seq_no));
+	if (nm_replay_check(sa, seq)) {
+		why = NM_RX_DROP_REPLAY;
+		goto drop;
+	}
+	data = esph->enc_data + NM_IV_LEN;
+	len = skb->len - (data - skb->data);
+	err = nm_gcm(sa, false, esph->spi, seq, esph->enc_data, data, len);
+	if (err) {
+		why = err == -EBADMSG ? NM_RX_DROP_AUTH : NM_RX_DROP_MALFORMED;
+		goto drop;
+	}
+	ctlen = len - NM_ICV_LEN;
+	padlen = data[ctlen - 2];
+	nexthdr = data[ctlen - 1];
+	if (padlen + 2 > ctlen)
+		goto drop;
+	inner = ctlen - 2 - padlen;
+	spin_lock(&sa->lock);
+	nm_replay_advance(sa, seq);
+	spin_unlock(&sa->lock);
+
+	if (nm_decap(skb, sa, &fl, inner, nexthdr))
+		goto drop;
+	if (!nm_sel_ok(&sa->x->sel, skb)) {
+		why = NM_RX_DROP_SELECTOR;
+		goto drop;
+	}
+	if (!refcount_inc_not_zero(&sa->x->refcnt))
+		goto drop;
+	nm_sa_count(sa, inner);
+	nm_inc(priv, NM_RX_IPSEC_PACKETS);
+	nm_add(priv, NM_RX_IPSEC_BYTES, skb->len);
+	*xp = sa->x;
+	return skb;
+drop:
+	nm_inc(priv, why);
+	kfree_skb(skb);
+	return NULL;
+}

@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nicmodel: ESP encapsulation and AES-GCM (RFC 4303, RFC 4106), the
+ * "hardware" half of packet offload on transmit.
+ *
+ * The stack hands a packet-offloaded port plain frames (in tunnel mode
+ * not even a valid Ethernet header: xfrm_dev_direct_output only pushes
+ * room for one), so the port builds the whole outer frame itself. The
+ * IV is the 64-bit sequence number, unique per key as RFC 4106 requires.
+ */
+#include <linux/etherdevice.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/random.h>
+#include <net/ip.h>
+#include <net/esp.h>
+#include <net/inet_ecn.h>
+#include <net/dsfield.h>
+#include <crypto/aead.h>
+#include "nicmodel.h"
+
+/*
+ * nm_gcm runs rfc4106(gcm(aes)) in place over data: len bytes of
+ * plaintext (the ICV is written after them) or, to decrypt, ciphertext
+ * and ICV. The AAD is SPI and sequence number (with the high half under
+ * ESN, RFC 4303 2.2.1); -EBADMSG means the ICV did not verify.
+ */
+int nm_gcm(struct nm_sa *sa, bool enc, __be32 spi, u64 seq,
+	   const u8 *iv, u8 *data, unsigned int len)
+{
+	struct crypto_aead *tfm = sa->tfm;
+	struct aead_request *req;
+	struct scatterlist sg[2];
+	unsigned int reqlen = sizeof(*req) + crypto_aead_reqsize(tfm);
+	unsigned int assoclen = sa->esn ? 20 : 16;
+	u8 *aad, *ivbuf;
+	__be32 *w;
+	int err;
+
+	req = kmalloc(reqlen + 32, GFP_ATOMIC);
+	if (!req)
+		return -ENOMEM;
+	aad = (u8 *)req + reqlen;
+	ivbuf = aad + 24;
+	w = (__be32 *)aad;
+	*w++ = spi;
+	if (sa->esn)
+		*w++ = htonl(upper_32_bits(seq));
+	*w++ = htonl(lower_32_bits(seq));
+	memcpy(w, iv, NM_IV_LEN);	/* rfc4106 wants the IV after the AAD */
+	memcpy(ivbuf, iv, NM_IV_LEN);
+
+	sg_init_table(sg, 2);
+	sg_set_buf(&sg[0], aad, assoclen);
+	sg_set_buf(&sg[1], data, len + (enc ? NM_ICV_LEN : 0));
+	aead_request_set_tfm(req, tfm);
+	aead_request_set_callback(req, 0, NULL, NULL);
+	aead_request_set_crypt(req, sg, sg, len, ivbuf);
+	aead_request_set_ad(req, assoclen);
+	err = enc ? crypto_aead_encrypt(req) : crypto_aead_decrypt(req);
+	kfree_sensitive(req);
+	return err;
+}
+
+/* nm_next_seq takes the SA's next sequence number; false on overflow
+ * (RFC 4303 3.3.3: a counter never cycles; rekey instead).
+ */
+static bool nm_next_seq(struct nm_sa *sa, u64 *seq)
+{
+	bool ok = true;
+
+	spin_lock(&sa->lock);
+	if (sa->esn ? sa->seq == U64_MAX : sa->seq >= U32_MAX)
+		ok = false;
+	else
+		*seq = ++sa->seq;
+	spin_unlock(&sa->lock);
+	return ok;
+}
+
+static u8 nm_outer_dsfield(const struct sk_buff *skb, const struct nm_flow *fl)
+{
+	u8 ds;
+
+	if (fl->family == AF_INET)
+		ds = ((const struct iphdr *)(skb->data + fl->l3off))->tos;
+	else
+		ds = ipv6_get_dsfield((const struct ipv6hdr *)(skb->data + fl->l3off));
+	return INET_ECN_encapsulate(ds, ds);
+}
+
+static void nm_outer_ip(struct nm_sa *sa, u8 *p, unsigned int payload, u8 ds)
+{
+	if (sa->family == AF_INET) {
+		struct iphdr *ip = (struct iphdr *)p;
+
+		memset(ip, 0, sizeof(*ip));
+		ip->version = 4;
+		ip->ihl = 5;
+		ip->tos = ds;
+		ip->tot_len = htons(sizeof(*ip) + payload);
+		ip->id = htons(get_random_u16());
+		ip->frag_off = htons(IP_DF);
+		ip->ttl = 64;
+		ip->protocol = IPPROTO_ESP;
+		ip->saddr = sa->saddr.a4;
+		ip->daddr = sa->daddr.a4;
+		ip_send_check(ip);
+	} else {
+		struct ipv6hdr *ip6 = (struct ipv6hdr *)p;
+
+		memset(ip6, 0, sizeof(*ip6));
+		ip6->version = 6;
+		ip6_flow_hdr(ip6, ds, 0);
+		ip6->payload_len = htons(payload);
+		ip6->nexthdr = IPPROTO_ESP;
+		ip6->hop_limit = 64;
+		memcpy(&ip6->saddr, &sa->saddr.in6, sizeof(ip6->saddr));
+		memcpy(&ip6->daddr, &sa->daddr.in6, sizeof(ip6->daddr));
+	}
+}
+
+/* Transport mode keeps the packet's IP header, now announcing ESP. */
+static void nm_transport_ip(u8 *p, u16 family, unsigned int hdrlen,
+			    unsigned int payload)
+{
+	if (family == AF_INET) {
+		struct iphdr *ip = (struct iphdr *)p;
+
+		ip->protocol = IPPROTO_ESP;
+		ip->tot_len = htons(hdrlen + payload);
+		ip_send_check(ip);
+	} else {
+		struct ipv6hdr *ip6 = (struct ipv6hdr *)p;
+
+		ip6->nexthdr = IPPROTO_ESP;
+		ip6->payload_len = htons(payload);
+	}
+}
+
+static void nm_tunnel_eth(struct nm_priv *priv, struct ethhdr *eth, u16 family)
+{
+	struct net_device *peer = rcu_dereference(priv->peer);
+
+	/*
+	 * The wire has one station at its other end; a NIC would take the
+	 * MAC from its neighbour table for the SA's destination.
+	 */
+	if (peer)
+		ether_addr_copy(eth->h_dest, peer->dev_addr);
+	ether_addr_copy(eth->h_source, priv->dev->dev_addr);
+	eth->h_proto = htons(family == AF_INET ? ETH_P_IP : ETH_P_IPV6);
+}
+
+struct sk_buff *nm_esp_encrypt(struct nm_priv *priv, struct nm_sa *sa,
+			       struct sk_buff *skb, const struct nm_flow *fl)
+{
+	unsigned int hdrlen, plen, clen, pad, total, i;
+	const u8 *payload;
+	struct sk_buff *out;
+	struct ip_esp_hdr *esph;
+	u8 nexthdr, *p, *data;
+	__be64 iv;
+	u64 seq;
+
+	if (sa->tunnel) {
+		hdrlen = sa->family == AF_INET ? sizeof(struct iphdr) :
+						 sizeof(struct ipv6hdr);
+		payload = skb->data + fl->l3off;
+		plen = fl->l3len;
+		nexthdr = fl->family == AF_INET ? IPPROTO_IPIP : IPPROTO_IPV6;
+	} else {
+		hdrlen = fl->l4off - fl->l3off;
+		payload = skb->data + fl->l4off;
+		plen = fl->l3len - hdrlen;
+		nexthdr = fl->proto;
+	}
+	clen = ALIGN(plen + 2, 4);
+	pad = clen - plen - 2;
+	total = ETH_HLEN + hdrlen + sizeof(*esph) + NM_IV_LEN + clen + NM_ICV_LEN;
+
+	if (!nm_next_seq(sa, &seq)) {
+		nm_inc(priv, NM_TX_DROP_SEQ_OVERFLOW);
+		return NULL;
+	}
+	out = alloc_skb(total + NET_SKB_PAD + NET_IP_ALIGN, GFP_ATOMIC);
+	if (!out) {
+		nm_inc(priv, NM_TX_DROP_ERROR);
+		return NULL;
+	}
+	skb_reserve(out, NET_SKB_PAD + NET_IP_ALIGN);
+	p = skb_put(out, total);
+
+	memcpy(p, skb->data, ETH_HLEN);
+	if (sa->tunnel) {
+		nm_tunnel_eth(priv, (struct ethhdr *)p, sa->family);
+		nm_outer_ip(sa, p + ETH_HLEN, total - ETH_HLEN - hdrlen,
+			    nm_outer_dsfield(skb, fl));
+	} else {
+		memcpy(p + ETH_HLEN, skb->data + fl->l3off, hdrlen);
+		nm_transport_ip(p + ETH_HLEN, fl->family, hdrlen,
+				total - ETH_HLEN - hdrlen);
+	}
+	esph = (struct ip_esp_hdr *)(p + ETH_HLEN + hdrlen);
+	esph->spi = sa->spi;
+	esph->seq_no = htonl(lower_32_bits(seq));
+	iv = cpu_to_be64(seq);
+	memcpy(esph->enc_data, &iv, NM_IV_LEN);
+	data = esph->enc_data + NM_IV_LEN;
+	memcpy(data, payload, plen);
+	for (i = 0; i < pad; i++)
+		data[plen + i] = i + 1;		/* RFC 4303 2.4 */
+	data[plen + pad] = pad;
+	data[plen + pad + 1] = nexthdr;
+
+	if (nm_gcm(sa, true, sa->spi, seq, (u8 *)&iv, data, clen)) {
+		nm_inc(priv, NM_TX_DROP_ERROR);
+		kfree_skb(out);
+		return NULL;
+	}
+	out->dev = priv->dev;
+	out->priority = skb->priority;
+	nm_sa_count(sa, fl->l3len);
+	nm_inc(priv, NM_TX_IPSEC_PACKETS);
+	nm_add(priv, NM_TX_IPSEC_BYTES, total);
+	return out;
+}

@@ -1,0 +1,295 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nicmodel: ports, pairs and the module's life cycle.
+ *
+ * A pair is made by writing two names to the new_pair parameter, in the
+ * network namespace that should own both ports:
+ *
+ *   echo "nm0 nm1" > /sys/module/nicmodel/parameters/new_pair
+ *
+ * (iproute2 only knows the "peer" syntax for veth, so "ip link add" cannot
+ * name a peer for another kind.) "ip link del" of either port removes
+ * both, as for veth; ports move between namespaces with "ip link set
+ * ... netns". Unloading the module removes every pair.
+ */
+#include <linux/module.h>
+#include <linux/etherdevice.h>
+#include <linux/rtnetlink.h>
+#include <net/rtnetlink.h>
+#include <net/net_namespace.h>
+#include "nicmodel.h"
+
+unsigned int nm_sa_budget = 1024;
+module_param_named(sa_budget, nm_sa_budget, uint, 0644);
+MODULE_PARM_DESC(sa_budget, "SAs one port can offload (the flow-steering capacity a real NIC has)");
+
+static struct rtnl_link_ops nm_link_ops;
+
+bool nm_is_port(const struct net_device *dev)
+{
+	return dev->rtnl_link_ops == &nm_link_ops;
+}
+
+static int nm_open(struct net_device *dev)
+{
+	struct nm_priv *priv = netdev_priv(dev);
+	struct net_device *peer = rtnl_dereference(priv->peer);
+
+	napi_enable(&priv->napi);
+	if (peer && netif_running(peer)) {
+		netif_carrier_on(dev);
+		netif_carrier_on(peer);
+	}
+	netif_start_queue(dev);
+	return 0;
+}
+
+static int nm_stop(struct net_device *dev)
+{
+	struct nm_priv *priv = netdev_priv(dev);
+	struct net_device *peer = rtnl_dereference(priv->peer);
+
+	netif_stop_queue(dev);
+	netif_carrier_off(dev);
+	if (peer)
+		netif_carrier_off(peer);
+	napi_disable(&priv->napi);
+	skb_queue_purge(&priv->rxq);
+	return 0;
+}
+
+static void nm_get_stats64(struct net_device *dev,
+			   struct rtnl_link_stats64 *s)
+{
+	struct nm_priv *priv = netdev_priv(dev);
+
+	s->tx_packets = atomic64_read(&priv->stats[NM_TX_PACKETS]);
+	s->tx_bytes = atomic64_read(&priv->stats[NM_TX_BYTES]);
+	s->rx_packets = atomic64_read(&priv->stats[NM_RX_PACKETS]);
+	s->rx_bytes = atomic64_read(&priv->stats[NM_RX_BYTES]);
+	s->tx_dropped = atomic64_read(&priv->stats[NM_TX_DROPPED]);
+	s->rx_dropped = atomic64_read(&priv->stats[NM_RX_DROPPED]);
+}
+
+static int nm_change_mtu(struct net_device *dev, int mtu)
+{
+	struct nm_priv *priv = netdev_priv(dev);
+
+	/* A frame must fit one page next to XDP's headroom (xdp.c). */
+	if (rtnl_dereference(priv->xdp_prog) &&
+	    mtu + ETH_HLEN > PAGE_SIZE - XDP_PACKET_HEADROOM -
+			     SKB_DATA_ALIGN(sizeof(struct skb_shared_info)))
+		return -EINVAL;
+	WRITE_ONCE(dev->mtu, mtu);
+	return 0;
+}
+
+static int nm_init(struct net_device *dev)
+{
+	struct nm_priv *priv = netdev_priv(dev);
+	int err;
+
+	err = xdp_rxq_info_reg(&priv->xdp_rxq, dev, 0, 0);
+	if (err)
+		return err;
+	err = xdp_rxq_info_reg_mem_model(&priv->xdp_rxq, MEM_TYPE_PAGE_SHARED,
+					 NULL);
+	if (err)
+		xdp_rxq_info_unreg(&priv->xdp_rxq);
+	return err;
+}
+
+static void nm_uninit(struct net_device *dev)
+{
+	struct nm_priv *priv = netdev_priv(dev);
+	struct bpf_prog *prog = rtnl_dereference(priv->xdp_prog);
+
+	if (prog) {
+		RCU_INIT_POINTER(priv->xdp_prog, NULL);
+		bpf_prog_put(prog);
+	}
+	xdp_rxq_info_unreg(&priv->xdp_rxq);
+	skb_queue_purge(&priv->rxq);
+}
+
+static const struct net_device_ops nm_netdev_ops = {
+	.ndo_init = nm_init,
+	.ndo_uninit = nm_uninit,
+	.ndo_open = nm_open,
+	.ndo_stop = nm_stop,
+	.ndo_start_xmit = nm_start_xmit,
+	.ndo_get_stats64 = nm_get_stats64,
+	.ndo_change_mtu = nm_change_mtu,
+	.ndo_set_mac_address = eth_mac_addr,
+	.ndo_validate_addr = eth_validate_addr,
+	.ndo_bpf = nm_bpf,
+	.ndo_xdp_xmit = nm_xdp_xmit,
+	.ndo_setup_tc = nm_setup_tc,
+};
+
+static void nm_setup(struct net_device *dev)
+{
+	struct nm_priv *priv = netdev_priv(dev);
+
+	ether_setup(dev);
+	dev->netdev_ops = &nm_netdev_ops;
+	dev->ethtool_ops = &nm_ethtool_ops;
+	dev->xfrmdev_ops = &nm_xfrmdev_ops;
+	dev->rtnl_link_ops = &nm_link_ops;
+	dev->needs_free_netdev = true;
+	dev->lltx = true;
+	dev->priv_flags &= ~IFF_TX_SKB_SHARING;
+	dev->min_mtu = ETH_MIN_MTU;
+	dev->max_mtu = 9000;
+	/*
+	 * NETIF_F_HW_ESP: the xfrm core flushes offloaded SAs and policies
+	 * when the port goes down only if it is set. No checksum, SG or TSO
+	 * offload: the stack hands the port complete, linear-enough frames,
+	 * which keeps the model's ESP code simple.
+	 */
+	dev->features |= NETIF_F_HW_ESP | NETIF_F_HW_TC;
+	dev->hw_features |= NETIF_F_HW_ESP | NETIF_F_HW_TC;
+	dev->xdp_features = NETDEV_XDP_ACT_BASIC | NETDEV_XDP_ACT_REDIRECT |
+			    NETDEV_XDP_ACT_NDO_XMIT;
+
+	priv->dev = dev;
+	skb_queue_head_init(&priv->rxq);
+	netif_napi_add(dev, &priv->napi, nm_poll);
+	nm_ipsec_init(priv);
+}
+
+static int nm_newlink(struct net *net, struct net_device *dev,
+		      struct nlattr *tb[], struct nlattr *data[],
+		      struct netlink_ext_ack *extack)
+{
+	NL_SET_ERR_MSG(extack, "nicmodel ports come in pairs: echo \"NAME PEERNAME\" > /sys/module/nicmodel/parameters/new_pair");
+	return -EOPNOTSUPP;
+}
+
+static void nm_dellink(struct net_device *dev, struct list_head *head)
+{
+	struct nm_priv *priv = netdev_priv(dev);
+	struct net_device *peer = rtnl_dereference(priv->peer);
+
+	unregister_netdevice_queue(dev, head);
+	if (peer) {
+		struct nm_priv *pp = netdev_priv(peer);
+
+		RCU_INIT_POINTER(priv->peer, NULL);
+		RCU_INIT_POINTER(pp->peer, NULL);
+		unregister_netdevice_queue(peer, head);
+	}
+}
+
+static struct net *nm_get_link_net(const struct net_device *dev)
+{
+	struct nm_priv *priv = netdev_priv(dev);
+	struct net_device *peer = rtnl_dereference(priv->peer);
+
+	return peer ? dev_net(peer) : dev_net(dev);
+}
+
+static struct rtnl_link_ops nm_link_ops = {
+	.kind = NM_DRV_NAME,
+	.priv_size = sizeof(struct nm_priv),
+	.setup = nm_setup,
+	.newlink = nm_newlink,
+	.dellink = nm_dellink,
+	.get_link_net = nm_get_link_net,
+};
+
+static struct net_device *nm_alloc(struct net *net, const char *name)
+{
+	struct net_device *dev;
+
+	dev = alloc_netdev(sizeof(struct nm_priv), name, NET_NAME_USER,
+			   nm_setup);
+	if (!dev)
+		return ERR_PTR(-ENOMEM);
+	dev_net_set(dev, net);
+	eth_hw_addr_random(dev);
+	return dev;
+}
+
+static int nm_new_pair(const char *a, const char *b)
+{
+	struct net *net = current->nsproxy->net_ns;
+	struct net_device *da, *db;
+	int err;
+
+	if (!ns_capable(net->user_ns, CAP_NET_ADMIN))
+		return -EPERM;
+	da = nm_alloc(net, a);
+	if (IS_ERR(da))
+		return PTR_ERR(da);
+	db = nm_alloc(net, b);
+	if (IS_ERR(db)) {
+		free_netdev(da);
+		return PTR_ERR(db);
+	}
+	rtnl_lock();
+	err = register_netdevice(da);
+	if (err) {
+		rtnl_unlock();
+		free_netdev(da);
+		free_netdev(db);
+		return err;
+	}
+	err = register_netdevice(db);
+	if (err) {
+		unregister_netdevice(da);
+		rtnl_unlock();
+		free_netdev(db);
+		return err;
+	}
+	netif_carrier_off(da);
+	netif_carrier_off(db);
+	rcu_assign_pointer(((struct nm_priv *)netdev_priv(da))->peer, db);
+	rcu_assign_pointer(((struct nm_priv *)netdev_priv(db))->peer, da);
+	rtnl_unlock();
+	return 0;
+}
+
+static int nm_param_new_pair(const char *val, const struct kernel_param *kp)
+{
+	char a[IFNAMSIZ], b[IFNAMSIZ];
+
+	if (sscanf(val, "%15s %15s", a, b) != 2 || !strcmp(a, b)) {
+		pr_warn("nicmodel: new_pair wants two different names: \"NAME PEERNAME\"\n");
+		return -EINVAL;
+	}
+	if (!dev_valid_name(a) || !dev_valid_name(b))
+		return -EINVAL;
+	return nm_new_pair(a, b);
+}
+
+static const struct kernel_param_ops nm_new_pair_ops = {
+	.set = nm_param_new_pair,
+};
+module_param_cb(new_pair, &nm_new_pair_ops, NULL, 0200);
+MODULE_PARM_DESC(new_pair, "write \"NAME PEERNAME\" to create a pair of ports joined by a wire");
+
+static int __init nm_module_init(void)
+{
+	int err = nm_ipsec_module_init();
+
+	if (err)
+		return err;
+	err = rtnl_link_register(&nm_link_ops);
+	if (err)
+		nm_ipsec_module_exit();
+	return err;
+}
+
+static void __exit nm_module_exit(void)
+{
+	/* Removes every port in every namespace through nm_dellink. */
+	rtnl_link_unregister(&nm_link_ops);
+	nm_ipsec_module_exit();
+}
+
+module_init(nm_module_init);
+module_exit(nm_module_exit);
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("NIC model with IPsec packet offload, for tests");
+MODULE_ALIAS_RTNL_LINK(NM_DRV_NAME);

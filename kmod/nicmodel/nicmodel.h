@@ -1,0 +1,213 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * nicmodel: a model of a NIC with IPsec packet offload, for tests.
+ *
+ * Ports come in pairs joined by a "wire": what one port transmits, the
+ * other receives. Each port models the hardware's part of IPsec packet
+ * offload: it keeps the SAs and policies the kernel offloads to it,
+ * encrypts on transmit what its OUT policies select, and decrypts on
+ * receive the ESP of its IN SAs. See README.md for what it models and
+ * what it does not.
+ */
+#ifndef NICMODEL_H
+#define NICMODEL_H
+
+#include <linux/netdevice.h>
+#include <linux/ethtool.h>
+#include <linux/skbuff.h>
+#include <linux/hashtable.h>
+#include <linux/workqueue.h>
+#include <crypto/aead.h>
+#include <net/xfrm.h>
+#include <net/xdp.h>
+
+#define NM_DRV_NAME "nicmodel"
+#define NM_DRV_VERSION "1"
+#define NM_RXQ_LIMIT 1024
+/* Largest replay window the model's "hardware" keeps (bits), as mlx5. */
+#define NM_REPLAY_MAX 256
+#define NM_ICV_LEN 16
+#define NM_IV_LEN 8
+#define NM_SALT_LEN 4
+
+/* Counters shown by ethtool -S; the order is the strings' order. */
+enum nm_stat {
+	NM_TX_IPSEC_PACKETS,
+	NM_TX_IPSEC_BYTES,
+	NM_TX_CLEARTEXT_PACKETS,
+	NM_TX_DROP_NO_STATE,
+	NM_TX_DROP_POLICY_BLOCK,
+	NM_TX_DROP_HARD_LIMIT,
+	NM_TX_DROP_SEQ_OVERFLOW,
+	NM_TX_DROP_OVERSIZE,
+	NM_TX_DROP_ERROR,
+	NM_RX_IPSEC_PACKETS,
+	NM_RX_IPSEC_BYTES,
+	NM_RX_ESP_NO_SA,
+	NM_RX_DROP_AUTH,
+	NM_RX_DROP_REPLAY,
+	NM_RX_DROP_HARD_LIMIT,
+	NM_RX_DROP_SELECTOR,
+	NM_RX_DROP_MALFORMED,
+	NM_RX_DROP_OVERSIZE,
+	NM_RX_DROP_QUEUE_FULL,
+	NM_RX_CLEARTEXT_PACKETS,
+	NM_XDP_PASS,
+	NM_XDP_DROP,
+	NM_XDP_TX,
+	NM_XDP_REDIRECT,
+	NM_XDP_ABORTED,
+	NM_XDP_XMIT,
+	NM_TX_PACKETS,
+	NM_TX_BYTES,
+	NM_RX_PACKETS,
+	NM_RX_BYTES,
+	NM_TX_DROPPED,
+	NM_RX_DROPPED,
+	NM_STAT_COUNT,
+};
+
+extern const char nm_stat_names[NM_STAT_COUNT][ETH_GSTRING_LEN];
+
+/* One offloaded SA. */
+struct nm_sa {
+	struct hlist_node hnode;	/* priv->sa_in (IN), by SPI */
+	struct list_head node;		/* priv->sa_out (OUT) */
+	struct rcu_work free_work;
+	struct work_struct expire_work;
+	struct xfrm_state *x;
+	struct nm_priv *priv;
+	struct crypto_aead *tfm;
+	bool out;
+	bool esn;
+	bool tunnel;
+	bool linked;
+	u16 family;			/* outer (x->props.family) */
+	u32 reqid;
+	__be32 spi;
+	xfrm_address_t saddr, daddr;	/* outer */
+	unsigned long add_seq;		/* newer SAs win on TX */
+	u8 salt[NM_SALT_LEN];
+
+	/* TX sequence and RX replay state, as the hardware keeps them. */
+	spinlock_t lock;
+	u64 seq;			/* TX: last sent (64-bit with ESN) */
+	u64 top;			/* RX: highest accepted */
+	u32 window;
+	unsigned long bitmap[BITS_TO_LONGS(NM_REPLAY_MAX)];
+
+	atomic64_t packets, bytes;
+	time64_t last_used;
+	unsigned long flags;		/* NM_SA_* */
+};
+
+enum { NM_SA_SOFT, NM_SA_HARD };
+
+/* One offloaded policy: a copy of what the TX/RX tables match on. */
+struct nm_pol {
+	struct list_head node;
+	struct rcu_head rcu;
+	struct xfrm_policy *xp;
+	struct xfrm_selector sel;
+	u32 priority;
+	u8 dir;				/* XFRM_DEV_OFFLOAD_IN/OUT */
+	u8 action;			/* XFRM_POLICY_ALLOW/BLOCK */
+	struct xfrm_tmpl tmpl;
+	u32 if_id;
+	struct xfrm_mark mark;
+};
+
+struct nm_priv {
+	struct net_device *dev;
+	struct net_device __rcu *peer;
+	struct napi_struct napi;
+	struct sk_buff_head rxq;
+	struct xdp_rxq_info xdp_rxq;
+	struct bpf_prog __rcu *xdp_prog;
+
+	spinlock_t tbl_lock;		/* writers of the tables below */
+	DECLARE_HASHTABLE(sa_in, 8);
+	struct list_head sa_out;	/* RCU */
+	struct list_head pol_out;	/* RCU, by priority */
+	struct list_head pol_in;	/* RCU, by priority */
+	unsigned int n_sa, n_pol;
+	unsigned long sa_seq;
+	unsigned int n_tc;		/* tc rules "in hardware" */
+	struct list_head tc_rules;
+
+	atomic64_t stats[NM_STAT_COUNT];
+};
+
+static inline void nm_inc(struct nm_priv *p, enum nm_stat s)
+{
+	atomic64_inc(&p->stats[s]);
+}
+
+static inline void nm_add(struct nm_priv *p, enum nm_stat s, u64 v)
+{
+	atomic64_add(v, &p->stats[s]);
+}
+
+/* Parsed L3/L4 header fields of a frame, what selectors match on. */
+struct nm_flow {
+	u16 family;
+	u8 proto;
+	__be16 sport, dport;
+	xfrm_address_t saddr, daddr;
+	unsigned int l3off;		/* from the Ethernet header */
+	unsigned int l4off;
+	unsigned int l3len;		/* IP header + payload */
+};
+
+/* main.c */
+extern unsigned int nm_sa_budget;
+bool nm_is_port(const struct net_device *dev);
+
+/* wire.c */
+netdev_tx_t nm_start_xmit(struct sk_buff *skb, struct net_device *dev);
+void nm_tx(struct nm_priv *priv, struct sk_buff *skb);
+int nm_poll(struct napi_struct *napi, int budget);
+
+/* xdp.c */
+int nm_bpf(struct net_device *dev, struct netdev_bpf *bpf);
+int nm_xdp_xmit(struct net_device *dev, int n, struct xdp_frame **frames,
+		u32 flags);
+struct sk_buff *nm_xdp_rx(struct nm_priv *priv, struct bpf_prog *prog,
+			  struct sk_buff *skb, bool *redirected);
+
+/* ethtool.c */
+extern const struct ethtool_ops nm_ethtool_ops;
+
+/* tc.c */
+int nm_setup_tc(struct net_device *dev, enum tc_setup_type type,
+		void *type_data);
+
+/* ipsec.c */
+extern const struct xfrmdev_ops nm_xfrmdev_ops;
+void nm_ipsec_init(struct nm_priv *priv);
+int nm_ipsec_module_init(void);
+void nm_ipsec_module_exit(void);
+struct nm_sa *nm_sa_in_lookup(struct nm_priv *priv, u16 family,
+			      const xfrm_address_t *daddr, __be32 spi);
+struct nm_sa *nm_sa_for_tmpl(struct nm_priv *priv, const struct nm_pol *pol,
+			     const struct nm_flow *fl);
+void nm_sa_count(struct nm_sa *sa, unsigned int bytes);
+bool nm_sa_hard_expired(struct nm_sa *sa);
+
+/* match.c */
+int nm_parse_flow(const struct sk_buff *skb, struct nm_flow *fl);
+bool nm_sel_match(const struct xfrm_selector *sel, const struct nm_flow *fl);
+struct nm_pol *nm_pol_lookup(struct list_head *pols, const struct nm_flow *fl);
+
+/* esp_tx.c */
+struct sk_buff *nm_esp_encrypt(struct nm_priv *priv, struct nm_sa *sa,
+			       struct sk_buff *skb, const struct nm_flow *fl);
+int nm_gcm(struct nm_sa *sa, bool enc, __be32 spi, u64 seq,
+	   const u8 *iv, u8 *data, unsigned int len);
+
+/* esp_rx.c */
+struct sk_buff *nm_esp_rx(struct nm_priv *priv, struct sk_buff *skb,
+			  struct xfrm_state **xp);
+void nm_mark_offloaded(struct sk_buff *skb, struct xfrm_state *x);
+
+#endif

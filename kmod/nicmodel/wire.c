@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * nicmodel: the wire between two ports.
+ *
+ * Transmit runs the port's IPsec TX stage (policy table, then ESP) and
+ * queues the resulting frame on the peer; the peer's NAPI poll runs its
+ * IPsec RX stage (ESP of offloaded IN SAs), then its XDP program, then
+ * hands the frame to the stack. This is the order of a NIC with inline
+ * IPsec: the XDP program sees decrypted frames and cannot tell them from
+ * cleartext ones.
+ */
+#include <linux/etherdevice.h>
+#include <linux/if_vlan.h>
+#include "nicmodel.h"
+
+/* The IPsec TX stage: NULL if the frame was dropped (counted). */
+static struct sk_buff *nm_tx_ipsec(struct nm_priv *priv, struct sk_buff *skb)
+{
+	struct nm_flow fl;
+	struct nm_pol *pol;
+	struct nm_sa *sa;
+	struct sk_buff *out;
+
+	if (list_empty(&priv->pol_out) || nm_parse_flow(skb, &fl)) {
+		nm_inc(priv, NM_TX_CLEARTEXT_PACKETS);
+		return skb;
+	}
+	pol = nm_pol_lookup(&priv->pol_out, &fl);
+	if (!pol) {
+		/* No OUT policy selects it: out it goes as it is, like on
+		 * a real NIC. Tests count these to see leaks.
+		 */
+		nm_inc(priv, NM_TX_CLEARTEXT_PACKETS);
+		return skb;
+	}
+	if (pol->action == XFRM_POLICY_BLOCK) {
+		nm_inc(priv, NM_TX_DROP_POLICY_BLOCK);
+		goto drop;
+	}
+	sa = nm_sa_for_tmpl(priv, pol, &fl);
+	if (!sa) {
+		nm_inc(priv, NM_TX_DROP_NO_STATE);
+		goto drop;
+	}
+	if (nm_sa_hard_expired(sa)) {
+		nm_inc(priv, NM_TX_DROP_HARD_LIMIT);
+		goto drop;
+	}
+	out = nm_esp_encrypt(priv, sa, skb, &fl);
+	consume_skb(skb);
+	return out;
+drop:
+	kfree_skb(skb);
+	return NULL;
+}
+
+/* nm_tx sends a frame (skb->data at the Ethernet header) on the wire.
+ * Called with BH disabled (xmit, XDP_TX, ndo_xdp_xmit).
+ */
+void nm_tx(struct nm_priv *priv, struct sk_buff *skb)
+{
+	struct net_device *peer;
+	struct nm_priv *pp;
+	unsigned int len;
+
+	rcu_read_lock();
+	skb = nm_tx_ipsec(priv, skb);
+	rcu_read_unlock();
+	if (!skb) {
+		nm_inc(priv, NM_TX_DROPPED);
+		return;
+	}
+	len = skb->len;
+	if (len > priv->dev->mtu + ETH_HLEN + VLAN_HLEN) {
+		/* The MAC would not send a frame above the port's MTU. */
+		nm_inc(priv, NM_TX_DROP_OVERSIZE);
+		goto drop;
+	}
+	rcu_read_lock();
+	peer = rcu_dereference(priv->peer);
+	if (!peer || !netif_running(peer)) {
+		rcu_read_unlock();
+		goto drop;
+	}
+	pp = netdev_priv(peer);
+	skb_orphan(skb);
+	skb_scrub_packet(skb, !net_eq(dev_net(priv->dev), dev_net(peer)));
+	skb->dev = peer;
+	skb->ip_summed = CHECKSUM_NONE;
+	if (skb_queue_len(&pp->rxq) >= NM_RXQ_LIMIT) {
+		rcu_read_unlock();
+		nm_inc(pp, NM_RX_DROP_QUEUE_FULL);
+		nm_inc(pp, NM_RX_DROPPED);
+		goto drop;
+	}
+	skb_queue_tail(&pp->rxq, skb);
+	napi_schedule(&pp->napi);
+	rcu_read_unlock();
+	nm_inc(priv, NM_TX_PACKETS);
+	nm_add(priv, NM_TX_BYTES, len);
+	return;
+drop:
+	nm_inc(priv, NM_TX_DROPPED);
+	kfree_skb(skb);
+}
+
+netdev_tx_t nm_start_xmit(struct sk_buff *skb, struct net_device *dev)
+{
+	struct nm_priv *priv = netdev_priv(dev);
+
+	/* The model's ESP and parsers read linear data. */
+	if (skb_linearize(skb)) {
+		nm_inc(priv, NM_TX_DROP_ERROR);
+		nm_inc(priv, NM_TX_DROPPED);
+		kfree_skb(skb);
+		return NETDEV_TX_OK;
+	}
+	nm_tx(priv, skb);
+	return NETDEV_TX_OK;
+}
+
+/* One received frame: IPsec RX, XDP, then the stack. */
+static void nm_rx_one(struct nm_priv *priv, struct sk_buff *skb,
+		      bool *redirected)
+{
+	struct xfrm_state *x = NULL;
+	struct bpf_prog *prog;
+	unsigned int len;
+
+	if (skb->len > priv->dev->mtu + ETH_HLEN + VLAN_HLEN) {
+		nm_inc(priv, NM_RX_DROP_OVERSIZE);
+		goto drop;
+	}
+	skb = nm_esp_rx(priv, skb, &x);
+	if (!skb)
+		goto dropped;
+
+	prog = rcu_dereference(priv->xdp_prog);
+	if (prog) {
+		skb = nm_xdp_rx(priv, prog, skb, redirected);
+		if (!skb) {
+			/* XDP took it (TX, REDIRECT) or dropped it; the
+			 * decryption's secpath does not follow the frame.
+			 */
+			if (x)
+				xfrm_state_put(x);
+			return;
+		}
+	}
+	len = skb->len;
+	skb->protocol = eth_type_trans(skb, priv->dev);
+	if (x)
+		nm_mark_offloaded(skb, x);
+	nm_inc(priv, NM_RX_PACKETS);
+	nm_add(priv, NM_RX_BYTES, len);
+	netif_receive_skb(skb);
+	return;
+drop:
+	kfree_skb(skb);
+dropped:
+	nm_inc(priv, NM_RX_DROPPED);
+}
+
+int nm_poll(struct napi_struct *napi, int budget)
+{
+	struct nm_priv *priv = container_of(napi, struct nm_priv, napi);
+	bool redirected = false;
+	struct sk_buff *skb;
+	int done = 0;
+
+	rcu_read_lock();
+	while (done < budget && (skb = skb_dequeue(&priv->rxq))) {
+		nm_rx_one(priv, skb, &redirected);
+		done++;
+	}
+	rcu_read_unlock();
+	if (redirected)
+		xdp_do_flush();
+	if (done < budget && napi_complete_done(napi, done) &&
+	    !skb_queue_empty(&priv->rxq))
+		napi_schedule(napi);
+	return done;
+}

@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build vmtest
+
+package vm
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestNicmodelLeak: a frame no offloaded OUT policy selects leaves the
+// model in cleartext, as it would leave a real NIC, and the model's
+// counters show it. Frames that arrive without xfrm metadata (tc mirred
+// here) are matched against the same policy table as the stack's.
+func TestNicmodelLeak(t *testing.T) {
+	l := newLab(t)
+	ip := ipPacket(t)
+	nsA, nsB := l.netns(t), l.netns(t)
+	devA, devB := l.nicPair(t, nsA, nsB)
+	h := newNMHosts(false, true)
+	h.wire(t, nsA, devA, nsB, devB)
+	// Counting frames: no IPv6 router solicitations or MLD on the port.
+	nsRun(t, nsA, "sysctl", "-qw", "net.ipv6.conf."+devA+".disable_ipv6=1")
+
+	step(t, "no-policy-cleartext", func(t *testing.T) {
+		h.install(t, ip, nsA, devA, nsB, nmSetup{keyAB: nmKeyAB, keyBA: nmKeyBA, bKeyAB: nmKeyAB, bKeyBA: nmKeyBA, skipAOutPolicy: true})
+		before := ethStats(t, nsA, devA)
+		_, _ = h.ping(t, nsA, 3) // B's IN policy drops the cleartext
+		d := statDelta(before, ethStats(t, nsA, devA), "tx_cleartext_packets", "tx_ipsec_packets")
+		if d["tx_cleartext_packets"] < 3 || d["tx_ipsec_packets"] != 0 {
+			t.Fatalf("without an OUT policy: %v, want >= 3 cleartext and 0 ESP", d)
+		}
+	})
+	step(t, "mirred-frames-meet-policies", func(t *testing.T) {
+		// A frame mirred into the port by tc carries no xfrm state: only
+		// the port's policy table decides. From 10.71.9.1 (on vc) it
+		// leaks until an OUT policy selects 10.71.9.0/24.
+		_, eb := h.ends()
+		veth(t, nsA, "vc", "10.71.9.1/24", nsA, "vg", "")
+		run(t, "tc", "-n", nsA, "qdisc", "add", "dev", "vg", "clsact")
+		run(t, "tc", "-n", nsA, "filter", "add", "dev", "vg", "ingress", "matchall",
+			"action", "pedit", "ex", "munge", "eth", "dst", "set", macOf(t, nsB, devB), "pipe",
+			"action", "mirred", "egress", "redirect", "dev", devA)
+		run(t, "ip", "-n", nsA, "route", "add", eb+"/32", "dev", "vc", "table", "100")
+		run(t, "ip", "-n", nsA, "rule", "add", "from", "10.71.9.1", "lookup", "100")
+		run(t, "ip", "-n", nsA, "neigh", "replace", eb, "lladdr", "02:00:00:00:00:01", "dev", "vc", "nud", "permanent")
+		mirred := func() map[string]uint64 {
+			before := ethStats(t, nsA, devA)
+			_, _ = try("ip", "netns", "exec", nsA, "ping", "-c", "3", "-i", "0.2", "-W", "1", "-I", "10.71.9.1", eb)
+			return statDelta(before, ethStats(t, nsA, devA), "tx_ipsec_packets", "tx_cleartext_packets")
+		}
+		if d := mirred(); d["tx_cleartext_packets"] < 3 || d["tx_ipsec_packets"] != 0 {
+			t.Fatalf("mirred frames no policy selects: %v, want >= 3 cleartext, 0 ESP", d)
+		}
+		run(t, ip, "-n", nsA, "xfrm", "policy", "add", "src", "10.71.9.0/24", "dst", eb+"/32", "dir", "out",
+			"tmpl", "src", h.linkA, "dst", h.linkB, "proto", "esp", "reqid", "1", "mode", "tunnel",
+			"offload", "packet", "dev", devA)
+		if d := mirred(); d["tx_ipsec_packets"] < 3 || d["tx_cleartext_packets"] != 0 {
+			t.Fatalf("mirred frames an OUT policy selects: %v, want >= 3 ESP, 0 cleartext", d)
+		}
+	})
+}
+
+// TestNicmodelLifetime: packet limits on an offloaded SA raise the
+// kernel's soft and hard expire events from the device's counters (the
+// xfrm core cannot count packet-offloaded traffic), and after the hard
+// limit the device stops sending on the SA.
+func TestNicmodelLifetime(t *testing.T) {
+	l := newLab(t)
+	ip := ipPacket(t)
+	nsA, nsB := l.netns(t), l.netns(t)
+	devA, devB := l.nicPair(t, nsA, nsB)
+	h := newNMHosts(false, true)
+	h.wire(t, nsA, devA, nsB, devB)
+	stop := xfrmMonitor(t, nsA, "expire")
+	h.install(t, ip, nsA, devA, nsB, nmSetup{keyAB: nmKeyAB, keyBA: nmKeyBA, bKeyAB: nmKeyAB, bKeyBA: nmKeyBA,
+		aOutX: []string{"limit", "packet-soft", "3", "limit", "packet-hard", "6"}})
+	_, _ = h.ping(t, nsA, 10)
+	time.Sleep(500 * time.Millisecond)
+	mon := stop()
+	if !strings.Contains(mon, "spi 0x00001001") || !strings.Contains(mon, "hard 0") || !strings.Contains(mon, "hard 1") {
+		t.Errorf("ip xfrm monitor expire: want a soft (hard 0) and a hard (hard 1) expire of spi 0x1001:\n%s", mon)
+	}
+	if out := run(t, "ip", "-n", nsA, "xfrm", "state", "list", "spi", "0x1001"); strings.TrimSpace(out) != "" {
+		t.Errorf("SA 0x1001 still installed after its hard packet limit:\n%s", out)
+	}
+	st := ethStats(t, nsA, devA)
+	if st["tx_ipsec_packets"] != 6 {
+		t.Errorf("model encrypted %d packets on an SA with a hard limit of 6", st["tx_ipsec_packets"])
+	}
+}
+
+// TestNicmodelRefusals: what mlx5 refuses, the model refuses with the
+// same extack messages, so probe and doctor paths meet the real errors.
+func TestNicmodelRefusals(t *testing.T) {
+	l := newLab(t)
+	ip := ipPacket(t)
+	nsA, nsB := l.netns(t), l.netns(t)
+	devA, _ := l.nicPair(t, nsA, nsB)
+	sa := func(spi string, extra ...string) []string {
+		a := []string{"-n", nsA, "xfrm", "state", "add", "src", "192.168.70.1", "dst", "192.168.70.2", "proto", "esp",
+			"spi", spi, "mode", "tunnel"}
+		return append(append(a, extra...), "offload", "packet", "dev", devA, "dir", "out")
+	}
+	gcm := []string{"reqid", "1", "aead", "rfc4106(gcm(aes))", nmKeyAB, "128"}
+	refuse := func(t *testing.T, want string, args ...string) {
+		t.Helper()
+		out, err := try(ip, args...)
+		if err == nil || !strings.Contains(out, want) {
+			t.Fatalf("%s: err %v, want a refusal saying %q:\n%s", cmdline(ip, args), err, want, out)
+		}
+	}
+	step(t, "icv-96", func(t *testing.T) {
+		refuse(t, "ICV length other than 128bit", sa("0x10", "reqid", "1", "aead", "rfc4106(gcm(aes))", nmKeyAB, "96")...)
+	})
+	step(t, "cbc-hmac", func(t *testing.T) {
+		refuse(t, "Cannot offload authenticated xfrm states", sa("0x11", "reqid", "1",
+			"enc", "cbc(aes)", "0x000102030405060708090a0b0c0d0e0f", "auth", "hmac(sha256)", nmKeyAB)...)
+	})
+	step(t, "no-reqid", func(t *testing.T) {
+		refuse(t, "Cannot offload without reqid", sa("0x12", "aead", "rfc4106(gcm(aes))", nmKeyAB, "128")...)
+	})
+	step(t, "fwd-policy", func(t *testing.T) {
+		refuse(t, "Cannot offload forward policy", "-n", nsA, "xfrm", "policy", "add", "src", "10.0.0.0/24", "dst", "10.1.0.0/24",
+			"dir", "fwd", "tmpl", "src", "192.168.70.1", "dst", "192.168.70.2", "proto", "esp", "reqid", "1", "mode", "tunnel",
+			"offload", "packet", "dev", devA)
+	})
+	step(t, "sa-budget", func(t *testing.T) {
+		old := strings.TrimSpace(run(t, "cat", "/sys/module/nicmodel/parameters/sa_budget"))
+		run(t, "sh", "-c", "echo 2 > /sys/module/nicmodel/parameters/sa_budget")
+		defer run(t, "sh", "-c", "echo "+old+" > /sys/module/nicmodel/parameters/sa_budget")
+		run(t, ip, sa("0x20", gcm...)...)
+		run(t, ip, sa("0x21", gcm...)...)
+		refuse(t, "SA table is full", sa("0x22", gcm...)...)
+		run(t, ip, "-n", nsA, "xfrm", "state", "flush")
+	})
+	step(t, "ipsec-then-tc-ebusy", func(t *testing.T) {
+		run(t, ip, sa("0x30", gcm...)...)
+		run(t, "tc", "-n", nsA, "qdisc", "add", "dev", devA, "clsact")
+		out, err := try("tc", "-n", nsA, "filter", "add", "dev", devA, "ingress", "protocol", "ip", "flower", "skip_sw", "action", "drop")
+		if err == nil || !strings.Contains(out, "while IPsec offload is active") {
+			t.Fatalf("tc skip_sw rule on a port with an offloaded SA: err %v:\n%s", err, out)
+		}
+		run(t, ip, "-n", nsA, "xfrm", "state", "flush")
+	})
+	step(t, "tc-then-ipsec-ebusy", func(t *testing.T) {
+		run(t, "tc", "-n", nsA, "filter", "add", "dev", devA, "ingress", "protocol", "ip", "flower", "skip_sw", "action", "drop")
+		refuse(t, "while tc rules are offloaded", sa("0x31", gcm...)...)
+		run(t, "tc", "-n", nsA, "filter", "del", "dev", devA, "ingress")
+		run(t, ip, sa("0x31", gcm...)...)
+	})
+}
