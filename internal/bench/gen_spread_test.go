@@ -3,10 +3,11 @@ package bench
 import (
 	"encoding/binary"
 	"fmt"
-	"os"
 	"testing"
 
 	"github.com/cilium/ebpf"
+
+	"sluice/internal/testutil"
 )
 
 // The generator's flow order: all-pairs walks every source for each
@@ -14,9 +15,7 @@ import (
 // the flow population is the sources alone (seed 002's clients over
 // tunnels). Run with BPF_PROG_RUN, reading the addresses of each frame.
 func TestGeneratorSpread(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: loads BPF programs")
-	}
+	testutil.RequireRoot(t, "loads BPF programs")
 	for _, c := range []struct {
 		perClient uint32
 		want      string
