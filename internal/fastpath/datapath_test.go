@@ -198,9 +198,10 @@ func TestCountersPerInterfaceAndPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The two passes never reach the full decision: no forwardable policy
-	// covers their destinations (inbound forwarding is off), so they
-	// count as not-forwardable and name no policy.
+	// The two passes never reach the full decision: no forwardable or
+	// (counters are on) OUT policy covers their destinations, and inbound
+	// forwarding is off, so they count as not-forwardable and name no
+	// policy.
 	if rc[e.lan][ReasonForwardOut] != 3 || rc[e.lan][ReasonNotForwardable] != 2 || rc[e.wan][ReasonNotForwardable] != 4 {
 		t.Fatalf("reason counters %v; want lan forward-out 3, not-forwardable 2, wan not-forwardable 4", rc)
 	}
