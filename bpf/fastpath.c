@@ -1211,7 +1211,9 @@ static __always_inline int decide_cached(struct xdp_md *ctx, struct fp_config *c
 	if (!explain_mode) {
 		if (parsed != FP_R_MAX)
 			return pass_early(ctx, d, parsed);
-		if (!could_forward(p))
+		/* With per-policy counters on, the full decision runs so that
+		 * every policy a packet matches is counted, forwardable or not. */
+		if (!cfg->counters && !could_forward(p))
 			return pass_early(ctx, d, FP_R_NOT_FORWARDABLE);
 	}
 	/* ICMP errors never use the cache: whether the kernel looks into the

@@ -95,4 +95,7 @@ if [ ! -x "$pkgroot/usr/bin/systemd-analyze" ]; then
 fi
 
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || true
+
+# The fleet tests' real kube-apiserver (built once from its Go modules, cached outside the repo) and etcd.
+bash "$(dirname "$0")/kube-apiserver.sh"
 log "done"

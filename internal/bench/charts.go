@@ -79,11 +79,12 @@ func (r *Report) Charts() ([]Chart, error) {
 		out = append(out, c)
 	}
 	title := "Stepped load: " + r.Settings.Profile.Name
+	// Split once: render draws twice (SVG, PNG), and a split empties p.Legend.
+	var split []legendSplit
+	for _, p := range panels {
+		split = append(split, legendRight(p))
+	}
 	summary, err := render(ChartSummary, title, chartW, 3*chartH, func(dc draw.Canvas) {
-		var split []legendSplit
-		for _, p := range panels {
-			split = append(split, legendRight(p))
-		}
 		tiles := draw.Tiles{Rows: 3, Cols: 1, PadTop: vg.Points(4), PadBottom: vg.Points(4), PadX: vg.Points(4), PadY: vg.Points(10)}
 		canvases := plot.Align([][]*plot.Plot{{panels[0]}, {panels[1]}, {panels[2]}}, tiles, draw.Crop(dc, 0, -w-legendGap, 0, 0))
 		for i, sp := range split {
@@ -311,8 +312,7 @@ func (r *Report) throughputPlot() (*plot.Plot, error) {
 
 func (r *Report) latencyPlot() (*plot.Plot, error) {
 	p := newPlot("One-way latency per step (solid: p50, dashed: p99, dotted: max)", "latency (µs, log)")
-	p.Y.Scale = plot.LogScale{}
-	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Tick.Marker = pow10Ticks{}
 	lo, hi := math.Inf(1), 0.0
 	looks := r.looks()
 	for i, run := range r.Runs {
@@ -326,8 +326,9 @@ func (r *Report) latencyPlot() (*plot.Plot, error) {
 			if len(xy) == 0 {
 				continue
 			}
-			for _, pt := range xy {
-				lo, hi = min(lo, pt.Y), max(hi, pt.Y)
+			for j := range xy {
+				lo, hi = min(lo, xy[j].Y), max(hi, xy[j].Y)
+				xy[j].Y = math.Log10(xy[j].Y)
 			}
 			l, err := plotter.NewLine(xy)
 			if err != nil {
@@ -348,11 +349,26 @@ func (r *Report) latencyPlot() (*plot.Plot, error) {
 			p.Add(l)
 		}
 	}
-	if hi == 0 { // no latency at all: keep the log axis valid
+	if hi == 0 { // no latency at all: keep the axis valid
 		lo, hi = 1, 10
 	}
-	p.Y.Min, p.Y.Max = math.Pow(10, math.Floor(math.Log10(lo))), math.Pow(10, math.Ceil(math.Log10(hi)))
+	p.Y.Min, p.Y.Max = math.Floor(math.Log10(lo)), math.Ceil(math.Log10(hi))
 	return p, nil
+}
+
+// pow10Ticks labels a linear axis of log10 values as powers of ten. The
+// latency chart plots log10(µs) rather than using plot.LogScale: when gonum
+// pads a plot for its axis label it centres the label at the mean of the
+// axis's min and max in data units (axis.go, verticalAxis.GlyphBoxes), which
+// on a log axis sits near the top, and left a blank band under the title.
+type pow10Ticks struct{}
+
+func (pow10Ticks) Ticks(lo, hi float64) []plot.Tick {
+	ts := plot.LogTicks{Prec: -1}.Ticks(math.Pow(10, lo), math.Pow(10, hi))
+	for i := range ts {
+		ts[i].Value = math.Log10(ts[i].Value)
+	}
+	return ts
 }
 
 func (r *Report) lossPlot() (*plot.Plot, error) {

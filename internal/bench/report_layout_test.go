@@ -1,9 +1,11 @@
 package bench
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"html"
+	"image/png"
 	"math"
 	"os"
 	"os/exec"
@@ -133,5 +135,33 @@ func TestReportLayoutInChromium(t *testing.T) {
 	}
 	if st, err := os.Stat(shot); err != nil || st.Size() < 20000 {
 		t.Errorf("screenshot missing or blank (%v)", err)
+	}
+}
+
+// TestChartPNGsHaveTheirLegends: render draws each figure twice (SVG, then
+// PNG); a figure whose legend is moved out on the first draw came out of the
+// second without one. Every PNG must have ink in its legend strip.
+func TestChartPNGsHaveTheirLegends(t *testing.T) {
+	charts, err := demoReport(t).Charts()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range charts {
+		img, err := png.Decode(bytes.NewReader(c.PNG))
+		if err != nil {
+			t.Fatalf("%s.png: %v", c.Name, err)
+		}
+		b := img.Bounds()
+		ink := 0
+		for y := b.Min.Y; y < b.Max.Y; y++ {
+			for x := b.Max.X - b.Dx()/6; x < b.Max.X; x++ { // the legend strip
+				if r, g, bl, _ := img.At(x, y).RGBA(); r+g+bl < 3*0xe000 {
+					ink++
+				}
+			}
+		}
+		if ink < 200 {
+			t.Errorf("%s.png: %d dark pixels in the right-hand sixth, where the legend stands", c.Name, ink)
+		}
 	}
 }

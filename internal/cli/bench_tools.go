@@ -171,7 +171,7 @@ trex-runner's stepped multiplier) as 'sluice bench run' does on veth.
 Frame sizes are written without FCS, as TRex builds them (its NIC appends the
 FCS). Each stream's rate is its weight in pps (the MNO tables then run at their
 measured rates at -m 1), or its share of --pps. Destinations walk the tunnels'
-subnets 48.x.y.0/24 of the seeds' plan.`,
+subnets 48.x.y.0/24 of the BlueField-3 benchmark's address plan.`,
 		Example: `  sluice bench trex-profile imix-mno-1 --tunnels 50 -o imix-mno-1.py
   sluice bench trex-profile imix-simple --pps 1Mpps`,
 		Args: cobra.ExactArgs(1),

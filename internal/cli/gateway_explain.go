@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -134,7 +135,13 @@ func explainDatapath(a explainFlags) (*fastpath.Datapath, []kernel.Policy, error
 		}
 		return gateway.StaticDatapath(g, buildInfo())
 	}
-	if _, err := os.Stat(filepath.Join(a.pinDir, "config")); err != nil {
+	if _, err := os.Stat(filepath.Join(a.pinDir, "config")); errors.Is(err, os.ErrPermission) {
+		// The pin dir is the daemon's own (0700): say what is missing.
+		if perr := fastpath.CheckPrivileges(); perr != nil {
+			return nil, nil, fmt.Errorf("reading the running gateway's maps in %s: %w", a.pinDir, perr)
+		}
+		return nil, nil, err
+	} else if err != nil {
 		return nil, nil, fmt.Errorf("%w (no pinned maps in %s): start 'sluice gateway run', or pass -f with a gateway.yaml of static policies", errNoGateway, a.pinDir)
 	}
 	dp, err := fastpath.Load(fastpath.LoadOptions{PinPath: a.pinDir, AdoptOnly: true})

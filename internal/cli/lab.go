@@ -19,7 +19,7 @@ func newLabCmd() *cobra.Command {
 		Use:   "lab",
 		Short: "Build, inspect and remove network-namespace labs for benchmarks",
 		Long: `A lab is a set of network namespaces joined by veth pairs, addressed with the
-seeds' plan, with a forwarder in the device under test:
+BlueField-3 benchmark's plan, with a forwarder in the device under test:
 
   forwarder     gen --g0|lan0-- dut --wan0|s0-- sink
   gateway-pair  gen --g0|p1-- gw0 --p0|p0-- gw1 --p1|s0-- sink

@@ -22,7 +22,7 @@ local address on lo as a /32, remotes and the routes to them) and IPsec
 mode, ESN, replay window, offload none|crypto|packet|auto). Keys come from
 the key file named in the file, which must be readable by its owner only;
 keys never appear in plans, logs or errors. Schema and one full example
-per seed: docs/overlay.md.
+per source (docs/sources.md): docs/overlay.md.
 
 Commands act on the network namespace sluice runs in (use ip netns exec).`
 

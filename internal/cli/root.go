@@ -35,6 +35,7 @@ builds labs that measure throughput, loss and latency.`,
 		// The encrypted overlay: sluice plan|apply|verify|teardown -f host.yaml.
 		newPlanCmd(), newApplyCmd(), newVerifyCmd(), newTeardownCmd(),
 		newMTUCmd(),
+		newAgentCmd(),
 		newDoctorCmd(),
 		with(newShowCmd(),
 			newShowGatewayCmd(),

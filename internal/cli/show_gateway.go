@@ -85,6 +85,9 @@ func runShowGateway(cmd *cobra.Command, f showGatewayFlags) error {
 	if m.LastError != "" {
 		fmt.Fprintf(w, "error:   %s\n", m.LastError)
 	}
+	if s.ClosedReason != "" {
+		fmt.Fprintf(w, "closed:  %s\n", s.ClosedReason)
+	}
 	if m.Verified+m.Divergences+m.LeaseLapses > 0 {
 		fmt.Fprintf(w, "checks:  %d verifying dumps agreed, %d disagreed; %d lease lapses\n", m.Verified, m.Divergences, m.LeaseLapses)
 	}
@@ -123,7 +126,11 @@ func runShowGateway(cmd *cobra.Command, f showGatewayFlags) error {
 				passed += n
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", i.Name, i.Ifindex, i.XDPMode, i.L2, inbound, nh, fwd, passed, topReasons(i.Reasons, 3))
+		xdp := i.XDPMode
+		if i.Problem != "" {
+			xdp += " (NOT ATTACHED)" // the kernel has no program of ours there
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", i.Name, i.Ifindex, xdp, i.L2, inbound, nh, fwd, passed, topReasons(i.Reasons, 3))
 	}
 	tw.Flush()
 	if len(ps) > 0 {

@@ -53,8 +53,8 @@ func (f *specFlags) add(cmd *cobra.Command) {
 	fl.StringVar(&f.topology, "topology", "", "the BlueField-3 benchmark topology: test0 (one tunnel port) or routed (two ports behind a router)")
 	fl.StringVar(&f.role, "role", "", "gateway role: gw0 (one address per port, initiates) or gw1 (one carrier address per tunnel)")
 	fl.IntVar(&f.tunnels, "tunnels", 0, fmt.Sprintf("tunnels per port: 1..%d (test0), 1..%d (routed)", swan.MaxTunnelsTest0, swan.MaxTunnelsRouted))
-	fl.StringVar(&f.port, "port", "", "routed only: p0 or p1 (default both, as the seed's two generators); test0 uses p0")
-	fl.StringVar(&f.hwOffload, "hw-offload", swan.DefaultHWOffload, "hw_offload of every child: no, crypto, packet (strongSwan >= the seed's 6.0; 5.9.8 refuses it) or auto")
+	fl.StringVar(&f.port, "port", "", "routed only: p0 or p1 (default both, as the BlueField-3 benchmark's two generators); test0 uses p0")
+	fl.StringVar(&f.hwOffload, "hw-offload", swan.DefaultHWOffload, "hw_offload of every child: no, crypto, packet (strongSwan 6.0, as the BlueField-3 benchmark ran; 5.9.8 refuses it) or auto")
 	fl.StringVar(&f.esp, "esp", swan.DefaultESP, "esp_proposals of every child")
 	fl.StringVar(&f.ike, "ike", swan.DefaultIKE, "IKE proposals of every connection")
 	fl.BoolVar(&f.encap, "encap", false, "force UDP encapsulation of ESP (encap = yes): needed by kernel-libipsec and behind NAT")
@@ -111,7 +111,7 @@ func newSwanGenCmd() *cobra.Command {
 		Long: `Write the strongSwan configuration of one gateway of the BlueField-3 benchmark's lab, equivalent
 to the operators' bash generators (same connection, child and secret names,
 addresses and traffic selectors; TestGeneratorMatchesSeedScripts runs the
-seed's scripts and compares):
+benchmark's scripts and compares):
 
   test0   tunnelI / tnlI / ike-tnlI. gw0 123.0.0.1 <-> gw1 123.0.(I/255).(I%255+1);
           gw0 protects 16.0.0.0/8, tunnel I reaches 48.((I-1)/255).((I-1)%255).0/24
@@ -120,12 +120,12 @@ seed's scripts and compares):
 
 Every child has mode = tunnel, policies_fwd_out = yes, esp_proposals and
 hw_offload as given; every connection version = 2, mobike = no,
-reauth_time = 0 and the IKE proposals (defaults: the seed's).
+reauth_time = 0 and the IKE proposals (defaults: the benchmark's).
 
 Files in -o DIR:
   swanctl.conf       connections; ends with "include secrets.conf"
   secrets.conf       one IKE secret per tunnel, mode 0600 (the key is never printed)
-  routing.sh         the seed's "routings" networking for the role (idempotent)
+  routing.sh         the benchmark's "routings" networking for the role (idempotent)
   sluice-swan.json   these settings, for 'sluice swan up|down|status --dir DIR'
   psk                without --psk-file: a new random key (0600); give it to the
                      other gateway's gen with --psk-file
@@ -147,9 +147,9 @@ created; addresses and routes are replaced, so it can run again.`,
 	f.spec.add(cmd)
 	fl := cmd.Flags()
 	fl.StringVarP(&f.out, "output", "o", "", "output directory (created if missing)")
-	fl.StringVar(&f.p0, "p0-dev", "p0", "device of the seed's port p0 (routing plan)")
-	fl.StringVar(&f.p1, "p1-dev", "p1", "device of the seed's port p1 (routing plan)")
-	fl.BoolVar(&f.noDummy, "no-dummy-default", false, "leave out the seed's default route via dummy0 (10.10.10.10)")
+	fl.StringVar(&f.p0, "p0-dev", "p0", "device of the benchmark's port p0 (routing plan)")
+	fl.StringVar(&f.p1, "p1-dev", "p1", "device of the benchmark's port p1 (routing plan)")
+	fl.BoolVar(&f.noDummy, "no-dummy-default", false, "leave out the benchmark's default route via dummy0 (10.10.10.10)")
 	fl.BoolVar(&f.apply, "apply", false, "also apply the routing plan now (root)")
 	fl.StringVar(&f.netns, "netns", "", "with --apply: the network namespace to apply it in")
 	fl.BoolVar(&f.asJSON, "json", false, "print what was written as JSON")
@@ -253,7 +253,7 @@ func newSwanUpCmd() *cobra.Command {
 		Short: "Load connections and secrets into charon over VICI and initiate every child",
 		Long: `Load the tunnel set's connections and pre-shared keys into a running charon
 over VICI (as 'swanctl --load-all' would) and, on the initiating side,
-initiate every child (as the seed's 'swanctl -i --child tnlI' loop), with
+initiate every child (as the benchmark's 'swanctl -i --child tnlI' loop), with
 --concurrency initiations in flight and a progress line on stderr.
 
 Each blocking initiation holds one charon worker thread until its CHILD_SA

@@ -20,7 +20,7 @@ type DaemonSettings struct {
 	// CPUList is CPUs as written.
 	CPUList string
 	// Priority, 1-99, runs the daemon's threads with real-time SCHED_RR
-	// at that priority (0: the normal scheduler). The seed writes 50,
+	// at that priority (0: the normal scheduler). The ConnectX-7 benchmark writes 50,
 	// outside nice's -20..19: a real-time priority.
 	Priority int
 	// LockMemory locks the daemon's pages in RAM (mlockall current and

@@ -10,8 +10,8 @@ import (
 )
 
 // Host is host.yaml: one host's encrypted overlay (`sluice plan|apply|
-// verify|teardown -f host.yaml`). The schema and one full example per seed
-// are in docs/overlay.md.
+// verify|teardown -f host.yaml`). The schema and one full example per
+// source (docs/sources.md) are in docs/overlay.md.
 type Host struct {
 	// File is the name the configuration was read from (for messages).
 	File string

@@ -483,7 +483,7 @@ func checkFirmware(f *Facts, _ *DoctorOptions) []Result {
 			rs = append(rs, Result{Verdict: Warn, Subject: a, Summary: strings.Join(warns, "; "), Evidence: ev,
 				Fix: strings.Join(fixes, "; ") + "; then mlxfwreset -d " + a + " -y reset (or reboot)"})
 		} else {
-			rs = append(rs, Result{Verdict: OK, Subject: a, Summary: "firmware settings match the seeds' gateway", Evidence: ev})
+			rs = append(rs, Result{Verdict: OK, Subject: a, Summary: "firmware settings match the ConnectX-7 benchmark's gateway", Evidence: ev})
 		}
 	}
 	if len(rs) == 0 {

@@ -232,7 +232,7 @@ func packetOffloadDevice(p *kernel.Policy, states []kernel.State) int {
 		if !tmplMatches(tm, st) {
 			continue
 		}
-		if !st.Offload.Packet() || st.Offload.Inbound() != wantInbound {
+		if !st.Offload.Packet() || st.Offload.Inbound() != wantInbound || !selCovers(st, p) {
 			return 0
 		}
 		if dev != 0 && dev != st.Offload.Ifindex {

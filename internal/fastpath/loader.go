@@ -198,6 +198,11 @@ func loadPinnedMaps(spec *ebpf.CollectionSpec, dir string) (map[string]*ebpf.Map
 			for _, o := range repl {
 				o.Close()
 			}
+			if errors.Is(err, unix.EPERM) || errors.Is(err, unix.EACCES) {
+				if perr := CheckPrivileges(); perr != nil {
+					return nil, fmt.Errorf("fastpath: reading the gateway's maps in %s: %w", dir, perr)
+				}
+			}
 			return nil, fmt.Errorf("fastpath: the gateway's map %s is not pinned in %s (is 'sluice gateway run' starting up?): %w", name, dir, err)
 		}
 		repl[name] = m

@@ -30,15 +30,19 @@ func TestSAMTU(t *testing.T) {
 	v4 := tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.0.0/8", 1, "123.2.0.9", 1, w)
 	v6 := tunnelPolicy(kernel.DirOut, "fd00::/16", "2001:db8:48::/48", 1, "2001:db8:f::9", 2, w)
 	mixed := tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "49.0.0.0/8", 1, "2001:db8:f::8", 3, w) // IPv4 in IPv6
-	snap := Snapshot{Policies: []kernel.Policy{v4, v6, mixed}, States: []kernel.State{saFor(v4, w), saFor(v6, w), saFor(mixed, w)}}
+	mixedSA := saFor(mixed, w)
+	mixedSA.Sel = kernel.Selector{Src: pfx("0.0.0.0/0"), Dst: pfx("0.0.0.0/0")} // an IPv6 SA carries IPv4 only with an IPv4 selector
+	snap := Snapshot{Policies: []kernel.Policy{v4, v6, mixed}, States: []kernel.State{saFor(v4, w), saFor(v6, w), mixedSA}}
 	apply := func() {
 		t.Helper()
 		s := snap
 		e.in(func() { FillRouteMTU(&s, nil) })
 		e.apply(s)
 	}
-	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: w, L2: L2FIB})
+	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: w, L2: L2FIB},
+		Iface{Ifindex: e.lan1, L2: L2FIB, VLANID: 100, ParentIfindex: e.lan})
 	apply()
+	vlan := 0
 	check := func(name, src, dst string, mtu int) {
 		t.Helper()
 		for _, l3 := range []int{mtu - 1, mtu, mtu + 1} {
@@ -47,6 +51,7 @@ func TestSAMTU(t *testing.T) {
 				want, reason = XDPPass, "sa-mtu"
 			}
 			p := sized(src, dst, l3)
+			p.VLAN = uint16(vlan)
 			if d := e.explain(p, e.lan); d.ReasonName != reason {
 				t.Errorf("%s, %d bytes: explain says %s, want %s", name, l3, d.ReasonName, reason)
 			}
@@ -62,6 +67,9 @@ func TestSAMTU(t *testing.T) {
 	check("IPv4 in IPv4", "10.0.0.5", "48.0.1.9", 1446)
 	check("IPv6 in IPv6", "fd00:a::5", "2001:db8:48::9", 1426)
 	check("IPv4 in IPv6", "10.0.0.5", "49.0.1.9", 1426)
+	vlan = 100 // a tagged ingress (VLAN child lan1): the same limit
+	check("IPv4 in IPv4, VLAN 100", "10.9.0.5", "48.0.1.9", 1446)
+	vlan = 0
 
 	// A larger packet of a cached flow is never replayed past the SA.
 	small, big := sized("10.0.0.6", "48.0.1.9", 100), sized("10.0.0.6", "48.0.1.9", 1447)
@@ -86,6 +94,17 @@ func TestSAMTU(t *testing.T) {
 	apply()
 	if d := e.explain(sized("10.0.0.5", "48.0.1.9", 100), e.lan); d.ReasonName != "sa-mtu" {
 		t.Errorf("route to the peer off the offload device: %s, want sa-mtu", d.ReasonName)
+	}
+
+	// An IPv6 SA without an IPv4 selector carries no IPv4: the kernel
+	// finds no state for the flow (XfrmOutNoStates, measured in the VM).
+	bare := snap
+	bare.States = append([]kernel.State(nil), snap.States...)
+	bare.States[2].Sel = kernel.Selector{}
+	e.in(func() { FillRouteMTU(&bare, nil) })
+	e.apply(bare)
+	if d := e.explain(sized("10.0.0.5", "49.0.1.9", 100), e.lan); d.ReasonName != "not-offloaded" {
+		t.Errorf("IPv4 through an IPv6 SA without a selector: %s, want not-offloaded", d.ReasonName)
 	}
 
 	// An SA whose algorithm sluice cannot size forwards nothing.

@@ -1,5 +1,5 @@
 // Package lab builds network-namespace labs for the benchmarks: namespaces
-// joined by veth pairs, addressed with the seeds' plan (clients in
+// joined by veth pairs, addressed with the BlueField-3 benchmark's address plan (clients in
 // 16.0.0.0/8, one 48.x.y.0/24 behind each tunnel, tunnel endpoints in
 // 123.0.0.0/16), and a forwarder in the device under test: the kernel's IP
 // forwarding, a bare XDP redirect (bpf/redirect.c) or sluice's gateway fast

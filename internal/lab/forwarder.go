@@ -366,7 +366,7 @@ func (l *Lab) waitGateway(bin string, h hop, exited <-chan struct{}) error {
 }
 
 // gatewayYAML is the gateway.yaml of one hop: static lab policies, the
-// seeds' tunnels, packet offload on the wire-side port, L2 from the FIB.
+// BlueField-3 benchmark's tunnels, packet offload on the wire-side port, L2 from the FIB.
 func (l *Lab) gatewayYAML(h hop) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# written by 'sluice lab up %s --forwarder sluice' for %s\n", l.Topology, l.NS(h.Role))
@@ -394,7 +394,7 @@ func (l *Lab) gatewayYAML(h hop) string {
 	for i := 1; i <= l.Tunnels; i++ {
 		peer, remote := TunnelPeer(i).String(), TunnelSubnet(i).String()
 		if h.Role == "gw1" {
-			// gw1 is the seed's IPSEC-GW-1: local_ts 48.x.y.0/24,
+			// gw1 is the BlueField-3 benchmark's IPSEC-GW-1: local_ts 48.x.y.0/24,
 			// remote_ts 16.0.0.0/8, endpoints reversed.
 			fmt.Fprintf(&b, "  - {dir: out, src: %s, dst: %s, priority: 100, peer: %s, local: %s, reqid: %d, offload: packet, offload-dev: %s}\n", remote, lan, local, peer, i, wire)
 			fmt.Fprintf(&b, "  - {dir: in, src: %s, dst: %s, priority: 100, peer: %s, local: %s, reqid: %d, offload: packet, offload-dev: %s}\n", lan, remote, local, peer, i, wire)

@@ -16,7 +16,7 @@ import (
 )
 
 // The overlay-pair plan: the ConnectX-6 SR-IOV guide's two hosts, joined by one underlay link
-// (192.168.70.0/24, as the seed's bonds), with tunnel i a VXLAN (VNI i)
+// (192.168.70.0/24, as the BlueField-3 benchmark's bonds), with tunnel i a VXLAN (VNI i)
 // between h0's VTEP 123.0.0.1 and h1's TunnelPeer(i), carried in ESP
 // transport mode, and overlay subnet TunnelSubnet(i): h0 .1, h1 .2.
 var (

@@ -19,11 +19,11 @@ const (
 // Topologies lists the topologies Up knows, in the order --help shows them.
 var Topologies = []string{Forwarder, GatewayPair, OverlayPair, Direct}
 
-// MaxTunnels is the largest --tunnels (the range; the seeds' plan
+// MaxTunnels is the largest --tunnels (the range; the BlueField-3 benchmark's address plan
 // itself reaches 255*255).
 const MaxTunnels = 8192
 
-// The addresses of the seeds' plan (the BlueField-3 benchmark, Test 0): the generator's side
+// The addresses of the BlueField-3 benchmark's address plan (the BlueField-3 benchmark, Test 0): the generator's side
 // is 10.0.0.0/24 with clients 16.0.0.0/8 behind 10.0.0.1, the sink's side
 // 11.0.0.0/24 with 48.0.0.0/8 behind 11.0.0.1, tunnel endpoints in 123.0/16.
 var (
@@ -36,7 +36,7 @@ var (
 	RemotePrefix = netip.MustParsePrefix("48.0.0.0/8")
 )
 
-// TunnelPeer is tunnel i's remote endpoint (1-based), as the seed's
+// TunnelPeer is tunnel i's remote endpoint (1-based), as the BlueField-3 benchmark's
 // scripts number them: 123.0.(i/255).(i%255+1).
 func TunnelPeer(i int) netip.Addr {
 	return netip.AddrFrom4([4]byte{123, 0, byte(i / 255), byte(i%255 + 1)})
@@ -127,7 +127,7 @@ func buildPlan(s Spec) (*plan, error) {
 			"neigh replace 123.0.0.1 lladdr "+gw0p0.MAC+" dev p0 nud permanent")
 		for i := 1; i <= s.Tunnels; i++ {
 			peer := TunnelPeer(i)
-			// The seed's IPSEC-GW-0 reaches each remote subnet through
+			// The BlueField-3 benchmark's IPSEC-GW-0 reaches each remote subnet through
 			// its tunnel; on veth the tunnel is the wire itself.
 			add("gw0", fmt.Sprintf("route replace %s via %s dev p0", TunnelSubnet(i), peer),
 				fmt.Sprintf("neigh replace %s lladdr %s dev p0 nud permanent", peer, gw1p0.MAC))

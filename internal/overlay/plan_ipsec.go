@@ -85,8 +85,8 @@ func (p *planner) ipsec() {
 			p.fail("%s: %v", path, err)
 			continue
 		}
-		// Each direction has its own mode (offload-out/offload-in, seed
-		// 003): the bond gate and auto's fallback apply per direction.
+		// Each direction has its own mode (offload-out/offload-in, the
+		// ixgbevf VF-offload patches): the bond gate and auto's fallback apply per direction.
 		modes := map[string]string{"out": pr.OffloadFor("out"), "in": pr.OffloadFor("in")}
 		if pr.Offloads() {
 			if p.live.link(pr.OffloadDev) == nil && pr.OffloadDev != p.bondName {

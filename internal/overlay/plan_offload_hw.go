@@ -91,8 +91,8 @@ func (p *planner) bondOf(dev string) string {
 	return ""
 }
 
-// bondPortOffload warns when the SAs go to one port of a bond (seed
-// 000's offload dev PF0): a failover leaves them behind
+// bondPortOffload warns when the SAs go to one port of a bond (the
+// ConnectX-6 SR-IOV guide's offload dev PF0): a failover leaves them behind
 // (kernel.BondPortOffloadWhy).
 func (p *planner) bondPortOffload(path string, pr *config.Peer, modes map[string]string) {
 	bond := p.bondOf(pr.OffloadDev)

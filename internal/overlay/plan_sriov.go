@@ -9,7 +9,7 @@ import (
 	"sluice/internal/kernel"
 )
 
-// SR-IOV, in the order the seeds learned the hard way: the eswitch mode
+// SR-IOV, in the order the sources (docs/sources.md) learned the hard way: the eswitch mode
 // and mlx5's flow_steering_mode change only with no VFs (so the count goes
 // to 0 first), flow steering is set in legacy mode before switching to
 // switchdev, the VF count changes only through 0, and per-VF settings come

@@ -21,7 +21,7 @@ type Progress struct {
 
 // UpOptions tune Up.
 type UpOptions struct {
-	Initiate    bool          // initiate every child after loading (gw0 in the seed)
+	Initiate    bool          // initiate every child after loading (gw0 in the BlueField-3 benchmark)
 	Concurrency int           // initiations in flight (each holds one charon worker thread)
 	Timeout     time.Duration // per initiation
 	Progress    func(Progress)

@@ -15,9 +15,9 @@ import (
 // missing), so a plan can be applied again.
 type Plan struct {
 	Spec *Spec
-	// Dev names the physical ports: Dev[0] is the seed's p0, Dev[1] its p1.
+	// Dev names the physical ports: Dev[0] is the BlueField-3 benchmark's p0, Dev[1] its p1.
 	Dev [2]string
-	// DummyDefault adds the seed's default route via dummy0 (10.10.10.10):
+	// DummyDefault adds the BlueField-3 benchmark's default route via dummy0 (10.10.10.10):
 	// every destination has a route, so the XFRM policies decide.
 	DummyDefault bool
 	Steps        []Step
@@ -75,7 +75,7 @@ func NewPlan(s *Spec, p0, p1 string, dummyDefault bool) *Plan {
 				ip("addr", "replace", fmt.Sprintf("123.%d.0.1/16", 2+p), "dev", dev)
 				ip("route", "replace", fmt.Sprintf("123.%d.0.0/16", p), "via", fmt.Sprintf("123.%d.0.254", 2+p))
 				ip("route", "replace", fmt.Sprintf("%d.0.0.0/8", 48+p), "via", fmt.Sprintf("11.%d.0.1", p))
-				// The seed routes 16/17.0.0.0/8 via 123.0/1.0.254, which is not
+				// The BlueField-3 benchmark routes 16/17.0.0.0/8 via 123.0/1.0.254, which is not
 				// on-link for gw1 (the kernel refuses it); gw1's router is .254
 				// of its own carrier /16.
 				ip("route", "replace", fmt.Sprintf("%d.0.0.0/8", 16+p), "via", fmt.Sprintf("123.%d.0.254", 2+p))

@@ -4,7 +4,7 @@
 // VICI (load, initiate, terminate, unload, list) with github.com/strongswan/govici.
 //
 // The addressing is exactly the operators' bash generators', quirks included,
-// so that a gateway configured by sluice talks to one configured by the seed's
+// so that a gateway configured by sluice talks to one configured by the BlueField-3 benchmark's
 // scripts: tunnel i (1-based) has
 //
 //	carrier (peer) address   123.0.(i/255).(i%255+1)        test0
@@ -87,7 +87,7 @@ type Tunnel struct {
 	RemoteTS   netip.Prefix `json:"remote_ts"`
 }
 
-// Normalize fills defaults (ESP, IKE and hw_offload as in the seed; port 0
+// Normalize fills defaults (ESP, IKE and hw_offload as in the BlueField-3 benchmark; port 0
 // for test0, both ports for routed).
 func (s *Spec) Normalize() {
 	if s.ESP == "" {
@@ -197,7 +197,7 @@ func RemoteNet(port, i int) netip.Prefix {
 }
 
 // Names returns the connection, child and secret names of tunnel i: the
-// seed's tunnelI/tnlI/ike-tnlI for test0, tunnel-P-I/tnl-P-I/ike-tnl-P-I for routed.
+// benchmark's tunnelI/tnlI/ike-tnlI for test0, tunnel-P-I/tnl-P-I/ike-tnl-P-I for routed.
 func (s *Spec) Names(port, i int) (conn, child, secret string) {
 	if s.Topology == TopologyRouted {
 		return fmt.Sprintf("tunnel-%d-%d", port, i), fmt.Sprintf("tnl-%d-%d", port, i), fmt.Sprintf("ike-tnl-%d-%d", port, i)

@@ -192,7 +192,7 @@ func (c *Client) LoadConn(s *Spec, t Tunnel) error {
 	return nil
 }
 
-// LoadShared loads one tunnel's IKE pre-shared key under the seed's secret
+// LoadShared loads one tunnel's IKE pre-shared key under the BlueField-3 benchmark's secret
 // name (ike-tnlI), owned by both identities.
 func (c *Client) LoadShared(t Tunnel, key PSK) error {
 	_, err := c.cmd("load-shared", msg("id", t.Secret, "type", "IKE", "data", string(key.Bytes()),

@@ -95,7 +95,8 @@ func checkStat(path string, st *unix.Stat_t, m Mode) error {
 func OpenDir(dir string, m Mode) (*os.File, error) {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
+		// O_NOFOLLOW|O_DIRECTORY on a symlink fails with ELOOP or ENOTDIR.
+		if fi, lerr := os.Lstat(dir); lerr == nil && fi.Mode()&os.ModeSymlink != 0 {
 			return nil, fmt.Errorf("%s is a symlink: %w; give the directory itself", dir, ErrUntrusted)
 		}
 		return nil, &os.PathError{Op: "open", Path: dir, Err: err}

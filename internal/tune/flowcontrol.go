@@ -7,7 +7,7 @@ import (
 )
 
 // FlowControl is Ethernet flow control (802.3x pause frames), `ethtool -A
-// IF rx off tx off` in seeds 001 and 004: a forwarding box must not pause
+// IF rx off tx off` in the VM single-flow guide and the ConnectX-7 benchmark: a forwarding box must not pause
 // its upstream when a queue fills; it drops and the loss shows in the
 // benchmark instead of as hidden back-pressure.
 type FlowControl struct {

@@ -24,7 +24,7 @@ import (
 type Profile struct {
 	Sysctls map[string]string `yaml:"sysctls"`
 	// THP is the transparent hugepage mode: always, madvise or never
-	// (written to both enabled and defrag, as the seed does).
+	// (written to both enabled and defrag, as the ConnectX-7 benchmark does).
 	THP string `yaml:"thp"`
 	// Cmdline are kernel parameters that must be on the command line with
 	// these values (checked only).

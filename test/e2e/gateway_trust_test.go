@@ -331,6 +331,13 @@ func TestGatewayStatusFollowsAttachments(t *testing.T) {
 			return err == nil && !s.FastPathOpen && !s.Mirror.InSync && s.Mirror.State == "closed" &&
 				strings.Contains(s.ClosedReason, "lan0") && !attached(s, "lan0")
 		})
+		sock := strings.TrimSuffix(cfg, ".yaml") + ".sock"
+		text, _ := exec.Command(g.bin, "show", "gateway", "--socket", sock).CombinedOutput()
+		for _, want := range []string{"CLOSED, closed", "closed:  not attached: lan0: the interface is gone", "native (NOT ATTACHED)"} {
+			if !strings.Contains(string(text), want) {
+				t.Errorf("show gateway does not say %q:\n%s", want, text)
+			}
+		}
 		g.addLAN()
 		g.waitFor("lan0 re-created and attached again", func() bool {
 			s, err := g.status(cfg)
@@ -372,6 +379,22 @@ func TestGatewayStartStopMessages(t *testing.T) {
 		out, err := g.gatewayRun(g.config("nobody", pin, "", "lan0"), asNobody...)
 		if err == nil || !strings.Contains(out, "CAP_BPF") || !strings.Contains(out, "CAP_NET_ADMIN") || strings.Contains(out, "MEMLOCK") {
 			t.Fatalf("gateway run as uid 65534: %v, want the missing capabilities named:\n%s", err, out)
+		}
+	})
+
+	t.Run("explain without CAP_BPF names it too", func(t *testing.T) {
+		pin := filepath.Join(g.bpffs, "gw-root-only")
+		os.Mkdir(pin, 0o700)
+		for _, args := range [][]string{
+			{"-f", g.config("explain-nobody", pin, "", "lan0")}, // loads its own program
+			{"--pin-dir", pin}, // reads a gateway's pinned maps
+		} {
+			cmd := append(append([]string{"ip", "netns", "exec", g.ns}, asNobody...), g.bin, "gateway", "explain", "--iface", "lan0")
+			cmd = append(append(cmd, args...), "src", "10.0.0.1", "dst", "48.0.1.9")
+			out, err := exec.Command(cmd[0], cmd[1:]...).CombinedOutput()
+			if err == nil || !strings.Contains(string(out), "CAP_BPF") || strings.Contains(string(out), "MEMLOCK") {
+				t.Errorf("gateway explain %s as uid 65534: %v, want the missing capabilities named:\n%s", args[0], err, out)
+			}
 		}
 	})
 

@@ -135,4 +135,33 @@ func TestPackages(t *testing.T) {
 			t.Errorf("the .rpm has scripts (installing must run nothing): %v\n%s", err, scripts)
 		}
 	})
+	t.Run("rpm-root", func(t *testing.T) {
+		// An empty root, no distribution in it: the static binary must run
+		// there, and erasing must take every sluice path with it (rpm removes
+		// only the directories a package owns).
+		root := t.TempDir()
+		for _, args := range [][]string{{"--initdb"}, {"-i", "--nodeps", rpm}} {
+			if out, err := exec.Command("rpm", append([]string{"--root", root}, args...)...).CombinedOutput(); err != nil {
+				t.Fatalf("rpm %v: %v\n%s", args, err, out)
+			}
+		}
+		if out, err := exec.Command("chroot", root, "/usr/sbin/sluice", "version").CombinedOutput(); err != nil || !strings.HasPrefix(string(out), "sluice ") {
+			t.Errorf("sluice version in an empty root: %v\n%s", err, out)
+		}
+		if out, err := exec.Command("rpm", "--root", root, "-e", "sluice").CombinedOutput(); err != nil {
+			t.Fatalf("rpm -e: %v\n%s", err, out)
+		}
+		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			rel := strings.TrimPrefix(p, root)
+			switch {
+			case err != nil:
+				return err
+			case strings.Contains(rel, "rpmdb") || strings.HasPrefix(rel, "/var/lib/rpm"):
+				return nil // rpm's own database (Debian's rpm keeps it in ~/.rpmdb)
+			case !d.IsDir() || strings.Contains(rel, "sluice"):
+				t.Errorf("left after rpm -e: %s", rel)
+			}
+			return nil
+		})
+	})
 }

@@ -11,8 +11,10 @@ import (
 
 // TestFlowerDaemon runs `sluice gateway run` with the flower tier on (lab:
 // software rules) and checks the wiring end to end: the mirror's snapshot
-// becomes rules on the VLAN child's parent; a killed daemon leaves them
-// (hardware rules outlive a process) and `sluice gateway stop` removes them.
+// becomes rules on the VLAN child's parent; a port deleted and re-created
+// under its name gets the XDP program and its rules again; a killed daemon
+// leaves them (hardware rules outlive a process) and `sluice gateway stop`
+// removes them.
 func TestFlowerDaemon(t *testing.T) {
 	l := newLab(t)
 	gen, dut, sink := l.netns(t), l.netns(t), l.netns(t)
@@ -47,6 +49,23 @@ policies:
 			time.Sleep(200 * time.Millisecond)
 		}
 		mustContain(t, rules(), "vlan_id 502", "skip_hw", "dst_ip 48.0.1.0/24", "src_ip 10.0.0.254", "pop", "pedit", "csum")
+	})
+	step(t, "a port deleted and re-created gets its program and rules again", func(t *testing.T) {
+		// A driver reload or a VF re-created: same name, new ifindex,
+		// no XDP program and no filters.
+		run(t, "ip", "-n", dut, "link", "del", "lan0") // its VLAN child and g0 go with it
+		veth(t, gen, "g0", "", dut, "lan0", "")
+		run(t, "ip", "-n", dut, "link", "add", "link", "lan0", "name", "lan0.502", "type", "vlan", "id", "502")
+		run(t, "ip", "-n", dut, "addr", "add", "10.0.0.254/24", "dev", "lan0.502")
+		run(t, "ip", "-n", dut, "link", "set", "lan0.502", "up")
+		deadline := time.Now().Add(60 * time.Second)
+		for strings.Count(rules(), " handle 0x") < 4 || !strings.Contains(rules(), "Egress Redirect to device wan0") ||
+			!strings.Contains(run(t, "ip", "-n", dut, "-d", "link", "show", "lan0"), "prog/xdp") {
+			if time.Now().After(deadline) {
+				t.Fatalf("no program or rules on the re-created lan0 after 60 s:\n%s\n%s", rules(), run(t, "ip", "-n", dut, "-d", "link", "show", "lan0"))
+			}
+			time.Sleep(200 * time.Millisecond)
+		}
 	})
 	step(t, "killed, the daemon leaves its rules; gateway stop removes them", func(t *testing.T) {
 		g.daemon.Process.Signal(syscall.SIGKILL)

@@ -10,12 +10,12 @@ package vm
 import (
 	"fmt"
 	"os"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
+
+	"sluice/internal/testutil"
 )
 
 const (
@@ -236,44 +236,14 @@ func TestNetdevsimCryptoOffload(t *testing.T) {
 	})
 }
 
-// freeNetdevsimID picks a device ID not in use, so runs and tests in the
-// same VM never collide.
-func freeNetdevsimID() int {
-	for id := 100 + os.Getpid()%800; ; id++ {
-		if _, err := os.Stat(fmt.Sprintf("/sys/bus/netdevsim/devices/netdevsim%d", id)); os.IsNotExist(err) {
-			return id
-		}
-	}
-}
+func freeNetdevsimID() int { return testutil.FreeNetdevsimID() }
 
-// netdevsimNetdev returns the name of the device's (single) port netdev,
-// as seen from ns: sysfs net/ entries are per namespace.
 func netdevsimNetdev(t *testing.T, ns string, id int) string {
 	t.Helper()
-	dir := filepath.Join(fmt.Sprintf("/sys/bus/netdevsim/devices/netdevsim%d", id), "net")
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		out, err := try("ip", "netns", "exec", ns, "ls", dir)
-		if names := strings.Fields(out); err == nil && len(names) == 1 {
-			return names[0]
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("netdevsim%d has no single netdev in %s (ls %s: %v)\n%s", id, ns, dir, err, out)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	return testutil.NetdevsimNetdev(t, ns, id)
 }
 
-// mustContain fails unless out contains every one of want.
 func mustContain(t *testing.T, out string, want ...string) {
 	t.Helper()
-	var missing []string
-	for _, w := range want {
-		if !strings.Contains(out, w) {
-			missing = append(missing, fmt.Sprintf("%q", w))
-		}
-	}
-	if len(missing) > 0 {
-		t.Fatalf("output lacks %s:\n%s", strings.Join(missing, ", "), out)
-	}
+	testutil.MustContain(t, out, want...)
 }

@@ -13,7 +13,7 @@
 //	0000:b1:00.1  ConnectX-7  p3  (NUMA 1), 10 rx queues on CPUs 34-43
 //
 // plus VLANs p0.502 and p1.504, an NVMe drive and a host bridge (neither is
-// a network device). IRQ numbers of p0/p1 are the seed's.
+// a network device). IRQ numbers of p0/p1 are the ConnectX-7 benchmark's.
 //
 // Regenerate with: go run ./internal/diag/testdata/gen_cx7.go
 package main

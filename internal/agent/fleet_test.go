@@ -1,0 +1,412 @@
+package agent_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/vishvananda/netns"
+
+	"sluice/internal/agent"
+	"sluice/internal/fleet"
+	"sluice/internal/fleet/kubetest"
+	"sluice/internal/fleet/v1alpha1"
+	"sluice/internal/kernel"
+	"sluice/internal/swan"
+	"sluice/internal/testutil"
+)
+
+// A fleet on the host kernel: netns hosts on one bridged underlay, each
+// with its own charon (real strongSwan, certificates made by pki) and its
+// own agent, driven by a real kube-apiserver. The host kernel has no ESP,
+// so CHILD_SAs cannot be installed here (the VM has ESP): what is checked
+// is everything up to them: every agent computes its peers, loads one IKE
+// connection per peer (its trap policies hold the traffic, never in
+// clear), builds the VTEP with one FDB entry and one route per peer, and
+// reports it; joins, leaves, an API outage, an agent restart, a deleted
+// overlay and a VTEP claim behave as docs/fleet.md says.
+
+type fhost struct {
+	name, ns string
+	h        netns.NsHandle
+	idx      int
+	charon   *swan.Charon
+	dir      string
+	cancel   context.CancelFunc
+	done     chan struct{}
+	ag       *agent.Agent
+}
+
+func sh(t *testing.T, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(args[0], args[1:]...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+func needFleet(t *testing.T) {
+	testutil.RequireRoot(t, "network namespaces and charon")
+	for _, p := range []string{swan.CharonBinary, "/usr/bin/pki"} {
+		if _, err := os.Stat(p); err != nil {
+			t.Skipf("%s missing: make setup installs strongSwan", p)
+		}
+	}
+}
+
+type logw struct {
+	mu sync.Mutex
+	t  *testing.T
+}
+
+func (w *logw) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.t.Log(strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
+
+func eventually(t *testing.T, what string, limit time.Duration, f func() error) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for {
+		err := f()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v: %v", what, limit, err)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+}
+
+// dataPath is what a host holds: VTEP device and FDB, routes, XFRM
+// policies, charon's connections.
+func dataPath(t *testing.T, fh *fhost) string {
+	fdb, _ := exec.Command("ip", "netns", "exec", fh.ns, "bridge", "fdb", "show", "dev", "sl-t1").CombinedOutput()
+	link, _ := exec.Command("ip", "-n", fh.ns, "-d", "link", "show", "sl-t1").CombinedOutput()
+	routes, _ := exec.Command("ip", "-n", fh.ns, "route", "show", "table", "main").CombinedOutput()
+	pol, _ := exec.Command("ip", "-n", fh.ns, "xfrm", "policy").CombinedOutput()
+	conns := ""
+	if c, err := swan.Connect(context.Background(), fh.charon.URI); err == nil {
+		names, _ := c.ConnNames()
+		conns = strings.Join(names, " ")
+		c.Close()
+	}
+	return fmt.Sprintf("link:%s\nfdb:%s\nroutes:%s\npolicies:%s\nconns:%s\n", link, fdb, routes, pol, conns)
+}
+
+// peersOf lists the remote VTEPs of a host's FDB.
+func peersOf(t *testing.T, fh *fhost) []string {
+	out, _ := exec.Command("ip", "netns", "exec", fh.ns, "bridge", "fdb", "show", "dev", "sl-t1").CombinedOutput()
+	var r []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if f := strings.Fields(l); len(f) > 2 && f[0] == "00:00:00:00:00:00" && f[1] == "dst" {
+			r = append(r, f[2])
+		}
+	}
+	return r
+}
+
+func conns(fh *fhost) []string {
+	c, err := swan.Connect(context.Background(), fh.charon.URI)
+	if err != nil {
+		return nil
+	}
+	defer c.Close()
+	n, _ := c.ConnNames()
+	return n
+}
+
+func TestFleetMesh(t *testing.T) {
+	needFleet(t)
+	var users []kubetest.User
+	for _, n := range []string{"hv-a", "hv-b", "hv-c", "hv-d", "hv-e"} {
+		users = append(users, kubetest.User{Name: "sluice:host:" + n, Groups: []string{"sluice:agents"}})
+	}
+	s := kubetest.Need(t, users...)
+	admin := s.Install(t, "../..")
+	ctx := context.Background()
+	ovs := admin.Resource(v1alpha1.OverlaysResource).Namespace("sluice-system")
+	hostsAPI := admin.Resource(v1alpha1.HostsResource).Namespace("sluice-system")
+
+	// The underlay: a bridge in a switch namespace.
+	sw, _ := testutil.NewNetNS(t)
+	sh(t, "ip", "-n", sw, "link", "add", "br0", "type", "bridge")
+	sh(t, "ip", "-n", sw, "link", "set", "br0", "up")
+	pkiDir := t.TempDir()
+	pki := func(args string) {
+		cmd := exec.Command("sh", "-c", "pki "+args)
+		cmd.Dir = pkiDir
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("pki %s: %v\n%s", args, err, out)
+		}
+	}
+	pki("--gen --type ecdsa --size 256 --outform pem > ca.key")
+	pki("--self --ca --lifetime 30 --in ca.key --dn 'CN=sluice fleet test CA' --outform pem > ca.pem")
+
+	hosts := map[string]*fhost{}
+	startAgent := func(fh *fhost, vtep string) {
+		cert, _ := os.ReadFile(filepath.Join(pkiDir, fh.name+".pem"))
+		pub, err := agent.PublicCert(cert)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h := fh.h
+		a, err := agent.New(agent.Options{Name: fh.name, REST: s.Config("sluice:host:" + fh.name), Namespace: "sluice-system",
+			Local: fleet.Local{Name: fh.name, CA: filepath.Join(pkiDir, "ca.pem"), Cert: filepath.Join(pkiDir, fh.name+".pem"),
+				PrivKey: filepath.Join(pkiDir, fh.name+".key"), VICI: fh.charon.URI},
+			Spec: &v1alpha1.HostSpec{VTEP: vtep, Underlay: v1alpha1.Underlay{Address: fmt.Sprintf("192.0.2.%d/24", fh.idx), Interface: "eth0"},
+				Certificate: pub},
+			Labels:   map[string]string{"sluice.dev/overlay": "prod"},
+			StateDir: fh.dir, Interval: 3 * time.Second, Settle: 500 * time.Millisecond,
+			InNS: func(f func() error) error { return kernel.InNetns(h, f) }, Log: &logw{t: t}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, cancel := context.WithCancel(ctx)
+		fh.ag, fh.cancel, fh.done = a, cancel, make(chan struct{})
+		go func() { defer close(fh.done); _ = a.Run(c) }()
+	}
+	stopAgent := func(fh *fhost) {
+		fh.cancel()
+		<-fh.done
+	}
+	addHost := func(name string, idx int, vtep string) *fhost {
+		ns, h := testutil.NewNetNS(t)
+		fh := &fhost{name: name, ns: ns, h: h, idx: idx, dir: t.TempDir()}
+		sh(t, "ip", "-n", ns, "link", "set", "lo", "up")
+		sh(t, "ip", "-n", sw, "link", "add", "p-"+name, "type", "veth", "peer", "name", "eth0", "netns", ns)
+		sh(t, "ip", "-n", sw, "link", "set", "p-"+name, "master", "br0", "up")
+		sh(t, "ip", "-n", ns, "addr", "add", fmt.Sprintf("192.0.2.%d/24", idx), "dev", "eth0")
+		sh(t, "ip", "-n", ns, "link", "set", "eth0", "up")
+		pki("--gen --type ecdsa --size 256 --outform pem > " + name + ".key")
+		pki("--pub --in " + name + ".key | pki --issue --cacert ca.pem --cakey ca.key --lifetime 30 --dn 'CN=" + name + "' --san " + name + " --outform pem > " + name + ".pem")
+		if err := os.Chmod(filepath.Join(pkiDir, name+".key"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c, err := swan.StartCharon(swan.CharonOptions{Dir: t.TempDir(), NetNS: ns})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fh.charon = c
+		t.Cleanup(func() { _ = c.Stop() })
+		hosts[name] = fh
+		startAgent(fh, vtep)
+		t.Cleanup(func() {
+			select {
+			case <-fh.done:
+			default:
+				stopAgent(fh)
+			}
+		})
+		return fh
+	}
+	ov := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "fleet.sluice.dev/v1alpha1", "kind": "Overlay",
+		"metadata": map[string]any{"name": "prod", "namespace": "sluice-system"},
+		"spec": map[string]any{"members": map[string]any{"matchLabels": map[string]any{"sluice.dev/overlay": "prod"}},
+			"segments": []any{map[string]any{"name": "t1", "vni": int64(100)}}, "keying": map[string]any{"mode": "ike"},
+			"offload": "none", "initiationWindowSeconds": int64(2)}}}
+	if _, err := ovs.Create(ctx, ov, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := func(fh *fhost, peers ...string) func() error {
+		return func() error {
+			got := peersOf(t, fh)
+			if strings.Join(got, ",") != strings.Join(peers, ",") {
+				return fmt.Errorf("%s: fdb remotes %v, want %v", fh.name, got, peers)
+			}
+			n := 0
+			for _, c := range conns(fh) {
+				if strings.HasPrefix(c, "sluice-fleet-prod-") {
+					n++
+				}
+			}
+			if n != len(peers) {
+				return fmt.Errorf("%s: %d IKE connections loaded, want %d", fh.name, n, len(peers))
+			}
+			return nil
+		}
+	}
+	t.Run("join", func(t *testing.T) {
+		addHost("hv-a", 1, "10.99.0.1")
+		addHost("hv-b", 2, "10.99.0.2")
+		addHost("hv-c", 3, "10.99.0.3")
+		eventually(t, "3-host mesh", 90*time.Second, func() error {
+			for _, e := range []error{want(hosts["hv-a"], "10.99.0.2", "10.99.0.3")(), want(hosts["hv-b"], "10.99.0.1", "10.99.0.3")(),
+				want(hosts["hv-c"], "10.99.0.1", "10.99.0.2")()} {
+				if e != nil {
+					return e
+				}
+			}
+			return nil
+		})
+		// Routes via the peers' underlay addresses, with the VTEP source.
+		if r := sh(t, "ip", "-n", hosts["hv-a"].ns, "route", "show", "10.99.0.3"); !strings.Contains(r, "via 192.0.2.3 dev eth0 src 10.99.0.1") {
+			t.Errorf("route: %q", r)
+		}
+		// Trap policies: the peer's traffic waits for IKE, never in clear.
+		if p := sh(t, "ip", "-n", hosts["hv-a"].ns, "xfrm", "policy"); !strings.Contains(p, "src 10.99.0.1/32 dst 10.99.0.3/32") {
+			t.Errorf("no policy for hv-c:\n%s", p)
+		}
+		// Status: tunnels per peer, last apply, conditions.
+		eventually(t, "hv-a status", 30*time.Second, func() error {
+			u, err := hostsAPI.Get(ctx, "hv-a", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			tun, _, _ := unstructured.NestedSlice(u.Object, "status", "tunnels")
+			res, _, _ := unstructured.NestedString(u.Object, "status", "lastApply", "result")
+			if len(tun) != 2 || (res != agent.ResultApplied && res != agent.ResultNothingToDo) {
+				return fmt.Errorf("tunnels %v, lastApply %q", tun, res)
+			}
+			return nil
+		})
+	})
+	t.Run("add a 4th host", func(t *testing.T) {
+		addHost("hv-d", 4, "10.99.0.4")
+		eventually(t, "4-host mesh", 90*time.Second, func() error {
+			for _, n := range []string{"hv-a", "hv-b", "hv-c", "hv-d"} {
+				if got := peersOf(t, hosts[n]); len(got) != 3 {
+					return fmt.Errorf("%s: remotes %v", n, got)
+				}
+			}
+			return nil
+		})
+	})
+	t.Run("remove one", func(t *testing.T) {
+		u, err := hostsAPI.Get(ctx, "hv-c", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.SetLabels(map[string]string{"sluice.dev/overlay": "retired"})
+		if _, err := hostsAPI.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "hv-c's tunnels torn down everywhere", 60*time.Second, func() error {
+			for _, e := range []error{want(hosts["hv-a"], "10.99.0.2", "10.99.0.4")(), want(hosts["hv-b"], "10.99.0.1", "10.99.0.4")(),
+				want(hosts["hv-d"], "10.99.0.1", "10.99.0.2")()} {
+				if e != nil {
+					return e
+				}
+			}
+			if out, _ := exec.Command("ip", "-n", hosts["hv-c"].ns, "link", "show", "sl-t1").CombinedOutput(); !strings.Contains(string(out), "does not exist") {
+				return fmt.Errorf("hv-c still has its VTEP: %s", out)
+			}
+			if r := sh(t, "ip", "-n", hosts["hv-a"].ns, "route", "show", "10.99.0.3"); r != "" {
+				return fmt.Errorf("hv-a still routes to hv-c: %q", r)
+			}
+			return nil
+		})
+	})
+	t.Run("API server restart changes nothing", func(t *testing.T) {
+		before := map[string]string{}
+		for _, n := range []string{"hv-a", "hv-b", "hv-d"} {
+			before[n] = dataPath(t, hosts[n])
+		}
+		s.StopAPI()
+		time.Sleep(8 * time.Second) // more than two intervals
+		for n, b := range before {
+			if now := dataPath(t, hosts[n]); now != b {
+				t.Errorf("%s changed during the outage:\nbefore:\n%s\nnow:\n%s", n, b, now)
+			}
+		}
+		if err := s.StartAPI(ctx); err != nil {
+			t.Fatal(err)
+		}
+		// The watches resume: hv-c rejoins when labelled back.
+		eventually(t, "relabel after the restart", 60*time.Second, func() error {
+			u, err := hostsAPI.Get(ctx, "hv-c", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			u.SetLabels(map[string]string{"sluice.dev/overlay": "prod"})
+			_, err = hostsAPI.Update(ctx, u, metav1.UpdateOptions{})
+			return err
+		})
+		eventually(t, "hv-c rejoined", 120*time.Second, func() error {
+			for _, n := range []string{"hv-a", "hv-b", "hv-c", "hv-d"} {
+				if got := peersOf(t, hosts[n]); len(got) != 3 {
+					return fmt.Errorf("%s remotes %v", n, got)
+				}
+			}
+			return nil
+		})
+	})
+	t.Run("agent killed and restarted", func(t *testing.T) {
+		a := hosts["hv-a"]
+		before := dataPath(t, a)
+		stopAgent(a)
+		time.Sleep(4 * time.Second)
+		if now := dataPath(t, a); now != before {
+			t.Errorf("hv-a changed with its agent stopped:\n%s\n%s", before, now)
+		}
+		startAgent(a, "10.99.0.1")
+		// Restarted: the last good state is held, nothing re-applied.
+		eventually(t, "restarted agent reconciled", 30*time.Second, func() error {
+			if n := a.ag.ReconcileCount(); n < 2 {
+				return fmt.Errorf("%d reconciles", n)
+			}
+			return nil
+		})
+		if now := dataPath(t, a); now != before {
+			t.Errorf("hv-a changed across its agent's restart:\n%s\n%s", before, now)
+		}
+	})
+	t.Run("a host claiming another's VTEP", func(t *testing.T) {
+		e := addHost("hv-e", 5, "10.99.0.1")
+		eventually(t, "hv-e refused", 30*time.Second, func() error {
+			u, err := hostsAPI.Get(ctx, "hv-e", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			res, _, _ := unstructured.NestedString(u.Object, "status", "lastApply", "result")
+			msg, _, _ := unstructured.NestedString(u.Object, "status", "lastApply", "message")
+			if res != agent.ResultRefused || !strings.Contains(msg, "already claimed by host hv-a") {
+				return fmt.Errorf("%q %q", res, msg)
+			}
+			return nil
+		})
+		// Everyone keeps peering with hv-a, the first claimant, at its
+		// underlay address.
+		if r := sh(t, "ip", "-n", hosts["hv-b"].ns, "route", "show", "10.99.0.1"); !strings.Contains(r, "via 192.0.2.1 ") {
+			t.Errorf("hv-b's route to 10.99.0.1: %q", r)
+		}
+		if got := peersOf(t, hosts["hv-b"]); len(got) != 3 {
+			t.Errorf("hv-b remotes: %v", got)
+		}
+		if out, _ := exec.Command("ip", "-n", e.ns, "link", "show", "sl-t1").CombinedOutput(); !strings.Contains(string(out), "does not exist") {
+			t.Errorf("hv-e applied something: %s", out)
+		}
+	})
+	t.Run("deleted overlay: orphaned, nothing torn down", func(t *testing.T) {
+		before := dataPath(t, hosts["hv-b"])
+		if err := ovs.Delete(ctx, "prod", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "hv-b orphaned", 30*time.Second, func() error {
+			u, err := hostsAPI.Get(ctx, "hv-b", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if res, _, _ := unstructured.NestedString(u.Object, "status", "lastApply", "result"); res != agent.ResultOrphaned {
+				return fmt.Errorf("lastApply %q", res)
+			}
+			return nil
+		})
+		if now := dataPath(t, hosts["hv-b"]); now != before {
+			t.Errorf("hv-b changed when the overlay was deleted:\n%s\n%s", before, now)
+		}
+	})
+}

@@ -1,0 +1,183 @@
+// Package v1alpha1 holds the Go types of sluice's Kubernetes API (group
+// fleet.sluice.dev, version v1alpha1): Overlay, the intent shared by many
+// hosts, and Host, one object per host. The CRDs that the API server
+// validates them with are deploy/crds/*.yaml; these types mirror them for
+// the agent, which reads them through client-go's dynamic client (no code
+// generation, no DeepCopy: objects are converted from unstructured JSON).
+package v1alpha1
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Group and version of the API.
+const (
+	Group   = "fleet.sluice.dev"
+	Version = "v1alpha1"
+)
+
+// Resources.
+var (
+	OverlaysResource = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "overlays"}
+	HostsResource    = schema.GroupVersionResource{Group: Group, Version: Version, Resource: "hosts"}
+)
+
+// Offload policies of an overlay: what each SA must, or may, get.
+const (
+	// OffloadRequirePacket: packet offload or the tunnel is not set up.
+	OffloadRequirePacket = "require-packet"
+	// OffloadPreferPacket: packet, else crypto, else none (host.yaml's
+	// auto), and the fallback is reported.
+	OffloadPreferPacket = "prefer-packet"
+	OffloadCrypto       = "crypto"
+	OffloadNone         = "none"
+)
+
+// Deletion policies: what an agent does when its overlay disappears.
+const (
+	// DeletionOrphan (the default) leaves the data path as it is: a
+	// deleted CRD, namespace or object must not cut a running host off.
+	DeletionOrphan = "Orphan"
+	// DeletionTeardown removes what the agent applied for the overlay.
+	DeletionTeardown = "Teardown"
+)
+
+// Overlay is the intent shared by the hosts it selects.
+type Overlay struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              OverlaySpec `json:"spec"`
+}
+
+// OverlaySpec is what every member host must hold.
+type OverlaySpec struct {
+	// Members selects the Host objects (by their labels) that peer with
+	// each other.
+	Members metav1.LabelSelector `json:"members"`
+	// Segments are the overlay networks; each is one VTEP device per host.
+	Segments []Segment `json:"segments"`
+	// Encapsulation is vxlan or geneve.
+	Encapsulation string `json:"encapsulation,omitempty"`
+	// IPsecMode is transport or tunnel.
+	IPsecMode string `json:"ipsecMode,omitempty"`
+	// KeyBits is 128 or 256 (AES-GCM).
+	KeyBits int           `json:"keyBits,omitempty"`
+	Keying  OverlayKeying `json:"keying"`
+	// Offload is require-packet, prefer-packet, crypto or none.
+	Offload string    `json:"offload,omitempty"`
+	MTU     MTUPolicy `json:"mtu,omitempty"`
+	// DeletionPolicy is Orphan (default) or Teardown.
+	DeletionPolicy string `json:"deletionPolicy,omitempty"`
+	// InitiationWindow spreads the IKE initiations of a mesh over this
+	// many seconds (each pair gets a fixed slot), so N hosts do not
+	// negotiate N(N-1)/2 pairs at once.
+	InitiationWindowSeconds int `json:"initiationWindowSeconds,omitempty"`
+}
+
+// Segment is one overlay network.
+type Segment struct {
+	Name string `json:"name"`
+	VNI  uint32 `json:"vni"`
+	// Port is the UDP port (default 4789 for vxlan, 6081 for geneve).
+	Port uint16 `json:"port,omitempty"`
+}
+
+// OverlayKeying is how the SAs get their keys: only IKE with per-host
+// certificates in the API (manual keys are a two-host, file-only feature).
+type OverlayKeying struct {
+	Mode string `json:"mode"`
+	// RekeyTime and LifeTime are Go durations ("1h", "90m").
+	RekeyTime string `json:"rekeyTime,omitempty"`
+	LifeTime  string `json:"lifeTime,omitempty"`
+}
+
+// MTUPolicy says how the VTEP MTU is chosen.
+type MTUPolicy struct {
+	// Policy is "auto" (the largest that fits the underlay, computed) or
+	// "fixed" (Value, refused when it does not fit).
+	Policy string `json:"policy,omitempty"`
+	Value  int    `json:"value,omitempty"`
+}
+
+// Host is one host's object: what it offers (spec, written by its agent
+// or an operator) and what it holds (status, written by its agent only).
+type Host struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              HostSpec   `json:"spec"`
+	Status            HostStatus `json:"status,omitempty"`
+}
+
+// HostSpec is a host's VTEP, underlay, capabilities and certificate.
+type HostSpec struct {
+	// VTEP is the tunnel endpoint address (on lo, /32 or /128).
+	VTEP     string   `json:"vtep"`
+	Underlay Underlay `json:"underlay"`
+	// Capabilities are what the agent found the host can offload.
+	Capabilities Capabilities `json:"capabilities,omitempty"`
+	// Certificate is the host's X.509 certificate (PEM, public). The
+	// private key never leaves the host and is refused here.
+	Certificate string `json:"certificate,omitempty"`
+}
+
+// Underlay is how the host is reached.
+type Underlay struct {
+	// Address is the underlay address with its prefix (192.0.2.1/24).
+	Address string `json:"address"`
+	// Interface is the uplink (also the offload device).
+	Interface string `json:"interface,omitempty"`
+	// Gateway is the next hop to VTEPs outside Address's subnet.
+	Gateway string `json:"gateway,omitempty"`
+	MTU     int    `json:"mtu,omitempty"`
+}
+
+// Capabilities are the offload modes the host's device accepts.
+type Capabilities struct {
+	Offload []string `json:"offload,omitempty"`
+	Kernel  string   `json:"kernel,omitempty"`
+}
+
+// HostStatus is what the agent found and did.
+type HostStatus struct {
+	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
+	LastApply          *LastApply         `json:"lastApply,omitempty"`
+	Tunnels            []Tunnel           `json:"tunnels,omitempty"`
+	Errors             []string           `json:"errors,omitempty"`
+	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// LastApply is the last reconcile that changed, or tried to change, the
+// host.
+type LastApply struct {
+	Time   metav1.Time `json:"time"`
+	Result string      `json:"result"` // Applied, NothingToDo, Refused, Failed
+	Steps  int         `json:"steps"`
+	// Digest identifies the desired state applied (sha256 of the host
+	// document, 12 hex digits).
+	Digest  string `json:"digest,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// Tunnel is one peer's state and its SAs' offload truth.
+type Tunnel struct {
+	Peer  string `json:"peer"`
+	VTEP  string `json:"vtep"`
+	State string `json:"state"` // Up, Connecting, Down
+	SAs   []SA   `json:"sas,omitempty"`
+}
+
+// SA is the offload truth of one SA: what was asked, what the kernel
+// holds, and whether the hardware counts the traffic.
+type SA struct {
+	Dir    string `json:"dir"`
+	SPI    string `json:"spi"`
+	Asked  string `json:"asked"`
+	Mode   string `json:"mode"` // packet, crypto, none: from the kernel
+	Device string `json:"device,omitempty"`
+	// HardwareInStep is false when the SA counts packets the device's
+	// offload counters do not (fallback alarm).
+	HardwareInStep *bool    `json:"hardwareInStep,omitempty"`
+	Fallback       bool     `json:"fallback,omitempty"`
+	WhyNot         []string `json:"whyNot,omitempty"`
+}
