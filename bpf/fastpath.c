@@ -1211,9 +1211,10 @@ static __always_inline int decide_cached(struct xdp_md *ctx, struct fp_config *c
 	if (!explain_mode) {
 		if (parsed != FP_R_MAX)
 			return pass_early(ctx, d, parsed);
-		/* With per-policy counters on, the full decision runs so that
-		 * every policy a packet matches is counted, forwardable or not. */
-		if (!cfg->counters && !could_forward(p))
+		/* With per-policy counters on, fwd_dsts holds every policy's
+		 * destinations, so that every packet a policy may match takes
+		 * the full decision and is counted against it. */
+		if (!could_forward(p))
 			return pass_early(ctx, d, FP_R_NOT_FORWARDABLE);
 	}
 	/* ICMP errors never use the cache: whether the kernel looks into the

@@ -16,14 +16,14 @@ const (
 )
 
 // dstSets are the destination bits of one policy set: fwd for the allow
-// OUT policies whose SA is packet-offloaded, out for every OUT policy, in
-// for the IN and FWD policies that would be forwardable on an interface
-// with inbound forwarding. Uncertain policies are left out of fwd and in:
-// the program passes every packet they decide.
-type dstSets struct{ fwd, out, in []uint64 }
+// OUT policies whose SA is packet-offloaded, in for the IN and FWD
+// policies that would be forwardable on an interface with inbound
+// forwarding, all for every policy. Uncertain policies are left out of fwd
+// and in: the program passes every packet they decide.
+type dstSets struct{ fwd, in, all []uint64 }
 
 func forwardableDsts(t *Tables) dstSets {
-	s := dstSets{fwd: make([]uint64, 2*dstWords), out: make([]uint64, 2*dstWords), in: make([]uint64, 2*dstWords)}
+	s := dstSets{fwd: make([]uint64, 2*dstWords), in: make([]uint64, 2*dstWords), all: make([]uint64, 2*dstWords)}
 	for k, e := range t.Entries {
 		fam := int(k.Family & 1)
 		if int(k.Tuple) >= len(t.Tuples[fam]) {
@@ -35,9 +35,7 @@ func forwardableDsts(t *Tables) dstSets {
 			if e.Present&(1<<dir) == 0 {
 				continue
 			}
-			if dir == 1 { // XFRM_POLICY_OUT
-				setDstBits(s.out, fam, k.Dst[0], plen)
-			}
+			setDstBits(s.all, fam, k.Dst[0], plen)
 			if pol.Action != 0 || pol.OffloadIfindex == 0 || pol.Flags&flagUncertain != 0 {
 				continue
 			}
@@ -75,20 +73,19 @@ func setDstBits(bm []uint64, fam int, word0 uint32, plen int) {
 	}
 }
 
-// want is what fwd_dsts should hold: the forwardable OUT destinations;
-// the IN and FWD ones while some interface forwards inbound; and, while
-// per-policy counters are on, every OUT policy's, so that outbound
-// cleartext a policy decides is still counted against it (passed IN/FWD
-// traffic is counted per interface only: its SAs count it too).
+// want is what fwd_dsts should hold: the forwardable OUT destinations,
+// the IN and FWD ones while some interface forwards inbound, and every
+// policy's while per-policy counters are on: then every packet a policy
+// may match takes the full decision and is counted against it, and only
+// what no policy covers is passed quickly.
 func (s dstSets) want(inbound, counters bool) []uint64 {
-	w := s.fwd
-	if inbound {
-		w = orWords(w, s.in)
-	}
 	if counters {
-		w = orWords(w, s.out)
+		return s.all
 	}
-	return w
+	if inbound {
+		return orWords(s.fwd, s.in)
+	}
+	return s.fwd
 }
 
 func orWords(a, b []uint64) []uint64 {
