@@ -198,9 +198,10 @@ func TestCountersPerInterfaceAndPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// No policy covers 49.0.0.1: passed before the full decision
-	// (not-forwardable). With counters on, the inbound packets, which an
-	// IN/FWD policy covers, still take it and are counted against it.
+	// With counters on, every packet a policy may match takes the full
+	// decision and is counted against it (the inbound ones: the FWD
+	// policy's 4 packets below). No policy covers 49.0.0.1: it is passed
+	// before the full decision, as not-forwardable (no policy to count).
 	if rc[e.lan][ReasonForwardOut] != 3 || rc[e.lan][ReasonNotForwardable] != 2 || rc[e.wan][ReasonInbound] != 4 {
 		t.Fatalf("reason counters %v; want lan forward-out 3, not-forwardable 2, wan inbound 4", rc)
 	}
