@@ -73,7 +73,6 @@ Needs root for the probes.`,
 	return exits(cmd, ExitCheckFailed, "a check failed")
 }
 
-// doctorFlags are the flags of sluice doctor.
 type doctorFlags struct {
 	asJSON, noProbe   bool
 	factsIn, factsOut string
