@@ -80,6 +80,8 @@ guest=$out/guest.sh
   echo "export SLUICE_BIN=$(q "$out/sluice")"
   # Scale runs (docs/benchmarks.md): SLUICE_FLOWER_SCALE=65536 bash scripts/vmtest.sh TestFlowerScale
   [ -z "${SLUICE_FLOWER_SCALE:-}" ] || echo "export SLUICE_FLOWER_SCALE=$(q "$SLUICE_FLOWER_SCALE")"
+  # Measurement (docs/testing.md): SLUICE_NICMODEL_TX_MISS_CLEARTEXT=1 bash scripts/vmtest.sh TestGatewayPacketOffloadOnModel
+  [ -z "${SLUICE_NICMODEL_TX_MISS_CLEARTEXT:-}" ] || echo "export SLUICE_NICMODEL_TX_MISS_CLEARTEXT=$(q "$SLUICE_NICMODEL_TX_MISS_CLEARTEXT")"
   echo "rc=0"
   for i in "${!pkgdirs[@]}"; do
     for j in "${!filters[@]}"; do

@@ -1,10 +1,14 @@
 package api
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -95,4 +99,60 @@ func TestKeepAliveClientsCannotStarveTheServers(t *testing.T) {
 		wait(ctx, cancel, wg)
 		fresh(t, dial, url)
 	})
+}
+
+// slowClients is run by python3 as another user: it opens n connections
+// to the socket, sends half a request on each (the server waits up to the
+// header limit for the rest), says "ready" and holds them.
+const slowClients = `
+import socket, sys, time
+conns = []
+for i in range(int(sys.argv[2])):
+    s = socket.socket(socket.AF_UNIX)
+    s.connect(sys.argv[1])
+    s.send(b"GET /v1/gateway HTTP/1.1\r\n")
+    conns.append(s)
+print("ready", flush=True)
+time.sleep(30)
+`
+
+// A member of the socket's group (here any user: mode 0666) who keeps 70
+// connections busy sending headers slowly took all 64 slots, and root's
+// 'sluice show gateway' waited behind them for the 5 s header limit. One
+// user other than root now holds at most half the slots.
+func TestOneUserCannotTakeEverySlot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: the slow client runs as uid 65534")
+	}
+	dir := trustedTemp(t, 0o755)
+	path := filepath.Join(dir, "sluice.sock")
+	l, err := Listen(path, SocketOptions{Mode: 0o666, UID: -1, GID: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveOn(t, l)
+	c := exec.Command("setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "--inh-caps=-all", "/usr/bin/python3", "-c", slowClients, path, "70")
+	var stderr bytes.Buffer
+	c.Stderr = &stderr
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("the slow client as uid 65534 did not start: %q\n%s", line, stderr.String())
+	}
+	time.Sleep(200 * time.Millisecond) // the server accepts what it takes
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", path)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: dial, DisableKeepAlives: true}, Timeout: 2 * time.Second}
+	resp, err := hc.Get("http://sluice/" + Version + "/gateway")
+	if err != nil {
+		t.Fatalf("root's request behind 70 slow connections of uid 65534: %v", err)
+	}
+	resp.Body.Close()
 }

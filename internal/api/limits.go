@@ -4,8 +4,11 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"sync"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Limits bound what clients can hold on the API and metrics servers: a
@@ -69,36 +72,86 @@ type capListener struct {
 type connState struct {
 	idle  bool // a keep-alive connection waiting for its next request
 	since time.Time
+	peer  int // the client's uid on the unix socket (SO_PEERCRED); -1 on TCP
 }
 
 // Accept makes room (closing the longest idle connection, or waiting for
-// one to close) before it accepts.
+// one to close) before it accepts. On the unix socket one user other than
+// root and the daemon's own holds at most half the connections: a member
+// of the socket's group who keeps connections busy (headers sent slowly,
+// each for up to the ReadHeader limit) cannot take every slot from root's
+// 'sluice show'. A connection over that share replaces the user's longest
+// idle one, or is closed at once.
 func (l *capListener) Accept() (net.Conn, error) {
-	l.mu.Lock()
-	for len(l.conns) >= l.max && !l.closed {
-		if c := l.longestIdle(); c != nil {
-			delete(l.conns, c)
-			c.Close()
-			break
+	for {
+		l.mu.Lock()
+		for len(l.conns) >= l.max && !l.closed {
+			if c := l.longestIdle(-1); c != nil {
+				delete(l.conns, c)
+				c.Close()
+				break
+			}
+			l.cond.Wait()
 		}
-		l.cond.Wait()
+		l.mu.Unlock()
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		peer := peerUID(c)
+		l.mu.Lock()
+		if peer > 0 && peer != os.Geteuid() && l.countOf(peer) >= l.max/2 {
+			victim := l.longestIdle(peer)
+			if victim == nil {
+				l.mu.Unlock()
+				c.Close()
+				continue
+			}
+			delete(l.conns, victim)
+			victim.Close()
+		}
+		l.conns[c] = &connState{since: time.Now(), peer: peer}
+		l.mu.Unlock()
+		return c, nil
 	}
-	l.mu.Unlock()
-	c, err := l.Listener.Accept()
-	if err != nil {
-		return nil, err
-	}
-	l.mu.Lock()
-	l.conns[c] = &connState{since: time.Now()}
-	l.mu.Unlock()
-	return c, nil
 }
 
-func (l *capListener) longestIdle() net.Conn {
+// peerUID is the uid of the process at the other end of a unix socket
+// connection, or -1.
+func peerUID(c net.Conn) int {
+	uc, ok := c.(*net.UnixConn)
+	if !ok {
+		return -1
+	}
+	rc, err := uc.SyscallConn()
+	if err != nil {
+		return -1
+	}
+	uid := -1
+	rc.Control(func(fd uintptr) {
+		if cred, err := unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED); err == nil {
+			uid = int(cred.Uid)
+		}
+	})
+	return uid
+}
+
+func (l *capListener) countOf(peer int) int {
+	n := 0
+	for _, s := range l.conns {
+		if s.peer == peer {
+			n++
+		}
+	}
+	return n
+}
+
+// longestIdle is the connection idle longest (of peer, unless -1).
+func (l *capListener) longestIdle(peer int) net.Conn {
 	var victim net.Conn
 	var since time.Time
 	for c, s := range l.conns {
-		if s.idle && (victim == nil || s.since.Before(since)) {
+		if s.idle && (peer < 0 || s.peer == peer) && (victim == nil || s.since.Before(since)) {
 			victim, since = c, s.since
 		}
 	}

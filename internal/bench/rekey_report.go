@@ -16,7 +16,6 @@ import (
 	"gonum.org/v1/plot"
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/vg"
-	"gonum.org/v1/plot/vg/draw"
 )
 
 // RekeyEvent is one rekey and the datagrams sent in its window (the
@@ -261,9 +260,10 @@ func (r *RekeyReport) Chart() (Chart, error) {
 		p.Add(b)
 		p.Legend.Add(s.name, b)
 	}
-	p.Legend.Top = true
 	p.Y.Max = max(p.Y.Max, 1)
-	return render("rekey", p.Title.Text, chartW, chartH, func(dc draw.Canvas) { p.Draw(dc) })
+	p.Legend.TextStyle.Font.Size, p.Legend.Padding = vg.Points(9), vg.Points(4) // as newPlot
+	// the legend beside the bars, not over them (charts.go)
+	return render("rekey", p.Title.Text, chartW, chartH, legendRight(p).draw)
 }
 
 // WriteDir writes rekey.json, rekey.txt (the table), rekey.svg/png and

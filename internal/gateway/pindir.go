@@ -28,6 +28,11 @@ func preparePinDir(dir string) (created bool, err error) {
 	switch err := os.Mkdir(dir, 0o700); {
 	case err == nil:
 		created = true
+		// The API socket's bind sets a narrower umask for a moment, and
+		// the pin watcher may create the directory in that moment.
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return false, err
+		}
 	case !errors.Is(err, os.ErrExist):
 		return false, err
 	}

@@ -164,8 +164,13 @@ struct sk_buff *nm_esp_rx(struct nm_priv *priv, struct sk_buff *skb,
 	u64 seq;
 	int err;
 
-	if (nm_parse_flow(skb, &fl) || !nm_is_esp(skb, &fl)) {
-		nm_inc(priv, NM_RX_CLEARTEXT_PACKETS);
+	if (nm_parse_flow(skb, &fl)) {
+		nm_inc(priv, NM_RX_NON_IP_PACKETS);
+		return skb;
+	}
+	if (!nm_is_esp(skb, &fl)) {
+		if (fl.proto != IPPROTO_ESP)
+			nm_inc(priv, NM_RX_CLEARTEXT_PACKETS);
 		return skb;
 	}
 	if (fl.l3off + fl.l3len < fl.l4off + NM_ESP_MIN)

@@ -4,6 +4,9 @@
  *
  * Counter names follow the direction and the reason, so a test can tell
  * "encrypted" from "sent in cleartext" from "dropped because ...".
+ * *_cleartext_packets count IP packets that are not ESP: on a port whose
+ * peer should only ever see ESP, rx_cleartext_packets is the leak count
+ * of the wire (non-IP frames, ARP, are counted apart).
  */
 #include <linux/ethtool.h>
 #include "nicmodel.h"
@@ -12,6 +15,7 @@ const char nm_stat_names[NM_STAT_COUNT][ETH_GSTRING_LEN] = {
 	[NM_TX_IPSEC_PACKETS] = "tx_ipsec_packets",
 	[NM_TX_IPSEC_BYTES] = "tx_ipsec_bytes",
 	[NM_TX_CLEARTEXT_PACKETS] = "tx_cleartext_packets",
+	[NM_TX_NON_IP_PACKETS] = "tx_non_ip_packets",
 	[NM_TX_DROP_NO_STATE] = "tx_ipsec_drop_no_state",
 	[NM_TX_DROP_POLICY_BLOCK] = "tx_ipsec_drop_policy_block",
 	[NM_TX_DROP_HARD_LIMIT] = "tx_ipsec_drop_hard_limit",
@@ -29,6 +33,7 @@ const char nm_stat_names[NM_STAT_COUNT][ETH_GSTRING_LEN] = {
 	[NM_RX_DROP_OVERSIZE] = "rx_drop_oversize",
 	[NM_RX_DROP_QUEUE_FULL] = "rx_drop_queue_full",
 	[NM_RX_CLEARTEXT_PACKETS] = "rx_cleartext_packets",
+	[NM_RX_NON_IP_PACKETS] = "rx_non_ip_packets",
 	[NM_XDP_PASS] = "xdp_pass",
 	[NM_XDP_DROP] = "xdp_drop",
 	[NM_XDP_TX] = "xdp_tx",

@@ -23,6 +23,18 @@ unsigned int nm_sa_budget = 1024;
 module_param_named(sa_budget, nm_sa_budget, uint, 0644);
 MODULE_PARM_DESC(sa_budget, "SAs one port can offload (the flow-steering capacity a real NIC has)");
 
+/*
+ * A frame an offloaded OUT policy selects whose template has no SA: the
+ * kernel never hands the device one (it has no SA either), but XDP and tc
+ * can. The model drops it. mlx5 in 6.12 (en_accel/ipsec_fs.c) gives its
+ * TX SA table no miss rule outside switchdev mode, which reads as "the
+ * frame continues unencrypted"; unverified on hardware. This switch makes
+ * the model do that, to measure what a fast path sends in such windows.
+ */
+bool nm_tx_miss_cleartext;
+module_param_named(tx_miss_cleartext, nm_tx_miss_cleartext, bool, 0644);
+MODULE_PARM_DESC(tx_miss_cleartext, "send frames a policy selects but no SA serves in cleartext (default: drop)");
+
 static struct rtnl_link_ops nm_link_ops;
 
 bool nm_is_port(const struct net_device *dev)

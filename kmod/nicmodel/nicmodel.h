@@ -35,6 +35,7 @@ enum nm_stat {
 	NM_TX_IPSEC_PACKETS,
 	NM_TX_IPSEC_BYTES,
 	NM_TX_CLEARTEXT_PACKETS,
+	NM_TX_NON_IP_PACKETS,
 	NM_TX_DROP_NO_STATE,
 	NM_TX_DROP_POLICY_BLOCK,
 	NM_TX_DROP_HARD_LIMIT,
@@ -52,6 +53,7 @@ enum nm_stat {
 	NM_RX_DROP_OVERSIZE,
 	NM_RX_DROP_QUEUE_FULL,
 	NM_RX_CLEARTEXT_PACKETS,
+	NM_RX_NON_IP_PACKETS,
 	NM_XDP_PASS,
 	NM_XDP_DROP,
 	NM_XDP_TX,
@@ -161,6 +163,7 @@ struct nm_flow {
 
 /* main.c */
 extern unsigned int nm_sa_budget;
+extern bool nm_tx_miss_cleartext;
 bool nm_is_port(const struct net_device *dev);
 
 /* wire.c */

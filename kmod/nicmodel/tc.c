@@ -2,11 +2,13 @@
 /*
  * nicmodel: tc flower offload, only as far as IPsec cares.
  *
- * mlx5 keeps tc offload and IPsec offload apart on one device: while tc
- * rules are in hardware, adding an offloaded SA or policy fails with
- * EBUSY, and while offloaded SAs or policies exist, adding a tc rule
- * fails with EBUSY (mlx5 does this in switchdev mode; the model always
- * does). Whichever comes first wins. The model accepts and counts flower
+ * mlx5 keeps tc offload and IPsec packet offload apart on one netdev
+ * (6.12: en_tc.c mlx5e_tc_block_ipsec_offload, en_accel/ipsec_fs.c
+ * mlx5e_ipsec_block_tc_offload; rules on VF representors are exempt):
+ * while flower rules are offloaded, adding a packet-offloaded SA or
+ * policy fails with EBUSY, and while such SAs or policies exist, adding a
+ * flower rule fails with EBUSY. Whichever comes first wins. mlx5 says
+ * nothing more; the model's extack says why. The model accepts and counts flower
  * rules (ethtool -S tc_rule_count) but does not execute them: a skip_sw
  * rule on the model forwards nothing.
  */

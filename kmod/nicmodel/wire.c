@@ -21,16 +21,23 @@ static struct sk_buff *nm_tx_ipsec(struct nm_priv *priv, struct sk_buff *skb)
 	struct nm_sa *sa;
 	struct sk_buff *out;
 
-	if (list_empty(&priv->pol_out) || nm_parse_flow(skb, &fl)) {
-		nm_inc(priv, NM_TX_CLEARTEXT_PACKETS);
+	if (nm_parse_flow(skb, &fl)) {
+		nm_inc(priv, NM_TX_NON_IP_PACKETS);
+		return skb;
+	}
+	if (list_empty(&priv->pol_out)) {
+		if (fl.proto != IPPROTO_ESP)
+			nm_inc(priv, NM_TX_CLEARTEXT_PACKETS);
 		return skb;
 	}
 	pol = nm_pol_lookup(&priv->pol_out, &fl);
 	if (!pol) {
 		/* No OUT policy selects it: out it goes as it is, like on
-		 * a real NIC. Tests count these to see leaks.
+		 * a real NIC. Tests count these to see leaks (ESP the stack
+		 * encrypted in software is not cleartext).
 		 */
-		nm_inc(priv, NM_TX_CLEARTEXT_PACKETS);
+		if (fl.proto != IPPROTO_ESP)
+			nm_inc(priv, NM_TX_CLEARTEXT_PACKETS);
 		return skb;
 	}
 	if (pol->action == XFRM_POLICY_BLOCK) {
@@ -40,6 +47,10 @@ static struct sk_buff *nm_tx_ipsec(struct nm_priv *priv, struct sk_buff *skb)
 	sa = nm_sa_for_tmpl(priv, pol, &fl);
 	if (!sa) {
 		nm_inc(priv, NM_TX_DROP_NO_STATE);
+		if (nm_tx_miss_cleartext) {
+			nm_inc(priv, NM_TX_CLEARTEXT_PACKETS);
+			return skb;
+		}
 		goto drop;
 	}
 	if (nm_sa_hard_expired(sa)) {

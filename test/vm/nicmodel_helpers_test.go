@@ -50,8 +50,13 @@ func ipPacket(t *testing.T) string {
 // both up, and returns their names ("nmA", "nmB").
 func (l *lab) nicPair(t *testing.T, nsA, nsB string) (string, string) {
 	t.Helper()
+	return l.nicPairNamed(t, nsA, "nmA", nsB, "nmB")
+}
+
+// nicPairNamed is nicPair with the ports' names.
+func (l *lab) nicPairNamed(t *testing.T, nsA, a, nsB, b string) (string, string) {
+	t.Helper()
 	loadNicmodel(t)
-	a, b := "nmA", "nmB"
 	nsRun(t, nsA, "sh", "-c", "echo '"+a+" "+b+"' > /sys/module/nicmodel/parameters/new_pair")
 	run(t, "ip", "-n", nsA, "link", "set", b, "netns", nsB)
 	run(t, "ip", "-n", nsA, "link", "set", a, "up")

@@ -11,6 +11,7 @@ r=$w/root
 mkdir -p "$w/upper" "$w/work" "$r"
 mount -t overlay overlay -o "lowerdir=$lower,upperdir=$w/upper,workdir=$w/work" "$r"
 mount -t proc proc "$r/proc"
+mount -t sysfs sysfs "$r/sys"
 mount -t tmpfs tmpfs "$r/run" # as on a booted system: systemd-analyze writes there
 cp "$deb" "$r/tmp/sluice.deb"
 
@@ -39,6 +40,21 @@ echo "installed: $(grep -c . "$w/owned") paths"
 
 chroot "$r" /usr/sbin/sluice version >"$w/version.out" 2>&1 || { cat "$w/version.out"; fail "sluice version"; }
 head -n 1 "$w/version.out"
+# The BPF objects are inside the binary (bpf2go's go:embed): run the fast path's program over one
+# packet (BPF_PROG_RUN), with a static policy on lo and nothing else from the repository.
+cat >"$r/tmp/lab.yaml" <<'YAML'
+lab: true
+policy-source: static
+interfaces:
+  - {name: lo, l2: fib, xdp-mode: generic}
+policies:
+  - {dir: out, src: 10.1.0.0/16, dst: 10.2.0.0/16, priority: 100, peer: 192.0.2.2, local: 192.0.2.1,
+     reqid: 1, offload: packet, offload-dev: lo}
+YAML
+chroot "$r" /usr/sbin/sluice gateway explain -f /tmp/lab.yaml --iface lo src 10.1.0.1 dst 10.2.0.9 proto udp dport 53 >"$w/explain.out" 2>&1 ||
+	{ cat "$w/explain.out"; fail "sluice gateway explain (the embedded XDP program)"; }
+grep -q 'src 10.1.0.0/16 dst 10.2.0.0/16' "$w/explain.out" || { cat "$w/explain.out"; fail "explain did not find the policy"; }
+echo "embedded XDP program ran: $(head -n 1 "$w/explain.out")"
 units=$(grep -E '^(/usr)?/lib/systemd/system/[^/]+\.service$' "$w/owned" || true)
 [ -n "$units" ] || fail "the package ships no systemd unit"
 for u in $units; do
