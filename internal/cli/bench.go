@@ -62,7 +62,6 @@ measurement of another path than the one named is an error.`,
 	return cmd
 }
 
-// benchFastpathFlags are the flags of sluice bench fastpath.
 type benchFastpathFlags struct {
 	tunnels  string
 	repeat   int
