@@ -452,6 +452,14 @@ static __always_inline int worth(struct classify_ctx *c, struct fp_tuple *t)
 	return 0;
 }
 
+/* covers_top8 says whether a tuple's summary holds the first 8 bits of
+ * the address starting with word a. */
+static __always_inline int covers_top8(const __u64 *sum, __be32 a)
+{
+	__u32 v = bpf_ntohl(a) >> 24;
+	return (sum[(v >> 6) & 3] >> (v & 63)) & 1;
+}
+
 static long classify_tuple(__u32 i, void *data)
 {
 	struct classify_ctx *c = data;
@@ -464,7 +472,7 @@ static long classify_tuple(__u32 i, void *data)
 		c->err = 1;
 		return 1;
 	}
-	if (!worth(c, t))
+	if (!worth(c, t) || !covers_top8(t->src_top8, p->src[0]) || !covers_top8(t->dst_top8, p->dst[0]))
 		return 0;
 	struct fp_pkey key;
 	__builtin_memset(&key, 0, sizeof(key));
@@ -1203,9 +1211,10 @@ static __always_inline int decide_cached(struct xdp_md *ctx, struct fp_config *c
 	if (!explain_mode) {
 		if (parsed != FP_R_MAX)
 			return pass_early(ctx, d, parsed);
-		/* With per-policy counters on, the full decision runs so that
-		 * every policy a packet matches is counted, forwardable or not. */
-		if (!cfg->counters && !could_forward(p))
+		/* With per-policy counters on, fwd_dsts holds every policy's
+		 * destinations, so that every packet a policy may match takes
+		 * the full decision and is counted against it. */
+		if (!could_forward(p))
 			return pass_early(ctx, d, FP_R_NOT_FORWARDABLE);
 	}
 	/* ICMP errors never use the cache: whether the kernel looks into the

@@ -130,6 +130,12 @@ struct fp_tuple {
 	__u8 dirs;                /* bit per dir with policies in this tuple */
 	__be16 sport_mask;
 	__be16 dport_mask;
+	/* Which values of the first 8 bits of source and destination some
+	 * entry of this tuple covers (bit v of the 256): a packet outside
+	 * either cannot match any, so its lookup is skipped. Written with
+	 * the tuple, per generation. */
+	__u64 src_top8[4];
+	__u64 dst_top8[4];
 };
 
 /* Key of a policy table: the selector, masked to its tuple's shape. One

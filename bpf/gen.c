@@ -49,7 +49,7 @@ struct gen_config {
 	__u16 sport_count; /* >= 1 */
 	__u16 dport;
 	__u16 dport_count; /* >= 1 */
-	__u32 pad;
+	__u32 per_client; /* 1: source i keeps destination i mod ndsts (see below) */
 	__u32 max_len;   /* the input frame's length: every frame is cut from it */
 };
 
@@ -200,10 +200,17 @@ int xdp_gen(struct xdp_md *ctx)
 	iph->daddr = bpf_htonl(*dst);
 	udp->source = bpf_htons(cfg->sport + spi);
 	udp->dest = bpf_htons(cfg->dport + dpi);
-	/* advance the odometer */
+	/* Advance the odometer. Per client (seed 002's N clients over T
+	 * tunnels), source and destination advance together and restart
+	 * together, so source i always talks to destination i mod ndsts:
+	 * src_count host pairs in all, not src_count x ndsts. */
+	if (cfg->per_client && ++di >= cfg->ndsts)
+		di = 0;
 	if (++si >= cfg->src_count) {
 		si = 0;
-		if (++di >= cfg->ndsts) {
+		if (cfg->per_client)
+			di = 0;
+		if (cfg->per_client || ++di >= cfg->ndsts) {
 			di = 0;
 			if (++spi >= cfg->sport_count) {
 				spi = 0;

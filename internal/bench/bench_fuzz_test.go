@@ -101,8 +101,8 @@ func profileYAML(p *Profile) string {
 		b.WriteString("}\n")
 	}
 	fl := p.Flows
-	fmt.Fprintf(&b, "flows: {src: %q, src-count: %d, dst-hosts: %d, sport: %d, sport-count: %d, dport: %d, dport-count: %d}\n",
-		fl.Src, fl.SrcCount, fl.DstHosts, fl.SPort, fl.SPortCount, fl.DPort, fl.DPortCount)
+	fmt.Fprintf(&b, "flows: {spread: %s, src: %q, src-count: %d, dst-hosts: %d, sport: %d, sport-count: %d, dport: %d, dport-count: %d}\n",
+		fl.Spread, fl.Src, fl.SrcCount, fl.DstHosts, fl.SPort, fl.SPortCount, fl.DPort, fl.DPortCount)
 	return b.String()
 }
 

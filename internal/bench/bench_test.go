@@ -69,6 +69,7 @@ func TestProfileErrorsNameTheField(t *testing.T) {
 		{"unknown key", "name: x\nfcs: excluded\nstreams: [{size: 100, wieght: 1}]\n", "wieght"},
 		{"bad src", "name: x\nfcs: excluded\nstreams: [{size: 100, weight: 1}]\nflows: {src: 16.0.0}\n", "flows.src"},
 		{"port range", "name: x\nfcs: excluded\nstreams: [{size: 100, weight: 1}]\nflows: {sport: 65000, sport-count: 1000}\n", "flows.sport"},
+		{"spread", "name: x\nfcs: excluded\nstreams: [{size: 100, weight: 1}]\nflows: {spread: clients}\n", "flows.spread: \"clients\" is not all-pairs"},
 	} {
 		_, err := ParseProfile([]byte(c.yaml), "x.yaml")
 		if err == nil || !strings.Contains(err.Error(), c.want) {

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"sluice/internal/fastpath"
 	"sluice/internal/kernel"
@@ -59,7 +60,7 @@ func tunnelSnapshot(n, wan int) fastpath.Snapshot {
 // Fastpath measures the program's cost per packet for each tunnel count.
 // It needs root: it loads the program and builds a scratch namespace whose
 // routes make the FIB lookups succeed, as on a gateway.
-func Fastpath(tunnels []int, repeat int) ([]FastpathResult, error) {
+func Fastpath(tunnels []int, repeat int, cases []string) ([]FastpathResult, error) {
 	sg, err := kernel.NewScratchGateway()
 	if err != nil {
 		return nil, err
@@ -88,6 +89,9 @@ func Fastpath(tunnels []int, repeat int) ([]FastpathResult, error) {
 			last := n - 1
 			remote := fmt.Sprintf("48.%d.%d.9", last>>8&0xff, last&0xff)
 			for _, c := range fastpathCases(remote) {
+				if len(cases) > 0 && !slices.Contains(cases, c.name) {
+					continue
+				}
 				frame, err := c.pkt.Marshal()
 				if err != nil {
 					return err
@@ -151,6 +155,15 @@ func fastpathCases(remote string) []fastpathCase {
 		// cleartext no policy covers: passed
 		{"no-match", udp("16.0.0.1", "49.0.0.1"), true, "no-policy", true},
 	}
+}
+
+// FastpathCases names the cases `bench fastpath` measures, in order.
+func FastpathCases() []string {
+	var out []string
+	for _, c := range fastpathCases("48.0.0.9") {
+		out = append(out, c.name)
+	}
+	return out
 }
 
 // benchmarkCase is benchmarkVerdict, and for a case without the cache

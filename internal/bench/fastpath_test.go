@@ -13,7 +13,7 @@ import (
 // reported as an error, not as a number.
 func TestFastpathBenchmarkMeasuresTheNamedPath(t *testing.T) {
 	testutil.RequireRoot(t, "loads BPF and creates a namespace")
-	res, err := Fastpath([]int{1, 16}, 600)
+	res, err := Fastpath([]int{1, 16}, 600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestFastpathBenchmarkMeasuresTheNamedPath(t *testing.T) {
 	saved := ttlBatch
 	ttlBatch = 600
 	defer func() { ttlBatch = saved }()
-	_, err = Fastpath([]int{1}, 600)
+	_, err = Fastpath([]int{1}, 600, []string{"outbound-match"})
 	if err == nil || !strings.Contains(err.Error(), "ended as ttl, not forward-out") {
 		t.Fatalf("600 forwards of one TTL-255 buffer: %v; want the TTL-expired runs reported", err)
 	}

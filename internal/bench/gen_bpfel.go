@@ -24,7 +24,7 @@ type genGenConfig struct {
 	SportCount uint16
 	Dport      uint16
 	DportCount uint16
-	Pad        uint32
+	PerClient  uint32
 	MaxLen     uint32
 }
 

@@ -56,7 +56,12 @@ type ProfileStream struct {
 
 // Flows are the field ranges (like TRex's field engine): consecutive source
 // addresses, a few hosts behind every tunnel of the lab, and port ranges.
+// Spread says how sources meet destinations: all-pairs (every source sends
+// to every destination) or per-client (source i sends only to destination
+// i mod the destination count: seed 002's N clients spread over T tunnels,
+// src-count host pairs in all).
 type Flows struct {
+	Spread     string `yaml:"spread,omitempty" json:"spread,omitempty"`
 	Src        string `yaml:"src" json:"src"`
 	SrcCount   int    `yaml:"src-count" json:"src_count"`
 	DstHosts   int    `yaml:"dst-hosts" json:"dst_hosts"`
@@ -65,6 +70,12 @@ type Flows struct {
 	DPort      int    `yaml:"dport" json:"dport"`
 	DPortCount int    `yaml:"dport-count" json:"dport_count"`
 }
+
+// Flows.Spread values.
+const (
+	SpreadAllPairs  = "all-pairs"
+	SpreadPerClient = "per-client"
+)
 
 // FrameLen is a stream's frame length on veth (without FCS).
 func (p *Profile) FrameLen(s ProfileStream) int {
@@ -147,7 +158,7 @@ func LoadProfile(name string) (*Profile, error) {
 }
 
 func defaultFlows() Flows {
-	return Flows{Src: "16.0.0.1", SrcCount: 256, DstHosts: 4, SPort: 1024, SPortCount: 64, DPort: 5001, DPortCount: 1}
+	return Flows{Spread: SpreadAllPairs, Src: "16.0.0.1", SrcCount: 256, DstHosts: 4, SPort: 1024, SPortCount: 64, DPort: 5001, DPortCount: 1}
 }
 
 // ParseProfile reads a profile file. Errors name the file, the field and
@@ -227,6 +238,13 @@ func ParseProfile(b []byte, source string) (*Profile, error) {
 		if *c.v < 1 || *c.v > c.max {
 			bad(c.name, "%d is outside 1-%d", *c.v, c.max)
 		}
+	}
+	switch fl.Spread {
+	case "":
+		fl.Spread = SpreadAllPairs
+	case SpreadAllPairs, SpreadPerClient:
+	default:
+		bad("flows.spread", "%q is not all-pairs (every source to every destination) or per-client (source i to destination i only)", fl.Spread)
 	}
 	if fl.SPort == 0 {
 		fl.SPort = d.SPort

@@ -144,6 +144,9 @@ func (g *Generator) setup() error {
 		Dport: uint16(p.Flows.DPort), DportCount: uint16(p.Flows.DPortCount),
 		MaxLen: uint32(maxLen),
 	}
+	if p.Flows.Spread == SpreadPerClient {
+		cfg.PerClient = 1
+	}
 	if err := g.objs.GenCfg.Put(uint32(0), cfg); err != nil {
 		return err
 	}

@@ -35,6 +35,9 @@ func TRexProfile(p *Profile, o TRexOptions) ([]byte, error) {
 	if o.Tunnels < 1 {
 		o.Tunnels = 1
 	}
+	if p.Flows.Spread == SpreadPerClient {
+		return nil, fmt.Errorf("profile %s: flows.spread per-client is not rendered for TRex yet (its field engine would need the destination tied to the source); use sluice's own generator (bench run, bench compare)", p.Name)
+	}
 	src := netip.MustParseAddr(p.Flows.Src)
 	last := src
 	for i := 1; i < p.Flows.SrcCount; i++ {

@@ -81,7 +81,6 @@ sluice-agent.service. docs/fleet.md has the walk-through and the metrics.`,
 	return cmd
 }
 
-// agentFlags are the flags of sluice agent.
 type agentFlags struct {
 	file, kubeconfig, namespace, name      string
 	vtep, underlay, underlayIf, gateway    string

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -24,10 +25,19 @@ func newBenchFastpathCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "fastpath",
 		Short: "Per-packet cost of the XDP program at several policy counts (BPF_PROG_RUN)",
-		Long: `Measure the fast path's cost per packet with BPF_PROG_RUN, for an outbound
-packet that matches a tunnel, an inbound one, and one that matches nothing, at
-each tunnel count. A tunnel is what strongSwan installs: one OUT, one IN and
-one FWD policy and two packet-offloaded SAs.
+		Long: `Measure the fast path's cost per packet with BPF_PROG_RUN at each tunnel
+count, for these cases (--cases picks some):
+
+  outbound-match  an outbound packet of a tunnel, forwarded from the flow cache
+  first-packet    the same packet with the flow cache off: the full decision
+  inbound-match   decrypted traffic from a tunnel: passed to the kernel
+  esp             ESP from a tunnel peer to the gateway: passed
+  no-match        cleartext no policy covers: passed
+
+A tunnel is what strongSwan installs: one OUT, one IN and one FWD policy and
+two packet-offloaded SAs. The VERDICT column is the live program's action and
+reason; a pass decided before the exact checks (nothing forwardable covers
+the destination) is counted as not-forwardable.
 
 The program runs in a scratch network namespace whose routes make its FIB
 lookups succeed, as on a gateway. This measures the program alone, on this
@@ -45,14 +55,15 @@ measurement of another path than the one named is an error.`,
 	cmd.Flags().StringVar(&f.tunnels, "tunnels", "1,1024,8192,65536", "comma-separated tunnel counts")
 	cmd.Flags().StringVar(&f.tunnels, "policies", "1,1024,8192,65536", "alias of --tunnels")
 	cmd.Flags().IntVar(&f.repeat, "repeat", 1000000, "BPF_PROG_RUN runs per measurement (a forward: at most 25,000)")
+	cmd.Flags().StringVar(&f.cases, "cases", "", "comma-separated cases to measure (default: all)")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd
 }
 
-// benchFastpathFlags are the flags of sluice bench fastpath.
 type benchFastpathFlags struct {
 	tunnels string
 	repeat  int
+	cases   string
 	asJSON  bool
 }
 
@@ -68,7 +79,17 @@ func runBenchFastpath(cmd *cobra.Command, f benchFastpathFlags) error {
 	if f.repeat < 1 {
 		return usageErrorf("--repeat %d: run the program at least once", f.repeat)
 	}
-	res, err := bench.Fastpath(counts, f.repeat)
+	var cases []string
+	if f.cases != "" {
+		for _, c := range strings.Split(f.cases, ",") {
+			c = strings.TrimSpace(c)
+			if !slices.Contains(bench.FastpathCases(), c) {
+				return usageErrorf("--cases: %q is not a case; the cases are %s", c, strings.Join(bench.FastpathCases(), ", "))
+			}
+			cases = append(cases, c)
+		}
+	}
+	res, err := bench.Fastpath(counts, f.repeat, cases)
 	if err != nil {
 		return err
 	}

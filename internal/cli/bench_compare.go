@@ -51,7 +51,6 @@ ratios with their range. Needs root.`,
 	return cmd
 }
 
-// benchCompareFlags are the flags of sluice bench compare.
 type benchCompareFlags struct {
 	load       loadFlags
 	forwarders string

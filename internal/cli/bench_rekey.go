@@ -61,7 +61,6 @@ the chart (rekey.svg, rekey.png) and report.html. Measured figures and commands:
 	return exits(cmd, ExitCheckFailed, "a datagram was lost")
 }
 
-// benchRekeyFlags are the flags of sluice bench rekey.
 type benchRekeyFlags struct {
 	o      bench.RekeyOptions
 	to     string

@@ -205,7 +205,6 @@ The report directory holds report.json (docs/bench.md), steps.csv, the plots
 	return cmd
 }
 
-// benchRunFlags are the flags of sluice bench run.
 type benchRunFlags struct {
 	load      loadFlags
 	forwarder string

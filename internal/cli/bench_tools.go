@@ -61,7 +61,6 @@ forwarder. With --target, the client runs here against a host where
 	return cmd
 }
 
-// benchIperf3Flags are the flags of sluice bench iperf3.
 type benchIperf3Flags struct {
 	o               bench.IperfOptions
 	labName, target string
@@ -131,7 +130,6 @@ With --lab, the ping runs from the lab's generator namespace to the sink
 	return cmd
 }
 
-// benchPingFlags are the flags of sluice bench ping.
 type benchPingFlags struct {
 	o               bench.PingOptions
 	labName, target string
@@ -183,7 +181,6 @@ subnets 48.x.y.0/24 of the BlueField-3 benchmark's address plan.`,
 	return cmd
 }
 
-// benchTRexProfileFlags are the flags of sluice bench trex-profile.
 type benchTRexProfileFlags struct {
 	o   bench.TRexOptions
 	out string

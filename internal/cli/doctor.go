@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sluice/internal/config"
 	"sluice/internal/diag"
 	"sluice/internal/fileread"
 )
@@ -73,7 +74,6 @@ Needs root for the probes.`,
 	return exits(cmd, ExitCheckFailed, "a check failed")
 }
 
-// doctorFlags are the flags of sluice doctor.
 type doctorFlags struct {
 	asJSON, noProbe   bool
 	factsIn, factsOut string
@@ -87,11 +87,11 @@ func runDoctor(w io.Writer, f doctorFlags) error {
 		return usageErrorf("--eswitch %q: want legacy or switchdev", opts.WantEswitch)
 	}
 	if f.hostFile != "" {
-		planned, err := plannedSAs(f.hostFile)
+		h, err := config.LoadHost(f.hostFile)
 		if err != nil {
-			return err
+			return fmt.Errorf("-f: %w", err)
 		}
-		opts.PlannedSAs = planned
+		opts.PlannedSAs = diag.PlannedSAsOf(h)
 	}
 	facts, err := doctorFacts(f)
 	if err != nil {

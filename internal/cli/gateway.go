@@ -44,7 +44,6 @@ If this process dies, the fast path closes by itself after the lease.`,
 	return cmd
 }
 
-// gatewayRunFlags are the flags of sluice gateway run.
 type gatewayRunFlags struct {
 	file string
 }
@@ -98,7 +97,6 @@ second waits for the first and finds nothing left to detach.`,
 	return cmd
 }
 
-// gatewayStopFlags are the flags of sluice gateway stop.
 type gatewayStopFlags struct {
 	pinDir string
 }

@@ -17,7 +17,6 @@ import (
 	"sluice/internal/kernel"
 )
 
-// explainFlags are the flags of sluice gateway explain.
 type explainFlags struct {
 	cfgPath, iface, hexFrame, pinDir, socket string
 	asJSON                                   bool

@@ -92,7 +92,6 @@ appear on the host. Never read throughput from the VM: it is emulated.`,
 	return exits(cmd, passthroughExit, "With --vm, a command that ran in the VM: its own exit code.")
 }
 
-// labUpFlags are the flags of sluice lab up.
 type labUpFlags struct {
 	s         lab.Spec
 	asJSON    bool
@@ -126,7 +125,16 @@ func runLabUp(cmd *cobra.Command, f labUpFlags, args []string) error {
 		return usageErrorf("%w", err)
 	}
 	if f.vm {
-		return labUpInVM(cmd, f.s, command, f.vmTimeout, f.asJSON)
+		ctx, stop := signalContext(cmd.Context())
+		defer stop()
+		code, err := lab.UpInVM(ctx, f.s, command, f.vmTimeout, f.asJSON, cmd.OutOrStdout())
+		if err != nil {
+			return err
+		}
+		if code != 0 {
+			return &ExitError{Code: code, Err: fmt.Errorf("in the test VM: exit %d", code)}
+		}
+		return nil
 	}
 	progress := func(line string) {
 		if !f.asJSON {
@@ -186,7 +194,6 @@ an error.`,
 	return cmd
 }
 
-// labDownFlags are the flags of sluice lab down.
 type labDownFlags struct {
 	asJSON   bool
 	flagName string
@@ -231,7 +238,6 @@ for 'sluice lab down NAME'. Exits 1 when NAME is given and not up.`,
 	return cmd
 }
 
-// labStatusFlags are the flags of sluice lab status.
 type labStatusFlags struct {
 	asJSON   bool
 	flagName string

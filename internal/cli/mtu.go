@@ -75,7 +75,6 @@ chacha20-poly1305 (IV 8, ICV 16), aes-cbc-hmac-sha256 (IV 16, ICV 16,
 	return cmd
 }
 
-// mtuFlags are the flags of sluice mtu.
 type mtuFlags struct {
 	underlay, page, geneveOpts, vlans int
 	encap, esp, cipher                string

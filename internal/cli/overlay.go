@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"sluice/internal/config"
 	"sluice/internal/overlay"
 )
 
@@ -25,26 +24,6 @@ keys never appear in plans, logs or errors. Schema and one full example
 per source (docs/sources.md): docs/overlay.md.
 
 Commands act on the network namespace sluice runs in (use ip netns exec).`
-
-// overlayInputs loads the file, its keys (when it has peers) and the live
-// host.
-func overlayInputs(file string, needKeys bool) (*config.Host, *config.Keys, *overlay.Live, error) {
-	h, err := config.LoadHost(file)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	var keys *config.Keys
-	if needKeys && h.HasKeying(config.KeyingManual) {
-		if keys, err = config.LoadKeys(h.KeysPath()); err != nil {
-			return nil, nil, nil, fmt.Errorf("%s: ipsec.keys (line %d): %w", h.File, h.IPsec.KeysLine, err)
-		}
-	}
-	live, err := overlay.ReadLive(h)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	return h, keys, live, nil
-}
 
 // addHostFileFlag adds the required -f/--file host.yaml.
 func addHostFileFlag(cmd *cobra.Command, file *string) {
@@ -84,14 +63,13 @@ and sysfs commands; the domain XML in full).
 	return exits(cmd, ExitCheckFailed, "--exit-code and there are steps to apply")
 }
 
-// planFlags are the flags of sluice plan.
 type planFlags struct {
 	file             string
 	asJSON, exitCode bool
 }
 
 func runPlan(w io.Writer, f planFlags) error {
-	h, keys, live, err := overlayInputs(f.file, true)
+	h, keys, live, err := overlay.Load(f.file, true)
 	if err != nil {
 		return err
 	}
@@ -155,7 +133,6 @@ and initiates them.
 	return cmd
 }
 
-// applyFlags are the flags of sluice apply.
 type applyFlags struct {
 	file, stateDir        string
 	dryRun, asJSON, force bool
@@ -169,7 +146,7 @@ type applyResult struct {
 }
 
 func runApply(w io.Writer, f applyFlags) error {
-	h, keys, live, err := overlayInputs(f.file, true)
+	h, keys, live, err := overlay.Load(f.file, true)
 	if err != nil {
 		return err
 	}
@@ -246,7 +223,6 @@ existing devices are left as they are. Keys are not needed.
 	return cmd
 }
 
-// teardownFlags are the flags of sluice teardown.
 type teardownFlags struct {
 	file, stateDir string
 	dryRun, asJSON bool
@@ -260,7 +236,7 @@ type teardownResult struct {
 }
 
 func runTeardown(w io.Writer, f teardownFlags) error {
-	h, _, live, err := overlayInputs(f.file, false)
+	h, _, live, err := overlay.Load(f.file, false)
 	if err != nil {
 		return err
 	}
@@ -335,7 +311,6 @@ peer's ICMP port-unreachable replies) cross both SAs.
 	return exits(cmd, ExitCheckFailed, "a check failed (each check says what)")
 }
 
-// verifyFlags are the flags of sluice verify.
 type verifyFlags struct {
 	file, sendTo    string
 	traffic, asJSON bool
@@ -343,7 +318,7 @@ type verifyFlags struct {
 }
 
 func runVerify(w io.Writer, f verifyFlags) error {
-	h, keys, live, err := overlayInputs(f.file, true)
+	h, keys, live, err := overlay.Load(f.file, true)
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,6 @@ busiest policies.`,
 	return cmd
 }
 
-// showGatewayFlags are the flags of sluice show gateway.
 type showGatewayFlags struct {
 	socket string
 	top    int

@@ -60,7 +60,6 @@ IDs without a name in pci.ids print as "unknown [id]".`,
 	return cmd
 }
 
-// showTopologyFlags are the flags of sluice show interface topology.
 type showTopologyFlags struct {
 	asJSON bool
 	root   string
@@ -113,7 +112,6 @@ name the data-path ports to leave management ports out.`,
 	return cmd
 }
 
-// showRxQueueFlags are the flags of sluice show interface rx-queue topology.
 type showRxQueueFlags struct {
 	asJSON bool
 	root   string

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"sort"
 	"strconv"
@@ -14,7 +13,6 @@ import (
 	"sluice/internal/kernel"
 )
 
-// ipsecFilter are the flags of sluice show ipsec sa and policy.
 type ipsecFilter struct {
 	addr  string
 	spi   string
@@ -242,10 +240,16 @@ on the NIC.`,
 	return cmd
 }
 
-// showIPsecStatsFlags are the flags of sluice show ipsec stats.
 type showIPsecStatsFlags struct {
 	asJSON bool
 	dev    string
+}
+
+// ipsecStatsResult is show ipsec stats --json: the kernel's XFRM counters
+// and each device's IPsec counters.
+type ipsecStatsResult struct {
+	XFRM    map[string]uint64            `json:"xfrm"`
+	Devices map[string]map[string]uint64 `json:"devices"`
 }
 
 func runShowIPsecStats(cmd *cobra.Command, f showIPsecStatsFlags) error {
@@ -253,15 +257,15 @@ func runShowIPsecStats(cmd *cobra.Command, f showIPsecStatsFlags) error {
 	if err != nil {
 		return fmt.Errorf("reading /proc/net/xfrm_stat (is XFRM built into this kernel?): %w", err)
 	}
-	nics, err := nicIPsecCounters(f.dev)
+	nics, err := kernel.IPsecCounters(f.dev)
+	if err != nil && f.dev != "" {
+		return fmt.Errorf("--dev %w", err)
+	}
 	if err != nil {
 		return err
 	}
 	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), struct {
-			XFRM    map[string]uint64            `json:"xfrm"`
-			Devices map[string]map[string]uint64 `json:"devices"`
-		}{st, nics})
+		return writeJSON(cmd.OutOrStdout(), ipsecStatsResult{st, nics})
 	}
 	names := make([]string, 0, len(st))
 	for n := range st {
@@ -296,35 +300,4 @@ func runShowIPsecStats(cmd *cobra.Command, f showIPsecStatsFlags) error {
 		fmt.Fprintln(tw, "(no interface reports IPsec counters)")
 	}
 	return tw.Flush()
-}
-
-// nicIPsecCounters returns, per interface, the ethtool counters whose name
-// mentions ipsec. Interfaces without ethtool statistics are skipped.
-func nicIPsecCounters(only string) (map[string]map[string]uint64, error) {
-	ifs, err := net.Interfaces()
-	if err != nil {
-		return nil, err
-	}
-	out := map[string]map[string]uint64{}
-	for _, ifc := range ifs {
-		if only != "" && ifc.Name != only {
-			continue
-		}
-		all, err := kernel.EthtoolStats(ifc.Name)
-		if err != nil {
-			if only != "" {
-				return nil, fmt.Errorf("--dev %s: %w", only, err)
-			}
-			continue
-		}
-		for name, v := range all {
-			if strings.Contains(strings.ToLower(name), "ipsec") {
-				if out[ifc.Name] == nil {
-					out[ifc.Name] = map[string]uint64{}
-				}
-				out[ifc.Name][name] = v
-			}
-		}
-	}
-	return out, nil
 }

@@ -156,11 +156,17 @@ created; addresses and routes are replaced, so it can run again.`,
 	return cmd
 }
 
-// swanGenFlags are the flags of sluice swan gen.
 type swanGenFlags struct {
 	spec                   specFlags
 	out, p0, p1, netns     string
 	apply, noDummy, asJSON bool
+}
+
+// swanGenResult is swan gen --json: what was written, and whether the
+// routing plan was applied.
+type swanGenResult struct {
+	swan.GenResult
+	Applied bool `json:"applied"`
 }
 
 func runSwanGen(cmd *cobra.Command, f swanGenFlags) error {
@@ -189,10 +195,7 @@ func runSwanGen(cmd *cobra.Command, f swanGenFlags) error {
 		applied = true
 	}
 	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), struct {
-			swan.GenResult
-			Applied bool `json:"applied"`
-		}{res, applied})
+		return writeJSON(cmd.OutOrStdout(), swanGenResult{res, applied})
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "wrote %d connections (%s %s, ports %s) to %s:\n", res.Tunnels, s.Topology, s.Role, portNames(s.Ports), f.out)
@@ -282,7 +285,6 @@ first failures with charon's reason.`,
 	return cmd
 }
 
-// swanUpFlags are the flags of sluice swan up.
 type swanUpFlags struct {
 	spec                    specFlags
 	dir, uri                string
@@ -367,7 +369,6 @@ and SAs that are not part of the set are left alone.`,
 	return cmd
 }
 
-// swanDownFlags are the flags of sluice swan down.
 type swanDownFlags struct {
 	spec         specFlags
 	dir, uri     string
@@ -424,7 +425,6 @@ never hands out keys, and sluice never prints the pre-shared key.`,
 	return cmd
 }
 
-// swanStatusFlags are the flags of sluice swan status.
 type swanStatusFlags struct {
 	spec        specFlags
 	dir, uri    string

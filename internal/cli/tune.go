@@ -100,7 +100,6 @@ as not applicable, with the reason.
 	return cmd
 }
 
-// tuneFlags are the flags of sluice tune plan, apply and check.
 type tuneFlags struct {
 	verb       string // plan, apply or check
 	file, root string
@@ -129,7 +128,7 @@ func runTune(cmd *cobra.Command, f tuneFlags) error {
 			if len(changed) == 0 {
 				fmt.Fprintln(w, "nothing to change")
 			}
-			tune.WriteDrift(w, remaining)
+			renderDrift(w, remaining)
 		}); err != nil {
 			return err
 		}
@@ -154,15 +153,15 @@ func runTune(cmd *cobra.Command, f tuneFlags) error {
 		}
 		if err := emitTune(w, f.asJSON, rep, func() {
 			if f.verb == "plan" {
-				tune.WriteLayout(w, p)
-				tune.WritePlan(w, items)
+				renderLayout(w, p)
+				renderTunePlan(w, items)
 				if len(rep.Drift) == 0 {
 					fmt.Fprintln(w, "# nothing to change")
 				}
 				return
 			}
-			tune.WriteDrift(w, rep.Drift)
-			tune.WriteNotApplicable(w, items, "")
+			renderDrift(w, rep.Drift)
+			renderNotApplicable(w, items, "")
 			fmt.Fprintf(w, "%d setting(s) checked, %d drift, %d not applicable\n", len(items), len(rep.Drift), len(tune.NotApplicable(items)))
 		}); err != nil {
 			return err

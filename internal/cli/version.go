@@ -70,7 +70,6 @@ they are listed as unknown.`,
 	return cmd
 }
 
-// versionFlags are the flags of sluice version.
 type versionFlags struct {
 	asJSON bool
 }

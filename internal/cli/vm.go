@@ -66,7 +66,6 @@ before the command so its flags are not taken as sluice's.`,
 	return exits(cmd, passthroughExit, "A command that ran in the VM: its own exit code.")
 }
 
-// vmRunFlags are the flags of sluice vm run.
 type vmRunFlags struct {
 	o       testlab.Options
 	verbose bool
@@ -138,7 +137,6 @@ Once built, "sluice vm run" passes the path to the guest as SLUICE_NETDEVSIM.`,
 	return cmd
 }
 
-// vmNetdevsimFlags are the flags of sluice vm netdevsim.
 type vmNetdevsimFlags struct {
 	o testlab.Options
 }

@@ -20,8 +20,8 @@ func (dp *Datapath) Apply(t *Tables) error {
 	}
 	idle := (cfg.Gen + 1) & 1
 	// fwd_dsts covers both policy sets until the flip, the new one after.
-	out, in := forwardableDsts(t)
-	want := dstsFor(out, in, dp.inboundAny)
+	sets := forwardableDsts(t)
+	want := sets.want(dp.inboundAny, dp.countersOn)
 	if err := dp.loadDsts(); err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (dp *Datapath) Apply(t *Tables) error {
 	if err := dp.objs.Config.Put(uint32(0), cfg); err != nil {
 		return err
 	}
-	dp.dstOut, dp.dstIn = out, in
+	dp.dstSets = sets
 	return dp.writeDsts(want)
 }
 
@@ -139,6 +139,9 @@ func (dp *Datapath) SetReady(ready bool) error {
 
 // SetCounters turns per-policy counters on or off.
 func (dp *Datapath) SetCounters(on bool) error {
+	if err := dp.setDstFlags(func(_, counters *bool) { *counters = on }); err != nil {
+		return err
+	}
 	return dp.updateConfig(func(cfg *fastpathFpConfig) bool {
 		cfg.Counters = b2u(on)
 		return true

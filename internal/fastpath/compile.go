@@ -151,6 +151,7 @@ func Compile(s Snapshot) (*Tables, error) {
 		}
 		t.Entries[pl.key] = e
 	}
+	t.Tuples = withTop8(t) // the address summaries (fwddsts.go)
 	return t, nil
 }
 

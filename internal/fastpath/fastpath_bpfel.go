@@ -211,6 +211,9 @@ type fastpathFpTuple struct {
 	Dirs      uint8
 	SportMask uint16
 	DportMask uint16
+	_         [4]byte
+	SrcTop8   [4]uint64
+	DstTop8   [4]uint64
 }
 
 type fastpathFpVlanKey struct {

@@ -15,13 +15,15 @@ const (
 	dstWords = 1 << (dstBits - 6) // 64-bit words per family
 )
 
-// forwardableDsts returns fwd_dsts' bits for t: out for the allow OUT
-// policies whose SA is packet-offloaded, in for the IN and FWD ones (which
-// only an interface with inbound forwarding can forward). A policy that is
-// uncertain is left out: the program passes every packet it decides.
-func forwardableDsts(t *Tables) (out, in []uint64) {
-	out = make([]uint64, 2*dstWords)
-	in = make([]uint64, 2*dstWords)
+// dstSets are the destination bits of one policy set: fwd for the allow
+// OUT policies whose SA is packet-offloaded, in for the IN and FWD
+// policies that would be forwardable on an interface with inbound
+// forwarding, all for every policy. Uncertain policies are left out of fwd
+// and in: the program passes every packet they decide.
+type dstSets struct{ fwd, in, all []uint64 }
+
+func forwardableDsts(t *Tables) dstSets {
+	s := dstSets{fwd: make([]uint64, 2*dstWords), in: make([]uint64, 2*dstWords), all: make([]uint64, 2*dstWords)}
 	for k, e := range t.Entries {
 		fam := int(k.Family & 1)
 		if int(k.Tuple) >= len(t.Tuples[fam]) {
@@ -30,17 +32,21 @@ func forwardableDsts(t *Tables) (out, in []uint64) {
 		plen := int(t.Tuples[fam][k.Tuple].DstPlen)
 		for dir := 0; dir < 3; dir++ {
 			pol := &e.Dir[dir]
-			if e.Present&(1<<dir) == 0 || pol.Action != 0 || pol.OffloadIfindex == 0 || pol.Flags&flagUncertain != 0 {
+			if e.Present&(1<<dir) == 0 {
 				continue
 			}
-			bm := in
-			if dir == 1 { // XFRM_POLICY_OUT
-				bm = out
+			setDstBits(s.all, fam, k.Dst[0], plen)
+			if pol.Action != 0 || pol.OffloadIfindex == 0 || pol.Flags&flagUncertain != 0 {
+				continue
+			}
+			bm := s.in
+			if dir == 1 {
+				bm = s.fwd
 			}
 			setDstBits(bm, fam, k.Dst[0], plen)
 		}
 	}
-	return out, in
+	return s
 }
 
 // setDstBits sets the bits of every value of the first dstBits bits that a
@@ -67,13 +73,19 @@ func setDstBits(bm []uint64, fam int, word0 uint32, plen int) {
 	}
 }
 
-// dstsFor is what fwd_dsts should hold: out, and in while some interface
-// forwards inbound.
-func dstsFor(out, in []uint64, inbound bool) []uint64 {
-	if !inbound || in == nil {
-		return out
+// want is what fwd_dsts should hold: the forwardable OUT destinations,
+// the IN and FWD ones while some interface forwards inbound, and every
+// policy's while per-policy counters are on: then every packet a policy
+// may match takes the full decision and is counted against it, and only
+// what no policy covers is passed quickly.
+func (s dstSets) want(inbound, counters bool) []uint64 {
+	if counters {
+		return s.all
 	}
-	return orWords(out, in)
+	if inbound {
+		return orWords(s.fwd, s.in)
+	}
+	return s.fwd
 }
 
 func orWords(a, b []uint64) []uint64 {
@@ -129,17 +141,56 @@ func (dp *Datapath) writeDsts(want []uint64) error {
 	return nil
 }
 
-// setInboundDsts is SetIfaces' part: while some interface forwards
-// inbound, fwd_dsts holds the IN and FWD policies' destinations too. Call
-// it with on before the interfaces are written when it turns on, and after
-// they are when it turns off, so the map never lacks a bit the interfaces
-// could use.
-func (dp *Datapath) setInboundDsts(on bool) error {
+// setDstFlags is SetIfaces' and SetCounters' part: fwd_dsts holds the IN
+// and FWD destinations while some interface forwards inbound, and every
+// OUT destination while counters are on. Call it before the interfaces
+// are written when inbound forwarding turns on, after when it turns off,
+// so the map never lacks a bit the interfaces could use.
+func (dp *Datapath) setDstFlags(change func(inbound, counters *bool)) error {
 	dp.mu.Lock()
 	defer dp.mu.Unlock()
-	dp.inboundAny = on
-	if dp.dstOut == nil {
+	change(&dp.inboundAny, &dp.countersOn)
+	if dp.dstSets.fwd == nil {
 		return nil // no tables applied yet: nothing to forward
 	}
-	return dp.writeDsts(dstsFor(dp.dstOut, dp.dstIn, on))
+	return dp.writeDsts(dp.dstSets.want(dp.inboundAny, dp.countersOn))
+}
+
+// withTop8 returns t's tuples with their address summaries filled in
+// (Compile calls it last): bit v of src_top8 (dst_top8) is set when some
+// entry of the tuple has a source (destination) prefix covering
+// first-8-bit value v. The program skips a tuple whose summaries miss the
+// packet's addresses: no entry of it can match.
+func withTop8(t *Tables) [2][]fastpathFpTuple {
+	var out [2][]fastpathFpTuple
+	for fam := range out {
+		out[fam] = append([]fastpathFpTuple(nil), t.Tuples[fam]...)
+		for i := range out[fam] {
+			out[fam][i].SrcTop8, out[fam][i].DstTop8 = [4]uint64{}, [4]uint64{}
+		}
+	}
+	for k := range t.Entries {
+		fam := int(k.Family & 1)
+		if int(k.Tuple) >= len(out[fam]) {
+			continue
+		}
+		tu := &out[fam][k.Tuple]
+		setTop8(&tu.SrcTop8, k.Src[0], int(tu.SrcPlen))
+		setTop8(&tu.DstTop8, k.Dst[0], int(tu.DstPlen))
+	}
+	return out
+}
+
+// setTop8 sets the bits of the first-8-bit values a prefix of length plen
+// starting with word0 (network order, as the bpf2go types hold it) covers.
+func setTop8(sum *[4]uint64, word0 uint32, plen int) {
+	top := uint32(byte(word0)) // the first byte of the address
+	n := uint32(1)
+	if plen < 8 {
+		n = 1 << (8 - plen)
+		top &^= n - 1
+	}
+	for v := top; v < top+n; v++ {
+		sum[v>>6] |= 1 << (v & 63)
+	}
 }

@@ -105,7 +105,7 @@ func (dp *Datapath) SetIfaces(ifs []Iface) error {
 		inbound = inbound || v.InboundForward != 0
 	}
 	if inbound { // fwd_dsts first: it must cover what the interfaces allow
-		if err := dp.setInboundDsts(true); err != nil {
+		if err := dp.setDstFlags(func(in, _ *bool) { *in = true }); err != nil {
 			return err
 		}
 	}
@@ -152,7 +152,7 @@ func (dp *Datapath) SetIfaces(ifs []Iface) error {
 		return err
 	}
 	if !inbound {
-		if err := dp.setInboundDsts(false); err != nil {
+		if err := dp.setDstFlags(func(in, _ *bool) { *in = false }); err != nil {
 			return err
 		}
 	}

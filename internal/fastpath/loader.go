@@ -34,13 +34,13 @@ type Datapath struct {
 	// policyL4 (the active tables select on protocol or ports) and fibL4
 	// (the FIB may route or hash on them) decide config.flow_l4.
 	policyL4, fibL4 bool
-	// fwd_dsts (fwddsts.go): the last applied tables' bits (out, and
-	// in for inbound forwarding), whether some interface forwards inbound,
-	// the map's memory and what it holds.
-	dstOut, dstIn []uint64
-	inboundAny    bool
-	dstMem        *ebpf.Memory
-	dsts          []uint64
+	// fwd_dsts (fwddsts.go): the last applied tables' bits, whether some
+	// interface forwards inbound and whether counters are on (which
+	// decide the bits used), the map's memory and what it holds.
+	dstSets                dstSets
+	inboundAny, countersOn bool
+	dstMem                 *ebpf.Memory
+	dsts                   []uint64
 
 	// links are the XDP links Attach made or adopted, by interface name,
 	// held open so that removing their pins cannot detach the program

@@ -10,7 +10,7 @@ import (
 	"sluice/internal/kernel"
 )
 
-// The the ConnectX-7 benchmark layout: p0 (ifindex 2) carries ESP, its VLAN child p0.502
+// The ConnectX-7 benchmark's layout: p0 (ifindex 2) carries ESP, its VLAN child p0.502
 // (ifindex 3, tag 502) the cleartext side.
 const (
 	p0    = 2

@@ -2,9 +2,11 @@ package guard
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -15,11 +17,12 @@ type pkg struct {
 	GoFiles    []string
 }
 
-func listPackages(t *testing.T) []pkg {
-	t.Helper()
+// goList is `go list -json sluice/...`, run once for all the guard tests
+// (a few seconds on a busy machine each time).
+var goList = sync.OnceValues(func() ([]pkg, error) {
 	out, err := exec.Command("go", "list", "-json", "sluice/...").Output()
 	if err != nil {
-		t.Fatalf("go list: %v", err)
+		return nil, fmt.Errorf("go list: %w", err)
 	}
 	var pkgs []pkg
 	dec := json.NewDecoder(strings.NewReader(string(out)))
@@ -28,9 +31,18 @@ func listPackages(t *testing.T) []pkg {
 		if err := dec.Decode(&p); err == io.EOF {
 			break
 		} else if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		pkgs = append(pkgs, p)
+	}
+	return pkgs, nil
+})
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	pkgs, err := goList()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return pkgs
 }

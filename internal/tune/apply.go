@@ -2,7 +2,6 @@ package tune
 
 import (
 	"fmt"
-	"io"
 	"strings"
 )
 
@@ -59,33 +58,4 @@ func NotApplicable(items []Item) []Item {
 		}
 	}
 	return out
-}
-
-// WriteNotApplicable prints one line per item that does not apply, with
-// the reason, so nothing in the profile is skipped silently.
-func WriteNotApplicable(w io.Writer, items []Item, prefix string) {
-	for _, it := range NotApplicable(items) {
-		fmt.Fprintf(w, "%s[N/A] %s (want %s): %s\n", prefix, it.Key, it.Want, it.NotApplicable)
-	}
-}
-
-// WriteDrift prints one line per drifted item: key, live and wanted value.
-func WriteDrift(w io.Writer, items []Item) {
-	for _, it := range items {
-		tag := "[DRIFT]"
-		if it.ReportOnly {
-			tag = "[CHECK]"
-		}
-		fmt.Fprintf(w, "%s %s: live %s, want %s\n", tag, it.Key, it.Live, it.Want)
-	}
-}
-
-// WritePlan prints the commands that would remove the drift; command line
-// items are comments (they need a reboot); items that do not apply are
-// comments with the reason.
-func WritePlan(w io.Writer, items []Item) {
-	for _, it := range Drift(items) {
-		fmt.Fprintf(w, "%s\t# %s: %s -> %s\n", it.Command, it.Key, it.Live, it.Want)
-	}
-	WriteNotApplicable(w, items, "# ")
 }

@@ -2,7 +2,6 @@ package tune
 
 import (
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"sort"
@@ -59,10 +58,17 @@ func (p *Profile) validateLayout() error {
 	return nil
 }
 
-// WriteLayout prints the profile's CPU layout as the ConnectX-7 benchmark's script
-// comments it: housekeeping, the daemon, each port's RX queues. Nothing
-// when the profile places no CPUs.
-func WriteLayout(w io.Writer, p *Profile) {
+// LayoutRow is one line of a profile's CPU layout: CPUs and what runs
+// on them.
+type LayoutRow struct {
+	CPUs diag.CPUSet
+	What string
+}
+
+// Layout is the profile's CPU layout as the ConnectX-7 benchmark's script
+// comments it: housekeeping, the daemon, each port's RX queues, by first
+// CPU. Nil when the profile places no CPUs.
+func (p *Profile) Layout() []LayoutRow {
 	type row struct {
 		first int
 		cpus  diag.CPUSet
@@ -89,14 +95,15 @@ func WriteLayout(w io.Writer, p *Profile) {
 		rows = append(rows, row{ifc.cpus[0], set, fmt.Sprintf("%s rx queues 0..%d", name, n-1)})
 	}
 	if len(rows) == 0 {
-		return
+		return nil
 	}
 	if hk := cmdlineCPUs(p.Cmdline["irqaffinity"]).Minus(used); len(hk) > 0 {
 		rows = append(rows, row{hk.Sorted()[0], hk, "housekeeping (kernel, generic IRQs, services: irqaffinity minus the above)"})
 	}
 	sort.Slice(rows, func(i, j int) bool { return rows[i].first < rows[j].first })
-	fmt.Fprintln(w, "# CPU layout:")
-	for _, r := range rows {
-		fmt.Fprintf(w, "#   %-7s %s\n", r.cpus, r.what)
+	out := make([]LayoutRow, len(rows))
+	for i, r := range rows {
+		out[i] = LayoutRow{r.cpus, r.what}
 	}
+	return out
 }

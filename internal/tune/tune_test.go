@@ -15,7 +15,7 @@ import (
 	"sluice/internal/testutil"
 )
 
-// copyTree copies the the ConnectX-7 benchmark fixture host (internal/diag/testdata/cx7)
+// copyTree copies the ConnectX-7 benchmark fixture host (internal/diag/testdata/cx7)
 // into a temporary directory, symbolic links kept.
 func copyTree(t *testing.T) diag.FS {
 	t.Helper()

@@ -1,0 +1,28 @@
+package overlay
+
+import (
+	"fmt"
+
+	"sluice/internal/config"
+)
+
+// Load reads what plan, apply, verify and teardown start from: host.yaml
+// at file, its key file (when needKeys and a peer is keyed manually) and
+// the live host.
+func Load(file string, needKeys bool) (*config.Host, *config.Keys, *Live, error) {
+	h, err := config.LoadHost(file)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var keys *config.Keys
+	if needKeys && h.HasKeying(config.KeyingManual) {
+		if keys, err = config.LoadKeys(h.KeysPath()); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s: ipsec.keys (line %d): %w", h.File, h.IPsec.KeysLine, err)
+		}
+	}
+	live, err := ReadLive(h)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return h, keys, live, nil
+}
