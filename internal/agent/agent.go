@@ -80,6 +80,7 @@ type Agent struct {
 
 	mu          sync.Mutex
 	firstSeen   map[string]time.Time
+	initiated   map[string]time.Time
 	pending     string
 	pendingAt   time.Time
 	lastStatus  []byte
@@ -113,7 +114,7 @@ func New(o Options) (*Agent, error) {
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	a := &Agent{o: o, Metrics: NewMetrics(), trigger: make(chan struct{}, 1), full: make(chan struct{}, 1), truth: newTruthTracker(), firstSeen: map[string]time.Time{}}
+	a := &Agent{o: o, Metrics: NewMetrics(), trigger: make(chan struct{}, 1), full: make(chan struct{}, 1), truth: newTruthTracker(), firstSeen: map[string]time.Time{}, initiated: map[string]time.Time{}}
 	var err error
 	if a.rec, err = NewReconciler(o.StateDir, o.Name, a.logf); err != nil {
 		return nil, err
@@ -309,7 +310,13 @@ func (a *Agent) step(ctx context.Context, full bool) {
 		out = Outcome{Result: ResultNothingToDo, Message: "no other member in overlay " + d.Overlay.Name + " yet: nothing to set up"}
 	default:
 		now := time.Now()
-		if dg, _ := a.rec.LastGood(); d.Digest != dg {
+		if dg, _ := a.rec.LastGood(); d.Digest == dg {
+			// Back to what is applied (label churn that ended where it
+			// began): nothing pending any more.
+			a.mu.Lock()
+			a.pending = ""
+			a.mu.Unlock()
+		} else {
 			a.mu.Lock()
 			if a.pending != d.Digest {
 				a.pending, a.pendingAt = d.Digest, now
@@ -321,23 +328,36 @@ func (a *Agent) step(ctx context.Context, full bool) {
 				return
 			}
 		}
+		// Initiation slots count from when a peer was first seen; a peer
+		// that left and comes back gets a new slot.
+		due := map[string]time.Time{}
+		seen := map[string]time.Time{}
 		for _, p := range d.Peers {
-			if _, ok := a.firstSeen[p.Name]; !ok {
-				a.firstSeen[p.Name] = now
+			first, ok := a.firstSeen[p.Name]
+			if !ok {
+				first = now
+			}
+			seen[p.Name] = first
+			if p.Initiator {
+				due[p.Name] = first.Add(p.Slot)
 			}
 		}
+		a.firstSeen = seen
+		var next time.Time
 		gate := func(peer string) bool {
-			for _, p := range d.Peers {
-				if p.Name == peer {
-					due := a.firstSeen[peer].Add(p.Slot)
-					if p.Initiator && !time.Now().Before(due) {
-						return true
-					}
-					if p.Initiator {
-						a.kickAfter(time.Until(due))
-					}
-					return false
-				}
+			at, ok := due[peer]
+			if !ok {
+				return false // the peer initiates
+			}
+			if last, ok := a.initiated[peer]; ok && now.Sub(last) < a.o.Interval {
+				at = last.Add(a.o.Interval) // retried once per interval
+			}
+			if !now.Before(at) {
+				a.initiated[peer] = now
+				return true
+			}
+			if next.IsZero() || at.Before(next) {
+				next = at
 			}
 			return false
 		}
@@ -347,6 +367,9 @@ func (a *Agent) step(ctx context.Context, full bool) {
 		_ = os.WriteFile(file, d.Doc, 0o600)
 		out = a.rec.Reconcile(Desired{Doc: d.Doc, File: file, Overlay: d.Overlay.Namespace + "/" + d.Overlay.Name,
 			DeletionPolicy: d.Overlay.Spec.DeletionPolicy, Gate: gate})
+		if !next.IsZero() {
+			a.kickAfter(time.Until(next)) // the next initiation slot
+		}
 		if out.Result == ResultApplied && len(d.Problems) > 0 {
 			out.Message = strings.TrimPrefix(out.Message+"; "+strings.Join(d.Problems, "; "), "; ")
 		}

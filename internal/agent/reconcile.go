@@ -40,8 +40,11 @@ type Outcome struct {
 	// OffloadNotes are apply's per-SA offload reports (what auto got and
 	// why the better modes were refused).
 	OffloadNotes []string
-	// Held are the IKE initiations held back (not this host's turn).
-	Held []string
+	// Held are the IKE initiations held back (not this host's turn);
+	// Initiated counts those run (in Steps: an initiation changes no
+	// configuration, it asks charon to negotiate).
+	Held      []string
+	Initiated int
 }
 
 // stored is the last desired state applied without error, kept in the
@@ -212,6 +215,11 @@ func (r *Reconciler) Reconcile(d Desired) Outcome {
 			res, err := overlay.Apply(plan, r.StateDir, nil)
 			if res != nil {
 				out.Steps += res.Done
+				for i, st := range plan.Steps {
+					if i < res.Done && strings.HasPrefix(st.Object, "IKE SA with ") {
+						out.Initiated++
+					}
+				}
 				out.OffloadNotes = res.Offload
 				verb := "applied"
 				if out.Drift {

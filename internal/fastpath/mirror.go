@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -48,6 +49,12 @@ func (k KernelSource) Dump() (Snapshot, error) {
 // Watch implements Source.
 func (k KernelSource) Watch(ctx context.Context) (*kernel.XFRMWatch, error) {
 	return k.X.Watch(ctx)
+}
+
+// PathMTU looks up the route under an SA in the namespace k reads, where
+// the kernel sends through the SA.
+func (k KernelSource) PathMTU(src, dst netip.Addr) (int, int, error) {
+	return kernel.RouteMTUAt(k.X.Netns(), src, dst)
 }
 
 // StaticSource is a fixed snapshot (lab configs, offline explain).
@@ -108,8 +115,9 @@ type Mirror struct {
 	// every published snapshot, and is closed (rules removed) whenever
 	// the fast path closes.
 	Tier HardwareTier
-	// PathMTU looks up the route under an SA (nil: HostPathMTU, the
-	// calling thread's namespace). Every publish looks all of them up,
+	// PathMTU looks up the route under an SA (nil: the source's PathMTU
+	// when it has one, as KernelSource does for its namespace, else
+	// HostPathMTU, the calling thread's namespace). Every publish looks all of them up,
 	// and a tick re-checks them (routeMTUChanged), since a learnt PMTU
 	// exception is announced by no event.
 	PathMTU PathMTUFunc

@@ -168,7 +168,7 @@ func (v *verification) compare(c *mirrorCopy) string {
 func (m *Mirror) publish() error {
 	start := time.Now()
 	snap := m.copy.snapshot()
-	FillRouteMTU(&snap, m.PathMTU)
+	FillRouteMTU(&snap, m.pathMTU())
 	m.routeMTU, m.routeState = snap.RouteMTU, make(map[Endpoints]*kernel.State, len(snap.RouteMTU))
 	for i := range snap.States {
 		st := &snap.States[i]

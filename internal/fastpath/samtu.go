@@ -102,10 +102,7 @@ func (m *Mirror) routeMTUChanged() bool {
 	if len(m.routeMTU) == 0 {
 		return false
 	}
-	lookup := m.PathMTU
-	if lookup == nil {
-		lookup = HostPathMTU
-	}
+	lookup := m.pathMTU()
 	keys := make([]Endpoints, 0, len(m.routeMTU))
 	for e := range m.routeMTU {
 		keys = append(keys, e)
@@ -169,4 +166,17 @@ func selCovers(st *kernel.State, p *kernel.Policy) bool {
 	}
 	portOK := func(sp, sm, pp, pm uint16) bool { return sm == 0 || (pm&sm == sm && pp&sm == sp&sm) }
 	return portOK(s.SPort, s.SPortMask, p.Sel.SPort, p.Sel.SPortMask) && portOK(s.DPort, s.DPortMask, p.Sel.DPort, p.Sel.DPortMask)
+}
+
+// pathMTU is the mirror's route lookup (see Mirror.PathMTU).
+func (m *Mirror) pathMTU() PathMTUFunc {
+	if m.PathMTU != nil {
+		return m.PathMTU
+	}
+	if s, ok := m.Src.(interface {
+		PathMTU(src, dst netip.Addr) (int, int, error)
+	}); ok {
+		return s.PathMTU
+	}
+	return HostPathMTU
 }

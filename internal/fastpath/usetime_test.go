@@ -59,4 +59,20 @@ func TestUseTimeHandover(t *testing.T) {
 	e.apply(s)
 	c := udp("10.0.0.5", "48.9.0.1", 64)
 	want(verdicts(c, c, a), "XDP_PASS", "XDP_REDIRECT", "XDP_REDIRECT")
+
+	// An opted-in inbound forward hands over the first packet too, for
+	// the FWD policy's use time (the kernel's FWD check stamps it).
+	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB, InboundForward: true})
+	in := udp("48.0.1.7", "10.1.0.5", 64)
+	want(verdicts2(e, e.wan, in, in), "XDP_PASS", "XDP_REDIRECT")
+}
+
+// verdicts2 runs packets arriving on ingress and names the verdicts.
+func verdicts2(e *testEnv, ingress int, ps ...Packet) []string {
+	var out []string
+	for _, p := range ps {
+		ret, _ := e.liveRun(p, ingress)
+		out = append(out, ActionName(ret))
+	}
+	return out
 }

@@ -171,6 +171,11 @@ func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l L
 			Initiator: self < m.h.Name, Slot: Slot(self, m.h.Name, window)})
 	}
 	sort.Slice(d.Peers, func(i, j int) bool { return d.Peers[i].Name < d.Peers[j].Name })
+	if len(d.Peers) == 0 {
+		// Alone: no document (a VTEP needs remotes); the agent sets
+		// nothing up and keeps what is set up.
+		return d
+	}
 	gw := netip.Addr{}
 	if a, err := netip.ParseAddr(me.Spec.Underlay.Gateway); err == nil {
 		gw = a

@@ -26,6 +26,9 @@ type XFRM struct {
 // the result.
 func XFRMAt(ns netns.NsHandle) *XFRM { return &XFRM{ns: ns, hasNS: true} }
 
+// Netns is the namespace x reads (netns.None(): the calling thread's).
+func (x *XFRM) Netns() netns.NsHandle { return x.target() }
+
 func (x *XFRM) target() netns.NsHandle {
 	if x == nil || !x.hasNS {
 		return netns.None()

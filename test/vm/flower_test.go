@@ -31,8 +31,10 @@ func flowerTunnel(index uint32, src, dst string, dev int) ([]kernel.Policy, []ke
 	opt := tm
 	opt.Optional = true
 	fwd.Tmpls = []kernel.Tmpl{opt}
+	// The SA's selector is the policy's, as strongSwan installs it: an
+	// IPv4 SA carries IPv6 only with an IPv6 selector (xfrm_state_find).
 	sa := kernel.State{Src: local, Dst: peer, Proto: 50, SPI: 0x1000 + index, Reqid: index, Mode: 1,
-		Offload: &kernel.Offload{Ifindex: dev, Flags: kernel.OffloadPacket}}
+		Offload: &kernel.Offload{Ifindex: dev, Flags: kernel.OffloadPacket}, Sel: out.Sel}
 	return []kernel.Policy{out, fwd}, []kernel.State{sa}
 }
 

@@ -216,7 +216,11 @@ func (s *Server) startAPI() error {
 	if s.api, err = start(s.dir, fmt.Sprintf("kube-apiserver-%d", time.Now().UnixNano()), s.apiArgs...); err != nil {
 		return err
 	}
-	return s.waitReady(3 * time.Minute)
+	limit := 3 * time.Minute
+	if d, err := time.ParseDuration(os.Getenv("SLUICE_KUBE_READY_TIMEOUT")); err == nil {
+		limit = d // the test VM (qemu TCG) takes minutes
+	}
+	return s.waitReady(limit)
 }
 
 // waitReady polls /readyz as the administrator.
