@@ -772,6 +772,17 @@ static __always_inline int flow_fresh(struct fp_config *cfg, const struct fp_flo
 	return f->gen == cfg->gen && f->epoch == cfg->route_epoch;
 }
 
+/* could_forward says whether a forwardable policy's destination may cover
+ * p's (see fwd_dsts): one inline array load. */
+#define FP_CACHE_NOT_FWD (-2) /* forward_cached: a miss that cannot be forwarded at all */
+static __always_inline int could_forward(struct pkt *p)
+{
+	__u32 top = bpf_ntohl(p->dst[0]) >> (32 - FP_DST_BITS);
+	__u32 i = (p->family & 1) * FP_DST_WORDS + (top >> 6);
+	__u64 *w = bpf_map_lookup_elem(&fwd_dsts, &i);
+	return !w || (*w >> (top & 63)) & 1; /* no map word: fail toward the full path */
+}
+
 /* forward_cached replays a cached forward (outbound, or inbound where the
  * interface opted in). The entry is only trusted while nothing it was
  * derived from changed: the policy tables (generation), routes,
@@ -796,6 +807,12 @@ static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *
 			fl = &em->flow;
 	}
 	if (!fl) {
+		/* Not in the slot: first, could it be forwarded at all? Here,
+		 * after the slot and before flow_cache4, so that a cached
+		 * forward pays nothing for the question (asked before the slot,
+		 * it cost a hit ~10 ns) and a pass no hash lookup. */
+		if (!could_forward(p))
+			return FP_CACHE_NOT_FWD;
 		/* From flow_cache4 / flow_cache, through a verified copy: into
 		 * the slot (which this flow then owns on this CPU), or into
 		 * this CPU's scratch. */
@@ -1155,16 +1172,6 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 	return forward_out(ctx, w, p, &out->pol, logical_in, fk, d);
 }
 
-/* could_forward says whether a forwardable policy's destination may cover
- * p's (see fwd_dsts): one inline array load. */
-static __always_inline int could_forward(struct pkt *p)
-{
-	__u32 top = bpf_ntohl(p->dst[0]) >> (32 - FP_DST_BITS);
-	__u32 i = (p->family & 1) * FP_DST_WORDS + (top >> 6);
-	__u64 *w = bpf_map_lookup_elem(&fwd_dsts, &i);
-	return !w || (*w >> (top & 63)) & 1; /* no map word: fail toward the full path */
-}
-
 /* pass_early passes a packet the cached stage already knows cannot be
  * forwarded, with the decision the full one would report for it: reason,
  * or not-configured when the ingress interface is unknown (whose counter
@@ -1206,17 +1213,12 @@ static __always_inline int decide_cached(struct xdp_md *ctx, struct fp_config *c
 	int parsed = parse_packet(ctx, p);
 	/* The explain instance always takes the full decision, so that it
 	 * names the exact reason. The live program passes what parsing
-	 * refused, and what no forwardable policy covers, from here: the
-	 * same verdict at a fraction of the cost. */
-	if (!explain_mode) {
-		if (parsed != FP_R_MAX)
-			return pass_early(ctx, d, parsed);
-		/* With per-policy counters on, fwd_dsts holds every policy's
-		 * destinations, so that every packet a policy may match takes
-		 * the full decision and is counted against it. */
-		if (!could_forward(p))
-			return pass_early(ctx, d, FP_R_NOT_FORWARDABLE);
-	}
+	 * refused, and what no forwardable policy covers (could_forward:
+	 * with per-policy counters on, fwd_dsts holds every policy's
+	 * destinations, so that every packet a policy may match is counted),
+	 * from here: the same verdict at a fraction of the cost. */
+	if (!explain_mode && parsed != FP_R_MAX)
+		return pass_early(ctx, d, parsed);
 	/* ICMP errors never use the cache: whether the kernel looks into the
 	 * quoted packet depends on the type, which a key without ports (flow_l4
 	 * 0) does not hold; they are rare. */
@@ -1225,9 +1227,14 @@ static __always_inline int decide_cached(struct xdp_md *ctx, struct fp_config *c
 		int act = forward_cached(ctx, cfg, p, fk, d);
 		if (act >= 0)
 			return act;
+		if (act == FP_CACHE_NOT_FWD)
+			return pass_early(ctx, d, FP_R_NOT_FORWARDABLE);
 	} else {
 		fk->ifindex = 0; /* no cache fill: the only field read then */
 	}
+	/* the cache off, TTL <= 1, ICMP errors: not asked yet */
+	if (!explain_mode && !could_forward(p))
+		return pass_early(ctx, d, FP_R_NOT_FORWARDABLE);
 	return FP_ASK_FULL - parsed;
 }
 

@@ -60,7 +60,7 @@ func tunnelSnapshot(n, wan int) fastpath.Snapshot {
 // Fastpath measures the program's cost per packet for each tunnel count.
 // It needs root: it loads the program and builds a scratch namespace whose
 // routes make the FIB lookups succeed, as on a gateway.
-func Fastpath(tunnels []int, repeat int, cases []string) ([]FastpathResult, error) {
+func Fastpath(tunnels []int, repeat int, o FastpathOptions) ([]FastpathResult, error) {
 	sg, err := kernel.NewScratchGateway()
 	if err != nil {
 		return nil, err
@@ -73,6 +73,9 @@ func Fastpath(tunnels []int, repeat int, cases []string) ([]FastpathResult, erro
 			return err
 		}
 		defer dp.Close()
+		if err := dp.SetCounters(o.Counters); err != nil {
+			return err
+		}
 		// BPF_PROG_RUN delivers on loopback: treat it as the LAN port.
 		if err := dp.SetIfaces([]fastpath.Iface{{Ifindex: 1, L2: fastpath.L2NIC}, {Ifindex: sg.WANIndex, L2: fastpath.L2NIC}}); err != nil {
 			return err
@@ -89,7 +92,7 @@ func Fastpath(tunnels []int, repeat int, cases []string) ([]FastpathResult, erro
 			last := n - 1
 			remote := fmt.Sprintf("48.%d.%d.9", last>>8&0xff, last&0xff)
 			for _, c := range fastpathCases(remote) {
-				if len(cases) > 0 && !slices.Contains(cases, c.name) {
+				if len(o.Cases) > 0 && !slices.Contains(o.Cases, c.name) {
 					continue
 				}
 				frame, err := c.pkt.Marshal()
@@ -107,7 +110,7 @@ func Fastpath(tunnels []int, repeat int, cases []string) ([]FastpathResult, erro
 					return fmt.Errorf("%d tunnels, %s: the full decision is %s, not %s", n, c.name, d.ReasonName, c.explained)
 				}
 				live := d.Reason
-				if c.quickPass {
+				if c.quickPass && (!o.Counters || !c.policyCovers) {
 					live = fastpath.ReasonNotForwardable
 				}
 				per, runs, err := benchmarkCase(dp, frame, repeat, live, c.cached)
@@ -136,6 +139,15 @@ type fastpathCase struct {
 	cached    bool
 	explained string // the full decision's reason
 	quickPass bool   // the live program passes it before the full decision (not-forwardable)
+	// policyCovers: a policy's destination covers it, so with counters
+	// on it takes the full decision (to be counted) even if quickPass
+	policyCovers bool
+}
+
+// FastpathOptions are `bench fastpath`'s choices besides the tunnel counts.
+type FastpathOptions struct {
+	Cases    []string // the cases to measure (FastpathCases); none: all
+	Counters bool     // per-policy counters on, as a gateway has them by default
 }
 
 // fastpathCases are the measured packets; remote is an address inside the
@@ -145,15 +157,15 @@ func fastpathCases(remote string) []fastpathCase {
 	esp.Proto, esp.Payload = 50, 64
 	return []fastpathCase{
 		// the cached forward: 25,000 runs, all hits after the first
-		{"outbound-match", udp("16.0.0.1", remote), true, "forward-out", false},
+		{"outbound-match", udp("16.0.0.1", remote), true, "forward-out", false, true},
 		// the same packet with the cache off: the full decision every run
-		{"first-packet", udp("16.0.0.1", remote), false, "forward-out", false},
+		{"first-packet", udp("16.0.0.1", remote), false, "forward-out", false, true},
 		// decrypted traffic from the tunnel (IN match): passed by default
-		{"inbound-match", udp(remote, "16.0.0.1"), true, "inbound", true},
+		{"inbound-match", udp(remote, "16.0.0.1"), true, "inbound", true, true},
 		// ESP itself on the ESP side, to the gateway: passed
-		{"esp", esp, true, "esp-ah", false},
+		{"esp", esp, true, "esp-ah", false, false},
 		// cleartext no policy covers: passed
-		{"no-match", udp("16.0.0.1", "49.0.0.1"), true, "no-policy", true},
+		{"no-match", udp("16.0.0.1", "49.0.0.1"), true, "no-policy", true, false},
 	}
 }
 

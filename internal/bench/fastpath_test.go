@@ -13,7 +13,7 @@ import (
 // reported as an error, not as a number.
 func TestFastpathBenchmarkMeasuresTheNamedPath(t *testing.T) {
 	testutil.RequireRoot(t, "loads BPF and creates a namespace")
-	res, err := Fastpath([]int{1, 16}, 600, nil)
+	res, err := Fastpath([]int{1, 16}, 600, FastpathOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,10 +28,17 @@ func TestFastpathBenchmarkMeasuresTheNamedPath(t *testing.T) {
 		}
 	}
 
+	// With per-policy counters on, a pass an IN policy covers takes the
+	// full decision (to be counted); one no policy covers does not.
+	res, err = Fastpath([]int{1}, 600, FastpathOptions{Cases: []string{"inbound-match", "no-match"}, Counters: true})
+	if err != nil || len(res) != 2 || res[0].Reason != "inbound" || res[1].Reason != "not-forwardable" {
+		t.Errorf("with counters: %+v, %v; want inbound-match inbound, no-match not-forwardable", res, err)
+	}
+
 	saved := ttlBatch
 	ttlBatch = 600
 	defer func() { ttlBatch = saved }()
-	_, err = Fastpath([]int{1}, 600, []string{"outbound-match"})
+	_, err = Fastpath([]int{1}, 600, FastpathOptions{Cases: []string{"outbound-match"}})
 	if err == nil || !strings.Contains(err.Error(), "ended as ttl, not forward-out") {
 		t.Fatalf("600 forwards of one TTL-255 buffer: %v; want the TTL-expired runs reported", err)
 	}

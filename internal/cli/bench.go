@@ -37,7 +37,8 @@ count, for these cases (--cases picks some):
 A tunnel is what strongSwan installs: one OUT, one IN and one FWD policy and
 two packet-offloaded SAs. The VERDICT column is the live program's action and
 reason; a pass decided before the exact checks (nothing forwardable covers
-the destination) is counted as not-forwardable.
+the destination; with --counters, no policy at all) is counted as
+not-forwardable.
 
 The program runs in a scratch network namespace whose routes make its FIB
 lookups succeed, as on a gateway. This measures the program alone, on this
@@ -56,15 +57,17 @@ measurement of another path than the one named is an error.`,
 	cmd.Flags().StringVar(&f.tunnels, "policies", "1,1024,8192,65536", "alias of --tunnels")
 	cmd.Flags().IntVar(&f.repeat, "repeat", 1000000, "BPF_PROG_RUN runs per measurement (a forward: at most 25,000)")
 	cmd.Flags().StringVar(&f.cases, "cases", "", "comma-separated cases to measure (default: all)")
+	cmd.Flags().BoolVar(&f.counters, "counters", false, "per-policy counters on (a gateway's default): passes a policy covers then take the full decision")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd
 }
 
 type benchFastpathFlags struct {
-	tunnels string
-	repeat  int
-	cases   string
-	asJSON  bool
+	tunnels  string
+	repeat   int
+	cases    string
+	counters bool
+	asJSON   bool
 }
 
 func runBenchFastpath(cmd *cobra.Command, f benchFastpathFlags) error {
@@ -89,7 +92,7 @@ func runBenchFastpath(cmd *cobra.Command, f benchFastpathFlags) error {
 			cases = append(cases, c)
 		}
 	}
-	res, err := bench.Fastpath(counts, f.repeat, cases)
+	res, err := bench.Fastpath(counts, f.repeat, bench.FastpathOptions{Cases: cases, Counters: f.counters})
 	if err != nil {
 		return err
 	}

@@ -106,7 +106,7 @@ func runDoctor(w io.Writer, f doctorFlags) error {
 			return err
 		}
 	} else {
-		rep.WriteText(w)
+		renderDoctor(w, rep)
 	}
 	if rep.Overall == diag.Fail {
 		var failed []string

@@ -73,7 +73,7 @@ func runShowInterfaceTopology(cmd *cobra.Command, f showTopologyFlags) error {
 	if f.asJSON {
 		return writeJSON(cmd.OutOrStdout(), topo)
 	}
-	topo.WriteText(cmd.OutOrStdout())
+	renderTopology(cmd.OutOrStdout(), topo)
 	return nil
 }
 
@@ -125,6 +125,6 @@ func runShowRxQueueTopology(cmd *cobra.Command, f showRxQueueFlags, args []strin
 	if f.asJSON {
 		return writeJSON(cmd.OutOrStdout(), rt)
 	}
-	rt.WriteText(cmd.OutOrStdout())
+	renderRxTopology(cmd.OutOrStdout(), rt)
 	return nil
 }

@@ -7,6 +7,8 @@ import (
 	"testing"
 )
 
+// cx7Root is the ConnectX-7 benchmark's gateway as a sysfs/procfs tree
+// (see ../diag/testdata/gen_cx7.go).
 const cx7Root = "../diag/testdata/cx7"
 
 func runCLI(t *testing.T, args ...string) (string, error) {
@@ -20,7 +22,7 @@ func runCLI(t *testing.T, args ...string) (string, error) {
 	return out.String(), err
 }
 
-// The commands print exactly the goldens the diag package checks.
+// The commands print exactly the goldens the renderer tests check.
 func TestShowInterfaceCommands(t *testing.T) {
 	for _, tc := range []struct {
 		args   []string
@@ -34,7 +36,7 @@ func TestShowInterfaceCommands(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", tc.args, err)
 		}
-		want, err := os.ReadFile("../diag/testdata/golden/" + tc.golden)
+		want, err := os.ReadFile("testdata/golden/" + tc.golden)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -2,7 +2,6 @@ package diag
 
 import (
 	"fmt"
-	"io"
 	"strings"
 )
 
@@ -103,27 +102,4 @@ func CheckIDs() []string {
 		ids[i] = c.ID
 	}
 	return ids
-}
-
-// WriteText prints one block per result:
-//
-//	[FAIL] bond-offload bond0: bond claims esp-hw-offload but slave veth1 lacks it
-//	       evidence: ...
-//	       fix: ...
-func (r *Report) WriteText(w io.Writer) {
-	for _, res := range r.Results {
-		subj := ""
-		if res.Subject != "" {
-			subj = " " + res.Subject + ":"
-		}
-		fmt.Fprintf(w, "%s %s%s %s\n", res.Verdict.Tag(), res.Check, subj, res.Summary)
-		for _, e := range res.Evidence {
-			fmt.Fprintf(w, "       evidence: %s\n", e)
-		}
-		if res.Fix != "" && res.Verdict >= Warn {
-			fmt.Fprintf(w, "       fix: %s\n", res.Fix)
-		}
-	}
-	fmt.Fprintf(w, "\n%d failed, %d warnings, %d ok, %d info, %d skipped\n",
-		r.Counts["fail"], r.Counts["warn"], r.Counts["ok"], r.Counts["info"], r.Counts["skip"])
 }

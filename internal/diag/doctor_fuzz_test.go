@@ -1,7 +1,6 @@
 package diag
 
 import (
-	"bytes"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -28,8 +27,7 @@ func FuzzDoctorFacts(f *testing.F) {
 		if err != nil {
 			return
 		}
-		var t1 bytes.Buffer
-		r1.WriteText(&t1)
+		t1 := reportJSON(t, r1)
 		out, err := json.Marshal(&facts)
 		if err != nil {
 			t.Fatal(err)
@@ -42,10 +40,8 @@ func FuzzDoctorFacts(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		var t2 bytes.Buffer
-		r2.WriteText(&t2)
-		if t1.String() != t2.String() {
-			t.Fatalf("diagnosis changed through JSON:\n%s\n---\n%s", t1.String(), t2.String())
+		if t2 := reportJSON(t, r2); t1 != t2 {
+			t.Fatalf("diagnosis changed through JSON:\n%s\n---\n%s", t1, t2)
 		}
 	})
 }

@@ -2,7 +2,6 @@ package diag
 
 import (
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"sort"
@@ -182,13 +181,6 @@ func (q *RxQueue) cpuOf() int {
 }
 
 func (q *RxQueue) label() string { return fmt.Sprintf("rx-%d irq:%d", q.Queue, q.IRQ) }
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
-}
 
 // readCPUFile reads a CPU list file; a missing file is the empty set.
 func readCPUFile(fs FS, p string) (CPUSet, error) {
@@ -442,39 +434,4 @@ func keysOf(m map[int][]queueOwner) map[int]bool {
 		out[k] = true
 	}
 	return out
-}
-
-// WriteText prints the queues by node and interface, then the diagnostic,
-// in the layout of the ConnectX-7 benchmark:
-//
-//	NUMA node 0  [cpus: 0-23  24 CPUs]
-//	  p0  rx_queues:10
-//	    rx-0   irq:169    cpu:4
-func (rt *RxTopology) WriteText(w io.Writer) {
-	for _, n := range rt.Nodes {
-		fmt.Fprintf(w, " %s  [cpus: %s  %d %s]\n", nodeLabel(n.Node), n.CPUs, n.NumCPUs, plural(n.NumCPUs, "CPU", "CPUs"))
-		for _, ri := range n.Interfaces {
-			fmt.Fprintf(w, "   %s  rx_queues:%d\n", ri.Name, ri.RxQueues)
-			for _, q := range ri.Queues {
-				irq, cpu := "irq:-", "cpu:-"
-				if q.IRQ != 0 {
-					irq, cpu = "irq:"+strconv.Itoa(q.IRQ), "cpu:"+q.Affinity
-					if q.Effective != q.Affinity {
-						cpu += " (effective " + q.Effective + ")"
-					}
-				}
-				fmt.Fprintf(w, "     %-7s%-11s%s\n", "rx-"+strconv.Itoa(q.Queue), irq, cpu)
-			}
-		}
-	}
-	if len(rt.Nodes) == 0 {
-		fmt.Fprintln(w, " (no PCI network interfaces)")
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Diagnostic:")
-	for _, f := range rt.Diagnostic {
-		fmt.Fprintln(w, "  "+f.text())
-	}
-	fmt.Fprintln(w)
-	fmt.Fprintf(w, "  Overall: %s\n", rt.Summary)
 }

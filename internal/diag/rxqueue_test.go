@@ -1,191 +1,23 @@
 package diag
 
 import (
-	"bytes"
 	"encoding/json"
-	"os"
 	"strings"
 	"testing"
 )
 
-func rxText(t *testing.T, f FS, only ...string) (*RxTopology, string) {
-	t.Helper()
-	rt, err := ReadRxTopology(f, only)
+// Every interface: the JSON the CLI writes (its text is tested with the
+// renderer, in internal/cli).
+func TestRxQueueGoldenAllJSON(t *testing.T) {
+	rt, err := ReadRxTopology(FS{Root: cx7}, nil)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var b bytes.Buffer
-	rt.WriteText(&b)
-	return rt, b.String()
-}
-
-// The seed's own command: p0 and p1 (and their VLANs) on the healthy
-// host, line for line the seed's output plus the isolation and
-// housekeeping verdicts.
-func TestRxQueueGoldenSeed(t *testing.T) {
-	_, out := rxText(t, FS{Root: cx7}, "p0", "p1")
-	golden(t, "rxq-p0-p1.txt", out)
-	seedQueues, err := os.ReadFile("testdata/seed004-rxq.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.HasPrefix(out, string(seedQueues)) {
-		t.Errorf("the queue listing differs from the ConnectX-7 benchmark's:\n%s", lineDiff(string(seedQueues), out[:min(len(out), len(seedQueues))]))
-	}
-}
-
-// Every interface: p2/p3 on NUMA 1 are pinned locally but not isolated
-// (the seed's host isolates node 0 only), the I350s are management ports.
-func TestRxQueueGoldenAll(t *testing.T) {
-	rt, out := rxText(t, FS{Root: cx7})
-	golden(t, "rxq-all.txt", out)
-	if rt.Overall != Warn {
-		t.Errorf("overall %v, want warn", rt.Overall)
 	}
 	j, err := json.MarshalIndent(rt, "", "  ")
 	if err != nil {
 		t.Fatal(err)
 	}
 	golden(t, "rxq-all.json", string(j)+"\n")
-}
-
-func irqFiles(irq, aff, eff string) map[string]string {
-	return map[string]string{
-		"/proc/irq/" + irq + "/smp_affinity_list":       aff,
-		"/proc/irq/" + irq + "/effective_affinity_list": eff,
-	}
-}
-
-func merge(ms ...map[string]string) map[string]string {
-	out := map[string]string{}
-	for _, m := range ms {
-		for k, v := range m {
-			out[k] = v
-		}
-	}
-	return out
-}
-
-// Mis-pinned variants of the seed host: each must produce its line and the
-// right overall verdict.
-func TestRxQueueMisPinned(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		only    []string
-		files   map[string]string
-		edit    func(t *testing.T, f FS)
-		want    []string
-		overall Verdict
-	}{
-		{
-			name:    "queue on the remote NUMA node",
-			only:    []string{"p0", "p1"},
-			files:   irqFiles("225", "30", "30"),
-			want:    []string{"[FAIL] p1: rx-3 irq:225 on cpu 30 (NUMA node 1), device is on NUMA node 0", "[WARN] p1: rx queues on CPUs 30 that are not isolated (isolated: 4-23)"},
-			overall: Fail,
-		},
-		{
-			name:    "remote queue shares a CPU with the remote port",
-			files:   irqFiles("225", "30", "30"),
-			want:    []string{"[FAIL] p1: rx-3 irq:225 on cpu 30", "[WARN] cpu 30 serves 2 rx queues: p1 rx-3, p2 rx-6"},
-			overall: Fail,
-		},
-		{
-			name:    "two queues on one CPU",
-			only:    []string{"p0"},
-			files:   irqFiles("178", "6", "6"),
-			want:    []string{"[WARN] cpu 6 serves 2 rx queues: p0 rx-2, p0 rx-3", "[ OK ] p0: pinning and NUMA locality correct"},
-			overall: Warn,
-		},
-		{
-			name:  "queue not pinned, affinity across both nodes",
-			only:  []string{"p0"},
-			files: irqFiles("180", "0-47", "9"),
-			want: []string{
-				"[WARN] p0: rx-5 irq:180 not pinned to one CPU (affinity 0-47)",
-				"[WARN] p0: rx-5 irq:180 affinity 0-47 reaches beyond NUMA node 0 (cpus 0-23)",
-				"[WARN] p0: rx queues on CPUs 0-3,24-47 that are not isolated",
-				"[WARN] p0: rx-5 irq:180 may run on housekeeping cpu 0-3",
-			},
-			overall: Warn,
-		},
-		{
-			name:    "queue on a housekeeping CPU",
-			only:    []string{"p0", "p1"},
-			files:   irqFiles("169", "2", "2"),
-			want:    []string{"[WARN] p0: rx-0 irq:169 may run on housekeeping cpu 2 (housekeeping: 0-3, the default IRQ affinity)", "[WARN] p0: rx queues on CPUs 2 that are not isolated (isolated: 4-23)"},
-			overall: Warn,
-		},
-		{
-			name:    "another IRQ on a data-path CPU",
-			only:    []string{"p0", "p1"},
-			files:   irqFiles("103", "8", "8"),
-			want:    []string{"[WARN] irq 103: nvme0q3 runs on cpu 8, which serves p0 rx-4: move it to the housekeeping CPUs 0-3"},
-			overall: Warn,
-		},
-		{
-			name: "no isolation, no irqaffinity",
-			only: []string{"p0", "p1"},
-			files: map[string]string{
-				"/sys/devices/system/cpu/isolated":  "",
-				"/sys/devices/system/cpu/nohz_full": "",
-				"/proc/irq/default_smp_affinity":    "ffff,ffffffff",
-			},
-			want: []string{
-				"[INFO] no isolated CPUs (isolcpus=/nohz_full= unset)",
-				"[INFO] no housekeeping CPUs set",
-				"[ OK ] all rx queue IRQs use distinct CPUs",
-			},
-			overall: Info,
-		},
-		{
-			name: "isolation without irqaffinity: housekeeping is the rest",
-			only: []string{"p0", "p1"},
-			files: merge(map[string]string{"/proc/irq/default_smp_affinity": "ffff,ffffffff"},
-				irqFiles("184", "1", "1")),
-			want:    []string{"[WARN] p0: rx-9 irq:184 may run on housekeeping cpu 1 (housekeeping: 0-3,24-47, the CPUs not isolated)"},
-			overall: Warn,
-		},
-		{
-			name: "a queue's IRQ is missing",
-			only: []string{"p0"},
-			edit: func(t *testing.T, f FS) {
-				b, err := os.ReadFile(f.path("/proc/interrupts"))
-				if err != nil {
-					t.Fatal(err)
-				}
-				var keep []string
-				for _, l := range strings.Split(string(b), "\n") {
-					if !strings.HasSuffix(l, "mlx5_comp9@pci:0000:31:00.0") {
-						keep = append(keep, l)
-					}
-				}
-				set(t, f, map[string]string{"/proc/interrupts": strings.Join(keep, "\n")})
-			},
-			want:    []string{"[WARN] p0: rx-9 has no IRQ in /proc/interrupts (looked for mlx5_compN@pci:0000:31:00.0)", "     rx-9   irq:-      cpu:-"},
-			overall: Warn,
-		},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			f := fixture(t, cx7)
-			set(t, f, tc.files)
-			if tc.edit != nil {
-				tc.edit(t, f)
-			}
-			rt, out := rxText(t, f, tc.only...)
-			for _, w := range tc.want {
-				if !strings.Contains(out, w) {
-					t.Errorf("output lacks %q", w)
-				}
-			}
-			if rt.Overall != tc.overall {
-				t.Errorf("overall %v, want %v", rt.Overall, tc.overall)
-			}
-			if t.Failed() {
-				t.Logf("output:\n%s", out)
-			}
-		})
-	}
 }
 
 func TestRxQueueUnknownInterface(t *testing.T) {
@@ -197,28 +29,11 @@ func TestRxQueueUnknownInterface(t *testing.T) {
 
 // A VLAN named alone brings its lower device.
 func TestRxQueueByVLAN(t *testing.T) {
-	rt, _ := rxText(t, FS{Root: cx7}, "p1.504")
+	rt, err := ReadRxTopology(FS{Root: cx7}, []string{"p1.504"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(rt.Nodes) != 1 || len(rt.Nodes[0].Interfaces) != 2 || rt.Nodes[0].Interfaces[0].Name != "p1" || rt.Nodes[0].Interfaces[1].Lower != "p1" {
 		t.Fatalf("got %+v", rt.Nodes)
 	}
-}
-
-// The live host: the walk works and every queue of a PCI interface is
-// listed.
-func TestRxQueueHost(t *testing.T) {
-	rt, out := rxText(t, Host)
-	for _, n := range rt.Nodes {
-		for _, ri := range n.Interfaces {
-			want := 0
-			for _, q := range Host.Names(netdevBase(ri.Name) + "/queues") {
-				if strings.HasPrefix(q, "rx-") {
-					want++
-				}
-			}
-			if ri.Lower == "" && (ri.RxQueues != want || len(ri.Queues) != want) {
-				t.Errorf("%s: %d rx queues listed, sysfs has %d", ri.Name, len(ri.Queues), want)
-			}
-		}
-	}
-	t.Logf("\n%s", out)
 }

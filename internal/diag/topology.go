@@ -2,7 +2,6 @@ package diag
 
 import (
 	"fmt"
-	"io"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -191,69 +190,11 @@ func ReadTopology(fs FS) (*Topology, error) {
 	return t, nil
 }
 
-func nodeLabel(n int) string {
-	if n < 0 {
-		return "NUMA node unknown"
-	}
-	return fmt.Sprintf("NUMA node %d", n)
-}
-
 func orNone(s string) string {
 	if s == "" {
 		return "(none)"
 	}
 	return s
-}
-
-// nameWithID renders "Mellanox Technologies [15b3]", or the ID alone when
-// pci.ids has no name for it.
-func nameWithID(name, id string) string {
-	if name == "" {
-		name = "unknown"
-	}
-	return fmt.Sprintf("%s [%s]", name, id)
-}
-
-// WriteText prints the topology as a tree, nodes without network devices
-// left out:
-//
-//	PCI ethernet topology
-//	├── NUMA node 0
-//	│   ├── 0000:31:00.0
-//	│   │   ├── vendor: Mellanox Technologies [15b3]
-func (t *Topology) WriteText(w io.Writer) {
-	fmt.Fprintln(w, "PCI ethernet topology")
-	var shown []NUMANode
-	for _, n := range t.Nodes {
-		if len(n.Devices) > 0 {
-			shown = append(shown, n)
-		}
-	}
-	if len(shown) == 0 {
-		fmt.Fprintln(w, "└── (no PCI network devices)")
-		return
-	}
-	for i, n := range shown {
-		lastNode := i == len(shown)-1
-		branch, indent := "├── ", "│   "
-		if lastNode {
-			branch, indent = "└── ", "    "
-		}
-		fmt.Fprintln(w, branch+nodeLabel(n.Node))
-		for j, d := range n.Devices {
-			lastDev := j == len(n.Devices)-1
-			db, di := "├── ", "│   "
-			if lastDev {
-				db, di = "└── ", "    "
-			}
-			fmt.Fprintln(w, indent+db+d.Address)
-			p := indent + di
-			fmt.Fprintf(w, "%s├── %-7s %s\n", p, "vendor:", nameWithID(d.Vendor, d.VendorID))
-			fmt.Fprintf(w, "%s├── %-7s %s\n", p, "model:", nameWithID(d.Model, d.DeviceID))
-			fmt.Fprintf(w, "%s├── %-7s %s\n", p, "driver:", orNone(d.Driver))
-			fmt.Fprintf(w, "%s└── %-7s %s\n", p, "net:", orNone(strings.Join(d.Netdevs, ", ")))
-		}
-	}
 }
 
 // netdevBase is the sysfs directory of a network interface.

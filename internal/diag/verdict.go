@@ -50,13 +50,6 @@ type Finding struct {
 	Message string `json:"message"`
 }
 
-func (f Finding) text() string {
-	if f.Subject != "" {
-		return fmt.Sprintf("%s %s: %s", f.Verdict.Tag(), f.Subject, f.Message)
-	}
-	return fmt.Sprintf("%s %s", f.Verdict.Tag(), f.Message)
-}
-
 // worst returns the most severe verdict among fs (OK for none).
 func worst(fs []Finding) Verdict {
 	w := OK

@@ -55,10 +55,17 @@ func ProbeOffload(ifname string) (OffloadProbe, error) {
 		if err := StateAdd(st, &Offload{Ifindex: l.Attrs().Index, Flags: flags}); err != nil {
 			return err.Error()
 		}
+		// A driver that answers a crypto-offload request with EOPNOTSUPP
+		// gets the SA kept in software and the add reported as a success
+		// (xfrm_dev_state_add): only the installed SA tells.
+		res := ""
+		if !stateOffloaded(uint32(spi)) {
+			res = "declined by the device: the kernel installed the SA without offload"
+		}
 		if err := netlink.XfrmStateDel(st); err != nil {
 			return "accepted, but removing it failed: " + err.Error()
 		}
-		return ""
+		return res
 	}
 	p := OffloadProbe{Caps: map[string]string{}}
 	for _, o := range []struct {
@@ -76,4 +83,19 @@ func ProbeOffload(ifname string) (OffloadProbe, error) {
 	}
 	p.Crypto, p.Packet = p.Caps[ProbeCap("crypto", "tunnel", "out")], p.Caps[ProbeCap("packet", "tunnel", "out")]
 	return p, nil
+}
+
+// stateOffloaded reports whether the SA with spi is installed with an
+// offload device.
+func stateOffloaded(spi uint32) bool {
+	sas, err := OverlaySAs()
+	if err != nil {
+		return false
+	}
+	for _, sa := range sas {
+		if sa.SPI == spi {
+			return sa.Offload != nil
+		}
+	}
+	return false
 }

@@ -1,10 +1,7 @@
 package tune
 
 import (
-	"io/fs"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
@@ -19,45 +16,12 @@ import (
 // into a temporary directory, symbolic links kept.
 func copyTree(t *testing.T) diag.FS {
 	t.Helper()
-	src, dst := "../diag/testdata/cx7", t.TempDir()
-	err := filepath.WalkDir(src, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, p)
-		out := filepath.Join(dst, rel)
-		switch {
-		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return err
-			}
-			return os.Symlink(target, out)
-		case d.IsDir():
-			return os.MkdirAll(out, 0o755)
-		default:
-			b, err := os.ReadFile(p)
-			if err != nil {
-				return err
-			}
-			return os.WriteFile(out, b, 0o644)
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return diag.FS{Root: dst}
+	return diag.FS{Root: testutil.CopyTree(t, "../diag/testdata/cx7")}
 }
 
 func write(t *testing.T, f diag.FS, p, v string) {
 	t.Helper()
-	full := filepath.Join(f.Root, p)
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(full, []byte(v+"\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	testutil.WriteFiles(t, f.Root, map[string]string{p: v})
 }
 
 func driftKeys(items []Item) string {

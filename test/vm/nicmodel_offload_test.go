@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sluice/internal/kernel"
 )
 
 // TestNicmodelLeak: a frame no offloaded OUT policy selects leaves the
@@ -151,4 +153,32 @@ func TestNicmodelRefusals(t *testing.T) {
 		run(t, "tc", "-n", nsA, "filter", "del", "dev", devA, "ingress")
 		run(t, ip, sa("0x31", gcm...)...)
 	})
+}
+
+// TestNicmodelOffloadProbe: doctor's offload probe (kernel.ProbeOffload)
+// meets a device that does packet offload for real. Every packet-offload
+// combination must be accepted. Crypto offload the model declines with
+// EOPNOTSUPP, on which the kernel keeps the SA in software and reports
+// success: the probe must read the installed SA to see that (it reported
+// the crypto offload as accepted before it did).
+func TestNicmodelOffloadProbe(t *testing.T) {
+	l := newLab(t)
+	nsA, nsB := l.netns(t), l.netns(t)
+	devA, _ := l.nicPair(t, nsA, nsB)
+	var p kernel.OffloadProbe
+	var err error
+	inNetns(t, nsA, func() { p, err = kernel.ProbeOffload(devA) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []string{"transport", "tunnel"} {
+		for _, dir := range []string{"out", "in"} {
+			if r := p.Caps[kernel.ProbeCap("packet", mode, dir)]; r != "" {
+				t.Errorf("packet %s %s refused by the model: %s", mode, dir, r)
+			}
+		}
+	}
+	if !strings.Contains(p.Crypto, "declined by the device") {
+		t.Errorf("crypto probe on the model, which declines crypto offload: %q, want it declined", p.Crypto)
+	}
 }
