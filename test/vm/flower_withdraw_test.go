@@ -50,7 +50,9 @@ func (o offloadedSource) state(s *kernel.State) {
 }
 
 // PathMTU is the kernel's route under an SA, in the gateway namespace.
-func (o offloadedSource) PathMTU(src, dst netip.Addr) (int, int, error) { return o.src.PathMTU(src, dst) }
+func (o offloadedSource) PathMTU(src, dst netip.Addr) (int, int, error) {
+	return o.src.PathMTU(src, dst)
+}
 
 func (o offloadedSource) Dump() (fastpath.Snapshot, error) {
 	snap, err := o.src.Dump()
