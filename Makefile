@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # sluice — the two commands a newcomer needs: `make demo` and `make test`.
 # Everything else is a step of those two.
 
