@@ -406,6 +406,19 @@ func (a *Agent) notMember(overlays []v1alpha1.Overlay, me *v1alpha1.Host) Outcom
 	}
 	switch {
 	case exists && me != nil:
+		// Leaving is a change like any other: it must settle (a label
+		// that flaps must not tear the host down and up again).
+		now := time.Now()
+		a.mu.Lock()
+		if a.pending != "leave" {
+			a.pending, a.pendingAt = "leave", now
+		}
+		wait := a.o.Settle - now.Sub(a.pendingAt)
+		a.mu.Unlock()
+		if wait > 0 {
+			a.kickAfter(wait)
+			return Outcome{Result: ResultNothingToDo, Digest: dg, Message: "no longer selected by overlay " + ov + ": tearing down once that settles"}
+		}
 		a.logf("no longer selected by overlay %s: tearing down", ov)
 		return a.rec.Teardown()
 	case a.rec.LastDeletionPolicy() == v1alpha1.DeletionTeardown:
