@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # sluice — the two commands a newcomer needs: `make demo` and `make test`.
 # Everything else is a step of those two.
 
@@ -30,10 +31,11 @@ generate:
 check-generated: generate
 	@git diff --exit-code --stat -- $(BPF_GEN) || { echo "BPF objects are stale: run 'make generate' and commit them" >&2; exit 1; }
 
-## lint: go.mod/go.sum tidy, gofmt, go vet (host and VM build tags), staticcheck
+## lint: go.mod/go.sum tidy, gofmt, SPDX lines, go vet (host and VM build tags), staticcheck
 lint:
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
+	@bash scripts/spdx.sh --check || { echo "SPDX lines missing or wrong: run scripts/spdx.sh (README, License)"; exit 1; }
 	$(GO) vet ./...
 	$(GO) vet -tags vmtest ./...
 	$(GO) tool staticcheck ./...

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs every Go fuzz target (func FuzzX(f *testing.F) in a *_test.go file)
 # for FUZZTIME each, one at a time: `go test -fuzz` takes one target per run.
 #

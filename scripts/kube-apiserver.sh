@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Builds the real kube-apiserver from its Go modules (no Kubernetes checkout, no container image) and
 # installs etcd, for the fleet tests (internal/agent, internal/fleettest). The binary is cached outside
 # the repository and the step is skipped when it is present: a fresh 2-core machine pays ~5 min once.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Installs everything sluice's build, tests and lab need on Debian 12 (bookworm).
 # Idempotent: each step checks first and does nothing when already done.
 set -euo pipefail

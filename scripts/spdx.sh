@@ -5,7 +5,7 @@
 #   bpf/                    (GPL-2.0-only OR BSD-2-Clause)  the BPF programs: GPL-compatible
 #                           for the kernel's GPL-only helpers (bpf_fib_lookup), BSD so the
 #                           objects can be embedded in the Apache-2.0 binary
-#   kmod/                   GPL-2.0-only                    the NIC model kernel module
+#   kmod/ (not *.go)        GPL-2.0-only                    the NIC model kernel module
 #   everything else         Apache-2.0
 # Source files: *.go *.c *.h *.sh *.py *.yaml *.yml *.service *.mk Makefile Kbuild and scripts
 # with a shebang, tracked or new (not ignored). Skipped: testdata/ (inputs, byte for byte) and
@@ -84,6 +84,13 @@ spdx_of() {
 	done <"$1"
 }
 
+# go_spdx_apart PATH: a Go file whose SPDX line is not line 1, or is followed by a blank line.
+go_spdx_apart() {
+	local first second
+	{ IFS= read -r first; IFS= read -r second; } <"$1" || true
+	[[ $first != *SPDX-License-Identifier* ]] || [ -z "$second" ]
+}
+
 # generated PATH: Go written by a generator (bpf2go), which says so in its first lines.
 generated() {
 	local line n=0
@@ -132,6 +139,17 @@ while IFS= read -r -d '' f; do
 		if ! accepted "$f" "$have"; then
 			echo "$f: SPDX-License-Identifier is '$have', its path needs '$(license "$f")' (see README, License)"
 			bad=1
+		elif [ "$st" = go ] && ! go_spdx_apart "$f"; then
+			# without a blank line the SPDX line becomes the first line of the package doc
+			if [ $check = 1 ]; then
+				echo "$f: the SPDX line needs a blank line after it (it joins the package doc): run scripts/spdx.sh"
+				bad=1
+			else
+				sed -i '1{/SPDX-License-Identifier/{n;/^$/!i\
+
+}}' "$f"
+				echo "blank line after the SPDX line: $f"
+			fi
 		fi
 		continue
 	fi

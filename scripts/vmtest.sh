@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Runs the VM test suite: every package with test files tagged `vmtest`,
 # inside one qemu VM booting the Debian 6.12 kernel (see internal/testlab).
 #

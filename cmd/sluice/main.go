@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command sluice makes IPsec with NIC offload fast, correct and observable.
 // Everything lives in internal/cli; main only maps an error to an exit code.
 package main

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package agent is `sluice agent`: one per host, it keeps the host in its
 // desired state with the overlay engine (plan, apply, verify) and reports
 // the offload truth of every SA, as Host status and Prometheus metrics.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package bench
 
 // The generator (bpf/gen.c) and the sink (bpf/sink.c); bpf2go writes the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package bench measures: the fast path's per-packet cost with
 // BPF_PROG_RUN (fastpath.go), and lab traffic: an XDP live-frame generator
 // (bpf/gen.c) and an XDP sink (bpf/sink.c) that count every frame exactly,

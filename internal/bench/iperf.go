@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package bench
 
 import (
@@ -192,7 +194,6 @@ func RunIperf3(ctx context.Context, o IperfOptions) (*IperfResult, error) {
 			return nil, fmt.Errorf("starting the iperf3 server: %w", err)
 		}
 		defer func() { srv.Process.Kill(); srv.Wait() }()
-		time.Sleep(300 * time.Millisecond)
 	}
 	args := append(append([]string{"--client", o.Target}, extra...), "--parallel", strconv.Itoa(o.Parallel), "--time", strconv.Itoa(o.Seconds), "--json")
 	one := func() (IperfRun, error) {
@@ -205,7 +206,14 @@ func RunIperf3(ctx context.Context, o IperfOptions) (*IperfResult, error) {
 		}
 		return IperfRun{}, fmt.Errorf("iperf3 %s: %w", strings.Join(args, " "), err)
 	}
+	// The warm-up also waits for a server started here to listen: a fixed
+	// pause was too short in the TCG test VM under load (connection refused).
 	warm, err := one()
+	for wait := time.Now().Add(15 * time.Second); o.ServerNS != "" && err != nil &&
+		strings.Contains(err.Error(), "Connection refused") && time.Now().Before(wait); {
+		time.Sleep(200 * time.Millisecond)
+		warm, err = one()
+	}
 	if err != nil {
 		return nil, err
 	}

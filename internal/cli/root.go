@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package cli implements sluice's command line. The command tree is built in
 // one function, NewRootCommand; each command lives in its own file as a
 // declaration (newXCmd), a flags struct and a named runX. All output is made

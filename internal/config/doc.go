@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package config parses and validates sluice's configuration files.
 //
 // It is pure data and validation: it imports no other sluice package, talks

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package diag answers "is this host laid out and configured for fast
 // IPsec?": the PCI/NUMA topology of its network devices, where each RX
 // queue's interrupt lands, and doctor checks that each give a verdict, the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fastpath loads sluice's XDP fast path (compiled from bpf/ by
 // bpf2go; the generated objects are committed so `go build` needs no clang),
 // compiles the kernel's XFRM policies into its maps, mirrors the kernel into

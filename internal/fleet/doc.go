@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package fleet is sluice's Kubernetes side: the Overlay and Host objects
 // (types in fleet/v1alpha1, CRDs in deploy/crds), and Render, which turns
 // them into the host.yaml document one agent applies. Every agent renders

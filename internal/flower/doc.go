@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package flower is the gateway's hardware tier: tc flower rules with
 // skip_sw that a packet-offload NIC runs on its own, beside the XDP fast
 // path. Rules are derived from the same compiled view of the mirrored

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package gateway is the gateway daemon: it turns gateway.yaml into the
 // daemon's options, locks the pin dir, attaches the fast path
 // (internal/fastpath) to the configured interfaces, runs the mirror, the

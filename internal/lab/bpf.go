@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package lab
 
 // The bare XDP redirect forwarder (bpf/redirect.c); bpf2go writes the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package lab builds network-namespace labs for the benchmarks: namespaces
 // joined by veth pairs, addressed with the BlueField-3 benchmark's address plan (clients in
 // 16.0.0.0/8, one 48.x.y.0/24 behind each tunnel, tunnel endpoints in

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package lab
 
 import (
@@ -96,6 +98,13 @@ func buildPlan(s Spec) (*plan, error) {
 		add("dut", "addr replace 10.0.0.254/24 dev lan0", "addr replace 11.0.0.254/24 dev wan0",
 			"route replace 16.0.0.0/8 via 10.0.0.1 dev lan0",
 			"route replace 48.0.0.0/8 via 11.0.0.1 dev wan0",
+			// The tunnels' endpoints, as on a gateway: its own (the
+			// SAs' source) and a route to the peers through the wire.
+			// Without them the kernel could not send into the SAs
+			// (xfrm_lookup finds no route), and the fast path, which
+			// sizes each SA from that route, forwards nothing (sa-mtu).
+			"addr replace "+LocalTunnel.String()+"/32 dev wan0",
+			"route replace 123.0.0.0/16 via 11.0.0.1 dev wan0",
 			"neigh replace 10.0.0.1 lladdr "+g0.MAC+" dev lan0 nud permanent",
 			"neigh replace 11.0.0.1 lladdr "+s0.MAC+" dev wan0 nud permanent")
 		add("sink", "addr replace 11.0.0.1/24 dev s0",

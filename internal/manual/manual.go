@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package manual writes sluice's man pages and shell completions from the
 // cobra command tree, so that they are generated from the same definitions
 // as --help and never drift from it. `make package` ships what it writes.

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package overlay turns host.yaml (an encrypted overlay: active-backup bond
 // over the uplinks, SR-IOV VFs, VXLAN/Geneve VTEPs on a loopback /32, XFRM
 // SAs and policies with NIC offload) into a plan of steps by comparing the

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package swan generates strongSwan (swanctl.conf) configurations for the
 // tunnel layouts of the BlueField-3 benchmark (topologies "test0" and "routed", gateway roles
 // gw0 and gw1), the matching routing plan, and drives a running charon over

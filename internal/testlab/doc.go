@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testlab runs commands inside a throwaway qemu VM that boots a
 // Debian kernel, for the tests that need kernel features the host lacks
 // (ESP/GCM, bonding, 802.1Q, geneve, tc flower, netdevsim, loadable modules).

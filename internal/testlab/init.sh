@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # PID 1 of the sluice test VM, run by busybox from the initramfs that
 # internal/testlab builds (see doc.go). Per-run input comes from the control
 # share (/ctl/config, /ctl/run.sh); the exit code goes back in /ctl/exit and

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package testutil holds the helpers that tests of every package share, as
 // cilium/ebpf's internal/testutils does: RequireRoot, which skips a test that
 // needs privileges and says what for, and NewNetNS, a uniquely named network

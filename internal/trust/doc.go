@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package trust decides which directories the gateway daemon may act in:
 // the API socket's directory and the BPF pin dir. Root acting by path in
 // a directory another user can write lets that user swap what the path

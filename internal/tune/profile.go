@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package tune turns the ConnectX-7 benchmark's host tuning script into a declarative
 // profile (tune.yaml): plan prints what would change as the equivalent
 // commands, apply changes only what differs (idempotent), check reports

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 package e2e
 
 import (
@@ -129,6 +131,11 @@ func TestLabUpDownLeavesNothing(t *testing.T) {
 	if !strings.Contains(out, "already in place") {
 		t.Errorf("second 'lab up' should find the lab whole:\n%s", out)
 	}
+	// Switching to the sluice forwarder runs its readiness check: the
+	// gateway must forward the lab's traffic (it did not while the dut
+	// had no route to the tunnels' peers: every SA's MTU was unknown).
+	labUp(t, bin, fw, "forwarder", "--forwarder", "sluice")
+	labUp(t, bin, fw, "forwarder", "--forwarder", "xdp-redirect")
 	if out, err := exec.Command(bin, "lab", "up", "--name", fw, "forwarder", "--tunnels", "2").CombinedOutput(); err == nil ||
 		!strings.Contains(string(out), "lab down") {
 		t.Errorf("a different tunnel count under the same name must be refused with the fix; got %v:\n%s", err, out)

@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package vm holds the tests that need a real Debian kernel with ESP/GCM,
 // bonding, 802.1Q, geneve, tc flower and netdevsim: features the host kernel
 // lacks. Its test files carry the build tag "vmtest" and run inside the test

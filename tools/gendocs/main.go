@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Command gendocs writes sluice's man pages and shell completions into a
 // directory (make package runs it): go run ./tools/gendocs -out DIR.
 package main

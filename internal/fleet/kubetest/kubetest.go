@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package kubetest starts a real etcd and a real kube-apiserver for tests
 // (no fake client): scripts/kube-apiserver.sh, run by make setup, builds the
 // API server from its Go modules into a cache and installs Debian's etcd.

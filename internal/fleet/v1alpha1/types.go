@@ -1,3 +1,5 @@
+// SPDX-License-Identifier: Apache-2.0
+
 // Package v1alpha1 holds the Go types of sluice's Kubernetes API (group
 // fleet.sluice.dev, version v1alpha1): Overlay, the intent shared by many
 // hosts, and Host, one object per host. The CRDs that the API server
