@@ -39,13 +39,26 @@ mkdir -p "$out/bin" "$out/results"
 # Packages with at least one test file whose //go:build line names vmtest.
 # -e: a broken package elsewhere in the tree must not hide these.
 pkgdirs=()
+# A package that also has host tests (untagged files) runs only the tests
+# its vmtest files declare: the host run (make test-host) already ran the
+# others, and repeating them under TCG cost minutes (internal/agent's mesh).
+only=()
 while read -r dir files; do
+  tagged=() untagged=0
   for f in $files; do
     if grep -qE '^//go:build.*\bvmtest\b' "$dir/$f"; then
-      pkgdirs+=("$dir")
-      break
+      tagged+=("$dir/$f")
+    elif grep -qE '^func (Test|Fuzz|Example)' "$dir/$f"; then
+      untagged=1
     fi
   done
+  [ ${#tagged[@]} -gt 0 ] || continue
+  pkgdirs+=("$dir")
+  if [ $untagged = 1 ]; then
+    only+=("^($(sed -nE 's/^func (Test[A-Za-z0-9_]*)\(.*/\1/p' "${tagged[@]}" | paste -sd'|'))\$")
+  else
+    only+=("")
+  fi
 done < <(go list -e -tags vmtest -f '{{.Dir}} {{join .TestGoFiles " "}} {{join .XTestGoFiles " "}}' ./...)
 if [ ${#pkgdirs[@]} -eq 0 ]; then
   log "no package has vmtest-tagged test files"
@@ -89,6 +102,7 @@ guest=$out/guest.sh
       f=${filters[$j]}
       base=$out/results/${names[$i]}.$j
       run="-test.v -test.timeout=${VMTEST_TEST_TIMEOUT:-22m}"
+      [ -n "$f" ] || f=${only[$i]}
       [ -z "$f" ] || run="$run -test.run $(q "$f")"
       echo "echo $(q "=== vmtest: ${pkgdirs[$i]#"$repo"/}${f:+ (-test.run $f)}")"
       echo "cd $(q "${pkgdirs[$i]}")"
