@@ -43,9 +43,6 @@ type fakeT struct {
 }
 
 func (f *fakeT) Helper() {}
-func (f *fakeT) TempDir() string {
-	return os.TempDir() + "/sluice-manual-" + time.Now().Format("150405.000000000")
-}
 func (f *fakeT) Fatalf(format string, a ...any) { f.Errorf(format, a...) }
 func (f *fakeT) Errorf(format string, a ...any) {
 	f.msg += strings.TrimSpace(fmt.Sprintf(format, a...)) + "\n"
