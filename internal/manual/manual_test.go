@@ -42,7 +42,7 @@ type fakeT struct {
 	msg string
 }
 
-func (f *fakeT) Helper() {}
+func (f *fakeT) Helper()                        {}
 func (f *fakeT) Fatalf(format string, a ...any) { f.Errorf(format, a...) }
 func (f *fakeT) Errorf(format string, a ...any) {
 	f.msg += strings.TrimSpace(fmt.Sprintf(format, a...)) + "\n"
