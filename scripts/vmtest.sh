@@ -95,6 +95,8 @@ guest=$out/guest.sh
   # Scale runs (docs/benchmarks.md): SLUICE_FLOWER_SCALE=65536 bash scripts/vmtest.sh TestFlowerScale
   [ -z "${SLUICE_FLOWER_SCALE:-}" ] || echo "export SLUICE_FLOWER_SCALE=$(q "$SLUICE_FLOWER_SCALE")"
   # Measurement (docs/testing.md): SLUICE_NICMODEL_TX_MISS_CLEARTEXT=1 bash scripts/vmtest.sh TestGatewayPacketOffloadOnModel
+  # The fleet mesh with ESP (~10 min under TCG) runs only when asked: SLUICE_FLEET_MESH_ESP=1.
+  [ -z "${SLUICE_FLEET_MESH_ESP:-}" ] || echo "export SLUICE_FLEET_MESH_ESP=$(q "$SLUICE_FLEET_MESH_ESP")"
   [ -z "${SLUICE_NICMODEL_TX_MISS_CLEARTEXT:-}" ] || echo "export SLUICE_NICMODEL_TX_MISS_CLEARTEXT=$(q "$SLUICE_NICMODEL_TX_MISS_CLEARTEXT")"
   echo "rc=0"
   for i in "${!pkgdirs[@]}"; do
