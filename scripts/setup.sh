@@ -80,6 +80,12 @@ if command -v systemctl >/dev/null && systemctl is-enabled strongswan >/dev/null
   systemctl disable --now strongswan >/dev/null 2>&1 || true
 fi
 
+# The fleet tests' real kube-apiserver (built once from its Go modules, cached outside the repo) and
+# etcd. On a fresh machine the build is minutes of CPU and the debootstrap below mostly download and
+# unpacking: run them side by side (after the apt-get above, which holds the dpkg lock).
+bash "$(dirname "$0")/kube-apiserver.sh" &
+kube=$!
+
 # A fresh Debian root for the package test (test/install): minbase plus systemd, so that the
 # root's own systemd-analyze verifies the units. The test mounts an overlay on it and never
 # changes it. About 90 s and 230 MB, once.
@@ -97,6 +103,5 @@ fi
 
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || true
 
-# The fleet tests' real kube-apiserver (built once from its Go modules, cached outside the repo) and etcd.
-bash "$(dirname "$0")/kube-apiserver.sh"
+wait "$kube" || { log "the kube-apiserver build failed (see above)"; exit 1; }
 log "done"
