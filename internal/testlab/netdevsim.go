@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-	"time"
 )
 
 // netdevsimPath is where the module for a kernel release is cached.
@@ -28,38 +27,9 @@ func netdevsimPath(cacheDir, release string) string {
 // installed headers. It depends on psample; load that first in the guest
 // (modinfo -F depends lists what to modprobe).
 func NetdevsimModule(ctx context.Context, opts Options) (string, error) {
-	o, err := opts.withDefaults()
-	if err != nil {
-		return "", err
-	}
-	release, err := kernelRelease(o.Kernel)
-	if err != nil {
-		return "", fmt.Errorf("testlab: %w", err)
-	}
-	final := netdevsimPath(o.CacheDir, release)
-	if fileExists(final) {
-		return final, nil
-	}
-	dir := filepath.Dir(final)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("testlab: %w", err)
-	}
-	// One build at a time per release: a second process waits, then finds
-	// the module already there.
-	unlock, err := lockFile(filepath.Join(dir, ".lock"))
-	if err != nil {
-		return "", fmt.Errorf("testlab: %w", err)
-	}
-	defer unlock()
-	if fileExists(final) {
-		return final, nil
-	}
-	t0 := time.Now()
-	if err := buildNetdevsim(ctx, release, dir, final); err != nil {
-		return "", fmt.Errorf("testlab: building netdevsim for %s: %w", release, err)
-	}
-	o.logf("built %s in %.1fs", final, time.Since(t0).Seconds())
-	return final, nil
+	return cachedModule(ctx, opts, "netdevsim", func(cacheDir, release string) (string, error) {
+		return netdevsimPath(cacheDir, release), nil
+	}, buildNetdevsim)
 }
 
 func buildNetdevsim(ctx context.Context, release, dir, final string) error {

@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
-	"time"
 
 	"sluice/kmod"
 )
@@ -61,39 +60,7 @@ func nicmodelDigest() (string, error) {
 // cached by kernel release and source digest) if needed. The sources are
 // embedded in the binary, so any sluice binary can build its own model.
 func NicmodelModule(ctx context.Context, opts Options) (string, error) {
-	o, err := opts.withDefaults()
-	if err != nil {
-		return "", err
-	}
-	release, err := kernelRelease(o.Kernel)
-	if err != nil {
-		return "", fmt.Errorf("testlab: %w", err)
-	}
-	final, err := nicmodelPath(o.CacheDir, release)
-	if err != nil {
-		return "", fmt.Errorf("testlab: nicmodel source: %w", err)
-	}
-	if fileExists(final) {
-		return final, nil
-	}
-	dir := filepath.Dir(final)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("testlab: %w", err)
-	}
-	unlock, err := lockFile(filepath.Join(dir, ".lock"))
-	if err != nil {
-		return "", fmt.Errorf("testlab: %w", err)
-	}
-	defer unlock()
-	if fileExists(final) {
-		return final, nil
-	}
-	t0 := time.Now()
-	if err := buildNicmodel(ctx, release, dir, final); err != nil {
-		return "", fmt.Errorf("testlab: building nicmodel for %s: %w", release, err)
-	}
-	o.logf("built %s in %.1fs", final, time.Since(t0).Seconds())
-	return final, nil
+	return cachedModule(ctx, opts, "nicmodel", nicmodelPath, buildNicmodel)
 }
 
 func buildNicmodel(ctx context.Context, release, dir, final string) error {
