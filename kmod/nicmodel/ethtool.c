@@ -16,6 +16,7 @@ const char nm_stat_names[NM_STAT_COUNT][ETH_GSTRING_LEN] = {
 	[NM_TX_IPSEC_BYTES] = "tx_ipsec_bytes",
 	[NM_TX_CLEARTEXT_PACKETS] = "tx_cleartext_packets",
 	[NM_TX_NON_IP_PACKETS] = "tx_non_ip_packets",
+	[NM_TX_LINK_LOCAL_PACKETS] = "tx_link_local_packets",
 	[NM_TX_DROP_NO_STATE] = "tx_ipsec_drop_no_state",
 	[NM_TX_DROP_POLICY_BLOCK] = "tx_ipsec_drop_policy_block",
 	[NM_TX_DROP_HARD_LIMIT] = "tx_ipsec_drop_hard_limit",

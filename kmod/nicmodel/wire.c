@@ -11,6 +11,7 @@
  */
 #include <linux/etherdevice.h>
 #include <linux/if_vlan.h>
+#include <net/ipv6.h>
 #include "nicmodel.h"
 
 /* The IPsec TX stage: NULL if the frame was dropped (counted). */
@@ -24,6 +25,23 @@ static struct sk_buff *nm_tx_ipsec(struct nm_priv *priv, struct sk_buff *skb)
 	if (nm_parse_flow(skb, &fl)) {
 		nm_inc(priv, NM_TX_NON_IP_PACKETS);
 		return skb;
+	}
+	/* The host's own link-local control traffic (IGMP and other
+	 * 224.0.0.0/24, IPv6 link-local: router solicitation, ND, MLD) goes
+	 * out in clear on any NIC and is never forwarded data: counted apart,
+	 * so that tx_cleartext_packets counts only what could be a leak.
+	 */
+	if (list_empty(&priv->pol_out) || !nm_pol_lookup(&priv->pol_out, &fl)) {
+		bool ll = fl.family == AF_INET ?
+			(ntohl(fl.daddr.a4) & 0xffffff00) == 0xe0000000 :
+			ipv6_addr_type((struct in6_addr *)&fl.daddr.a6) & IPV6_ADDR_LINKLOCAL ||
+			(ipv6_addr_is_multicast((struct in6_addr *)&fl.daddr.a6) &&
+			 IPV6_ADDR_MC_SCOPE((struct in6_addr *)&fl.daddr.a6) <= IPV6_ADDR_SCOPE_LINKLOCAL) ||
+			ipv6_addr_type((struct in6_addr *)&fl.saddr.a6) & IPV6_ADDR_LINKLOCAL;
+		if (ll) {
+			nm_inc(priv, NM_TX_LINK_LOCAL_PACKETS);
+			return skb;
+		}
 	}
 	if (list_empty(&priv->pol_out)) {
 		if (fl.proto != IPPROTO_ESP)
