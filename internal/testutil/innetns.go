@@ -3,11 +3,11 @@
 package testutil
 
 import (
+	"encoding/json"
 	"net"
 	"runtime"
 	"testing"
 
-	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
 
@@ -35,21 +35,21 @@ func InNetns(t testing.TB, name string, f func()) {
 	<-done
 }
 
-// Link returns a device's ifindex and MAC inside a namespace.
+// Link returns a device's ifindex and MAC inside a namespace, as `ip -j
+// link show` reports them (netlink itself is internal/kernel's alone).
 func Link(t testing.TB, ns, dev string) (int, net.HardwareAddr) {
 	t.Helper()
-	var idx int
-	var mac net.HardwareAddr
-	InNetns(t, ns, func() {
-		l, err := netlink.LinkByName(dev)
-		if err != nil {
-			t.Errorf("link %s in %s: %v", dev, ns, err)
-			return
-		}
-		idx, mac = l.Attrs().Index, l.Attrs().HardwareAddr
-	})
-	if idx == 0 {
-		t.FailNow()
+	var links []struct {
+		Ifindex int    `json:"ifindex"`
+		Address string `json:"address"`
 	}
-	return idx, mac
+	out := Run(t, "ip", "-n", ns, "-j", "link", "show", "dev", dev)
+	if err := json.Unmarshal([]byte(out), &links); err != nil || len(links) != 1 {
+		t.Fatalf("ip -n %s -j link show dev %s: %v\n%s", ns, dev, err, out)
+	}
+	mac, err := net.ParseMAC(links[0].Address)
+	if err != nil {
+		t.Fatalf("%s in %s: MAC %q: %v", dev, ns, links[0].Address, err)
+	}
+	return links[0].Ifindex, mac
 }
