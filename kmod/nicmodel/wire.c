@@ -160,6 +160,12 @@ static void nm_rx_one(struct nm_priv *priv, struct sk_buff *skb,
 		nm_inc(priv, NM_RX_DROP_OVERSIZE);
 		goto drop;
 	}
+	/* Hardware flower rules first: a port holds them only without IPsec
+	 * offload (tc.c), so their order against the ESP stage is moot.
+	 */
+	skb = nm_tc_rx(priv, skb);
+	if (!skb)
+		return;
 	skb = nm_esp_rx(priv, skb, &x);
 	if (!skb)
 		goto dropped;
