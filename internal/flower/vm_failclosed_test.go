@@ -295,13 +295,24 @@ func TestFlowerFailClosed(t *testing.T) {
 			f.waitForwards(t, 2)
 		})
 	})
-	step(t, "egress link down: the kernel drops what the rule redirects", func(t *testing.T) {
+	step(t, "egress link down: the kernel flushes the port's offloaded SAs and policies, their events withdraw the rules", func(t *testing.T) {
 		noLeak(t, "link down", func(t *testing.T) {
+			// xfrm_dev_down (net/xfrm/xfrm_device.c) flushes every SA and
+			// policy offloaded to a device that goes down; the IKE daemon
+			// installs new ones once it is back.
 			run(t, "ip", "-n", f.gw, "link", "set", "wan0", "down")
+			f.waitForwards(t, 0)
 			if n := forwarded(t); n != 0 {
 				t.Fatalf("%d packets left through a down link", n)
 			}
 			run(t, "ip", "-n", f.gw, "link", "set", "wan0", "up")
+			for _, tu := range labTunnels {
+				f.policy(t, tu.reqid, "add")
+			}
+			freshSA(t)
+			f.peerSA(t, 20, 0x2014)
+			f.sa(t, "add", 20, 0x2014)
+			f.waitForwards(t, 2)
 			if n := forwarded(t); n != 2 {
 				t.Fatalf("after the link came back %d of 2 forwarded", n)
 			}

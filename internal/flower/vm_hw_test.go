@@ -44,8 +44,9 @@ func TestFlowerHardwareRulesOnModel(t *testing.T) {
 		if p := flower.Probe(fs, f.p0, 0); !p.OK {
 			t.Fatalf("the model refused the probe on p0: %+v", p)
 		}
+		run(t, "tc", "-n", f.gw, "qdisc", "add", "dev", "wan0", "clsact")
 		p := flower.Probe(fs, f.wan, 0)
-		if p.OK || !strings.Contains(p.Msg, "IPsec offload is active") {
+		if p.OK || !p.Busy || !strings.Contains(p.Msg, "IPsec offload is active") {
 			t.Fatalf("wan0 holds packet-offloaded SAs, the probe must meet EBUSY: %+v", p)
 		}
 		t.Logf("wan0: %s", p.Msg)
