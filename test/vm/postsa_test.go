@@ -18,7 +18,8 @@ import (
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/tcflower"
+	"sluice/internal/kernel/xfrm"
 )
 
 // TestPostSAAgainstKernel extends the kernel-against-program comparison past
@@ -142,11 +143,11 @@ func TestPostSAAgainstKernel(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer h.Close()
-			snap, err := fastpath.KernelSource{X: kernel.XFRMAt(h)}.Dump()
+			snap, err := fastpath.KernelSource{X: xfrm.XFRMAt(h)}.Dump()
 			if err != nil {
 				t.Fatal(err)
 			}
-			off := &kernel.Offload{Ifindex: wanIdx, Flags: kernel.OffloadPacket}
+			off := &xfrm.Offload{Ifindex: wanIdx, Flags: xfrm.OffloadPacket}
 			for i := range snap.Policies {
 				snap.Policies[i].Offload = off
 			}
@@ -326,10 +327,10 @@ func sendSizedUDP(t *testing.T, ns string, dst netip.Addr, port, l3, n int) {
 func TestFlowerPostSA(t *testing.T) {
 	l := newLab(t)
 	f := newFlowerLab(t, l)
-	var fs *kernel.FlowerSocket
+	var fs *tcflower.FlowerSocket
 	inNetns(t, f.gw, func() {
 		var err error
-		if fs, err = kernel.OpenFlowerSocket(); err != nil {
+		if fs, err = tcflower.OpenFlowerSocket(); err != nil {
 			t.Fatal(err)
 		}
 	})
