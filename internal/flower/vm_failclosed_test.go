@@ -18,7 +18,7 @@ import (
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/tcflower"
 )
 
 // runTier runs the tier on a thread inside ns until the returned stop is
@@ -332,7 +332,7 @@ func TestFlowerFailClosed(t *testing.T) {
 			f.snap = f.kernelSnap(t)
 			res := f.derive()
 			inNetns(t, f.gw, func() {
-				fs, err := kernel.OpenFlowerSocket()
+				fs, err := tcflower.OpenFlowerSocket()
 				if err != nil {
 					t.Fatal(err)
 				}

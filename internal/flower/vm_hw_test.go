@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"sluice/internal/flower"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/tcflower"
 	"sluice/internal/testutil"
 )
 
@@ -27,10 +27,10 @@ import (
 func TestFlowerHardwareRulesOnModel(t *testing.T) {
 	l := newLab(t)
 	f := newFlowerLabOn(t, l, true)
-	var fs *kernel.FlowerSocket
+	var fs *tcflower.FlowerSocket
 	inNetns(t, f.gw, func() {
 		var err error
-		if fs, err = kernel.OpenFlowerSocket(); err != nil {
+		if fs, err = tcflower.OpenFlowerSocket(); err != nil {
 			t.Fatal(err)
 		}
 	})

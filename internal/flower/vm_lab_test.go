@@ -15,7 +15,7 @@ import (
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 	"sluice/internal/testutil"
 )
 
@@ -124,7 +124,7 @@ func newFlowerLabOn(t *testing.T, l *lab, hwLAN bool) *flowerLab {
 		}
 		f.snap = f.kernelSnap(t)
 		for _, st := range f.snap.States {
-			if st.Offload == nil || st.Offload.Ifindex != f.wan || st.Offload.Flags&kernel.OffloadPacket == 0 {
+			if st.Offload == nil || st.Offload.Ifindex != f.wan || st.Offload.Flags&xfrm.OffloadPacket == 0 {
 				t.Fatalf("the kernel's SA is not packet-offloaded on wan0: %+v", st)
 			}
 		}
@@ -198,7 +198,7 @@ func (f *flowerLab) source(t *testing.T) fastpath.KernelSource {
 		t.Fatal(err)
 	}
 	f.owner.Cleanup(func() { h.Close() })
-	return fastpath.KernelSource{X: kernel.XFRMAt(h)}
+	return fastpath.KernelSource{X: xfrm.XFRMAt(h)}
 }
 
 // kernelSnap dumps the gateway's real policies and SAs and the route MTU

@@ -18,7 +18,8 @@ import (
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/tcflower"
+	"sluice/internal/kernel/xfrm"
 )
 
 // TestFlowerScale installs the rules of N tunnels (SLUICE_FLOWER_SCALE,
@@ -32,23 +33,23 @@ import (
 // (rules in and out of the kernel at 2,048 to 65,536 tunnels), which reads
 // no SA; the NIC model holds 1,024 SAs per port (sa_budget) and installing
 // 65,536 real ones would cost minutes that say nothing about the rules.
-func flowerTunnel(index uint32, src, dst string, dev int) ([]kernel.Policy, []kernel.State) {
+func flowerTunnel(index uint32, src, dst string, dev int) ([]xfrm.Policy, []xfrm.State) {
 	local, peer := netip.MustParseAddr("123.0.0.1"), netip.MustParseAddr("123.0.0.2")
-	tm := kernel.Tmpl{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: index}
-	out := kernel.Policy{Index: index, Dir: kernel.DirOut, Priority: 100,
-		Sel:     kernel.Selector{Src: netip.MustParsePrefix(src), Dst: netip.MustParsePrefix(dst)},
-		Tmpls:   []kernel.Tmpl{tm},
-		Offload: &kernel.Offload{Ifindex: dev, Flags: kernel.OffloadPacket}}
+	tm := xfrm.Tmpl{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: index}
+	out := xfrm.Policy{Index: index, Dir: xfrm.DirOut, Priority: 100,
+		Sel:     xfrm.Selector{Src: netip.MustParsePrefix(src), Dst: netip.MustParsePrefix(dst)},
+		Tmpls:   []xfrm.Tmpl{tm},
+		Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}}
 	fwd := out
-	fwd.Index, fwd.Dir, fwd.Offload = index+1, kernel.DirFwd, nil
+	fwd.Index, fwd.Dir, fwd.Offload = index+1, xfrm.DirFwd, nil
 	opt := tm
 	opt.Optional = true
-	fwd.Tmpls = []kernel.Tmpl{opt}
+	fwd.Tmpls = []xfrm.Tmpl{opt}
 	// The SA's selector is the policy's, as strongSwan installs it: an
 	// IPv4 SA carries IPv6 only with an IPv6 selector (xfrm_state_find).
-	sa := kernel.State{Src: local, Dst: peer, Proto: 50, SPI: 0x1000 + index, Reqid: index, Mode: 1,
-		Offload: &kernel.Offload{Ifindex: dev, Flags: kernel.OffloadPacket}, Sel: out.Sel}
-	return []kernel.Policy{out, fwd}, []kernel.State{sa}
+	sa := xfrm.State{Src: local, Dst: peer, Proto: 50, SPI: 0x1000 + index, Reqid: index, Mode: 1,
+		Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}, Sel: out.Sel}
+	return []xfrm.Policy{out, fwd}, []xfrm.State{sa}
 }
 
 func TestFlowerScale(t *testing.T) {
@@ -98,10 +99,10 @@ func TestFlowerScale(t *testing.T) {
 		return strings.Count(out, " handle 0x") // one header line per filter
 	}
 	var inst *flower.Installer
-	var fs *kernel.FlowerSocket
+	var fs *tcflower.FlowerSocket
 	inNetns(t, gw, func() {
 		var err error
-		if fs, err = kernel.OpenFlowerSocket(); err != nil {
+		if fs, err = tcflower.OpenFlowerSocket(); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -122,7 +123,7 @@ func TestFlowerScale(t *testing.T) {
 		}
 		var removed, missing int
 		inNetns(t, gw, func() {
-			hs, derr := kernel.DumpFlower(d0)
+			hs, derr := tcflower.DumpFlower(d0)
 			if derr != nil || len(hs) != total {
 				t.Fatalf("dump: %d filters, want %d (%v)", len(hs), total, derr)
 			}
@@ -203,8 +204,8 @@ func TestFlowerScale(t *testing.T) {
 		batchTook = time.Since(start)
 		batchCPU = cpuTime{user: cmd.ProcessState.UserTime(), sys: cmd.ProcessState.SystemTime()}
 		t.Logf("tc -batch: %d rules in %v", total, batchTook.Round(time.Millisecond))
-		var hs []kernel.FlowerHandle
-		inNetns(t, gw, func() { hs, _ = kernel.DumpFlower(d0) })
+		var hs []tcflower.FlowerHandle
+		inNetns(t, gw, func() { hs, _ = tcflower.DumpFlower(d0) })
 		if len(hs) != total {
 			t.Fatalf("tc -batch installed %d of %d", len(hs), total)
 		}

@@ -25,7 +25,7 @@ import (
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/tcflower"
 	"sluice/internal/testutil"
 )
 
@@ -162,7 +162,7 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 		}
 		var handle uint32
 		inNetns(t, f.gw, func() {
-			hs, err := kernel.DumpFlower(f.p0)
+			hs, err := tcflower.DumpFlower(f.p0)
 			if err != nil {
 				t.Fatal(err)
 			}
