@@ -57,7 +57,7 @@ func TestFlowerHardwareRulesOnModel(t *testing.T) {
 			t.Fatalf("apply: %+v %v %v", st, errs, err)
 		}
 		out := run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress")
-		if n := strings.Count(out, "skip_sw"); n != 6 || strings.Count(out, "in_hw") != 6 || strings.Contains(out, "not_in_hw") {
+		if n := strings.Count(out, "skip_sw"); n != 6 || strings.Count(out, "in_hw_count 1") != 6 || strings.Contains(out, "not_in_hw") {
 			t.Fatalf("want 6 skip_sw rules in hardware:\n%s", out)
 		}
 		if n := testutil.EthStats(t, f.gw, "p0")["tc_rule_count"]; n != 6 {

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -112,16 +114,17 @@ func newFlowerLabOn(t *testing.T, l *lab, hwLAN bool) *flowerLab {
 		}
 	})
 	step(t, "tunnels: packet-offloaded on the gateway's model port, software ESP at b", func(t *testing.T) {
+		var gw, b [][]string
 		for _, tu := range labTunnels {
-			f.policy(t, tu.reqid, "add")
-			f.sa(t, "add", tu.reqid, tu.spi)
 			tmpl := fmt.Sprintf("tmpl src 123.0.0.1 dst 123.0.0.2 proto esp reqid %d mode tunnel", tu.reqid)
-			// strongSwan's fwd-out policy: an optional template.
-			run(t, f.ip, append([]string{"-n", f.gw, "xfrm", "policy", "add", "src", tu.src, "dst", tu.dst, "dir", "fwd", "priority", "100"},
-				strings.Fields(tmpl+" level use")...)...)
-			run(t, "ip", append([]string{"-n", f.b, "xfrm", "policy", "add", "src", tu.src, "dst", tu.dst, "dir", "in"}, strings.Fields(tmpl)...)...)
-			f.peerSA(t, tu.reqid, tu.spi)
+			gw = append(gw, policyArgs(t, tu.reqid, "add"), saArgs(t, "add", tu.reqid, tu.spi),
+				// strongSwan's fwd-out policy: an optional template.
+				append([]string{"xfrm", "policy", "add", "src", tu.src, "dst", tu.dst, "dir", "fwd", "priority", "100"}, strings.Fields(tmpl+" level use")...))
+			b = append(b, append([]string{"xfrm", "policy", "add", "src", tu.src, "dst", tu.dst, "dir", "in"}, strings.Fields(tmpl)...),
+				peerSAArgs(t, tu.reqid, tu.spi))
 		}
+		batch(t, f.ip, f.gw, gw)
+		batch(t, "ip", f.b, b)
 		f.snap = f.kernelSnap(t)
 		for _, st := range f.snap.States {
 			if st.Offload == nil || st.Offload.Ifindex != f.wan || st.Offload.Flags&xfrm.OffloadPacket == 0 {
@@ -148,34 +151,61 @@ func newFlowerLabOn(t *testing.T, l *lab, hwLAN bool) *flowerLab {
 // packet-offloaded on wan0.
 func (f *flowerLab) sa(t *testing.T, verb string, reqid, spi int, extra ...string) {
 	t.Helper()
-	args := []string{"-n", f.gw, "xfrm", "state", verb, "src", "123.0.0.1", "dst", "123.0.0.2", "proto", "esp", "spi", fmt.Sprint(spi)}
+	run(t, f.ip, append([]string{"-n", f.gw}, saArgs(t, verb, reqid, spi, extra...)...)...)
+}
+
+func saArgs(t *testing.T, verb string, reqid, spi int, extra ...string) []string {
+	args := []string{"xfrm", "state", verb, "src", "123.0.0.1", "dst", "123.0.0.2", "proto", "esp", "spi", fmt.Sprint(spi)}
 	if verb != "delete" {
 		src, dst := labSel(t, reqid)
 		args = append(args, "reqid", fmt.Sprint(reqid), "mode", "tunnel", "aead", "rfc4106(gcm(aes))", labKey, "128", "sel", "src", src, "dst", dst)
 		args = append(args, extra...)
 		args = append(args, "offload", "packet", "dev", "wan0", "dir", "out")
 	}
-	run(t, f.ip, args...)
+	return args
 }
 
 // peerSA adds b's inbound software SA for a tunnel's SPI.
 func (f *flowerLab) peerSA(t *testing.T, reqid, spi int) {
 	t.Helper()
+	run(t, "ip", append([]string{"-n", f.b}, peerSAArgs(t, reqid, spi)...)...)
+}
+
+func peerSAArgs(t *testing.T, reqid, spi int) []string {
 	src, dst := labSel(t, reqid)
-	run(t, "ip", "-n", f.b, "xfrm", "state", "add", "src", "123.0.0.1", "dst", "123.0.0.2", "proto", "esp", "spi", fmt.Sprint(spi),
-		"reqid", fmt.Sprint(reqid), "mode", "tunnel", "replay-window", "64", "aead", "rfc4106(gcm(aes))", labKey, "128", "sel", "src", src, "dst", dst)
+	return []string{"xfrm", "state", "add", "src", "123.0.0.1", "dst", "123.0.0.2", "proto", "esp", "spi", fmt.Sprint(spi),
+		"reqid", fmt.Sprint(reqid), "mode", "tunnel", "replay-window", "64", "aead", "rfc4106(gcm(aes))", labKey, "128", "sel", "src", src, "dst", dst}
 }
 
 // policy adds or deletes the gateway's OUT policy of a tunnel,
 // packet-offloaded on wan0.
 func (f *flowerLab) policy(t *testing.T, reqid int, verb string) {
 	t.Helper()
+	run(t, f.ip, append([]string{"-n", f.gw}, policyArgs(t, reqid, verb)...)...)
+}
+
+func policyArgs(t *testing.T, reqid int, verb string) []string {
 	src, dst := labSel(t, reqid)
-	args := []string{"-n", f.gw, "xfrm", "policy", verb, "src", src, "dst", dst, "dir", "out"}
+	args := []string{"xfrm", "policy", verb, "src", src, "dst", dst, "dir", "out"}
 	if verb != "delete" {
 		args = append(args, strings.Fields(fmt.Sprintf("priority 100 tmpl src 123.0.0.1 dst 123.0.0.2 proto esp reqid %d mode tunnel offload packet dev wan0", reqid))...)
 	}
-	run(t, f.ip, args...)
+	return args
+}
+
+// batch runs ip(8) commands (argument lists) in one process: a process
+// costs about a second in the loaded TCG guest.
+func batch(t *testing.T, ip, ns string, cmds [][]string) {
+	t.Helper()
+	var b strings.Builder
+	for _, c := range cmds {
+		b.WriteString(strings.Join(c, " ") + "\n")
+	}
+	file := filepath.Join(t.TempDir(), "ip.batch")
+	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ip, "-n", ns, "-batch", file)
 }
 
 func labSel(t *testing.T, reqid int) (string, string) {

@@ -16,7 +16,6 @@ import (
 // The NIC model's helpers live in internal/testutil (nicmodel.go); these
 // are their names here.
 
-func loadNicmodel(t *testing.T)    { t.Helper(); testutil.LoadNicmodel(t) }
 func ipPacket(t *testing.T) string { t.Helper(); return testutil.IPPacket(t) }
 
 // nicPair creates a pair of model ports, devA in nsA and devB in nsB,
