@@ -46,6 +46,7 @@ type flowerLab struct {
 	router         staticRouter
 	ports          []flower.Port
 	snap           fastpath.Snapshot // the gateway's kernel, as the mirror reads it
+	tier           *flower.Tier      // when a test runs one: its skips explain a wait that failed
 }
 
 // The lab's tunnels: reqid, first SPI, selector.
