@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strconv"
@@ -63,6 +64,12 @@ type parser struct {
 	seen map[string]bool
 	// truncated is set when more than maxErrors were found.
 	truncated bool
+	// leaves are the values of the plain tree (yamlschema.go), by index.
+	leaves []leaf
+	// items holds the list entries kept for decoding, by the list's path;
+	// counts, how many entries the list has as written.
+	items  map[string][]item
+	counts map[string]int
 }
 
 func newParser(file string, size int) *parser {
@@ -73,6 +80,8 @@ func newParser(file string, size int) *parser {
 		given:  map[string]bool{},
 		bad:    map[string]bool{},
 		seen:   map[string]bool{},
+		items:  map[string][]item{},
+		counts: map[string]int{},
 		budget: budget, initBudget: budget,
 	}
 }
@@ -618,4 +627,107 @@ func enumList[T ~string](def T, allowed []T) string {
 		return strings.Join(parts, "")
 	}
 	return strings.Join(parts[:len(parts)-1], ", ") + " or " + parts[len(parts)-1]
+}
+
+// The field readers below are the host file's, until it moves to tagged
+// structs too.
+
+// ifname parses a Linux interface name.
+func (p *parser) ifname(f field) string {
+	s, ok := p.str(f, "a Linux interface name such as p0")
+	if !ok {
+		return ""
+	}
+	if problem := ifnameProblem(s); problem != "" {
+		p.errorf(f.line, f.path, "%s", problem)
+		return ""
+	}
+	return s
+}
+
+// addr parses an IP address (IPv4 or IPv6, no zone, not unspecified).
+func (p *parser) addr(f field, what string) netip.Addr {
+	s, ok := p.str(f, what+" (an IP address)")
+	if !ok {
+		return netip.Addr{}
+	}
+	a, err := netip.ParseAddr(s)
+	switch {
+	case err != nil:
+		p.errorf(f.line, f.path, "%q is not an IP address; write %s such as 192.0.2.1 or 2001:db8::1", s, what)
+	case a.Zone() != "":
+		p.errorf(f.line, f.path, "%q has an IPv6 zone; remove %%%s (the interface is known from the rest of the file)", s, show(a.Zone()))
+	case a.IsUnspecified():
+		p.errorf(f.line, f.path, "%s is the unspecified address; write %s", s, what)
+	case a.Is4In6():
+		p.errorf(f.line, f.path, "%s", mappedMsg(s, a))
+	default:
+		return a
+	}
+	return netip.Addr{}
+}
+
+// prefix parses a selector prefix; a bare address is a /32 or /128.
+func (p *parser) prefix(f field) netip.Prefix {
+	s, ok := p.str(f, "a prefix such as 10.0.0.0/8")
+	if !ok {
+		return netip.Prefix{}
+	}
+	var pf netip.Prefix
+	if strings.Contains(s, "/") {
+		v, err := netip.ParsePrefix(s)
+		if err != nil {
+			p.errorf(f.line, f.path, "%q is not an IP prefix; write one such as 10.0.0.0/8 or 2001:db8::/32, or a bare address for one host", s)
+			return netip.Prefix{}
+		}
+		if v != v.Masked() {
+			p.errorf(f.line, f.path, "%q has bits set after the /%d; write %s", s, v.Bits(), v.Masked())
+			return netip.Prefix{}
+		}
+		if v.Addr().Is4In6() {
+			p.errorf(f.line, f.path, "%s", mappedMsg(s, v.Addr()))
+			return netip.Prefix{}
+		}
+		pf = v
+	} else {
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			p.errorf(f.line, f.path, "%q is not an IP prefix; write one such as 10.0.0.0/8 or 2001:db8::/32, or a bare address for one host", s)
+			return netip.Prefix{}
+		}
+		if a.Zone() != "" {
+			p.errorf(f.line, f.path, "%q has an IPv6 zone; selectors have none: remove %%%s", s, show(a.Zone()))
+			return netip.Prefix{}
+		}
+		if a.Is4In6() {
+			p.errorf(f.line, f.path, "%s", mappedMsg(s, a))
+			return netip.Prefix{}
+		}
+		pf = netip.PrefixFrom(a, a.BitLen())
+	}
+	return pf
+}
+
+var portRangeRE = regexp.MustCompile(`^\s*\d+\s*[-:]\s*\d+\s*$`)
+
+// port parses a single port, 1 to 65535.
+func (p *parser) port(f field) uint16 {
+	n := f.val
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && portRangeRE.MatchString(n.Value) {
+		p.errorf(f.line, f.path, "%q is a range, and sluice takes a single port: an XFRM selector holds a port as one value and mask, not a range; write one policy per port, or remove %s to match any port", n.Value, f.name)
+		return 0
+	}
+	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
+		p.errorf(f.line, f.path, "want a single port number from 1 to 65535, got %s", kindName(n))
+		return 0
+	}
+	v, ok := p.uint(f, 65535)
+	if !ok {
+		return 0
+	}
+	if v == 0 {
+		p.errorf(f.line, f.path, "port 0 matches nothing; remove %s to match any port", f.name)
+		return 0
+	}
+	return uint16(v)
 }

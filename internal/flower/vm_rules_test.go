@@ -2,7 +2,7 @@
 
 //go:build vmtest
 
-package vm
+package flower_test
 
 import (
 	"fmt"

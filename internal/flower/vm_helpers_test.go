@@ -2,61 +2,20 @@
 
 //go:build vmtest
 
-package vm
+package flower_test
 
 import (
 	"net"
 	"net/netip"
-	"runtime"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
-
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel"
 )
-
-// inNetns runs f on a thread switched into the named namespace (netlink
-// sockets and ifindexes then belong to it).
-func inNetns(t *testing.T, name string, f func()) {
-	t.Helper()
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		runtime.LockOSThread() // never unlocked: the thread dies with the goroutine
-		h, err := netns.GetFromName(name)
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer h.Close()
-		if err := netns.Set(h); err != nil {
-			t.Error(err)
-			return
-		}
-		f()
-	}()
-	<-done
-}
-
-// link returns a device's ifindex and MAC inside a namespace.
-func link(t *testing.T, ns, dev string) (int, net.HardwareAddr) {
-	t.Helper()
-	var idx int
-	var mac net.HardwareAddr
-	inNetns(t, ns, func() {
-		li, err := kernel.Link(dev)
-		if err != nil {
-			t.Fatal(err)
-		}
-		idx, mac = li.Ifindex, li.MAC
-	})
-	return idx, mac
-}
 
 // sendUDP sends n datagrams from inside ns to dst:port with the given TTL.
 func sendUDP(t *testing.T, ns string, dst netip.Addr, port, ttl, n int) {
