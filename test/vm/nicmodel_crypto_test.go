@@ -26,12 +26,12 @@ func TestNicmodelCryptoInterop(t *testing.T) {
 	}{
 		{"ipv4-tunnel", false, true, false},
 		{"ipv4-transport", false, false, false},
-		{"ipv6-tunnel", true, true, false},
+		// Sequence numbers cross 2^32 both ways. The high half is in the
+		// AAD: on TX the model takes it from the stack (xo->seq.hi), on
+		// RX it infers it from the window the kernel reports through
+		// advance_esn. (One case carries it, to keep the VM time down.)
+		{"ipv6-tunnel-esn-wrap", true, true, true},
 		{"ipv6-transport", true, false, false},
-		// The high half of the sequence number is in the AAD: on TX the
-		// model takes it from the stack (xo->seq.hi), on RX it infers it
-		// from the window the kernel reports through advance_esn.
-		{"ipv4-tunnel-esn-wrap", false, true, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
