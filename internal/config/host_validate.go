@@ -14,7 +14,7 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 	if !p.given["name"] {
 		base := filepath.Base(h.File)
 		h.Name = strings.TrimSuffix(base, filepath.Ext(base))
-		if !hostNameRE.MatchString(h.Name) {
+		if !nameRE.MatchString(h.Name) {
 			h.Name = "host"
 		}
 	}

@@ -114,6 +114,21 @@ func oneOf[T ~string](n *yaml.Node, out *T, def T, allowed ...T) error {
 	return leafErr(n, "%q is not valid; use one of %s", s, list)
 }
 
+// enumList lists allowed values for messages ("a, b or c").
+func enumList[T ~string](def T, allowed []T) string {
+	parts := make([]string, len(allowed))
+	for i, a := range allowed {
+		parts[i] = string(a)
+		if a == def && def != "" {
+			parts[i] += " (default)"
+		}
+	}
+	if len(parts) < 2 {
+		return strings.Join(parts, "")
+	}
+	return strings.Join(parts[:len(parts)-1], ", ") + " or " + parts[len(parts)-1]
+}
+
 // ifname is a Linux interface name.
 type ifname string
 
