@@ -111,7 +111,7 @@ type guestMeta struct {
 
 // hostGuestNetwork is one entry of guest-networks: (GuestNetwork).
 type hostGuestNetwork struct {
-	Name       guestName            `yaml:"name"`
+	Name       usableName           `yaml:"name"`
 	VTEP       ifname               `yaml:"vtep"`
 	Bridge     choice[bridgeChoice] `yaml:"bridge"`
 	BridgeName ifname               `yaml:"bridge-name"`
@@ -123,8 +123,8 @@ func (hostGuestNetwork) describe() (string, string) { return "guest network", "n
 
 // hostGuest is one entry of guests: (Guest).
 type hostGuest struct {
-	Name         guestName            `yaml:"name"`
-	Network      guestName            `yaml:"network"`
+	Name         usableName           `yaml:"name"`
+	Network      usableName           `yaml:"network"`
 	Attach       choice[attachChoice] `yaml:"attach"`
 	VF           *hostGuestVF         `yaml:"vf"`
 	Port         ifname               `yaml:"port"`
@@ -156,40 +156,6 @@ type hostGuestVF struct {
 
 func (hostGuestVF) describe() (string, string) { return "VF", "{pf: enp3s0f0np0, index: 0}" }
 
-// guests converts guest-networks: and guests:.
-func (p *parser) guests(f *hostFile, h *Host, m *guestMeta) {
-	m.nets = p.itemsOf("guest-networks", len(f.GuestNetworks))
-	for i, n := range f.GuestNetworks {
-		h.GuestNetworks = append(h.GuestNetworks, GuestNetwork{Name: string(n.Name), VTEP: string(n.VTEP), Bridge: string(n.Bridge),
-			BridgeName: string(n.BridgeName), PageFit: bool(n.PageFit), MTU: int(n.MTU), Line: m.nets[i].line})
-	}
-	m.guests = p.itemsOf("guests", len(f.Guests))
-	for i, g := range f.Guests {
-		it := m.guests[i]
-		x := Guest{Name: string(g.Name), Network: string(g.Network), Attach: string(g.Attach), Port: string(g.Port),
-			MAC: string(g.MAC), VLAN: optInt(g.VLAN), Trust: optBool(g.Trust), SpoofChk: optBool(g.SpoofChk),
-			VCPUs: int(g.VCPUs), MemoryMiB: int(g.MemoryMiB), CPUs: ints(g.CPUs), EmulatorCPUs: ints(g.EmulatorCPUs),
-			NUMANode: optInt(g.NUMANode), QueueSize: int(g.QueueSize), PollUS: int(g.PollUS), MTU: int(g.MTU),
-			Kernel: string(g.Kernel), Initrd: string(g.Initrd), Cmdline: string(g.Cmdline), Disk: string(g.Disk),
-			Define: bool(g.Define), Line: it.line}
-		if v := g.VF; v != nil {
-			x.VF = &GuestVF{PF: string(v.PF), Index: int(v.Index), Line: p.lines[it.path+".vf"]}
-			if !p.given[it.path+".vf.index"] {
-				x.VF.Index = -1
-			}
-		}
-		h.Guests = append(h.Guests, x)
-	}
-}
-
-func ints[L limit](xs []num[L]) []int {
-	var out []int
-	for _, x := range xs {
-		out = append(out, int(x))
-	}
-	return out
-}
-
 func (m *guestMeta) applyDefaults(p *parser, h *Host) {
 	for i, it := range m.nets {
 		n := &h.GuestNetworks[i]
@@ -202,6 +168,9 @@ func (m *guestMeta) applyDefaults(p *parser, h *Host) {
 	}
 	for i, it := range m.guests {
 		g := &h.Guests[i]
+		if g.VF != nil && !p.given[it.path+".vf.index"] {
+			g.VF.Index = -1
+		}
 		if !p.given[it.path+".vcpus"] {
 			g.VCPUs = DefaultGuestVCPUs
 			if len(g.CPUs) > 0 {

@@ -79,7 +79,7 @@ func (h *Host) HasKeying(k string) bool {
 	return false
 }
 
-// ikeFile is ipsec.ike as written (IKE).
+// ikeFile is ipsec.ike as written (filled into IKE).
 type ikeFile struct {
 	VICI         nonEmpty    `yaml:"vici"`
 	PSK          nonEmpty    `yaml:"psk"`
@@ -94,16 +94,6 @@ type ikeFile struct {
 }
 
 func (ikeFile) describe() (string, string) { return "ike", "psk: /etc/sluice/ike.psk" }
-
-// ike converts ipsec.ike.
-func (p *parser) ike(k *ikeFile) *IKE {
-	if k == nil {
-		return nil
-	}
-	return &IKE{VICI: string(k.VICI), PSK: string(k.PSK), CA: string(k.CA), Cert: string(k.Cert), PrivateKey: string(k.PrivateKey),
-		RekeyTime: time.Duration(k.RekeyTime), LifeTime: time.Duration(k.LifeTime), RandTime: time.Duration(k.RandTime),
-		RekeyBytes: uint64(k.RekeyBytes), RekeyPackets: uint64(k.RekeyPackets), Line: p.lines["ipsec.ike"]}
-}
 
 // applyIKEDefaults gives each peer the ipsec-wide keying and fills in the
 // IKE lifetimes: life-time 10% over rekey-time and rand-time the gap, as

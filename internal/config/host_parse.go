@@ -3,16 +3,17 @@
 package config
 
 import (
-	"net/netip"
+	"reflect"
 
 	"go.yaml.in/yaml/v3"
 )
 
 // hostFile is host.yaml as written: every key of the file is declared
 // here and in the structs it names, once (docs/overlay.md describes
-// them). The order of the fields is the order messages list the keys in.
+// them). The order of the fields is the order messages list the keys in;
+// fill copies them by name into Host and the types it holds.
 type hostFile struct {
-	Name          hostName           `yaml:"name"`
+	Name          usableName         `yaml:"name"`
 	Uplinks       *hostUplinks       `yaml:"uplinks"`
 	SRIOV         []hostSRIOV        `yaml:"sriov"`
 	VTEPs         []hostVTEP         `yaml:"vteps"`
@@ -150,73 +151,41 @@ type hostMeta struct {
 func (p *parser) host(root *yaml.Node) (*Host, *hostMeta) {
 	var f hostFile
 	p.decode(root, &f)
-	h := &Host{File: p.file, Name: string(f.Name)}
+	h := &Host{File: p.file}
+	p.fill(reflect.ValueOf(h).Elem(), reflect.ValueOf(f), item{line: root.Line})
 	m := &hostMeta{rootLine: root.Line}
-	if u := f.Uplinks; u != nil {
+	if u := h.Uplinks; u != nil {
 		m.uplinks = p.itemAt("uplinks")
-		h.Uplinks = &Uplinks{Ports: strs(u.Ports), MTU: int(u.MTU), Addresses: prefixes(u.Addresses), Line: m.uplinks.line}
 		for _, it := range p.itemsOf("uplinks.ports", len(u.Ports)) {
 			m.portLines = append(m.portLines, it.line)
 		}
 		for _, it := range p.itemsOf("uplinks.addresses", len(u.Addresses)) {
 			m.addrLines = append(m.addrLines, it.line)
 		}
-		if b := u.Bond; b != nil {
+		if u.Bond != nil {
 			m.bond = p.itemAt("uplinks.bond")
-			h.Uplinks.Bond = &Bond{Name: string(b.Name), Mode: string(b.Mode), MIIMon: int(b.MIIMon), Primary: string(b.Primary), Line: m.bond.line}
 		}
 	}
-	m.sriov = p.itemsOf("sriov", len(f.SRIOV))
-	for i, s := range f.SRIOV {
-		it := m.sriov[i]
-		vfs := p.itemsOf(it.path+".vf", len(s.VF))
-		x := SRIOV{PF: string(s.PF), VFs: optInt(s.VFs), Eswitch: string(s.Eswitch), FlowSteering: string(s.FlowSteering),
-			VFIPsec: optBool(s.VFIPsec), Line: it.line}
-		for j, v := range s.VF {
-			vf := VFConfig{Index: int(v.Index), MAC: string(v.MAC), VLAN: optInt(v.VLAN), Trust: optBool(v.Trust),
-				SpoofChk: optBool(v.SpoofChk), IPsec: strs(v.IPsec), Line: vfs[j].line}
-			if !p.given[vfs[j].path+".index"] {
-				vf.Index = -1
-			}
-			x.VF = append(x.VF, vf)
-		}
-		h.SRIOV = append(h.SRIOV, x)
-		m.vfs = append(m.vfs, vfs)
+	m.sriov = p.itemsOf("sriov", len(h.SRIOV))
+	for i, it := range m.sriov {
+		m.vfs = append(m.vfs, p.itemsOf(it.path+".vf", len(h.SRIOV[i].VF)))
 	}
-	m.vteps = p.itemsOf("vteps", len(f.VTEPs))
-	for i, v := range f.VTEPs {
-		rs := p.itemsOf(m.vteps[i].path+".remotes", len(v.Remotes))
-		x := VTEP{Name: string(v.Name), Type: string(v.Type), VNI: uint32(v.VNI), Local: netip.Addr(v.Local), Port: uint16(v.Port),
-			MTU: int(v.MTU), GeneveOptions: int(v.GeneveOptions), Addresses: prefixes(v.Addresses), Line: m.vteps[i].line}
-		for j, r := range v.Remotes {
-			x.Remotes = append(x.Remotes, Remote{Address: netip.Addr(r.Address), Via: netip.Addr(r.Via), Line: rs[j].line})
-		}
-		h.VTEPs = append(h.VTEPs, x)
-		m.remotes = append(m.remotes, rs)
+	m.vteps = p.itemsOf("vteps", len(h.VTEPs))
+	for i, it := range m.vteps {
+		m.remotes = append(m.remotes, p.itemsOf(it.path+".remotes", len(h.VTEPs[i].Remotes)))
 	}
-	if s := f.IPsec; s != nil {
+	if s := h.IPsec; s != nil {
 		m.ipsec = p.itemAt("ipsec")
-		h.IPsec = &IPsec{Keys: string(s.Keys), UnsafeBondOffload: bool(s.UnsafeBondOffload), Keying: string(s.Keying), IKE: p.ike(s.IKE)}
 		if p.given["ipsec.keys"] {
-			h.IPsec.KeysLine = p.lines["ipsec.keys"]
+			s.KeysLine = p.lines["ipsec.keys"]
 		}
 		m.peers = p.itemsOf("ipsec.peers", len(s.Peers))
-		for i, x := range s.Peers {
-			sels := p.itemsOf(m.peers[i].path+".selectors", len(x.Selectors))
-			pr := Peer{Name: string(x.Name), Local: netip.Addr(x.Local), Remote: netip.Addr(x.Remote), Mode: string(x.Mode),
-				KeyBits: int(x.KeyBits), SPIOut: uint32(x.SPIOut), SPIIn: uint32(x.SPIIn), ReqidOut: uint32(x.ReqidOut),
-				ReqidIn: uint32(x.ReqidIn), ESN: bool(x.ESN), ReplayWindow: int(x.ReplayWindow), Offload: string(x.Offload),
-				OffloadOut: string(x.OffloadOut), OffloadIn: string(x.OffloadIn), OffloadDev: string(x.OffloadDev),
-				Priority: uint32(x.Priority), Keying: string(x.Keying), LocalID: string(x.LocalID), RemoteID: string(x.RemoteID),
-				Line: m.peers[i].line}
-			for j, sel := range x.Selectors {
-				pr.Selectors = append(pr.Selectors, Selector{Local: netip.Prefix(sel.Local), Remote: netip.Prefix(sel.Remote), Line: sels[j].line})
-			}
-			h.IPsec.Peers = append(h.IPsec.Peers, pr)
-			m.sels = append(m.sels, sels)
+		for i, it := range m.peers {
+			m.sels = append(m.sels, p.itemsOf(it.path+".selectors", len(s.Peers[i].Selectors)))
 		}
 	}
-	p.guests(&f, h, &m.guests)
+	m.guests.nets = p.itemsOf("guest-networks", len(h.GuestNetworks))
+	m.guests.guests = p.itemsOf("guests", len(h.Guests))
 	return h, m
 }
 
@@ -228,36 +197,4 @@ func (p *parser) itemAt(path string) item { return item{path: path, line: p.line
 func (p *parser) itemsOf(path string, n int) []item {
 	its := p.items[path]
 	return its[:min(n, len(its))]
-}
-
-func strs[T ~string](xs []T) []string {
-	var out []string
-	for _, x := range xs {
-		out = append(out, string(x))
-	}
-	return out
-}
-
-func prefixes(xs []ifAddr) []netip.Prefix {
-	var out []netip.Prefix
-	for _, x := range xs {
-		out = append(out, netip.Prefix(x))
-	}
-	return out
-}
-
-func optInt[L limit](v *num[L]) *int {
-	if v == nil {
-		return nil
-	}
-	x := int(*v)
-	return &x
-}
-
-func optBool(v *flag) *bool {
-	if v == nil {
-		return nil
-	}
-	b := bool(*v)
-	return &b
 }

@@ -26,6 +26,13 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 			u.Bond.MIIMon = DefaultMIIMon
 		}
 	}
+	for i, vfs := range m.vfs {
+		for j, it := range vfs {
+			if !p.given[it.path+".index"] {
+				h.SRIOV[i].VF[j].Index = -1
+			}
+		}
+	}
 	for i, it := range m.vteps {
 		v := &h.VTEPs[i]
 		if !p.given[it.path+".type"] {

@@ -3,6 +3,7 @@
 package config
 
 import (
+	"fmt"
 	"net"
 	"net/netip"
 	"regexp"
@@ -16,15 +17,15 @@ import (
 // ones): each checks its value and says how to fix it.
 
 type (
-	max1023   struct{}
-	max1024   struct{}
-	max4094   struct{}
-	max4095   struct{}
-	max4096   struct{}
-	max8191   struct{}
-	max16M    struct{}
-	maxReplay struct{}
-	maxU62    struct{}
+	max1023   struct{ upTo }
+	max1024   struct{ upTo }
+	max4094   struct{ upTo }
+	max4095   struct{ upTo }
+	max4096   struct{ upTo }
+	max8191   struct{ upTo }
+	max16M    struct{ upTo }
+	maxReplay struct{ upTo }
+	maxU62    struct{ upTo }
 )
 
 func (max1023) max() uint64   { return 1023 }
@@ -91,49 +92,30 @@ func (attachChoice) choices() (string, []string) {
 // names, key files and 15-byte bridge names (libvirt accepts more).
 var nameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
 
-// hostName is the overlay host's name.
-type hostName string
+// usableName names the host, a guest network or a guest.
+type usableName = str[nameRule]
 
-func (v *hostName) UnmarshalYAML(n *yaml.Node) error {
-	s, err := scalar(n, "a name such as node-a")
-	if err != nil {
-		return err
-	}
+type nameRule struct{}
+
+func (nameRule) want() string { return "a name such as node-a or vm1" }
+func (nameRule) check(s string) (string, string) {
 	if !nameRE.MatchString(s) {
-		return leafErr(n, "%s is not a usable name; use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", show(s))
+		return "", show(s) + " is not a usable name; use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit"
 	}
-	*v = hostName(s)
-	return nil
-}
-
-// guestName names a guest network or a guest.
-type guestName string
-
-func (v *guestName) UnmarshalYAML(n *yaml.Node) error {
-	s, err := scalar(n, "a name such as tenant-a or vm1")
-	if err != nil {
-		return err
-	}
-	if !nameRE.MatchString(s) {
-		return leafErr(n, "%s is not a usable name; use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", show(s))
-	}
-	*v = guestName(s)
-	return nil
+	return s, ""
 }
 
 // peerName names a peer, here and in the key file.
-type peerName string
+type peerName = str[peerNameRule]
 
-func (v *peerName) UnmarshalYAML(n *yaml.Node) error {
-	s, err := scalar(n, "a peer name such as node-b")
-	if err != nil {
-		return err
-	}
+type peerNameRule struct{}
+
+func (peerNameRule) want() string { return "a peer name such as node-b" }
+func (peerNameRule) check(s string) (string, string) {
 	if !nameRE.MatchString(s) {
-		return leafErr(n, "%s cannot name a peer in the key file; use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", show(s))
+		return "", show(s) + " cannot name a peer in the key file; use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit"
 	}
-	*v = peerName(s)
-	return nil
+	return s, ""
 }
 
 var pciRE = regexp.MustCompile(`^([0-9a-fA-F]{4}:)?[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]$`)
@@ -144,75 +126,67 @@ func IsPCIAddress(s string) bool { return pciRE.MatchString(s) }
 
 // portName is a netdev name or a PCI address (normalised to 0000:bb:dd.f,
 // lower case).
-type portName string
+type portName = str[portRule]
 
-func (portName) describe() (string, string) {
+type portRule struct{}
+
+func (portRule) describe() (string, string) {
 	return "port (a netdev name or PCI address)", "enp3s0f0np0"
 }
-
-func (v *portName) UnmarshalYAML(n *yaml.Node) error {
-	s, err := scalar(n, "a netdev name such as enp3s0f0np0 or a PCI address such as 0000:03:00.0")
-	if err != nil {
-		return err
-	}
+func (portRule) want() string {
+	return "a netdev name such as enp3s0f0np0 or a PCI address such as 0000:03:00.0"
+}
+func (portRule) check(s string) (string, string) {
 	if IsPCIAddress(s) {
 		s = strings.ToLower(s)
 		if strings.Count(s, ":") == 1 {
 			s = "0000:" + s
 		}
-		*v = portName(s)
-		return nil
+		return s, ""
 	}
 	if problem := ifnameProblem(s); problem != "" {
-		return leafErr(n, "%s (or write a PCI address such as 0000:03:00.0)", problem)
+		return "", problem + " (or write a PCI address such as 0000:03:00.0)"
 	}
-	*v = portName(s)
-	return nil
+	return s, ""
 }
 
 // mtu is an interface MTU, 68 to 65535.
-type mtu int
+type mtu = num[mtuRule]
 
-func (v *mtu) UnmarshalYAML(n *yaml.Node) error {
-	u, err := wholeNumber(n, 65535)
-	if err != nil {
-		return err
+type mtuRule struct{}
+
+func (mtuRule) max() uint64 { return 65535 }
+func (mtuRule) refuse(v uint64) string {
+	if v < 68 {
+		return fmt.Sprintf("%d is below 68, the smallest MTU IPv4 allows; use 68 to 65535 (1500 and 9000 are usual)", v)
 	}
-	if u < 68 {
-		return leafErr(n, "%d is below 68, the smallest MTU IPv4 allows; use 68 to 65535 (1500 and 9000 are usual)", u)
-	}
-	*v = mtu(u)
-	return nil
+	return ""
 }
 
 // bondMode is a bond's mode: active-backup only.
-type bondMode string
+type bondMode = str[bondModeRule]
 
-func (v *bondMode) UnmarshalYAML(n *yaml.Node) error {
-	s, err := scalar(n, BondModeActiveBackup)
-	if err != nil {
-		return err
-	}
+type bondModeRule struct{}
+
+func (bondModeRule) want() string { return BondModeActiveBackup }
+func (bondModeRule) check(s string) (string, string) {
 	if s != BondModeActiveBackup {
-		return leafErr(n, "%s is not supported; sluice bonds in active-backup mode only: the kernel offloads ESP to a bond (xfrmdev_ops) only in active-backup mode, where one port at a time holds every SA; in 802.3ad/balance modes flows spread over ports whose NICs do not share SA state, so offload is refused (the ConnectX-6 SR-IOV guide). Write mode: active-backup", show(s))
+		return "", show(s) + " is not supported; sluice bonds in active-backup mode only: the kernel offloads ESP to a bond (xfrmdev_ops) only in active-backup mode, where one port at a time holds every SA; in 802.3ad/balance modes flows spread over ports whose NICs do not share SA state, so offload is refused (the ConnectX-6 SR-IOV guide). Write mode: active-backup"
 	}
-	*v = bondMode(s)
-	return nil
+	return s, ""
 }
 
 // miimon is a bond's link monitoring period in ms.
-type miimon int
+type miimon = num[miimonRule]
 
-func (v *miimon) UnmarshalYAML(n *yaml.Node) error {
-	u, err := wholeNumber(n, 60000)
-	if err != nil {
-		return err
+type miimonRule struct{}
+
+func (miimonRule) max() uint64 { return 60000 }
+func (miimonRule) refuse(v uint64) string {
+	if v == 0 {
+		return "0 turns link monitoring off, and then the bond never fails over; use a period in ms such as 100"
 	}
-	if u == 0 {
-		return leafErr(n, "0 turns link monitoring off, and then the bond never fails over; use a period in ms such as 100")
-	}
-	*v = miimon(u)
-	return nil
+	return ""
 }
 
 // ifAddr is an interface address with its prefix length (host bits
@@ -246,131 +220,102 @@ func (v *ifAddr) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // mac is a unicast Ethernet MAC address (lower case, colon separated).
-type mac string
+type mac = str[macRule]
 
-func (v *mac) UnmarshalYAML(n *yaml.Node) error {
-	s, err := scalar(n, "a MAC address such as 02:00:00:00:00:01")
-	if err != nil {
-		return err
-	}
-	hw, perr := net.ParseMAC(s)
+type macRule struct{}
+
+func (macRule) want() string { return "a MAC address such as 02:00:00:00:00:01" }
+func (macRule) check(s string) (string, string) {
+	hw, err := net.ParseMAC(s)
 	switch {
-	case perr != nil || len(hw) != 6:
-		return leafErr(n, "%s is not an Ethernet MAC address; write one such as 02:00:00:00:00:01", show(s))
+	case err != nil || len(hw) != 6:
+		return "", show(s) + " is not an Ethernet MAC address; write one such as 02:00:00:00:00:01"
 	case hw[0]&1 != 0:
-		return leafErr(n, "%s is a multicast address; a VF needs a unicast MAC (first byte even, such as 02:...)", s)
+		return "", s + " is a multicast address; a VF needs a unicast MAC (first byte even, such as 02:...)"
 	case hw.String() == "00:00:00:00:00:00":
-		return leafErr(n, "00:00:00:00:00:00 is not a usable MAC; write a locally administered one such as 02:00:00:00:00:01")
+		return "", "00:00:00:00:00:00 is not a usable MAC; write a locally administered one such as 02:00:00:00:00:01"
 	}
-	*v = mac(hw.String())
-	return nil
+	return hw.String(), ""
 }
 
 // vni is a VXLAN/Geneve network identifier, 1 to 2^24-1.
-type vni uint32
+type vni = num[vniRule]
 
-func (v *vni) UnmarshalYAML(n *yaml.Node) error {
-	u, err := wholeNumber(n, 1<<24-1)
-	if err != nil {
-		return err
+type vniRule struct{}
+
+func (vniRule) max() uint64 { return 1<<24 - 1 }
+func (vniRule) refuse(v uint64) string {
+	if v == 0 {
+		return "VNI 0 is reserved; use 1 to 16777215"
 	}
-	if u == 0 {
-		return leafErr(n, "VNI 0 is reserved; use 1 to 16777215")
-	}
-	*v = vni(u)
-	return nil
+	return ""
 }
 
 // geneveOptions is the Geneve option length in bytes (4-byte words).
-type geneveOptions int
+type geneveOptions = num[geneveRule]
 
-func (v *geneveOptions) UnmarshalYAML(n *yaml.Node) error {
-	u, err := wholeNumber(n, 252)
-	if err != nil {
-		return err
+type geneveRule struct{}
+
+func (geneveRule) max() uint64 { return 252 }
+func (geneveRule) refuse(v uint64) string {
+	if v%4 != 0 {
+		return fmt.Sprintf("%d is not a multiple of 4; Geneve options come in 4-byte words", v)
 	}
-	if u%4 != 0 {
-		return leafErr(n, "%d is not a multiple of 4; Geneve options come in 4-byte words", u)
-	}
-	*v = geneveOptions(u)
-	return nil
+	return ""
 }
 
 // keyFile is ipsec.keys: the path of the key file.
-type keyFile string
+type keyFile = str[keyFileRule]
 
-func (v *keyFile) UnmarshalYAML(n *yaml.Node) error {
-	s, err := scalar(n, "the path of the key file")
-	if err != nil {
-		return err
-	}
+type keyFileRule struct{}
+
+func (keyFileRule) want() string { return "the path of the key file" }
+func (keyFileRule) check(s string) (string, string) {
 	if s == "" {
-		return leafErr(n, "is empty; write the path of the key file (mode 0600), such as /etc/sluice/node-a.keys")
+		return "", "is empty; write the path of the key file (mode 0600), such as /etc/sluice/node-a.keys"
 	}
-	*v = keyFile(s)
-	return nil
-}
-
-// nonEmpty is a path or an identity: any single value but "".
-type nonEmpty string
-
-func (v *nonEmpty) UnmarshalYAML(n *yaml.Node) error {
-	s, err := scalar(n, "a path or an identity")
-	if err != nil {
-		return err
-	}
-	if s == "" {
-		return leafErr(n, "is empty; write a value, or remove the key")
-	}
-	*v = nonEmpty(s)
-	return nil
+	return s, ""
 }
 
 // keyBits is the AES key size of rfc4106(gcm(aes)).
-type keyBits int
+type keyBits = num[keyBitsRule]
 
-func (v *keyBits) UnmarshalYAML(n *yaml.Node) error {
-	u, err := wholeNumber(n, 1024)
-	if err != nil {
-		return err
+type keyBitsRule struct{}
+
+func (keyBitsRule) max() uint64 { return 1024 }
+func (keyBitsRule) refuse(v uint64) string {
+	if v != 128 && v != 256 {
+		return fmt.Sprintf("%d: rfc4106(gcm(aes)) takes 128- or 256-bit AES keys; write 128 or 256", v)
 	}
-	if u != 128 && u != 256 {
-		return leafErr(n, "%d: rfc4106(gcm(aes)) takes 128- or 256-bit AES keys; write 128 or 256", u)
-	}
-	*v = keyBits(u)
-	return nil
+	return ""
 }
 
 // spi is an SPI; 1-255 are reserved by IANA (RFC 4303 2.1) and 0 cannot
 // be used.
-type spi uint32
+type spi = num[spiRule]
 
-func (v *spi) UnmarshalYAML(n *yaml.Node) error {
-	u, err := wholeNumber(n, 1<<32-1)
-	if err != nil {
-		return err
+type spiRule struct{}
+
+func (spiRule) max() uint64 { return 1<<32 - 1 }
+func (spiRule) refuse(v uint64) string {
+	if v < 256 {
+		return fmt.Sprintf("SPI %d is reserved (0-255, RFC 4303); use a value from 256 (0x100) to 4294967295, such as 0x1001", v)
 	}
-	if u < 256 {
-		return leafErr(n, "SPI %d is reserved (0-255, RFC 4303); use a value from 256 (0x100) to 4294967295, such as 0x1001", u)
-	}
-	*v = spi(u)
-	return nil
+	return ""
 }
 
 // reqid ties a policy template to its SAs; a template with reqid 0 takes
 // any SA between the addresses.
-type reqid uint32
+type reqid = num[reqidRule]
 
-func (v *reqid) UnmarshalYAML(n *yaml.Node) error {
-	u, err := wholeNumber(n, 1<<32-1)
-	if err != nil {
-		return err
+type reqidRule struct{}
+
+func (reqidRule) max() uint64 { return 1<<32 - 1 }
+func (reqidRule) refuse(v uint64) string {
+	if v == 0 {
+		return "0 means no reqid to the kernel: the policy would take any SA between these addresses; give a non-zero reqid, or leave it out (default: the SPI)"
 	}
-	if u == 0 {
-		return leafErr(n, "0 means no reqid to the kernel: the policy would take any SA between these addresses; give a non-zero reqid, or leave it out (default: the SPI)")
-	}
-	*v = reqid(u)
-	return nil
+	return ""
 }
 
 // lifetime is a duration with a unit (1h, 30m, 90s).

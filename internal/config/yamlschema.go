@@ -210,14 +210,20 @@ func keysOf(t reflect.Type) (names []string, fields map[string]reflect.Type) {
 	fields = map[string]reflect.Type{}
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name == "" || name == "-" {
+		name, ok := keyName(f)
+		if !ok {
 			continue
 		}
 		names = append(names, name)
 		fields[name] = f.Type
 	}
 	return names, fields
+}
+
+// keyName is the key a struct field declares.
+func keyName(f reflect.StructField) (string, bool) {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return name, name != "" && name != "-"
 }
 
 // plainMapping returns mapping m of struct type t with merge keys (<<:
