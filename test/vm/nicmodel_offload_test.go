@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // TestNicmodelLeak: a frame no offloaded OUT policy selects leaves the
@@ -189,7 +189,7 @@ func TestNicmodelRefusals(t *testing.T) {
 	})
 }
 
-// TestNicmodelOffloadProbe: doctor's offload probe (kernel.ProbeOffload)
+// TestNicmodelOffloadProbe: doctor's offload probe (xfrm.ProbeOffload)
 // meets a device that does packet and crypto offload for real: every
 // combination must be accepted. Then the model is made to decline crypto
 // offload with EOPNOTSUPP (crypto_offload=0), on which the kernel keeps
@@ -200,10 +200,10 @@ func TestNicmodelOffloadProbe(t *testing.T) {
 	l := newLab(t)
 	nsA, nsB := l.netns(t), l.netns(t)
 	devA, _ := l.nicPair(t, nsA, nsB)
-	probe := func() kernel.OffloadProbe {
-		var p kernel.OffloadProbe
+	probe := func() xfrm.OffloadProbe {
+		var p xfrm.OffloadProbe
 		var err error
-		inNetns(t, nsA, func() { p, err = kernel.ProbeOffload(devA) })
+		inNetns(t, nsA, func() { p, err = xfrm.ProbeOffload(devA) })
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -213,7 +213,7 @@ func TestNicmodelOffloadProbe(t *testing.T) {
 	for _, off := range []string{"packet", "crypto"} {
 		for _, mode := range []string{"transport", "tunnel"} {
 			for _, dir := range []string{"out", "in"} {
-				if r := p.Caps[kernel.ProbeCap(off, mode, dir)]; r != "" {
+				if r := p.Caps[xfrm.ProbeCap(off, mode, dir)]; r != "" {
 					t.Errorf("%s %s %s refused by the model: %s", off, mode, dir, r)
 				}
 			}
