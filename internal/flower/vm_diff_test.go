@@ -14,6 +14,8 @@ import (
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/tcflower"
+	"sluice/internal/kernel/xfrm"
 )
 
 // randomPolicySet is a seeded, heavily overlapping set of policies between
@@ -40,8 +42,8 @@ func randomPolicySet(rng *rand.Rand, dev int) fastpath.Snapshot {
 		idx := uint32(8*i + 8)
 		// Priorities as strongSwan derives them: the more specific the
 		// selector, the better (lower) the value, with some ties.
-		p := kernel.Policy{Index: idx, Dir: kernel.DirOut,
-			Sel: kernel.Selector{Src: srcPfx(), Dst: pfx([4]byte{48, 0})}}
+		p := xfrm.Policy{Index: idx, Dir: xfrm.DirOut,
+			Sel: xfrm.Selector{Src: srcPfx(), Dst: pfx([4]byte{48, 0})}}
 		p.Priority = uint32(1000 - 10*p.Sel.Dst.Bits() + 5*rng.Intn(2))
 		switch rng.Intn(3) {
 		case 1:
@@ -54,32 +56,32 @@ func randomPolicySet(rng *rand.Rand, dev int) fastpath.Snapshot {
 		}
 		switch k := rng.Intn(12); {
 		case k < 8: // OUT allow with its SA and strongSwan's fwd-out
-			tm := kernel.Tmpl{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: idx}
-			p.Tmpls = []kernel.Tmpl{tm}
-			p.Offload = &kernel.Offload{Ifindex: dev, Flags: kernel.OffloadPacket}
-			sa := kernel.State{Src: local, Dst: peer, Proto: 50, SPI: 0x100 + idx, Reqid: idx, Mode: 1, Offload: p.Offload}
+			tm := xfrm.Tmpl{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: idx}
+			p.Tmpls = []xfrm.Tmpl{tm}
+			p.Offload = &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}
+			sa := xfrm.State{Src: local, Dst: peer, Proto: 50, SPI: 0x100 + idx, Reqid: idx, Mode: 1, Offload: p.Offload}
 			if rng.Intn(6) == 0 {
 				sa.Offload = nil // software SA: not XDP's, not flower's
 			}
 			s.States = append(s.States, sa)
 			fwd := p
-			fwd.Index, fwd.Dir, fwd.Offload = idx+2, kernel.DirFwd, nil
+			fwd.Index, fwd.Dir, fwd.Offload = idx+2, xfrm.DirFwd, nil
 			opt := tm
 			opt.Optional = rng.Intn(5) != 0
-			fwd.Tmpls = []kernel.Tmpl{opt}
+			fwd.Tmpls = []xfrm.Tmpl{opt}
 			if rng.Intn(8) == 0 {
 				p.Mark, p.MarkMask = 1, 1 // uncertain
 			}
 			s.Policies = append(s.Policies, p, fwd)
 		case k < 10:
-			p.Action = kernel.ActionBlock
+			p.Action = xfrm.ActionBlock
 			s.Policies = append(s.Policies, p)
 		case k < 11:
-			p.Dir, p.Action = kernel.DirFwd, kernel.ActionBlock
+			p.Dir, p.Action = xfrm.DirFwd, xfrm.ActionBlock
 			p.Sel.Dst = netip.PrefixFrom(p.Sel.Dst.Addr(), 24)
 			s.Policies = append(s.Policies, p)
 		default:
-			p.Dir = kernel.DirIn
+			p.Dir = xfrm.DirIn
 			p.Sel.Dst = netip.PrefixFrom(p.Sel.Dst.Addr(), 24)
 			s.Policies = append(s.Policies, p)
 		}
@@ -132,7 +134,7 @@ func TestFlowerMatchesXDP(t *testing.T) {
 	wan, _ := link(t, gw, "wan0")
 	inject := injector(t, a, "inj")
 	var dp *fastpath.Datapath
-	var fs *kernel.FlowerSocket
+	var fs *tcflower.FlowerSocket
 	inNetns(t, gw, func() {
 		var err error
 		if dp, err = fastpath.Load(fastpath.LoadOptions{}); err != nil {
@@ -141,7 +143,7 @@ func TestFlowerMatchesXDP(t *testing.T) {
 		if err = dp.SetIfaces([]fastpath.Iface{{Ifindex: lan, L2: fastpath.L2FIB}, {Ifindex: wan, L2: fastpath.L2FIB}}); err != nil {
 			t.Fatal(err)
 		}
-		if fs, err = kernel.OpenFlowerSocket(); err != nil {
+		if fs, err = tcflower.OpenFlowerSocket(); err != nil {
 			t.Fatal(err)
 		}
 	})

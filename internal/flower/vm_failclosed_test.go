@@ -16,7 +16,8 @@ import (
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/tcflower"
+	"sluice/internal/kernel/xfrm"
 )
 
 // runTier runs the tier on a thread inside ns until the returned stop is
@@ -77,7 +78,7 @@ func (f *flowerLab) waitForwards(t *testing.T, n int) {
 
 // edit returns a copy of the lab's snapshot changed by fn.
 func (f *flowerLab) edit(fn func(s *fastpath.Snapshot)) fastpath.Snapshot {
-	s := fastpath.Snapshot{Policies: append([]kernel.Policy(nil), f.snap.Policies...), States: append([]kernel.State(nil), f.snap.States...), RouteMTU: f.snap.RouteMTU}
+	s := fastpath.Snapshot{Policies: append([]xfrm.Policy(nil), f.snap.Policies...), States: append([]xfrm.State(nil), f.snap.States...), RouteMTU: f.snap.RouteMTU}
 	fn(&s)
 	return s
 }
@@ -128,7 +129,7 @@ func TestFlowerFailClosed(t *testing.T) {
 		{"SA deleted (or hard-expired: the mirror drops it the same way)", func(s *fastpath.Snapshot) { s.States = s.States[1:] }},
 		{"OUT policy deleted", func(s *fastpath.Snapshot) { s.Policies = s.Policies[1:] }},
 		{"fwd-out policy turned into one that needs an SA", func(s *fastpath.Snapshot) {
-			s.Policies[1].Tmpls = []kernel.Tmpl{s.Policies[0].Tmpls[0]}
+			s.Policies[1].Tmpls = []xfrm.Tmpl{s.Policies[0].Tmpls[0]}
 		}},
 	} {
 		step(t, tc.name, func(t *testing.T) {
@@ -176,7 +177,7 @@ func TestFlowerFailClosed(t *testing.T) {
 		// A killed daemon's rules: installed and never removed.
 		res := f.derive()
 		inNetns(t, f.gw, func() {
-			fs, err := kernel.OpenFlowerSocket()
+			fs, err := tcflower.OpenFlowerSocket()
 			if err != nil {
 				t.Fatal(err)
 			}

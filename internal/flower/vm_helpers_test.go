@@ -14,7 +14,7 @@ import (
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // sendUDP sends n datagrams from inside ns to dst:port with the given TTL.
@@ -74,11 +74,11 @@ func (r staticRouter) Source(netip.Prefix, int) ([]netip.Addr, string) { return 
 // names its algorithm) and a 1500-byte route, as the mirror would: SA MTU
 // 1446 over IPv4, 1426 over IPv6.
 func withRouteMTU(s fastpath.Snapshot) fastpath.Snapshot {
-	s.States = append([]kernel.State(nil), s.States...)
+	s.States = append([]xfrm.State(nil), s.States...)
 	s.RouteMTU = map[fastpath.Endpoints]int{}
 	for i := range s.States {
-		if s.States[i].Alg == (kernel.StateAlg{}) {
-			s.States[i].Alg = kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
+		if s.States[i].Alg == (xfrm.StateAlg{}) {
+			s.States[i].Alg = xfrm.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
 		}
 		s.RouteMTU[fastpath.Endpoints{Src: s.States[i].Src, Dst: s.States[i].Dst}] = 1500
 	}

@@ -24,7 +24,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"sluice/internal/api"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // TestFlowerPlacement runs a real gateway daemon with placement on
@@ -95,8 +95,8 @@ policies:
   - {dir: out, src: 10.0.0.0/24, dst: 48.0.2.0/24, priority: 100, peer: 123.0.0.2, local: 123.0.0.1, reqid: 2, offload: packet, offload-dev: wan0}
 `)
 	// The static source numbers policy i (from 1) as i<<3 | dir.
-	A := placedTunnel{"A", uint32(1)<<3 | uint32(kernel.DirOut), netip.MustParseAddr("48.0.1.1"), "dst_ip 48.0.1.0/24"}
-	B := placedTunnel{"B", uint32(2)<<3 | uint32(kernel.DirOut), netip.MustParseAddr("48.0.2.1"), "dst_ip 48.0.2.0/24"}
+	A := placedTunnel{"A", uint32(1)<<3 | uint32(xfrm.DirOut), netip.MustParseAddr("48.0.1.1"), "dst_ip 48.0.1.0/24"}
+	B := placedTunnel{"B", uint32(2)<<3 | uint32(xfrm.DirOut), netip.MustParseAddr("48.0.2.1"), "dst_ip 48.0.2.0/24"}
 	p := placementProbe{t: t, g: g, sock: sock}
 	const onFlower, waiting = "flower (p0.502) — placement: steady traffic", "waiting for room in the device's rule budget"
 

@@ -13,7 +13,7 @@ import (
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/tcflower"
 )
 
 // sendSizedUDP sends n datagrams of l3 bytes (IPv4) from ns to dst:port,
@@ -47,10 +47,10 @@ func sendSizedUDP(t *testing.T, ns string, dst netip.Addr, port, l3, n int) {
 func TestFlowerPostSA(t *testing.T) {
 	l := newLab(t)
 	f := newFlowerLab(t, l)
-	var fs *kernel.FlowerSocket
+	var fs *tcflower.FlowerSocket
 	inNetns(t, f.gw, func() {
 		var err error
-		if fs, err = kernel.OpenFlowerSocket(); err != nil {
+		if fs, err = tcflower.OpenFlowerSocket(); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -15,29 +15,30 @@ import (
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/tcflower"
+	"sluice/internal/kernel/xfrm"
 )
 
 // flowerTunnel returns strongSwan's OUT and fwd-out policies for src->dst
 // and the outbound SA, packet-offloaded on dev (a snapshot as the mirror
 // would hold it: the VM has no packet offload, so the SA exists only here).
-func flowerTunnel(index uint32, src, dst string, dev int) ([]kernel.Policy, []kernel.State) {
+func flowerTunnel(index uint32, src, dst string, dev int) ([]xfrm.Policy, []xfrm.State) {
 	local, peer := netip.MustParseAddr("123.0.0.1"), netip.MustParseAddr("123.0.0.2")
-	tm := kernel.Tmpl{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: index}
-	out := kernel.Policy{Index: index, Dir: kernel.DirOut, Priority: 100,
-		Sel:     kernel.Selector{Src: netip.MustParsePrefix(src), Dst: netip.MustParsePrefix(dst)},
-		Tmpls:   []kernel.Tmpl{tm},
-		Offload: &kernel.Offload{Ifindex: dev, Flags: kernel.OffloadPacket}}
+	tm := xfrm.Tmpl{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: index}
+	out := xfrm.Policy{Index: index, Dir: xfrm.DirOut, Priority: 100,
+		Sel:     xfrm.Selector{Src: netip.MustParsePrefix(src), Dst: netip.MustParsePrefix(dst)},
+		Tmpls:   []xfrm.Tmpl{tm},
+		Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}}
 	fwd := out
-	fwd.Index, fwd.Dir, fwd.Offload = index+1, kernel.DirFwd, nil
+	fwd.Index, fwd.Dir, fwd.Offload = index+1, xfrm.DirFwd, nil
 	opt := tm
 	opt.Optional = true
-	fwd.Tmpls = []kernel.Tmpl{opt}
+	fwd.Tmpls = []xfrm.Tmpl{opt}
 	// The SA's selector is the policy's, as strongSwan installs it: an
 	// IPv4 SA carries IPv6 only with an IPv6 selector (xfrm_state_find).
-	sa := kernel.State{Src: local, Dst: peer, Proto: 50, SPI: 0x1000 + index, Reqid: index, Mode: 1,
-		Offload: &kernel.Offload{Ifindex: dev, Flags: kernel.OffloadPacket}, Sel: out.Sel}
-	return []kernel.Policy{out, fwd}, []kernel.State{sa}
+	sa := xfrm.State{Src: local, Dst: peer, Proto: 50, SPI: 0x1000 + index, Reqid: index, Mode: 1,
+		Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}, Sel: out.Sel}
+	return []xfrm.Policy{out, fwd}, []xfrm.State{sa}
 }
 
 // listenUDP opens a UDP socket inside ns and returns a function that
@@ -136,7 +137,7 @@ func (f *flowerLab) derive() flower.Result {
 func TestFlowerRulesOnPackets(t *testing.T) {
 	l := newLab(t)
 	f := newFlowerLab(t, l)
-	var fs *kernel.FlowerSocket
+	var fs *tcflower.FlowerSocket
 	inst := &flower.Installer{SkipHW: true}
 	var res flower.Result
 	step(t, "derive", func(t *testing.T) {
@@ -147,7 +148,7 @@ func TestFlowerRulesOnPackets(t *testing.T) {
 	})
 	inNetns(t, f.gw, func() {
 		var err error
-		if fs, err = kernel.OpenFlowerSocket(); err != nil {
+		if fs, err = tcflower.OpenFlowerSocket(); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -271,7 +272,7 @@ func TestFlowerProbeNetdevsim(t *testing.T) {
 		idx, _ := link(t, ns, dev)
 		var p flower.ProbeResult
 		inNetns(t, ns, func() {
-			fs, err := kernel.OpenFlowerSocket()
+			fs, err := tcflower.OpenFlowerSocket()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,7 +18,7 @@ import (
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/tcflower"
 )
 
 // TestFlowerScale installs the rules of N tunnels (SLUICE_FLOWER_SCALE,
@@ -73,10 +73,10 @@ func TestFlowerScale(t *testing.T) {
 		return strings.Count(out, " handle 0x") // one header line per filter
 	}
 	var inst *flower.Installer
-	var fs *kernel.FlowerSocket
+	var fs *tcflower.FlowerSocket
 	inNetns(t, gw, func() {
 		var err error
-		if fs, err = kernel.OpenFlowerSocket(); err != nil {
+		if fs, err = tcflower.OpenFlowerSocket(); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -97,7 +97,7 @@ func TestFlowerScale(t *testing.T) {
 		}
 		var removed, missing int
 		inNetns(t, gw, func() {
-			hs, derr := kernel.DumpFlower(d0)
+			hs, derr := tcflower.DumpFlower(d0)
 			if derr != nil || len(hs) != total {
 				t.Fatalf("dump: %d filters, want %d (%v)", len(hs), total, derr)
 			}
@@ -178,8 +178,8 @@ func TestFlowerScale(t *testing.T) {
 		batchTook = time.Since(start)
 		batchCPU = cpuTime{user: cmd.ProcessState.UserTime(), sys: cmd.ProcessState.SystemTime()}
 		t.Logf("tc -batch: %d rules in %v", total, batchTook.Round(time.Millisecond))
-		var hs []kernel.FlowerHandle
-		inNetns(t, gw, func() { hs, _ = kernel.DumpFlower(d0) })
+		var hs []tcflower.FlowerHandle
+		inNetns(t, gw, func() { hs, _ = tcflower.DumpFlower(d0) })
 		if len(hs) != total {
 			t.Fatalf("tc -batch installed %d of %d", len(hs), total)
 		}

@@ -25,7 +25,8 @@ import (
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/tcflower"
+	"sluice/internal/kernel/xfrm"
 )
 
 // offloadedSource is the gateway namespace's real XFRM database with its
@@ -39,15 +40,15 @@ type offloadedSource struct {
 
 var gwLocal = netip.MustParseAddr("123.0.0.1")
 
-func (o offloadedSource) policy(p *kernel.Policy) {
-	if p != nil && p.Dir == kernel.DirOut && len(p.Tmpls) == 1 && p.Tmpls[0].Src == gwLocal {
-		p.Offload = &kernel.Offload{Ifindex: o.dev, Flags: kernel.OffloadPacket}
+func (o offloadedSource) policy(p *xfrm.Policy) {
+	if p != nil && p.Dir == xfrm.DirOut && len(p.Tmpls) == 1 && p.Tmpls[0].Src == gwLocal {
+		p.Offload = &xfrm.Offload{Ifindex: o.dev, Flags: xfrm.OffloadPacket}
 	}
 }
 
-func (o offloadedSource) state(s *kernel.State) {
+func (o offloadedSource) state(s *xfrm.State) {
 	if s != nil && s.Src == gwLocal && s.Proto == 50 {
-		s.Offload = &kernel.Offload{Ifindex: o.dev, Flags: kernel.OffloadPacket}
+		s.Offload = &xfrm.Offload{Ifindex: o.dev, Flags: xfrm.OffloadPacket}
 	}
 }
 
@@ -67,12 +68,12 @@ func (o offloadedSource) Dump() (fastpath.Snapshot, error) {
 	return snap, err
 }
 
-func (o offloadedSource) Watch(ctx context.Context) (*kernel.XFRMWatch, error) {
+func (o offloadedSource) Watch(ctx context.Context) (*xfrm.XFRMWatch, error) {
 	w, err := o.src.Watch(ctx)
 	if w == nil || err != nil {
 		return w, err
 	}
-	ch := make(chan kernel.XFRMEvent, 1024)
+	ch := make(chan xfrm.XFRMEvent, 1024)
 	wrapped := *w // the same socket and markers; events pass through here
 	wrapped.Events = ch
 	go func() {
@@ -175,7 +176,7 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(xh.Close)
-	src := offloadedSource{src: fastpath.KernelSource{X: kernel.XFRMAt(h)}, dev: f.wan}
+	src := offloadedSource{src: fastpath.KernelSource{X: xfrm.XFRMAt(h)}, dev: f.wan}
 	logs := &syncBuffer{}
 	tier := &flower.Tier{SkipHW: true, InboundChain: 1, Router: f.router, Log: slog.New(slog.NewTextHandler(logs, nil)),
 		Ports: []flower.PortConfig{{Name: "p0.502", Outbound: true, TTL: true}, {Name: "wan0", L2FIB: true}}}
@@ -223,7 +224,7 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 		}
 		var handle uint32
 		inNetns(t, f.gw, func() {
-			hs, err := kernel.DumpFlower(f.p0)
+			hs, err := tcflower.DumpFlower(f.p0)
 			if err != nil {
 				t.Fatal(err)
 			}

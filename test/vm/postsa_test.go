@@ -16,7 +16,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"sluice/internal/fastpath"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // TestPostSAAgainstKernel extends the kernel-against-program comparison past
@@ -140,11 +140,11 @@ func TestPostSAAgainstKernel(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer h.Close()
-			snap, err := fastpath.KernelSource{X: kernel.XFRMAt(h)}.Dump()
+			snap, err := fastpath.KernelSource{X: xfrm.XFRMAt(h)}.Dump()
 			if err != nil {
 				t.Fatal(err)
 			}
-			off := &kernel.Offload{Ifindex: wanIdx, Flags: kernel.OffloadPacket}
+			off := &xfrm.Offload{Ifindex: wanIdx, Flags: xfrm.OffloadPacket}
 			for i := range snap.Policies {
 				snap.Policies[i].Offload = off
 			}

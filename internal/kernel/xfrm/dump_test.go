@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package kernel
+package xfrm
 
 import (
 	"errors"
@@ -28,7 +28,7 @@ var (
 // field comes back as the operator typed it.
 func TestDumpPolicies(t *testing.T) {
 	ns, h := testutil.NewNetNS(t)
-	ipn(t, ns, "link", "set", "lo", "up")
+	testutil.IP(t, ns, "link", "set", "lo", "up")
 	cases := []struct {
 		cmd  string
 		want Policy
@@ -65,7 +65,7 @@ func TestDumpPolicies(t *testing.T) {
 					{Proto: unix.IPPROTO_COMP, Optional: true}}}},
 	}
 	for _, c := range cases {
-		ipn(t, ns, append([]string{"xfrm", "policy", "add"}, strings.Fields(c.cmd)...)...)
+		testutil.IP(t, ns, append([]string{"xfrm", "policy", "add"}, strings.Fields(c.cmd)...)...)
 	}
 	got, err := XFRMAt(h).DumpPolicies()
 	if err != nil {
@@ -102,7 +102,7 @@ func TestDumpPolicies(t *testing.T) {
 // appended to a policy as the kernel dumped it.
 func TestPolicyAttrsOnKernelBytes(t *testing.T) {
 	ns, h := testutil.NewNetNS(t)
-	ipn(t, ns, "xfrm", "policy", "add", "src", "10.0.0.0/8", "dst", "10.1.0.0/16", "dir", "out", "tmpl", "proto", "esp")
+	testutil.IP(t, ns, "xfrm", "policy", "add", "src", "10.0.0.0/8", "dst", "10.1.0.0/16", "dir", "out", "tmpl", "proto", "esp")
 	var raw [][]byte
 	err := XFRMAt(h).execute(xfrmRequest(nl.XFRM_MSG_GETPOLICY, unix.NLM_F_DUMP, nil), nl.XFRM_MSG_NEWPOLICY, func(b []byte) bool {
 		raw = append(raw, append([]byte(nil), b...))
@@ -140,7 +140,7 @@ func TestPolicyDefaults(t *testing.T) {
 	if err != nil || d != (PolicyDefaults{ActionAllow, ActionAllow, ActionAllow}) {
 		t.Fatalf("fresh namespace: %+v err=%v, want all allow", d, err)
 	}
-	ipn(t, ns, "xfrm", "policy", "setdefault", "in", "block", "fwd", "accept", "out", "block")
+	testutil.IP(t, ns, "xfrm", "policy", "setdefault", "in", "block", "fwd", "accept", "out", "block")
 	d, err = x.PolicyDefaults()
 	if err != nil || d != (PolicyDefaults{ActionBlock, ActionAllow, ActionBlock}) {
 		t.Fatalf("after setdefault in block fwd accept out block: %+v err=%v", d, err)
@@ -171,7 +171,7 @@ func TestDumpPoliciesScale(t *testing.T) {
 			"tmpl src 192.0.2.1 dst 198.51.100.1 proto esp reqid %d mode tunnel", i>>8, i&255, i, i+1)
 	}
 	start := time.Now()
-	ipBatch(t, ns, lines)
+	testutil.IPBatch(t, ns, lines)
 	t.Logf("ip -batch installed %d policies in %v", n, time.Since(start).Round(time.Millisecond))
 	start = time.Now()
 	got, err := XFRMAt(h).DumpPolicies()

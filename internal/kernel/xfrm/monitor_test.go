@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package kernel
+package xfrm
 
 import (
 	"context"
@@ -51,37 +51,37 @@ func TestMonitorPolicyEvents(t *testing.T) {
 		return p
 	}
 
-	ipn(t, ns, policy("add", "10")...)
+	testutil.IP(t, ns, policy("add", "10")...)
 	added := expect(PolicyNew, 10)
-	ipn(t, ns, policy("update", "20")...)
+	testutil.IP(t, ns, policy("update", "20")...)
 	if upd := expect(PolicyUpd, 20); upd.Index != added.Index {
 		t.Fatalf("update changed the index: %#x -> %#x", added.Index, upd.Index)
 	}
 	// Deleted by selector: the kernel sends the selector as the id and
 	// the full policy in XFRMA_POLICY.
-	ipn(t, ns, append([]string{"xfrm", "policy", "delete"}, sel...)...)
+	testutil.IP(t, ns, append([]string{"xfrm", "policy", "delete"}, sel...)...)
 	if del := expect(PolicyDel, 20); del.Index != added.Index {
 		t.Fatalf("delete: index %#x, want %#x", del.Index, added.Index)
 	}
 	// Deleted by index: the id carries only the index.
-	ipn(t, ns, policy("add", "30")...)
+	testutil.IP(t, ns, policy("add", "30")...)
 	readded := expect(PolicyNew, 30)
-	ipn(t, ns, "xfrm", "policy", "delete", "dir", "out", "index", fmt.Sprint(readded.Index))
+	testutil.IP(t, ns, "xfrm", "policy", "delete", "dir", "out", "index", fmt.Sprint(readded.Index))
 	if del := expect(PolicyDel, 30); del.Index != readded.Index {
 		t.Fatalf("delete by index: index %#x, want %#x", del.Index, readded.Index)
 	}
 	// The kernel only announces a flush that removed something.
-	ipn(t, ns, policy("add", "40")...)
+	testutil.IP(t, ns, policy("add", "40")...)
 	expect(PolicyNew, 40)
-	ipn(t, ns, "xfrm", "policy", "flush")
+	testutil.IP(t, ns, "xfrm", "policy", "flush")
 	if ev := nextEvent(t, ch); ev.Kind != PolicyFlush || ev.Policy == nil || ev.Policy.Sub {
 		t.Fatalf("flush: got %v %+v, want main-type flush", ev.Kind, ev.Policy)
 	}
-	ipn(t, ns, append(policy("add", "50"), "ptype", "sub")...)
+	testutil.IP(t, ns, append(policy("add", "50"), "ptype", "sub")...)
 	if ev := nextEvent(t, ch); ev.Kind != PolicyNew || !ev.Policy.Sub {
 		t.Fatalf("sub add: got %v %+v", ev.Kind, ev.Policy)
 	}
-	ipn(t, ns, "xfrm", "policy", "flush", "ptype", "sub")
+	testutil.IP(t, ns, "xfrm", "policy", "flush", "ptype", "sub")
 	if ev := nextEvent(t, ch); ev.Kind != PolicyFlush || !ev.Policy.Sub {
 		t.Fatalf("flush ptype sub: got %v %+v", ev.Kind, ev.Policy)
 	}
@@ -111,7 +111,7 @@ func TestMonitorOverrunResyncs(t *testing.T) {
 	for i := range lines {
 		lines[i] = fmt.Sprintf("xfrm policy add src 10.%d.%d.0/24 dst 172.16.0.0/16 dir in", i>>8, i&255)
 	}
-	ipBatch(t, ns, lines) // nobody reads ch meanwhile
+	testutil.IPBatch(t, ns, lines) // nobody reads ch meanwhile
 	news, resync := 0, false
 	for !resync {
 		switch ev := nextEvent(t, ch); ev.Kind {
@@ -142,7 +142,7 @@ func TestMonitorDefaultBufferKeepsUp(t *testing.T) {
 	for i := range lines {
 		lines[i] = fmt.Sprintf("xfrm policy add src 10.%d.%d.0/24 dst 172.16.0.0/16 dir in", i>>8, i&255)
 	}
-	ipBatch(t, ns, lines) // same burst, same stalled consumer, 32 MiB buffer
+	testutil.IPBatch(t, ns, lines) // same burst, same stalled consumer, 32 MiB buffer
 	for i := 0; i < n; i++ {
 		if ev := nextEvent(t, ch); ev.Kind != PolicyNew {
 			t.Fatalf("event %d: %v (%v), want policy-new", i, ev.Kind, ev.Err)
@@ -160,7 +160,7 @@ func TestWatchMarkerComesAfterQueuedEvents(t *testing.T) {
 	for i := range lines {
 		lines[i] = fmt.Sprintf("xfrm policy add src 10.0.%d.0/24 dst 172.16.0.0/16 dir out", i)
 	}
-	ipBatch(t, ns, lines)
+	testutil.IPBatch(t, ns, lines)
 	if err := w.Mark(7); err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestWatchMarkerComesAfterQueuedEvents(t *testing.T) {
 func TestWatchPolicyDefault(t *testing.T) {
 	ns, h := testutil.NewNetNS(t)
 	w, _ := watchXFRM(t, h)
-	ipn(t, ns, "xfrm", "policy", "setdefault", "fwd", "block")
+	testutil.IP(t, ns, "xfrm", "policy", "setdefault", "fwd", "block")
 	ev := nextEvent(t, w.Events)
 	if ev.Kind != PolicyDefault || ev.Default == nil || *ev.Default != (PolicyDefaults{In: ActionAllow, Fwd: ActionBlock, Out: ActionAllow}) {
 		t.Fatalf("got %v %+v, want policy-default with fwd block", ev.Kind, ev.Default)

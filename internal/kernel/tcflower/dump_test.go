@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package kernel
+package tcflower
 
 import (
 	"encoding/binary"
@@ -114,7 +114,7 @@ func inNS(t *testing.T, h netns.NsHandle, f func()) {
 // on v0 and returns v0's ifindex.
 func clsactVeth(t *testing.T, ns string, h netns.NsHandle) int {
 	t.Helper()
-	ipn(t, ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
+	testutil.IP(t, ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
 	if out, err := exec.Command("tc", "-n", ns, "qdisc", "add", "dev", "v0", "clsact").CombinedOutput(); err != nil {
 		t.Fatalf("clsact: %v %s", err, out)
 	}

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package kernel
+package xfrm
 
 import (
 	"context"
@@ -79,7 +79,7 @@ type XFRMWatch struct {
 	portid uint32            // the subscribed socket's netlink port
 	marker *nl.NetlinkSocket // sends Marks from markerPid
 	mpid   uint32
-	lookup *nl.NetlinkSocket // asks for each notified policy (xfrm_policy_lookup.go)
+	lookup *nl.NetlinkSocket // asks for each notified policy (policy_lookup.go)
 }
 
 // Mark queues a Marker event carrying seq on the watch's socket, behind

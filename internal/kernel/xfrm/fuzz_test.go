@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package kernel
+package xfrm
 
 import (
 	"net"
@@ -20,7 +20,7 @@ import (
 // an SA re-encoded by encodeNewSA (what `sluice apply` sends) decodes to
 // the same endpoints, SPI, reqid, mode, mark, if_id and offload.
 //
-//	go test -run '^$' -fuzz '^FuzzDecodeXFRMEvent$' -fuzztime 30s ./internal/kernel/
+//	go test -run '^$' -fuzz '^FuzzDecodeXFRMEvent$' -fuzztime 30s ./internal/kernel/xfrm/
 func FuzzDecodeXFRMEvent(f *testing.F) {
 	pol := hexBytes(iproute2NewPolicy)
 	info := pol[:xfrmPolicyInfoLen]
@@ -212,7 +212,7 @@ func checkStateRoundTrip(t *testing.T, s *State) {
 // FuzzParseOffload checks XFRMA_OFFLOAD_DEV decoding against MarshalAttr:
 // what it accepts has an ifindex and re-encodes to the same first 5 bytes.
 //
-//	go test -run '^$' -fuzz '^FuzzParseOffload$' -fuzztime 30s ./internal/kernel/
+//	go test -run '^$' -fuzz '^FuzzParseOffload$' -fuzztime 30s ./internal/kernel/xfrm/
 func FuzzParseOffload(f *testing.F) {
 	f.Add(Offload{Ifindex: 4, Flags: OffloadPacket | OffloadInbound}.MarshalAttr())
 	f.Add([]byte{1, 0, 0, 0, 0xff, 0, 0, 0, 9, 9})

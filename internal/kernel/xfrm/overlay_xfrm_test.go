@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package kernel
+package xfrm
 
 import (
 	"net/netip"
@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"sluice/internal/kernel"
 	"sluice/internal/testutil"
 )
 
@@ -32,30 +33,30 @@ func TestPolicyAddMatchesIproute2(t *testing.T) {
 		{OvPolicy{Dir: DirOut, Src: p("2001:db8:80::1/128"), Dst: p("2001:db8:80::2/128"), Reqid: 9},
 			"policy add src 2001:db8:80::1/128 dst 2001:db8:80::2/128 dir out tmpl proto esp reqid 9 mode transport"},
 	} {
-		if err := InNetns(h, func() error { return PolicyAdd(tc.pol, false) }); err != nil {
+		if err := kernel.InNetns(h, func() error { return PolicyAdd(tc.pol, false) }); err != nil {
 			t.Fatalf("%s: %v", tc.cmd, err)
 		}
-		ipn(t, theirs, append([]string{"xfrm"}, strings.Fields(tc.cmd)...)...)
+		testutil.IP(t, theirs, append([]string{"xfrm"}, strings.Fields(tc.cmd)...)...)
 	}
-	got, want := ipn(t, mine, "xfrm", "policy"), ipn(t, theirs, "xfrm", "policy")
+	got, want := testutil.IP(t, mine, "xfrm", "policy"), testutil.IP(t, theirs, "xfrm", "policy")
 	if got != want {
 		t.Fatalf("policies differ from iproute2's:\nsluice:\n%s\niproute2:\n%s", got, want)
 	}
 	// Update replaces in place; a second add of the same selector fails.
 	up := OvPolicy{Dir: DirOut, Src: p("192.168.80.1/32"), Dst: p("192.168.80.2/32"), Reqid: 5000}
-	if err := InNetns(h, func() error { return PolicyAdd(up, false) }); err == nil {
+	if err := kernel.InNetns(h, func() error { return PolicyAdd(up, false) }); err == nil {
 		t.Fatal("a second add of the same policy succeeded")
 	}
-	if err := InNetns(h, func() error { return PolicyAdd(up, true) }); err != nil {
+	if err := kernel.InNetns(h, func() error { return PolicyAdd(up, true) }); err != nil {
 		t.Fatal(err)
 	}
-	if out := ipn(t, mine, "xfrm", "policy", "get", "src", "192.168.80.1/32", "dst", "192.168.80.2/32", "dir", "out"); !strings.Contains(out, "reqid 5000") {
+	if out := testutil.IP(t, mine, "xfrm", "policy", "get", "src", "192.168.80.1/32", "dst", "192.168.80.2/32", "dir", "out"); !strings.Contains(out, "reqid 5000") {
 		t.Fatalf("update did not replace the template:\n%s", out)
 	}
-	if err := InNetns(h, func() error { return PolicyDelete(DirOut, up.Src, up.Dst) }); err != nil {
+	if err := kernel.InNetns(h, func() error { return PolicyDelete(DirOut, up.Src, up.Dst) }); err != nil {
 		t.Fatal(err)
 	}
-	if out := ipn(t, mine, "xfrm", "policy"); strings.Contains(out, "192.168.80.1/32") {
+	if out := testutil.IP(t, mine, "xfrm", "policy"); strings.Contains(out, "192.168.80.1/32") {
 		t.Fatalf("policy still there after delete:\n%s", out)
 	}
 	// Packet offload on a device without policy offload ops: refused, and
@@ -63,10 +64,10 @@ func TestPolicyAddMatchesIproute2(t *testing.T) {
 	// host's) ignores the offload attribute and installs a plain policy:
 	// which is why apply reads every SA back instead of trusting the ack.
 	rel, _ := os.ReadFile("/proc/sys/kernel/osrelease")
-	offloadBuilt := kernelConfig(t, strings.TrimSpace(string(rel)))["XFRM_OFFLOAD"] == "y"
-	ipn(t, mine, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
-	err := InNetns(h, func() error {
-		l, err := Link("v0")
+	offloadBuilt := testutil.KernelConfig(t, strings.TrimSpace(string(rel)))["XFRM_OFFLOAD"] == "y"
+	testutil.IP(t, mine, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
+	err := kernel.InNetns(h, func() error {
+		l, err := kernel.Link("v0")
 		if err != nil {
 			return err
 		}
@@ -79,7 +80,7 @@ func TestPolicyAddMatchesIproute2(t *testing.T) {
 	case !offloadBuilt && err != nil:
 		t.Fatalf("without CONFIG_XFRM_OFFLOAD the kernel ignores offload; got %v", err)
 	case !offloadBuilt:
-		if out := ipn(t, mine, "xfrm", "policy", "get", "src", "10.9.0.1/32", "dst", "10.9.0.2/32", "dir", "out"); strings.Contains(out, "offload") {
+		if out := testutil.IP(t, mine, "xfrm", "policy", "get", "src", "10.9.0.1/32", "dst", "10.9.0.2/32", "dir", "out"); strings.Contains(out, "offload") {
 			t.Fatalf("a kernel without CONFIG_XFRM_OFFLOAD reports an offloaded policy:\n%s", out)
 		}
 	}

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package kernel
+package xfrm
 
 import (
 	"fmt"
@@ -92,7 +92,7 @@ func TestWatchPolicyEventsMatchDump(t *testing.T) {
 			i/256, i%256, dir, 100+i, extra, tmpl))
 	}
 	lines = append(lines, "xfrm policy update src 10.0.0.0/24 dst 10.200.0.0/24 dir out priority 5 "+tmpl)
-	ipBatch(t, ns, lines)
+	testutil.IPBatch(t, ns, lines)
 	// The last ones go before the watch can have read their notifications.
 	lines = lines[:0]
 	for i := n - deleted; i < n; i++ {
@@ -108,7 +108,7 @@ func TestWatchPolicyEventsMatchDump(t *testing.T) {
 		}
 		lines = append(lines, fmt.Sprintf("xfrm policy delete src 10.%d.%d.0/24 dst 10.200.0.0/24 dir %s %s", i/256, i%256, dir, extra))
 	}
-	ipBatch(t, ns, lines)
+	testutil.IPBatch(t, ns, lines)
 	dump, err := XFRMAt(h).DumpPolicies()
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +164,7 @@ func BenchmarkPolicyLookup(b *testing.B) {
 	for i := range 10000 {
 		lines = append(lines, fmt.Sprintf("xfrm policy add src 10.%d.%d.0/24 dst 10.200.0.0/24 dir out tmpl src 192.0.2.1 dst 192.0.2.2 proto esp reqid 1 mode tunnel", i/256, i%256))
 	}
-	ipBatch(b, ns, lines)
+	testutil.IPBatch(b, ns, lines)
 	x := XFRMAt(h)
 	pols, err := x.DumpPolicies()
 	if err != nil {

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package kernel
+package tcflower
 
 import (
 	"net"
@@ -11,7 +11,7 @@ import (
 // and actions the gateway's hardware tier uses. vishvananda/netlink's
 // Flower lacks the TTL key, the fragment flag, pedit TTL/hop-limit and
 // police-by-MTU, and sends one request per round trip; appendRequest
-// (tc_flower_encode.go) encodes them for FlowerSocket, which batches them.
+// (encode.go) encodes them for FlowerSocket, which batches them.
 type FlowerFilter struct {
 	Ifindex int
 	Chain   uint32

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package kernel
+package xfrm
 
 import (
 	"bytes"
@@ -10,7 +10,7 @@ import (
 )
 
 // The expected bytes are struct xfrm_user_offload as iproute2 6.1 sends it
-// (captured with strace, see xfrm_state_add_test.go): int ifindex in host
+// (captured with strace, see state_add_test.go): int ifindex in host
 // order, __u8 flags, 3 bytes of zero padding.
 func TestOffloadMarshalAttr(t *testing.T) {
 	for _, tc := range []struct {
