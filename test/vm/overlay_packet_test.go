@@ -14,8 +14,12 @@ package vm
 
 import (
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
+
+	"sluice/internal/diag"
 )
 
 // ovPacketHost is one host's file: ports p0, p1 in a bond, a VXLAN VTEP,
@@ -51,6 +55,58 @@ ipsec:
 type ovPacketLab struct {
 	a, b   string // namespaces
 	af, bf string // host files
+}
+
+// useOffloadDev rewrites A's file with another offload-dev.
+func (o ovPacketLab) useOffloadDev(t *testing.T, dev string) {
+	t.Helper()
+	ovWrite(t, o.af, ovPacketHost("a", [2]string{"a0", "a1"}, 1, 2, "0x1001", "0x2001", dev), 0o644)
+}
+
+// encrypts pings across and checks that port encrypted them and that no
+// cleartext crossed the wire.
+func (o ovPacketLab) encrypts(t *testing.T, port string) {
+	t.Helper()
+	before, w := ethStats(t, o.a, port), o.wire(t)
+	if out, ok := o.ping(t, 3); !ok {
+		t.Fatalf("ping across the overlay:\n%s", out)
+	}
+	d := statDelta(before, ethStats(t, o.a, port), "tx_ipsec_packets", "rx_ipsec_packets")
+	if d["tx_ipsec_packets"] < 3 || d["rx_ipsec_packets"] < 3 {
+		t.Fatalf("%s: %v for 3 pings, want >= 3 encrypted and decrypted", port, d)
+	}
+	if leak := o.wire(t) - w; leak != 0 {
+		t.Fatalf("%d cleartext IP packets crossed the wire", leak)
+	}
+}
+
+// leaks pings across (which B's IN policy drops) and returns how many
+// cleartext IP packets crossed the wire.
+func (o ovPacketLab) leaks(t *testing.T) uint64 {
+	t.Helper()
+	w := o.wire(t)
+	if out, ok := o.ping(t, 3); ok {
+		t.Fatalf("ping passed, but B's IN policy should drop cleartext:\n%s", out)
+	}
+	return o.wire(t) - w
+}
+
+// verifyFails runs verify on A and wants exit code 3 and each of want.
+func (o ovPacketLab) verifyFails(t *testing.T, want ...string) {
+	t.Helper()
+	out, err := ovSluice(t, o.a, "verify", "-f", o.af)
+	t.Logf("%s", out)
+	var ee *exec.ExitError
+	if !errorsAs(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("verify: %v, want exit code 3 (failed)", err)
+	}
+	mustContain(t, out, want...)
+}
+
+func errorsAs(err error, ee **exec.ExitError) bool {
+	e, ok := err.(*exec.ExitError)
+	*ee = e
+	return ok
 }
 
 func newOVPacketLab(t *testing.T, l *lab, offloadDev string) ovPacketLab {
@@ -124,5 +180,81 @@ func TestOverlayPacketOffloadBond(t *testing.T) {
 	})
 	step(t, "second apply changes nothing", func(t *testing.T) {
 		mustContain(t, ovMust(t, o.a, "plan", "-f", o.af), "nothing to do")
+	})
+	failover(t, o)
+}
+
+// failover is what 6.12 does with seed 000's packet-offloaded SAs when
+// the bond fails over, what sluice says about it, and the fix.
+func failover(t *testing.T, o ovPacketLab) {
+	step(t, "doctor: SAs on a port of the bond warn", func(t *testing.T) {
+		r, _ := doctor(t, o.a, "--check", "bond-port-offload")
+		wantVerdict(t, result(t, r, "bond-port-offload", "a0"), diag.Warn, "2 SA(s) offloaded to a0, a port of active-backup bond bond0")
+	})
+	step(t, "carrier loss: the bond fails over to a1, the SAs stay on a0, the traffic leaves a1 in cleartext", func(t *testing.T) {
+		run(t, "ip", "-n", o.b, "link", "set", "b0", "down")
+		waitActive(t, o.a, "a1")
+		waitActive(t, o.b, "b1")
+		a1 := ethStats(t, o.a, "a1")
+		leak := o.leaks(t)
+		d := statDelta(a1, ethStats(t, o.a, "a1"), "tx_cleartext_packets", "tx_ipsec_packets")
+		t.Logf("after the failover: wire %d cleartext, a1 %v", leak, d)
+		if leak < 3 || d["tx_cleartext_packets"] < 3 || d["tx_ipsec_packets"] != 0 {
+			t.Fatalf("6.12 after a failover: want a1 to send the pings in cleartext; wire %d, a1 %v", leak, d)
+		}
+		mustContain(t, run(t, ipPacket(t), "-n", o.a, "xfrm", "state"), "dev a0 dir out mode packet")
+	})
+	step(t, "doctor and verify fail: the SAs are on the inactive port", func(t *testing.T) {
+		r, _ := doctor(t, o.a, "--check", "bond-port-offload")
+		res := result(t, r, "bond-port-offload", "a0")
+		wantVerdict(t, res, diag.Fail, "2 packet-offloaded SA(s) on a0, but bond0's active port is a1")
+		mustContain(t, res.Fix, "offload-dev: bond0")
+		o.verifyFails(t, "packet-offloaded to a0, but bond0's active port is a1", "its traffic leaves a1 in cleartext", "set offload-dev: bond0")
+	})
+	step(t, "offload-dev: bond0: apply moves the SAs to the active port", func(t *testing.T) {
+		o.useOffloadDev(t, "bond0")
+		plan := ovMust(t, o.a, "plan", "-f", o.af)
+		t.Logf("%s", plan)
+		mustContain(t, plan, "offload device a0, want a1 (bond0's active port)", "offload packet dev a1 dir out")
+		// Re-created with the same manual key: the sequence numbers carry
+		// over (no --force: the key ledger lets a carried SA through).
+		t.Logf("%s", ovMust(t, o.a, "apply", "-f", o.af))
+		sas := run(t, ipPacket(t), "-n", o.a, "xfrm", "state")
+		t.Logf("%s", sas)
+		mustContain(t, sas, "dev a1 dir out mode packet", "dev a1 dir in mode packet", "oseq 0x1000")
+		o.encrypts(t, "a1")
+		ovMust(t, o.a, "verify", "-f", o.af)
+	})
+	step(t, "fail back to a0: verify fails, apply moves them back", func(t *testing.T) {
+		run(t, "ip", "-n", o.b, "link", "set", "b0", "up")
+		waitActive(t, o.a, "a0")
+		waitActive(t, o.b, "b0")
+		o.verifyFails(t, "packet-offloaded to a1, but bond0's active port is a0", "run sluice apply: it moves them to a0")
+		ovMust(t, o.a, "apply", "-f", o.af)
+		o.encrypts(t, "a0")
+	})
+	step(t, "a0 taken down: the kernel flushes its SAs and policies, the traffic leaves in cleartext; apply restores", func(t *testing.T) {
+		run(t, "ip", "-n", o.a, "link", "set", "a0", "down")
+		waitActive(t, o.a, "a1")
+		waitActive(t, o.b, "b1")
+		if s := run(t, ipPacket(t), "-n", o.a, "xfrm", "policy"); strings.Contains(s, "192.168.80.2/32") {
+			t.Fatalf("a packet-offloaded policy survived its port going down (a kernel without xfrm_dev_down's flush?): update docs/overlay.md\n%s", s)
+		}
+		if leak := o.leaks(t); leak < 3 {
+			t.Fatalf("with the policies flushed: %d cleartext packets on the wire, want the pings", leak)
+		}
+		o.verifyFails(t, "is missing")
+		// The kernel deleted the SAs and their sequence numbers: the same
+		// key again would repeat them, and apply says so.
+		out, err := ovSluice(t, o.a, "apply", "-f", o.af)
+		if err == nil || !strings.Contains(out, "was installed before") {
+			t.Fatalf("apply re-installing flushed SAs with the same key: %v\n%s", err, out)
+		}
+		ovMust(t, o.a, "apply", "-f", o.af, "--force")
+		o.encrypts(t, "a1")
+	})
+	step(t, "teardown", func(t *testing.T) {
+		ovMust(t, o.a, "teardown", "-f", o.af)
+		ovMust(t, o.b, "teardown", "-f", o.bf)
 	})
 }
