@@ -7,6 +7,7 @@ import (
 
 	"sluice/internal/config"
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // Packet offload and an active-backup bond (seed 000's layout), as Linux
@@ -153,7 +154,7 @@ const seqMargin = 1 << 20
 // are not accepted again; no margin, or the peer's next packets would be
 // dropped.
 func carrySeq(w *wantSA) error {
-	sas, err := kernel.OverlaySAs()
+	sas, err := xfrm.OverlaySAs()
 	if err != nil {
 		return err
 	}
@@ -161,7 +162,7 @@ func carrySeq(w *wantSA) error {
 		if s.Dst != w.dst || s.SPI != w.spi || s.Proto != protoESP {
 			continue
 		}
-		if s.KeyDigest != kernel.KeyDigest(w.key.Bytes()) {
+		if s.KeyDigest != xfrm.KeyDigest(w.key.Bytes()) {
 			return nil // a new key starts from 1
 		}
 		if w.dir == "out" {

@@ -7,20 +7,20 @@ import (
 	"testing"
 
 	"sluice/internal/config"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // packetOn marks matchingLive's SAs and policies packet-offloaded to the
 // device with ifindex dev.
 func packetOn(l *Live, dev int) {
 	for i := range l.SAs {
-		l.SAs[i].Offload = &kernel.Offload{Ifindex: dev, Flags: kernel.OffloadPacket}
+		l.SAs[i].Offload = &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}
 		if i == 1 {
-			l.SAs[i].Offload.Flags |= kernel.OffloadInbound
+			l.SAs[i].Offload.Flags |= xfrm.OffloadInbound
 		}
 	}
 	for i := range l.Policies {
-		l.Policies[i].Offload = &kernel.Offload{Ifindex: dev, Flags: kernel.OffloadPacket}
+		l.Policies[i].Offload = &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}
 	}
 }
 
