@@ -68,12 +68,12 @@ func (o offloadedSource) Dump() (fastpath.Snapshot, error) {
 	return snap, err
 }
 
-func (o offloadedSource) Watch(ctx context.Context) (*xfrm.XFRMWatch, error) {
+func (o offloadedSource) Watch(ctx context.Context) (*xfrm.Watch, error) {
 	w, err := o.src.Watch(ctx)
 	if w == nil || err != nil {
 		return w, err
 	}
-	ch := make(chan xfrm.XFRMEvent, 1024)
+	ch := make(chan xfrm.Event, 1024)
 	wrapped := *w // the same socket and markers; events pass through here
 	wrapped.Events = ch
 	go func() {
@@ -176,7 +176,7 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(xh.Close)
-	src := offloadedSource{src: fastpath.KernelSource{X: xfrm.XFRMAt(h)}, dev: f.wan}
+	src := offloadedSource{src: fastpath.KernelSource{X: xfrm.HandleAt(h)}, dev: f.wan}
 	logs := &syncBuffer{}
 	tier := &flower.Tier{SkipHW: true, InboundChain: 1, Router: f.router, Log: slog.New(slog.NewTextHandler(logs, nil)),
 		Ports: []flower.PortConfig{{Name: "p0.502", Outbound: true, TTL: true}, {Name: "wan0", L2FIB: true}}}

@@ -92,8 +92,8 @@ func unlimited(v uint64) uint64 {
 	return v
 }
 
-// XFRMStats reads /proc/net/xfrm_stat (the kernel's XFRM error counters).
-func XFRMStats() (map[string]uint64, error) {
+// Stats reads /proc/net/xfrm_stat (the kernel's XFRM error counters).
+func Stats() (map[string]uint64, error) {
 	f, err := os.Open("/proc/net/xfrm_stat")
 	if err != nil {
 		return nil, err

@@ -44,7 +44,7 @@ func KeyDigest(key []byte) [32]byte { return sha256.Sum256(key) }
 // overlay compares: mode, reqid, ESN, replay window, algorithm, key digest
 // and offload.
 func OverlaySAs() ([]OvSA, error) {
-	x := &XFRM{}
+	x := &Handle{}
 	ss, err := xfrmDump(x, nl.XFRM_MSG_GETSA, nl.XFRM_MSG_NEWSA, parseOvSA)
 	if err != nil {
 		return nil, fmt.Errorf("dump xfrm states: %w", err)
@@ -141,7 +141,7 @@ func PolicyAdd(p OvPolicy, update bool) error {
 	if err != nil {
 		return err
 	}
-	if err := (&XFRM{}).execute(xfrmRequest(typ, flags, body), 0, nil); err != nil {
+	if err := (&Handle{}).execute(xfrmRequest(typ, flags, body), 0, nil); err != nil {
 		return fmt.Errorf("xfrm policy add src %s dst %s dir %s: %w", p.Src, p.Dst, p.Dir, err)
 	}
 	return nil

@@ -38,7 +38,7 @@ import (
 // deletion removes it. Any other failure means the lookups cannot be trusted
 // and becomes a Resync, so the mirror closes and dumps (the dump carries
 // contexts).
-func lookupPolicyEvent(ev XFRMEvent, lookup func(*Policy) (Policy, error)) XFRMEvent {
+func lookupPolicyEvent(ev Event, lookup func(*Policy) (Policy, error)) Event {
 	if (ev.Kind != PolicyNew && ev.Kind != PolicyUpd) || ev.Policy == nil {
 		return ev
 	}
@@ -50,7 +50,7 @@ func lookupPolicyEvent(ev XFRMEvent, lookup func(*Policy) (Policy, error)) XFRME
 	case errors.Is(err, unix.ENOENT):
 		p.Unconfirmed = true
 	default:
-		return XFRMEvent{Kind: Resync, Err: fmt.Errorf("xfrm monitor: looking up policy %d (%s): %w", p.Index, p.Dir, err)}
+		return Event{Kind: Resync, Err: fmt.Errorf("xfrm monitor: looking up policy %d (%s): %w", p.Index, p.Dir, err)}
 	}
 	ev.Policy = &p
 	return ev

@@ -15,7 +15,7 @@ import (
 // off when off is not nil: XFRMA_OFFLOAD_DEV is the one attribute
 // vishvananda/netlink cannot send. Everything else follows its XfrmStateAdd;
 // fields it cannot express (Pcpunum) are refused rather than dropped.
-func (x *XFRM) StateAdd(st *netlink.XfrmState, off *Offload) error {
+func (x *Handle) StateAdd(st *netlink.XfrmState, off *Offload) error {
 	req, err := newSARequest(st, off)
 	if err != nil {
 		return err
@@ -26,8 +26,8 @@ func (x *XFRM) StateAdd(st *netlink.XfrmState, off *Offload) error {
 	return nil
 }
 
-// StateAdd installs an SA in the current namespace; see XFRM.StateAdd.
-func StateAdd(st *netlink.XfrmState, off *Offload) error { return (&XFRM{}).StateAdd(st, off) }
+// StateAdd installs an SA in the current namespace; see Handle.StateAdd.
+func StateAdd(st *netlink.XfrmState, off *Offload) error { return (&Handle{}).StateAdd(st, off) }
 
 // newSARequest builds the XFRM_MSG_NEWSA request; flags as iproute2's.
 func newSARequest(st *netlink.XfrmState, off *Offload) (*nl.NetlinkRequest, error) {
