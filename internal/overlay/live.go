@@ -21,7 +21,7 @@ type Live struct {
 	Release  string
 	Links    []kernel.OvLink
 	Routes   []kernel.OvRoute
-	SAs      []xfrm.OvSA
+	SAs      []xfrm.StateDetail
 	Policies []xfrm.Policy
 	// Features holds `ethtool -k` of the devices that matter (offload
 	// devices), by name.
@@ -112,7 +112,7 @@ func ReadLive(h *config.Host) (*Live, error) {
 		return nil, err
 	}
 	if h.IPsec != nil {
-		if l.SAs, err = xfrm.OverlaySAs(); err != nil {
+		if l.SAs, err = xfrm.StateDetails(false); err != nil {
 			return nil, err
 		}
 		if l.Policies, err = xfrm.DumpPolicies(); err != nil {
@@ -214,7 +214,7 @@ func hasCaps(s config.SRIOV) bool {
 }
 
 // sa returns the live ESP SA (dst, spi), or nil.
-func (l *Live) sa(dst netip.Addr, spi uint32) *xfrm.OvSA {
+func (l *Live) sa(dst netip.Addr, spi uint32) *xfrm.StateDetail {
 	for i := range l.SAs {
 		s := &l.SAs[i]
 		if s.Dst == dst && s.SPI == spi && s.Proto == protoESP {

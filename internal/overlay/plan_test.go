@@ -103,12 +103,12 @@ func matchingLive(t *testing.T) *Live {
 	)
 	l.Routes = []kernel.OvRoute{{Dst: netip.MustParsePrefix("192.168.80.3/32"), Via: netip.MustParseAddr("192.168.70.3"), Src: netip.MustParseAddr("192.168.80.2"), Dev: 4}}
 	a, b := netip.MustParseAddr("192.168.80.2"), netip.MustParseAddr("192.168.80.3")
-	sa := func(src, dst netip.Addr, spi uint32, key string) xfrm.OvSA {
+	sa := func(src, dst netip.Addr, spi uint32, key string) xfrm.StateDetail {
 		k, _ := hexKey(key)
-		return xfrm.OvSA{State: xfrm.State{Src: src, Dst: dst, Proto: 50, SPI: spi, Reqid: spi},
-			ESN: true, ReplayWindow: 64, AEAD: AEAD, ICVBits: 128, KeyBits: 160, KeyDigest: xfrm.KeyDigest(k)}
+		return xfrm.StateDetail{State: xfrm.State{Src: src, Dst: dst, Proto: 50, SPI: spi, Reqid: spi,
+			Alg: xfrm.StateAlg{ESN: true, AEAD: AEAD, ICVBits: 128}}, ReplayWindow: 64, KeyBits: 160, KeyDigest: xfrm.KeyDigest(k)}
 	}
-	l.SAs = []xfrm.OvSA{sa(a, b, 0x1001, testKeyOut), sa(b, a, 0x1002, testKeyIn)}
+	l.SAs = []xfrm.StateDetail{sa(a, b, 0x1001, testKeyOut), sa(b, a, 0x1002, testKeyIn)}
 	pol := func(dir xfrm.Dir, src, dst netip.Addr, reqid uint32) xfrm.Policy {
 		return xfrm.Policy{Dir: dir, Sel: xfrm.Selector{Src: netip.PrefixFrom(src, 32), Dst: netip.PrefixFrom(dst, 32)},
 			Tmpls: []xfrm.Tmpl{{Proto: 50, Reqid: reqid}}}
@@ -210,7 +210,7 @@ func TestPlanDrift(t *testing.T) {
 		want   []string // substrings of "action object: why"
 	}{
 		{"changed key", func(l *Live) { l.SAs[0].KeyDigest[0] ^= 1 }, []string{"replace SA out 192.168.80.2->192.168.80.3 spi 0x1001: a different key"}},
-		{"replay window and ESN", func(l *Live) { l.SAs[1].ESN, l.SAs[1].ReplayWindow = false, 32 },
+		{"replay window and ESN", func(l *Live) { l.SAs[1].Alg.ESN, l.SAs[1].ReplayWindow = false, 32 },
 			[]string{"replace SA in 192.168.80.3->192.168.80.2 spi 0x1002: esn false, want true, replay window 32, want 64"}},
 		{"SA offloaded, file says none", func(l *Live) { l.SAs[0].Offload = &xfrm.Offload{Ifindex: 4} },
 			[]string{"replace SA out 192.168.80.2->192.168.80.3 spi 0x1001: offload crypto, want none"}},

@@ -120,7 +120,8 @@ var ErrNoPolicyDefaults = errors.New("the kernel has no XFRM policy defaults (be
 // then be a guess.
 func (x *Handle) PolicyDefaults() (PolicyDefaults, error) {
 	var got []byte
-	// The kernel wants a struct xfrm_userpolicy_default body even here.
+	// The kernel wants a struct xfrm_userpolicy_default body even here
+	// (its 3 bytes padded to 4, as netlink aligns them).
 	err := x.execute(xfrmRequest(xfrmMsgGetDefault, 0, make([]byte, 4)), xfrmMsgGetDefault, func(b []byte) bool {
 		got = b
 		return false
@@ -142,11 +143,11 @@ func (x *Handle) PolicyDefaults() (PolicyDefaults, error) {
 
 // parsePolicyDefaults reads struct xfrm_userpolicy_default {u8 in, fwd, out}.
 func parsePolicyDefaults(b []byte) (PolicyDefaults, error) {
-	if len(b) < 3 {
-		return PolicyDefaults{}, fmt.Errorf("xfrm_userpolicy_default: %d bytes, want 3", len(b))
+	if len(b) < xfrmPolicyDefLen {
+		return PolicyDefaults{}, fmt.Errorf("xfrm_userpolicy_default: %d bytes, want %d", len(b), xfrmPolicyDefLen)
 	}
 	var acts [3]Action
-	for i, v := range b[:3] {
+	for i, v := range b[:xfrmPolicyDefLen] {
 		switch v {
 		case 0, 2: // XFRM_USERPOLICY_UNSPEC (never set: accept), _ACCEPT
 			acts[i] = ActionAllow

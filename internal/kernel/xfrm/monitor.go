@@ -233,7 +233,7 @@ func decodeXFRMEvent(typ uint16, b []byte) (ev Event, ok bool, err error) {
 		}
 		var p Policy
 		p, err = withAttrs(parsePolicyInfo, applyPolicyAttrs, b[:xfrmPolicyInfoLen], b[xfrmPolExpireLen:])
-		ev.Policy, ev.Hard = &p, b[xfrmPolicyInfoLen] != 0
+		ev.Policy, ev.Hard = &p, b[polExpireHard] != 0
 	case nl.XFRM_MSG_FLUSHPOLICY:
 		// No body; XFRMA_POLICY_TYPE only on kernels with sub policies.
 		ev.Kind, ev.Policy = PolicyFlush, &Policy{}
@@ -256,7 +256,7 @@ func decodeXFRMEvent(typ uint16, b []byte) (ev Event, ok bool, err error) {
 		}
 		var s State
 		s, err = withAttrs(parseStateInfo, applyStateAttrs, b[:xfrmSAInfoLen], b[xfrmExpireLen:])
-		ev.State, ev.Hard = &s, b[xfrmSAInfoLen] != 0
+		ev.State, ev.Hard = &s, b[expireHard] != 0
 	case xfrmMsgGetDefault:
 		// The kernel announces `setdefault` with the GETDEFAULT type.
 		var d PolicyDefaults
@@ -268,7 +268,7 @@ func decodeXFRMEvent(typ uint16, b []byte) (ev Event, ok bool, err error) {
 		}
 		// IPSEC_PROTO_ANY (255, what strongSwan sends) means AH, ESP and
 		// IPcomp: report it as 0, "all", like iproute2's plain flush.
-		proto := b[0]
+		proto := b[flushProto]
 		if proto == 255 {
 			proto = 0
 		}
@@ -316,7 +316,7 @@ func parseDelPolicy(b []byte) (*Policy, error) {
 		if p.Sel, err = parseSelector(b); err != nil {
 			return nil, err
 		}
-		p.Index, p.Dir = ne.Uint32(b[56:]), Dir(b[60])
+		p.Index, p.Dir = ne.Uint32(b[polIDIndex:]), Dir(b[polIDDir])
 	}
 	return &p, applyPolicyAttrs(&p, a)
 }
@@ -337,10 +337,10 @@ func parseDelState(b []byte) (*State, error) {
 			return nil, err
 		}
 	} else {
-		if s.Dst, err = xfrmEndpoint(b[0:16], ne.Uint16(b[20:])); err != nil {
+		if s.Dst, err = xfrmEndpoint(b[saIDDaddr:], ne.Uint16(b[saIDFamily:])); err != nil {
 			return nil, err
 		}
-		s.SPI, s.Proto = be.Uint32(b[16:]), b[22]
+		s.SPI, s.Proto = be.Uint32(b[saIDSPI:]), b[saIDProto]
 	}
 	return &s, applyStateAttrs(&s, a)
 }

@@ -62,13 +62,10 @@ func lookupPolicyEvent(ev Event, lookup func(*Policy) (Policy, error)) Event {
 // them.
 func policyByIndexRequest(p *Policy) *nl.NetlinkRequest {
 	id := make([]byte, xfrmPolicyIDLen) // struct xfrm_userpolicy_id: selector unused
-	ne.PutUint32(id[56:], p.Index)
-	id[60] = byte(p.Dir)
+	ne.PutUint32(id[polIDIndex:], p.Index)
+	id[polIDDir] = byte(p.Dir)
 	if p.Mark != 0 || p.MarkMask != 0 {
-		v := make([]byte, 8)
-		ne.PutUint32(v, p.Mark)
-		ne.PutUint32(v[4:], p.MarkMask)
-		id = putAttr(id, nl.XFRMA_MARK, v)
+		id = putAttr(id, nl.XFRMA_MARK, marshalMark(p.Mark, p.MarkMask))
 	}
 	if p.IfID != 0 {
 		v := make([]byte, 4)
@@ -76,8 +73,9 @@ func policyByIndexRequest(p *Policy) *nl.NetlinkRequest {
 		id = putAttr(id, nl.XFRMA_IF_ID, v)
 	}
 	if p.Sub {
-		// struct xfrm_userpolicy_type {u8 type; u16; u8}: 6 bytes.
-		id = putAttr(id, nl.XFRMA_POLICY_TYPE, []byte{xfrmPolicyTypeSub, 0, 0, 0, 0, 0})
+		t := make([]byte, xfrmPolicyTypeLen)
+		t[policyTypeType] = xfrmPolicyTypeSub
+		id = putAttr(id, nl.XFRMA_POLICY_TYPE, t)
 	}
 	return xfrmRequest(nl.XFRM_MSG_GETPOLICY, 0, id)
 }
