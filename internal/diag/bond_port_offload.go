@@ -5,14 +5,12 @@ package diag
 import (
 	"fmt"
 	"sort"
-
-	"sluice/internal/kernel"
 )
 
 // checkBondPortOffload finds SAs offloaded to one port of an
 // active-backup bond (the ConnectX-6 SR-IOV guide's "offload packet dev PF0" with PF0 in
 // bond0): the bond does not move them at failover, and through the bond
-// crypto offload never encrypts on transmit (kernel.BondPortOffloadWhy).
+// crypto offload never encrypts on transmit (BondPortOffloadWhy).
 func checkBondPortOffload(f *Facts, _ *DoctorOptions) []Result {
 	count := map[string]int{}
 	packet := map[string]int{}
@@ -46,8 +44,8 @@ func checkBondPortOffload(f *Facts, _ *DoctorOptions) []Result {
 		}
 		ev := []string{fmt.Sprintf("%d SA(s) with offload dev %s (%d packet offload); %s is a port of %s, active port %s", count[p], p, packet[p], p, bond.Name, bond.ActiveSlave)}
 		rs = append(rs, Result{Verdict: Warn, Subject: p,
-			Summary:  fmt.Sprintf("%d SA(s) offloaded to %s, a port of active-backup bond %s: %s", count[p], p, bond.Name, kernel.BondPortOffloadWhy(p, bond.Name)),
-			Evidence: ev, Fix: kernel.BondPortOffloadFix(bond.Name, release)})
+			Summary:  fmt.Sprintf("%d SA(s) offloaded to %s, a port of active-backup bond %s: %s", count[p], p, bond.Name, BondPortOffloadWhy(p, bond.Name)),
+			Evidence: ev, Fix: BondPortOffloadFix(bond.Name, release)})
 	}
 	if len(rs) == 0 {
 		return []Result{{Verdict: OK, Summary: "no SA offloaded to a port of an active-backup bond"}}

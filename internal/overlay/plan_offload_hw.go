@@ -95,14 +95,14 @@ func (p *planner) bondOf(dev string) string {
 
 // bondPortOffload warns when the SAs go to one port of a bond (the
 // ConnectX-6 SR-IOV guide's offload dev PF0): a failover leaves them behind
-// (kernel.BondPortOffloadWhy).
+// (diag.BondPortOffloadWhy).
 func (p *planner) bondPortOffload(path string, pr *config.Peer, modes map[string]string) {
 	bond := p.bondOf(pr.OffloadDev)
 	if bond == "" {
 		return
 	}
 	p.note("%s: offload-dev %s is a port of active-backup bond %s: %s. Fix: %s", path, pr.OffloadDev, bond,
-		kernel.BondPortOffloadWhy(pr.OffloadDev, bond), kernel.BondPortOffloadFix(bond, p.live.Release))
+		diag.BondPortOffloadWhy(pr.OffloadDev, bond), diag.BondPortOffloadFix(bond, p.live.Release))
 }
 
 // saBudget counts the offloaded SAs the file adds per SA table, with
