@@ -3,6 +3,7 @@
 package config
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -83,16 +84,14 @@ func (c *cpuList) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // rtPriority is daemon-priority (1-99, SCHED_RR).
-type rtPriority int
+type rtPriority = num[rtPriorityRule]
 
-func (v *rtPriority) UnmarshalYAML(n *yaml.Node) error {
-	u, err := wholeNumber(n, MaxDaemonPriority)
-	if err != nil {
-		return err
+type rtPriorityRule struct{}
+
+func (rtPriorityRule) max() uint64 { return MaxDaemonPriority }
+func (rtPriorityRule) refuse(v uint64) string {
+	if v == 0 {
+		return fmt.Sprintf("0 is not a real-time priority; write 1 to %d (the ConnectX-7 benchmark: 50), or leave daemon-priority out for the normal scheduler", MaxDaemonPriority)
 	}
-	if u == 0 {
-		return leafErr(n, "0 is not a real-time priority; write 1 to %d (the ConnectX-7 benchmark: 50), or leave daemon-priority out for the normal scheduler", MaxDaemonPriority)
-	}
-	*v = rtPriority(u)
-	return nil
+	return ""
 }

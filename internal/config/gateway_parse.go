@@ -19,7 +19,8 @@ import (
 
 // gatewayFile is gateway.yaml as written: every key of the file is
 // declared here, once (docs/gateway-config.md describes them). The order
-// of the fields is the order messages list the keys in.
+// of the fields is the order messages list the keys in; fill copies them
+// by name into Gateway (the daemon-* keys into Gateway.Daemon).
 type gatewayFile struct {
 	Lab                         flag               `yaml:"lab"`
 	PolicySource                PolicySource       `yaml:"policy-source"`
@@ -42,7 +43,7 @@ type gatewayFile struct {
 	Policies                    []gatewayPolicy    `yaml:"policies"`
 }
 
-// gatewayInterface is one entry of interfaces: (Interface).
+// gatewayInterface is one entry of interfaces: (filled into Interface).
 type gatewayInterface struct {
 	Name             ifname        `yaml:"name"`
 	L2               L2Mode        `yaml:"l2"`
@@ -57,7 +58,7 @@ type gatewayInterface struct {
 
 func (gatewayInterface) describe() (string, string) { return "interface", "name: p0" }
 
-// gatewayPolicy is one entry of policies: (StaticPolicy).
+// gatewayPolicy is one entry of policies: (filled into StaticPolicy).
 type gatewayPolicy struct {
 	Dir        Direction   `yaml:"dir"`
 	Src        ipPrefix    `yaml:"src"`
@@ -93,49 +94,17 @@ type gatewayMeta struct {
 func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
 	var f gatewayFile
 	p.decode(root, &f)
-	g := &Gateway{
-		File:                        p.file,
-		Lab:                         bool(f.Lab),
-		PolicySource:                f.PolicySource,
-		Counters:                    bool(f.Counters),
-		PinDir:                      string(f.PinDir),
-		Lease:                       time.Duration(f.Lease),
-		APISocket:                   string(f.APISocket),
-		APIOwner:                    string(f.APIOwner),
-		APIGroup:                    string(f.APIGroup),
-		MetricsListen:               string(f.MetricsListen),
-		MetricsTopPolicies:          int(f.MetricsTopPolicies),
-		FlowerTestSkipHW:            bool(f.FlowerTestSkipHW),
-		FlowerInboundChain:          uint32(f.FlowerInboundChain),
-		FlowerPromotePPS:            int(f.FlowerPromotePPS),
-		FlowerTestPlacementInterval: time.Duration(f.FlowerTestPlacementInterval),
-		KeyLines:                    map[string]int{},
-		Daemon: DaemonSettings{CPUs: f.DaemonCPU.cpus, CPUList: f.DaemonCPU.list,
-			Priority: int(f.DaemonPriority), LockMemory: bool(f.LockMemory)},
-	}
+	g := &Gateway{File: p.file, KeyLines: map[string]int{}, Daemon: DaemonSettings{CPUs: f.DaemonCPU.cpus,
+		CPUList: f.DaemonCPU.list, Priority: int(f.DaemonPriority), LockMemory: bool(f.LockMemory)}}
+	p.fill(reflect.ValueOf(g).Elem(), reflect.ValueOf(f), item{line: root.Line})
 	names, _ := keysOf(reflect.TypeFor[gatewayFile]())
 	for _, k := range names {
 		if p.given[k] {
 			g.KeyLines[k] = p.lines[k]
 		}
 	}
-	m := &gatewayMeta{rootLine: root.Line, ifaces: p.items["interfaces"], policies: p.items["policies"],
-		nIfaces: p.counts["interfaces"], nPolicies: p.counts["policies"]}
-	// The plain tree holds exactly the entries recorded; a decode cut
-	// short (over budget, or a recovered panic) holds fewer.
-	m.ifaces, m.policies = m.ifaces[:min(len(m.ifaces), len(f.Interfaces))], m.policies[:min(len(m.policies), len(f.Policies))]
-	for i, x := range f.Interfaces {
-		g.Interfaces = append(g.Interfaces, Interface{Name: string(x.Name), L2: x.L2, XDPMode: x.XDPMode,
-			Inbound: x.Inbound, WANAntispoof: x.WANAntispoof, HairpinToNexthop: netip.Addr(x.HairpinToNexthop),
-			Flower: x.Flower, FlowerTTL: bool(x.FlowerTTL), FlowerRuleBudget: int(x.FlowerRuleBudget), Line: m.ifaces[i].line})
-	}
-	for i, x := range f.Policies {
-		g.Policies = append(g.Policies, StaticPolicy{Dir: x.Dir, Src: netip.Prefix(x.Src), Dst: netip.Prefix(x.Dst),
-			Proto: x.Proto, Sport: uint16(x.Sport), Dport: uint16(x.Dport), Priority: uint32(x.Priority),
-			Action: x.Action, Peer: netip.Addr(x.Peer), Local: netip.Addr(x.Local), Reqid: uint32(x.Reqid),
-			Offload: x.Offload, OffloadDev: string(x.OffloadDev), Optional: bool(x.Optional), Line: m.policies[i].line})
-	}
-	return g, m
+	return g, &gatewayMeta{rootLine: root.Line, ifaces: p.itemsOf("interfaces", len(g.Interfaces)),
+		policies: p.itemsOf("policies", len(g.Policies)), nIfaces: p.counts["interfaces"], nPolicies: p.counts["policies"]}
 }
 
 func (s *PolicySource) UnmarshalYAML(n *yaml.Node) error {
@@ -171,20 +140,19 @@ func (s *OffloadMode) UnmarshalYAML(n *yaml.Node) error {
 }
 
 // pinDir is pin-dir: an absolute path, cleaned.
-type pinDir string
+type pinDir = str[pinDirRule]
 
-func (d *pinDir) UnmarshalYAML(n *yaml.Node) error {
-	s, err := scalar(n, "an absolute path such as "+DefaultPinDir)
+type pinDirRule struct{}
+
+func (pinDirRule) want() string { return "an absolute path such as " + DefaultPinDir }
+func (pinDirRule) check(s string) (string, string) {
 	switch {
-	case err != nil:
-		return err
 	case s == "":
-		return leafErr(n, "is empty; remove it for the default %s, or write an absolute path on a bpffs mount", DefaultPinDir)
+		return "", "is empty; remove it for the default " + DefaultPinDir + ", or write an absolute path on a bpffs mount"
 	case !filepath.IsAbs(s):
-		return leafErr(n, "%q is relative; write an absolute path on a bpffs mount such as %s", s, DefaultPinDir)
+		return "", fmt.Sprintf("%q is relative; write an absolute path on a bpffs mount such as %s", s, DefaultPinDir)
 	}
-	*d = pinDir(filepath.Clean(s))
-	return nil
+	return filepath.Clean(s), ""
 }
 
 // leaseRange is MinLease to MaxLease as written in the file.
@@ -310,36 +278,38 @@ func (v *port) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// apiSocket is api-socket: an absolute path, or "" for no API.
-type apiSocket string
+// apiSocket is api-socket: an absolute path, cleaned, or "" for no API.
+type apiSocket = str[apiSocketRule]
 
-func (a *apiSocket) UnmarshalYAML(n *yaml.Node) error {
-	s, err := scalar(n, "an absolute path such as "+DefaultAPISocket)
-	if err != nil || s == "" {
-		return err // empty: no API
+type apiSocketRule struct{}
+
+func (apiSocketRule) want() string { return "an absolute path such as " + DefaultAPISocket }
+func (apiSocketRule) check(s string) (string, string) {
+	switch {
+	case s == "":
+		return "", "" // no API
+	case !filepath.IsAbs(s):
+		return "", fmt.Sprintf("%q is relative; write an absolute path such as %s, or \"\" for no API", s, DefaultAPISocket)
 	}
-	if !filepath.IsAbs(s) {
-		return leafErr(n, "%q is relative; write an absolute path such as %s, or \"\" for no API", s, DefaultAPISocket)
-	}
-	*a = apiSocket(filepath.Clean(s))
-	return nil
+	return filepath.Clean(s), ""
 }
 
-// listenAddr is host:port.
-type listenAddr string
+// listenAddr is host:port, or "" for none.
+type listenAddr = str[listenRule]
 
-func (a *listenAddr) UnmarshalYAML(n *yaml.Node) error {
-	s, err := scalar(n, "host:port such as 127.0.0.1:9108")
-	if err != nil || s == "" {
-		return err
+type listenRule struct{}
+
+func (listenRule) want() string { return "host:port such as 127.0.0.1:9108" }
+func (listenRule) check(s string) (string, string) {
+	if s == "" {
+		return "", ""
 	}
-	_, port, serr := net.SplitHostPort(s)
-	if serr != nil || port == "" {
-		return leafErr(n, "%q is not host:port; write one such as 127.0.0.1:9108 ([::1]:9108 for IPv6)", s)
+	_, port, err := net.SplitHostPort(s)
+	if err != nil || port == "" {
+		return "", fmt.Sprintf("%q is not host:port; write one such as 127.0.0.1:9108 ([::1]:9108 for IPv6)", s)
 	}
 	if v, err := strconv.Atoi(port); err != nil || v < 1 || v > 65535 {
-		return leafErr(n, "port %q is not between 1 and 65535", port)
+		return "", fmt.Sprintf("port %q is not between 1 and 65535", port)
 	}
-	*a = listenAddr(s)
-	return nil
+	return s, ""
 }

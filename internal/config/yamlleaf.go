@@ -5,6 +5,7 @@ package config
 import (
 	"errors"
 	"net/netip"
+	"reflect"
 	"strconv"
 	"strings"
 
@@ -33,17 +34,6 @@ func (b *flag) UnmarshalYAML(n *yaml.Node) error {
 	return leafErr(n, "want true or false, got %s", kindName(n))
 }
 
-// text is any single value, as written.
-type text string
-
-func (s *text) UnmarshalYAML(n *yaml.Node) error {
-	if n.Kind != yaml.ScalarNode {
-		return leafErr(n, "want a single value (a word or a quoted string), got %s", kindName(n))
-	}
-	*s = text(n.Value)
-	return nil
-}
-
 // scalar returns n's text, or an error saying what was wanted.
 func scalar(n *yaml.Node, what string) (string, error) {
 	if n.Kind != yaml.ScalarNode {
@@ -52,14 +42,22 @@ func scalar(n *yaml.Node, what string) (string, error) {
 	return n.Value, nil
 }
 
-// limit is the largest value of a num.
-type limit interface{ max() uint64 }
+// rule bounds a num, and may refuse values within the bounds.
+type rule interface {
+	max() uint64
+	refuse(v uint64) string // why v is refused, or ""
+}
+
+// upTo is embedded by the rules that refuse nothing within the bounds.
+type upTo struct{}
+
+func (upTo) refuse(uint64) string { return "" }
 
 type (
-	maxU16   struct{}
-	maxU32   struct{}
-	max100k  struct{}
-	maxRules struct{}
+	maxU16   struct{ upTo }
+	maxU32   struct{ upTo }
+	max100k  struct{ upTo }
+	maxRules struct{ upTo }
 )
 
 func (maxU16) max() uint64   { return 65535 }
@@ -67,14 +65,71 @@ func (maxU32) max() uint64   { return 1<<32 - 1 }
 func (max100k) max() uint64  { return 100000 }
 func (maxRules) max() uint64 { return MaxFlowerRuleBudget }
 
-// num is a whole number from 0 to L's max.
-type num[L limit] uint64
+// num is a whole number from 0 to R's max that R does not refuse.
+type num[R rule] uint64
 
-func (v *num[L]) UnmarshalYAML(n *yaml.Node) error {
-	var l L
-	u, err := wholeNumber(n, l.max())
-	*v = num[L](u)
-	return err
+func (v *num[R]) UnmarshalYAML(n *yaml.Node) error {
+	var r R
+	u, err := wholeNumber(n, r.max())
+	if err != nil {
+		return err
+	}
+	if why := r.refuse(u); why != "" {
+		return leafErr(n, "%s", why)
+	}
+	*v = num[R](u)
+	return nil
+}
+
+// textRule is what a str must be.
+type textRule interface {
+	want() string // for "want X, got Y"
+	// check returns the value to keep (normalised), or why s is refused.
+	check(s string) (keep, why string)
+}
+
+// str is a single value (a word or a quoted string) that R accepts.
+type str[R textRule] string
+
+func (v *str[R]) UnmarshalYAML(n *yaml.Node) error {
+	var r R
+	s, err := scalar(n, r.want())
+	if err != nil {
+		return err
+	}
+	keep, why := r.check(s)
+	if why != "" {
+		return leafErr(n, "%s", why)
+	}
+	*v = str[R](keep)
+	return nil
+}
+
+// describe names a list of strs in messages by R.
+func (str[R]) describe() (string, string) {
+	var r R
+	return describe(reflect.TypeOf(r))
+}
+
+// anyText is any single value, as written.
+type anyText struct{}
+
+func (anyText) want() string                    { return "a single value (a word or a quoted string)" }
+func (anyText) check(s string) (string, string) { return s, "" }
+
+type text = str[anyText]
+
+// nonEmpty is a path or an identity: any single value but "".
+type nonEmpty = str[nonEmptyRule]
+
+type nonEmptyRule struct{}
+
+func (nonEmptyRule) want() string { return "a path or an identity" }
+func (nonEmptyRule) check(s string) (string, string) {
+	if s == "" {
+		return "", "is empty; write a value, or remove the key"
+	}
+	return s, ""
 }
 
 // wholeNumber parses a non-negative integer up to limit.
@@ -114,20 +169,28 @@ func oneOf[T ~string](n *yaml.Node, out *T, def T, allowed ...T) error {
 	return leafErr(n, "%q is not valid; use one of %s", s, list)
 }
 
-// ifname is a Linux interface name.
-type ifname string
-
-func (s *ifname) UnmarshalYAML(n *yaml.Node) error {
-	v, err := scalar(n, "a Linux interface name such as p0")
-	if err != nil {
-		return err
+// enumList lists allowed values for messages ("a, b or c").
+func enumList[T ~string](def T, allowed []T) string {
+	parts := make([]string, len(allowed))
+	for i, a := range allowed {
+		parts[i] = string(a)
+		if a == def && def != "" {
+			parts[i] += " (default)"
+		}
 	}
-	if problem := ifnameProblem(v); problem != "" {
-		return leafErr(n, "%s", problem)
+	if len(parts) < 2 {
+		return strings.Join(parts, "")
 	}
-	*s = ifname(v)
-	return nil
+	return strings.Join(parts[:len(parts)-1], ", ") + " or " + parts[len(parts)-1]
 }
+
+// ifname is a Linux interface name.
+type ifname = str[ifnameRule]
+
+type ifnameRule struct{}
+
+func (ifnameRule) want() string                    { return "a Linux interface name such as p0" }
+func (ifnameRule) check(s string) (string, string) { return s, ifnameProblem(s) }
 
 // ipAddr is an IP address (IPv4 or IPv6, no zone, not unspecified, not
 // IPv4-mapped).

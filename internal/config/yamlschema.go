@@ -118,6 +118,8 @@ func (p *parser) plain(n *yaml.Node, path string, line int, t reflect.Type) *yam
 		return &c
 	}
 	switch t.Kind() {
+	case reflect.Pointer:
+		return p.plain(n, path, line, t.Elem())
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
 			_, example := describe(t)
@@ -136,23 +138,42 @@ func lastKey(path string) string {
 }
 
 func describe(t reflect.Type) (what, example string) {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
 	if d, ok := reflect.Zero(t).Interface().(describer); ok {
 		return d.describe()
 	}
 	return "item", ""
 }
 
+// shorthand is a struct that may be written as a single value, which
+// stands for its key shorthand() (a remote VTEP as a bare address).
+type shorthand interface{ shorthand() string }
+
 // plainSequence keeps the entries of a list that can be decoded, and
-// records them (p.items) and how many were written (p.counts).
+// records them (p.items) and how many were written (p.counts). A single
+// value stands for a list of one where the entries are values.
 func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Type) *yaml.Node {
 	et := t.Elem()
 	what, example := describe(et)
-	isStruct := et.Kind() == reflect.Struct && !reflect.PointerTo(et).Implements(unmarshalerType)
-	if n.Kind != yaml.SequenceNode {
+	isLeaf := reflect.PointerTo(et).Implements(unmarshalerType)
+	isStruct := et.Kind() == reflect.Struct && !isLeaf
+	short, _ := reflect.Zero(et).Interface().(shorthand)
+	out := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: n.Line}
+	switch {
+	case isLeaf && n.Kind == yaml.ScalarNode:
+		p.counts[path] = 1
+		out.Content = []*yaml.Node{p.plain(n, path, line, et)}
+		p.items[path] = []item{{path: path, line: line}}
+		return out
+	case n.Kind != yaml.SequenceNode && isStruct:
 		p.errorf(line, path, "want a list of %ss (lines starting with '- '), got %s", what, kindName(n))
 		return nil
+	case n.Kind != yaml.SequenceNode:
+		p.errorf(line, path, "want a list of %s, got %s", what, kindName(n))
+		return nil
 	}
-	out := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: n.Line}
 	p.counts[path] = len(n.Content)
 	for i, c := range n.Content {
 		if !p.spend(c.Line) {
@@ -163,6 +184,15 @@ func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Ty
 		switch {
 		case isNull(v):
 			p.errorf(c.Line, ip, "empty list item; remove the '-' or fill in the %s", what)
+		case short != nil && v.Kind == yaml.ScalarNode:
+			// The single value is reported at the entry, as written.
+			_, fields := keysOf(et)
+			k := short.shorthand()
+			out.Content = append(out.Content, &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: c.Line, Content: []*yaml.Node{
+				{Kind: yaml.ScalarNode, Tag: "!!str", Value: k, Line: c.Line}, p.plain(v, ip, c.Line, fields[k])}})
+			p.items[path] = append(p.items[path], item{path: ip, line: c.Line})
+		case isStruct && v.Kind != yaml.MappingNode && short != nil:
+			p.errorf(c.Line, ip, "want %s (a single value, or keys such as - %s), got %s", article(what), example, kindName(v))
 		case isStruct && v.Kind != yaml.MappingNode:
 			p.errorf(c.Line, ip, "want %s written as keys (such as - %s), got %s", article(what), example, kindName(v))
 		default:
@@ -180,14 +210,20 @@ func keysOf(t reflect.Type) (names []string, fields map[string]reflect.Type) {
 	fields = map[string]reflect.Type{}
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name == "" || name == "-" {
+		name, ok := keyName(f)
+		if !ok {
 			continue
 		}
 		names = append(names, name)
 		fields[name] = f.Type
 	}
 	return names, fields
+}
+
+// keyName is the key a struct field declares.
+func keyName(f reflect.StructField) (string, bool) {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return name, name != "" && name != "-"
 }
 
 // plainMapping returns mapping m of struct type t with merge keys (<<:
@@ -281,4 +317,40 @@ func (p *parser) collectKeys(m *yaml.Node, path string, names []string, fields m
 			p.collectKeys(s, path, names, fields, out, done, visited, true, depth+1)
 		}
 	}
+}
+
+var keyNormalizer = strings.NewReplacer("_", "-", " ", "-")
+
+// unknownKey reports a key the struct does not declare, suggesting the
+// likely intended one.
+func (p *parser) unknownKey(line int, path, name string, known []string) {
+	norm := keyNormalizer.Replace(strings.ToLower(name))
+	for _, k := range known {
+		if k == norm || strings.ReplaceAll(k, "-", "") == norm {
+			p.errorf(line, path, "unknown key; did you mean %s?", k)
+			return
+		}
+	}
+	p.errorf(line, path, "unknown key; the keys here are %s", strings.Join(known, ", "))
+}
+
+// item is one entry of a list, or a mapping's key, for messages.
+type item struct {
+	path string
+	line int // line of the element (or of its key) where it is written
+}
+
+func joinPath(parent, name string) string {
+	if parent == "" {
+		return name
+	}
+	return parent + "." + name
+}
+
+// article prefixes a noun with "a" or "an".
+func article(noun string) string {
+	if noun != "" && strings.ContainsRune("aeiou", rune(noun[0])) {
+		return "an " + noun
+	}
+	return "a " + noun
 }

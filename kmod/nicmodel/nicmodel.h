@@ -55,6 +55,13 @@ enum nm_stat {
 	NM_RX_DROP_QUEUE_FULL,
 	NM_RX_CLEARTEXT_PACKETS,
 	NM_RX_NON_IP_PACKETS,
+	NM_TX_CRYPTO_PACKETS,
+	NM_TX_CRYPTO_BYTES,
+	NM_TX_CRYPTO_DROP_ERROR,
+	NM_RX_CRYPTO_PACKETS,
+	NM_RX_CRYPTO_BYTES,
+	NM_RX_CRYPTO_AUTH_FAIL,
+	NM_RX_CRYPTO_BAD_TRAILER,
 	NM_XDP_PASS,
 	NM_XDP_DROP,
 	NM_XDP_TX,
@@ -82,6 +89,7 @@ struct nm_sa {
 	struct nm_priv *priv;
 	struct crypto_aead *tfm;
 	bool out;
+	bool crypto;			/* XFRM_DEV_OFFLOAD_CRYPTO: the stack does ESP */
 	bool esn;
 	bool tunnel;
 	bool linked;
@@ -133,7 +141,8 @@ struct nm_priv {
 	struct list_head sa_out;	/* RCU */
 	struct list_head pol_out;	/* RCU, by priority */
 	struct list_head pol_in;	/* RCU, by priority */
-	unsigned int n_sa, n_pol;
+	unsigned int n_sa, n_pol;	/* packet offload (tc.c refuses beside them) */
+	unsigned int n_crypto;		/* crypto-offloaded SAs */
 	unsigned long sa_seq;
 	unsigned int n_tc;		/* tc rules "in hardware" */
 	struct list_head tc_rules;
@@ -209,9 +218,11 @@ struct sk_buff *nm_esp_encrypt(struct nm_priv *priv, struct nm_sa *sa,
 int nm_gcm(struct nm_sa *sa, bool enc, __be32 spi, u64 seq,
 	   const u8 *iv, u8 *data, unsigned int len);
 
+int nm_crypto_tx(struct nm_priv *priv, struct sk_buff *skb);
+
 /* esp_rx.c */
 struct sk_buff *nm_esp_rx(struct nm_priv *priv, struct sk_buff *skb,
-			  struct xfrm_state **xp);
-void nm_mark_offloaded(struct sk_buff *skb, struct xfrm_state *x);
+			  struct xfrm_state **xp, u8 *status);
+void nm_mark_offloaded(struct sk_buff *skb, struct xfrm_state *x, u8 status);
 
 #endif
