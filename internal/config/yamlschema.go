@@ -28,13 +28,16 @@ import (
 //     shift every later entry's index in messages;
 //   - has no budget for what aliases and merge keys expand to (its own
 //     ratio check stops late on small files), and no notion of the key
-//     path a message should name;
-//   - and Node.Decode has no KnownFields: unknown keys are found here,
-//     from the same tags, with "did you mean".
-// The plain tree has merges expanded, no aliases, no null values, and
-// only keys the struct declares; its leaves are copies whose Column holds
-// their index in parser.leaves, so an error from UnmarshalYAML is
-// reported at its key's line and path.
+//     path a message should name.
+//
+// Decoder.KnownFields(true) works only on the bytes as written, where the
+// points above bite; the plain tree is decoded with Node.Decode, which has
+// no KnownFields, so the walk refuses unknown keys itself, from the same
+// tags, with "did you mean". The plain tree has merges expanded, no
+// aliases, no null values, and only keys the struct declares; its leaves
+// are copies whose Column holds their index in parser.leaves, so an error
+// from UnmarshalYAML is reported at its key's line and path. fill
+// (yamlfill.go) then copies the file struct into the config type.
 
 // describer names a struct for messages: what one is called and a
 // minimal example of its keys.
@@ -79,7 +82,10 @@ func (p *parser) decode(root *yaml.Node, out any) {
 	}
 }
 
-var leafErrRE = regexp.MustCompile(`^line \d+: column (\d+): (.*)$`)
+var (
+	leafErrRE     = regexp.MustCompile(`^line \d+: column (\d+): (.*)$`)
+	typeErrLineRE = regexp.MustCompile(`^line (\d+): `)
+)
 
 // leafError records an error from a leaf's UnmarshalYAML at its key.
 func (p *parser) leafError(s string) {
@@ -92,7 +98,7 @@ func (p *parser) leafError(s string) {
 	}
 	// Only a field without a leaf type gets here: a bug in the schema.
 	line := 0
-	if m := regexp.MustCompile(`^line (\d+): `).FindStringSubmatch(s); m != nil {
+	if m := typeErrLineRE.FindStringSubmatch(s); m != nil {
 		line, _ = strconv.Atoi(m[1])
 	}
 	p.errorf(line, "", "%s", oneLine(s))

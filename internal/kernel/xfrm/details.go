@@ -39,6 +39,10 @@ type StateDetail struct {
 	// leaving this package; both zero for non-AEAD SAs.
 	KeyBits   uint32   `json:"-"`
 	KeyDigest [32]byte `json:"-"`
+	// OSeq is the last sequence number sent, Seq the highest received
+	// (XFRMA_REPLAY_ESN_VAL, else XFRMA_REPLAY_VAL; 64-bit with ESN). For
+	// a packet-offloaded SA the device counts, and they may stay 0.
+	OSeq, Seq uint64 `json:"-"`
 }
 
 // KeyDigest is the digest StateDetail.KeyDigest holds for key.
@@ -79,6 +83,10 @@ func parseStateDetail(b []byte, keys bool) (StateDetail, error) {
 	}
 	if v, ok := a[nl.XFRMA_REPLAY_ESN_VAL]; ok && len(v) >= xfrmReplayESNLen {
 		d.ReplayWindow = ne.Uint32(v[replayESNWindow:])
+		d.OSeq = uint64(ne.Uint32(v[replayESNOseqHi:]))<<32 | uint64(ne.Uint32(v[replayESNOseq:]))
+		d.Seq = uint64(ne.Uint32(v[replayESNSeqHi:]))<<32 | uint64(ne.Uint32(v[replayESNSeq:]))
+	} else if v, ok := a[nl.XFRMA_REPLAY_VAL]; ok && len(v) >= replayLen {
+		d.OSeq, d.Seq = uint64(ne.Uint32(v[replayOseq:])), uint64(ne.Uint32(v[replaySeq:]))
 	}
 	// The algorithms in the order `show ipsec sa` has always printed them.
 	var hexKeys []string

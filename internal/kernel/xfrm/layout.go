@@ -156,7 +156,18 @@ const (
 // struct xfrm_replay_state_esn; the bitmap follows the header.
 const (
 	replayESNBmpLen = 0  // __u32, in 32-bit words
+	replayESNOseq   = 4  // __u32 oseq: the last sequence number sent (low 32 bits)
+	replayESNSeq    = 8  // __u32 seq: the highest received (low 32 bits)
+	replayESNOseqHi = 12 // __u32 oseq_hi
+	replayESNSeqHi  = 16 // __u32 seq_hi
 	replayESNWindow = 20 // __u32 replay_window
+)
+
+// struct xfrm_replay_state (XFRMA_REPLAY_VAL, without ESN).
+const (
+	replayOseq = 0 // __u32
+	replaySeq  = 4 // __u32
+	replayLen  = 8 // oseq and seq; the bitmap follows
 )
 
 // struct xfrm_encap_tmpl.

@@ -4,6 +4,7 @@ package xfrm
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 
@@ -44,6 +45,11 @@ type ESPState struct {
 	// Offload, when not nil, binds the SA to a device (crypto or packet,
 	// in or out).
 	Offload *Offload
+	// OSeq and Seq start the SA's sequence numbers (last sent, highest
+	// received) where an SA it replaces left them, so a key installed
+	// again never repeats a sequence number (with AES-GCM, a nonce).
+	// Beyond 32 bits they need ESN.
+	OSeq, Seq uint64
 }
 
 // StateAddESP installs s through StateAdd.
@@ -57,6 +63,12 @@ func StateAddESP(s ESPState) error {
 		Proto: netlink.XFRM_PROTO_ESP, Mode: mode, Spi: int(s.SPI), Reqid: int(s.Reqid),
 		ReplayWindow: s.ReplayWindow, ESN: s.ESN,
 		Aead: &netlink.XfrmStateAlgo{Name: s.AEAD, Key: s.Key, ICVLen: s.ICVBits},
+	}
+	if s.OSeq != 0 || s.Seq != 0 {
+		if s.OSeq > math.MaxUint32 || s.Seq > math.MaxUint32 {
+			return fmt.Errorf("xfrm state add spi %#x: carrying over sequence number %d/%d needs its upper 32 bits, which sluice does not send: use a new key", s.SPI, s.OSeq, s.Seq)
+		}
+		st.Replay = &netlink.XfrmReplayState{OSeq: uint32(s.OSeq), Seq: uint32(s.Seq)}
 	}
 	return StateAdd(st, s.Offload)
 }
@@ -163,6 +175,10 @@ func encodeNewSA(st *netlink.XfrmState, off *Offload) ([]byte, error) {
 		v := make([]byte, xfrmReplayESNLen+4*words) // the header, then the bitmap
 		ne.PutUint32(v[replayESNBmpLen:], uint32(words))
 		ne.PutUint32(v[replayESNWindow:], uint32(st.ReplayWindow))
+		if r := st.Replay; r != nil { // where the sequence numbers start
+			ne.PutUint32(v[replayESNOseq:], r.OSeq)
+			ne.PutUint32(v[replayESNSeq:], r.Seq)
+		}
 		b = putAttr(b, nl.XFRMA_REPLAY_ESN_VAL, v)
 	}
 	if m := st.OutputMark; m != nil {
