@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * nicmodel: a model of a NIC with IPsec packet offload, for tests.
+ * nicmodel: a model of a NIC with IPsec packet and crypto offload, for
+ * tests.
  *
  * Ports come in pairs joined by a "wire": what one port transmits, the
  * other receives. Each port models the hardware's part of IPsec packet
  * offload: it keeps the SAs and policies the kernel offloads to it,
  * encrypts on transmit what its OUT policies select, and decrypts on
- * receive the ESP of its IN SAs. See README.md for what it models and
- * what it does not.
+ * receive the ESP of its IN SAs. For crypto offload it only runs AES-GCM
+ * over the ESP the stack built or will parse. See README.md for what it
+ * models and what it does not.
  */
 #ifndef NICMODEL_H
 #define NICMODEL_H
@@ -74,6 +76,9 @@ enum nm_stat {
 	NM_RX_BYTES,
 	NM_TX_DROPPED,
 	NM_RX_DROPPED,
+	NM_RX_TC_HITS,			/* frames a hardware flower rule matched */
+	NM_RX_TC_REDIRECT,		/* ... and sent out of a port */
+	NM_RX_TC_DROP,			/* ... and dropped */
 	NM_STAT_COUNT,
 };
 
@@ -144,8 +149,8 @@ struct nm_priv {
 	unsigned int n_sa, n_pol;	/* packet offload (tc.c refuses beside them) */
 	unsigned int n_crypto;		/* crypto-offloaded SAs */
 	unsigned long sa_seq;
-	unsigned int n_tc;		/* tc rules "in hardware" */
-	struct list_head tc_rules;
+	unsigned int n_tc;		/* tc rules in "hardware" */
+	struct list_head tc_rules;	/* RCU, by preference (tc_flower.c) */
 
 	atomic64_t stats[NM_STAT_COUNT];
 };
@@ -194,6 +199,11 @@ extern const struct ethtool_ops nm_ethtool_ops;
 /* tc.c */
 int nm_setup_tc(struct net_device *dev, enum tc_setup_type type,
 		void *type_data);
+
+/* tc_flower.c */
+struct flow_cls_offload;
+int nm_flower(struct nm_priv *priv, struct flow_cls_offload *f);
+struct sk_buff *nm_tc_rx(struct nm_priv *priv, struct sk_buff *skb);
 
 /* ipsec.c */
 extern const struct xfrmdev_ops nm_xfrmdev_ops;
