@@ -154,7 +154,7 @@ const seqMargin = 1 << 20
 // are not accepted again; no margin, or the peer's next packets would be
 // dropped.
 func carrySeq(w *wantSA) error {
-	sas, err := xfrm.OverlaySAs()
+	sas, err := xfrm.StateDetails(false)
 	if err != nil {
 		return err
 	}
