@@ -22,6 +22,9 @@ import (
 // 10.0/16 and 48.0/16: OUT allow (mostly packet-offloaded on dev, some in
 // software), OUT block, fwd-out policies optional or not, FWD blocks, IN
 // policies and marked (uncertain) ones, with shared priorities (ties).
+// A made-up snapshot on purpose: the test compares the tier's decision with
+// XDP's on the same input, and marked, FWD-block and multi-shape sets are
+// what no device offloads (the NIC model refuses FWD policies, as mlx5).
 func randomPolicySet(rng *rand.Rand, dev int) fastpath.Snapshot {
 	var s fastpath.Snapshot
 	// Destinations: mostly /24s among 64 (tunnels rarely share one),

@@ -51,6 +51,18 @@ func TestFlowerHardwareRulesOnModel(t *testing.T) {
 		}
 		t.Logf("wan0: %s", p.Msg)
 	})
+	step(t, "what the model cannot do is refused with its reason, as mlx5 refuses", func(t *testing.T) {
+		for _, c := range []struct{ what, want string }{
+			{"ip_tos 0x10 action drop", "Unsupported match on TOS"},
+			{"dst_ip 48.0.0.1 action skbedit mark 1", "Unsupported action"},
+		} {
+			out, err := try("tc", append([]string{"-n", f.gw, "filter", "add", "dev", "p0", "ingress", "protocol", "ip", "pref", "100",
+				"flower", "skip_sw"}, strings.Fields(c.what)...)...)
+			if err == nil || !strings.Contains(out, c.want) {
+				t.Fatalf("%s: want a refusal with %q, got %v:\n%s", c.what, c.want, err, out)
+			}
+		}
+	})
 	step(t, "install with skip_sw: every rule in hardware", func(t *testing.T) {
 		st, errs, err := inst.Apply(res.Rules)
 		if err != nil || len(errs) != 0 || st.Added != 6 {

@@ -69,36 +69,33 @@ func newFlowerLabOn(t *testing.T, l *lab, hwLAN bool) *flowerLab {
 	f := &flowerLab{owner: l.owner, ip: testutil.IPPacket(t)}
 	step(t, "topology", func(t *testing.T) {
 		f.a, f.gw, f.b = l.netns(t), l.netns(t), l.netns(t)
+		// One ip -batch per namespace: a process costs about a second in the
+		// loaded TCG guest.
+		var a, gw, b [][]string
 		if hwLAN {
 			testutil.NicPair(t, f.gw, "p0", f.a, "lanx")
-			run(t, "ip", "-n", f.a, "link", "set", "lanx", "down")
-			run(t, "ip", "-n", f.a, "link", "set", "lanx", "name", "lan")
-			run(t, "ip", "-n", f.a, "link", "set", "lan", "up")
+			a = append(a, strings.Fields("link set lanx down"), strings.Fields("link set lanx name lan"), strings.Fields("link set lan up"))
 		} else {
 			veth(t, f.a, "lan", "", f.gw, "p0", "")
 		}
 		testutil.NicPair(t, f.gw, "wan0", f.b, "wanb")
-		run(t, "ip", "-n", f.b, "link", "set", "wanb", "down")
-		run(t, "ip", "-n", f.b, "link", "set", "wanb", "name", "wan0")
 		// No ND or MLD from the gateway: b's counters are the leak check
 		// (b keeps IPv6: it delivers the decrypted IPv6 tunnel's packets).
-		nsRun(t, f.gw, "sysctl", "-qw", "net.ipv6.conf.wan0.disable_ipv6=1")
-		for _, e := range [][3]string{{f.gw, "wan0", "123.0.0.1/24"}, {f.b, "wan0", "123.0.0.2/24"}} {
-			run(t, "ip", "-n", e[0], "addr", "add", e[2], "dev", e[1])
-			run(t, "ip", "-n", e[0], "link", "set", e[1], "up")
-		}
-		run(t, "ip", "-n", f.a, "link", "add", "link", "lan", "name", "lan.502", "type", "vlan", "id", "502")
-		run(t, "ip", "-n", f.gw, "link", "add", "link", "p0", "name", "p0.502", "type", "vlan", "id", "502")
-		for _, e := range [][3]string{{f.a, "lan.502", "10.0.0.1/24"}, {f.gw, "p0.502", "10.0.0.254/24"}} {
-			run(t, "ip", "-n", e[0], "addr", "add", e[2], "dev", e[1])
-			run(t, "ip", "-n", e[0], "addr", "add", strings.Replace(strings.Replace(e[2], "10.0.0.", "2001:db8:16::", 1), "/24", "/64", 1), "dev", e[1], "nodad")
-			run(t, "ip", "-n", e[0], "link", "set", e[1], "up")
-		}
-		run(t, "ip", "-n", f.a, "route", "add", "48.0.0.0/8", "via", "10.0.0.254")
-		run(t, "ip", "-n", f.a, "route", "add", "2001:db8:48::/48", "via", "2001:db8:16::254")
-		run(t, "ip", "-n", f.b, "addr", "add", "48.0.0.1/32", "dev", "lo")
-		run(t, "ip", "-n", f.b, "addr", "add", "2001:db8:48::1/128", "dev", "lo")
-		nsRun(t, f.gw, "sysctl", "-qw", "net.ipv4.ip_forward=0", "net.ipv6.conf.all.forwarding=0")
+		nsRun(t, f.gw, "sysctl", "-qw", "net.ipv6.conf.wan0.disable_ipv6=1", "net.ipv4.ip_forward=0", "net.ipv6.conf.all.forwarding=0")
+		b = append(b, strings.Fields("link set wanb down"), strings.Fields("link set wanb name wan0"),
+			strings.Fields("addr add 123.0.0.2/24 dev wan0"), strings.Fields("link set wan0 up"),
+			strings.Fields("addr add 48.0.0.1/32 dev lo"), strings.Fields("addr add 2001:db8:48::1/128 dev lo"))
+		gw = append(gw, strings.Fields("addr add 123.0.0.1/24 dev wan0"), strings.Fields("link set wan0 up"),
+			strings.Fields("link add link p0 name p0.502 type vlan id 502"),
+			strings.Fields("addr add 10.0.0.254/24 dev p0.502"), strings.Fields("addr add 2001:db8:16::254/64 dev p0.502 nodad"),
+			strings.Fields("link set p0.502 up"))
+		a = append(a, strings.Fields("link add link lan name lan.502 type vlan id 502"),
+			strings.Fields("addr add 10.0.0.1/24 dev lan.502"), strings.Fields("addr add 2001:db8:16::1/64 dev lan.502 nodad"),
+			strings.Fields("link set lan.502 up"),
+			strings.Fields("route add 48.0.0.0/8 via 10.0.0.254"), strings.Fields("route add 2001:db8:48::/48 via 2001:db8:16::254"))
+		batch(t, "ip", f.a, a)
+		batch(t, "ip", f.gw, gw)
+		batch(t, "ip", f.b, b)
 		// a resolves the gateway's MAC the ordinary way.
 		nsRun(t, f.a, "ping", "-c", "1", "-W", "3", "10.0.0.254")
 		nsRun(t, f.a, "ping", "-c", "1", "-W", "3", "2001:db8:16::254")
