@@ -54,6 +54,9 @@ const char nm_stat_names[NM_STAT_COUNT][ETH_GSTRING_LEN] = {
 	[NM_RX_BYTES] = "rx_bytes",
 	[NM_TX_DROPPED] = "tx_dropped",
 	[NM_RX_DROPPED] = "rx_dropped",
+	[NM_RX_TC_HITS] = "rx_tc_hits",
+	[NM_RX_TC_REDIRECT] = "rx_tc_redirect",
+	[NM_RX_TC_DROP] = "rx_tc_drop",
 };
 
 /* Gauges after the counters. */

@@ -74,6 +74,9 @@ enum nm_stat {
 	NM_RX_BYTES,
 	NM_TX_DROPPED,
 	NM_RX_DROPPED,
+	NM_RX_TC_HITS,			/* frames a hardware flower rule matched */
+	NM_RX_TC_REDIRECT,		/* ... and sent out of a port */
+	NM_RX_TC_DROP,			/* ... and dropped */
 	NM_STAT_COUNT,
 };
 
@@ -144,8 +147,8 @@ struct nm_priv {
 	unsigned int n_sa, n_pol;	/* packet offload (tc.c refuses beside them) */
 	unsigned int n_crypto;		/* crypto-offloaded SAs */
 	unsigned long sa_seq;
-	unsigned int n_tc;		/* tc rules "in hardware" */
-	struct list_head tc_rules;
+	unsigned int n_tc;		/* tc rules in "hardware" */
+	struct list_head tc_rules;	/* RCU, by preference (tc_flower.c) */
 
 	atomic64_t stats[NM_STAT_COUNT];
 };
@@ -194,6 +197,11 @@ extern const struct ethtool_ops nm_ethtool_ops;
 /* tc.c */
 int nm_setup_tc(struct net_device *dev, enum tc_setup_type type,
 		void *type_data);
+
+/* tc_flower.c */
+struct flow_cls_offload;
+int nm_flower(struct nm_priv *priv, struct flow_cls_offload *f);
+struct sk_buff *nm_tc_rx(struct nm_priv *priv, struct sk_buff *skb);
 
 /* ipsec.c */
 extern const struct xfrmdev_ops nm_xfrmdev_ops;

@@ -182,6 +182,14 @@ static void nm_rx_one(struct nm_priv *priv, struct sk_buff *skb,
 		nm_inc(priv, NM_RX_DROP_OVERSIZE);
 		goto drop;
 	}
+	/* Hardware flower rules first. A port holds them only without IPsec
+	 * packet offload (tc.c); beside crypto offload, which mlx5 allows,
+	 * running them before decryption is the model's choice, not an order
+	 * read from mlx5 (sluice's tier puts no rule on an ESP port).
+	 */
+	skb = nm_tc_rx(priv, skb);
+	if (!skb)
+		return;
 	skb = nm_esp_rx(priv, skb, &x, &status);
 	if (!skb)
 		goto dropped;
