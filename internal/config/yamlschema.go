@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -211,8 +212,13 @@ func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Ty
 	return out
 }
 
-// keysOf returns the keys a struct declares, in field order.
+// keysOf returns the keys a struct declares, in field order (cached:
+// a lab file has a mapping per policy).
 func keysOf(t reflect.Type) (names []string, fields map[string]reflect.Type) {
+	if k, ok := schemaCache.Load(t); ok {
+		s := k.(schemaKeys)
+		return s.names, s.fields
+	}
 	fields = map[string]reflect.Type{}
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -223,8 +229,16 @@ func keysOf(t reflect.Type) (names []string, fields map[string]reflect.Type) {
 		names = append(names, name)
 		fields[name] = f.Type
 	}
+	schemaCache.Store(t, schemaKeys{names, fields})
 	return names, fields
 }
+
+type schemaKeys struct {
+	names  []string
+	fields map[string]reflect.Type
+}
+
+var schemaCache sync.Map // reflect.Type -> schemaKeys
 
 // keyName is the key a struct field declares.
 func keyName(f reflect.StructField) (string, bool) {

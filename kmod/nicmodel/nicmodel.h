@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * nicmodel: a model of a NIC with IPsec packet offload, for tests.
+ * nicmodel: a model of a NIC with IPsec packet and crypto offload, for
+ * tests.
  *
  * Ports come in pairs joined by a "wire": what one port transmits, the
  * other receives. Each port models the hardware's part of IPsec packet
  * offload: it keeps the SAs and policies the kernel offloads to it,
  * encrypts on transmit what its OUT policies select, and decrypts on
- * receive the ESP of its IN SAs. See README.md for what it models and
- * what it does not.
+ * receive the ESP of its IN SAs. For crypto offload it only runs AES-GCM
+ * over the ESP the stack built or will parse. See README.md for what it
+ * models and what it does not.
  */
 #ifndef NICMODEL_H
 #define NICMODEL_H

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/internal/diag"
 	"sluice/internal/kernel/xfrm"
 )
 
@@ -191,7 +192,8 @@ func TestNicmodelRefusals(t *testing.T) {
 
 // TestNicmodelOffloadProbe: doctor's offload probe (xfrm.ProbeOffload)
 // meets a device that does packet and crypto offload for real: every
-// combination must be accepted. Then the model is made to decline crypto
+// combination must be accepted, and doctor says so (it failed the port,
+// "refused every crypto-offload SA", while the model declined them). Then the model is made to decline crypto
 // offload with EOPNOTSUPP (crypto_offload=0), on which the kernel keeps
 // the SA in software and reports success: the probe must read the
 // installed SA to see that (it reported such crypto offload as accepted
@@ -219,6 +221,9 @@ func TestNicmodelOffloadProbe(t *testing.T) {
 			}
 		}
 	}
+	// doctor's verdict on the same port: a device that offloads both.
+	r, _ := doctor(t, nsA, "--check", "offload-probe")
+	wantVerdict(t, result(t, r, "offload-probe", devA), diag.OK, "crypto- and packet-offload SAs accepted in both modes and directions")
 	const param = "/sys/module/nicmodel/parameters/crypto_offload"
 	run(t, "sh", "-c", "echo 0 > "+param)
 	l.undo("sh", "-c", "echo 1 > "+param)
