@@ -103,7 +103,13 @@ struct fp_config {
 	 * stamps the policies' use times (use_due in fastpath.c). Off for a
 	 * static policy source: no kernel policy to stamp. */
 	__u32 use_time;
-	__u32 pad;
+	/* 1: the FIB's answer for an IPv4 packet depends on its ingress,
+	 * destination, TOS and length alone (no policy rules but the
+	 * default ones, no multipath route: the control plane checks on
+	 * every route and rule event and every second), so decide_full may
+	 * reuse an answer from fib_cache made in the same route epoch. 0:
+	 * every lookup is bpf_fib_lookup's. */
+	__u32 fib_dst_only;
 };
 
 /* The control plane's lease. xdp_lease_renew (run by the daemon through

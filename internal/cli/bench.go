@@ -31,7 +31,11 @@ func newBenchFastpathCmd() *cobra.Command {
 count, for these cases (--cases picks some):
 
   outbound-match  an outbound packet of a tunnel, forwarded from the flow cache
-  first-packet    the same packet with the flow cache off: the full decision
+  first-packet    the same packet with the flow cache off: the full decision,
+                  the FIB's answer reused (a destination seen before)
+  first-packet-new-dst
+                  the same with the FIB result cache off too: every run asks
+                  the FIB (a first packet to a destination not seen before)
   inbound-match   decrypted traffic from a tunnel: passed to the kernel
   esp             ESP from a tunnel peer to the gateway: passed
   no-match        cleartext no policy covers: passed

@@ -109,6 +109,24 @@ func (dp *Datapath) SetFIBUsesL4(l4 bool) (changed bool, err error) {
 	return changed, err
 }
 
+// SetFIBDstOnly says whether the kernel's IPv4 FIB answers from the
+// ingress, destination and TOS alone (kernel.FIBByDestination): only then
+// may the program reuse a FIB answer for another packet to the same
+// destination (fib_cache). A change bumps the route epoch, so no answer
+// from before it is reused after it.
+func (dp *Datapath) SetFIBDstOnly(on bool) (changed bool, err error) {
+	err = dp.updateConfig(func(cfg *fastpathFpConfig) bool {
+		if cfg.FibDstOnly == b2u(on) {
+			return false
+		}
+		changed = true
+		cfg.FibDstOnly = b2u(on)
+		cfg.RouteEpoch++
+		return true
+	})
+	return changed, err
+}
+
 // FlowCacheKeysL4 reports whether flow-cache keys carry protocol and ports.
 func (dp *Datapath) FlowCacheKeysL4() (bool, error) {
 	cfg, err := dp.config()

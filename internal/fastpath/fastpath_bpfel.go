@@ -34,7 +34,7 @@ type fastpathFpConfig struct {
 	FlowL4          uint32
 	LeaseNs         int64
 	UseTime         uint32
-	Pad             uint32
+	FibDstOnly      uint32
 }
 
 type fastpathFpCounter struct {
@@ -59,6 +59,19 @@ type fastpathFpEmc struct {
 	_    structs.HostLayout
 	Key  fastpathFpFlowKey4
 	Flow fastpathFpFlow
+}
+
+type fastpathFpFibc struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Dst     uint32
+	Epoch   uint32
+	Oif     uint32
+	Dmac    [6]uint8
+	Smac    [6]uint8
+	Mtu     uint16
+	Tos     uint8
+	Rc      uint8
 }
 
 type fastpathFpFlow struct {
@@ -229,6 +242,7 @@ const (
 	fastpathMapCacheGate      = "cache_gate"
 	fastpathMapConfig         = "config"
 	fastpathMapExplainOut     = "explain_out"
+	fastpathMapFibCache       = "fib_cache"
 	fastpathMapFlowCache      = "flow_cache"
 	fastpathMapFlowCache4     = "flow_cache4"
 	fastpathMapFlowEmc        = "flow_emc"
@@ -315,6 +329,7 @@ type fastpathMapSpecs struct {
 	CacheGate    *ebpf.MapSpec `ebpf:"cache_gate"`
 	Config       *ebpf.MapSpec `ebpf:"config"`
 	ExplainOut   *ebpf.MapSpec `ebpf:"explain_out"`
+	FibCache     *ebpf.MapSpec `ebpf:"fib_cache"`
 	FlowCache    *ebpf.MapSpec `ebpf:"flow_cache"`
 	FlowCache4   *ebpf.MapSpec `ebpf:"flow_cache4"`
 	FlowEmc      *ebpf.MapSpec `ebpf:"flow_emc"`
@@ -375,6 +390,7 @@ type fastpathMaps struct {
 	CacheGate    *ebpf.Map `ebpf:"cache_gate"`
 	Config       *ebpf.Map `ebpf:"config"`
 	ExplainOut   *ebpf.Map `ebpf:"explain_out"`
+	FibCache     *ebpf.Map `ebpf:"fib_cache"`
 	FlowCache    *ebpf.Map `ebpf:"flow_cache"`
 	FlowCache4   *ebpf.Map `ebpf:"flow_cache4"`
 	FlowEmc      *ebpf.Map `ebpf:"flow_emc"`
@@ -398,6 +414,7 @@ func (m *fastpathMaps) Close() error {
 		m.CacheGate,
 		m.Config,
 		m.ExplainOut,
+		m.FibCache,
 		m.FlowCache,
 		m.FlowCache4,
 		m.FlowEmc,

@@ -118,13 +118,15 @@ func Load(opts LoadOptions) (*Datapath, error) {
 }
 
 // sizeExactMatchCache gives every possible CPU its region of the exact-match
-// cache: compiled with one region (FP_EMC_SLOTS), indexed by CPU number.
+// cache and of the FIB result cache: compiled with one region each
+// (FP_EMC_SLOTS, FP_FIBC_SLOTS), indexed by CPU number.
 func sizeExactMatchCache(spec *ebpf.CollectionSpec) error {
 	n, err := ebpf.PossibleCPU()
 	if err != nil {
 		return fmt.Errorf("fastpath: counting possible CPUs: %w", err)
 	}
 	spec.Maps["flow_emc"].MaxEntries *= uint32(n)
+	spec.Maps["fib_cache"].MaxEntries *= uint32(n)
 	return nil
 }
 
@@ -141,7 +143,7 @@ func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Progra
 		"reason_counts": objs.ReasonCounts, "policy_counts": objs.PolicyCounts,
 		"flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "flow_emc": objs.FlowEmc,
 		"cache_gate": objs.CacheGate, "lease": objs.Lease, "fwd_dsts": objs.FwdDsts,
-		"iface_slots": objs.IfaceSlots,
+		"iface_slots": objs.IfaceSlots, "fib_cache": objs.FibCache,
 	}
 	for name, m := range es.Maps {
 		if repl[name] == nil {
