@@ -79,22 +79,37 @@ struct {
 	__type(value, struct fp_iface);
 } ifaces SEC(".maps");
 
-/* The interfaces' counter slots, direct-mapped by ifindex (slot
- * ifindex & (FP_IFACE_SLOT_MAP - 1)), for the quick pass: an inline array
- * load instead of a hash lookup. An ifindex whose place another one holds
- * is found in ifaces; so is an unknown one (not-configured). Written by
- * the control plane with ifaces. */
+/* The interfaces, direct-mapped by ifindex (place ifindex &
+ * (FP_IFACE_SLOT_MAP - 1)): an inline array load instead of a ~20 ns hash
+ * lookup, for the quick pass's counter slot and for the full decision's
+ * ingress and egress interfaces. An ifindex whose place another one holds
+ * is found in ifaces; so is an unknown one (not-configured). Two halves,
+ * as the policy tuples have two generations: the control plane writes
+ * the half config.iface_gen does not name, whole, then flips iface_gen,
+ * so that a packet never reads an entry half written. Written with
+ * ifaces, after it. */
 #define FP_IFACE_SLOT_MAP 256
-struct fp_slot_ref {
+struct fp_iface_ref {
 	__u32 ifindex; /* 0: empty */
-	__u32 slot;
+	struct fp_iface i;
 };
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
-	__uint(max_entries, FP_IFACE_SLOT_MAP);
+	__uint(max_entries, 2 * FP_IFACE_SLOT_MAP);
 	__type(key, __u32);
-	__type(value, struct fp_slot_ref);
+	__type(value, struct fp_iface_ref);
 } iface_slots SEC(".maps");
+
+/* iface_get finds interface ifindex in the current half of iface_slots,
+ * else in ifaces; 0: not one of the gateway's. */
+static __always_inline struct fp_iface *iface_get(__u32 gen, __u32 ifindex)
+{
+	__u32 at = (gen & 1) * FP_IFACE_SLOT_MAP + (ifindex & (FP_IFACE_SLOT_MAP - 1));
+	struct fp_iface_ref *ref = bpf_map_lookup_elem(&iface_slots, &at);
+	if (ref && ref->ifindex == ifindex)
+		return &ref->i;
+	return bpf_map_lookup_elem(&ifaces, &ifindex);
+}
 
 /* The gateway's IPv4 addresses (all devices of its namespace): a source
  * among them is a martian to the kernel (fib_validate_source). Written by
@@ -105,6 +120,30 @@ struct {
 	__type(key, __be32);
 	__type(value, __u8);
 } own_addrs SEC(".maps");
+
+/* own_nets: one bit per IPv4 /24 that holds one of own_addrs, so that a
+ * source outside them (nearly every packet) costs an inline array load
+ * instead of a hash lookup that misses (~20 ns of a first packet). A set
+ * bit only says "look in own_addrs". The control plane sets a /24's bit
+ * before it adds an address of it to own_addrs and clears it only after
+ * the last one is gone, so the bits always cover the table. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FP_DST_WORDS);
+	__type(key, __u32);
+	__type(value, __u64);
+} own_nets SEC(".maps");
+
+/* own_source says whether an IPv4 source is one of the gateway's addresses. */
+static __always_inline int own_source(__be32 src)
+{
+	__u32 top = bpf_ntohl(src) >> 8;
+	__u32 i = top >> 6;
+	__u64 *w = bpf_map_lookup_elem(&own_nets, &i);
+	if (w && !((*w >> (top & 63)) & 1))
+		return 0;
+	return bpf_map_lookup_elem(&own_addrs, &src) != 0;
+}
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -389,6 +428,7 @@ struct snap {
 	__u32 gen;
 	__u32 epoch;
 	__u32 fib_dst_only;       /* fib_cache may answer (see fib) */
+	__u32 iface_gen;          /* current half of iface_slots */
 };
 
 /* Scratch space of the full decision, shared by its forward paths. In a
@@ -777,7 +817,7 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct scratch *w, st
 	struct fp_flow *nf = &w->nf;
 	struct bpf_fib_lookup *fp = &w->fp;
 	__u32 dev = out->offload_ifindex;
-	struct fp_iface *dev_if = bpf_map_lookup_elem(&ifaces, &dev);
+	struct fp_iface *dev_if = iface_get(w->sn.iface_gen, dev);
 	int rc;
 
 	__builtin_memset(nf, 0, sizeof(*nf));
@@ -985,7 +1025,7 @@ static __always_inline int forward_in(struct xdp_md *ctx, struct scratch *w, str
 		smac = fp->smac;
 	}
 	__u16 vid = 0;
-	struct fp_iface *eg = bpf_map_lookup_elem(&ifaces, &egress);
+	struct fp_iface *eg = iface_get(w->sn.iface_gen, egress);
 	if (eg && eg->parent_ifindex) {
 		vid = eg->vlan_id;
 		egress = eg->parent_ifindex;
@@ -1074,7 +1114,7 @@ static __always_inline int source_ok(struct xdp_md *ctx, struct scratch *w, stru
 {
 	if (p->family != FP_FAM_V4)
 		return 1;
-	if (bpf_map_lookup_elem(&own_addrs, &p->src[0])) {
+	if (own_source(p->src[0])) {
 		d->reason = FP_R_MARTIAN;
 		return 0;
 	}
@@ -1138,8 +1178,9 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 	w->sn.gen = *(volatile __u32 *)&cfg->gen;
 	w->sn.epoch = *(volatile __u32 *)&cfg->route_epoch;
 	w->sn.fib_dst_only = cfg->fib_dst_only;
+	w->sn.iface_gen = *(volatile __u32 *)&cfg->iface_gen;
 	__u32 phys = ctx->ingress_ifindex;
-	struct fp_iface *in_if = bpf_map_lookup_elem(&ifaces, &phys);
+	struct fp_iface *in_if = iface_get(w->sn.iface_gen, phys);
 	if (!in_if) {
 		d->reason = FP_R_NOT_CONFIGURED;
 		return XDP_PASS;
@@ -1158,7 +1199,7 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 			return XDP_PASS;
 		}
 		logical_in = *child;
-		struct fp_iface *child_if = bpf_map_lookup_elem(&ifaces, &logical_in);
+		struct fp_iface *child_if = iface_get(w->sn.iface_gen, logical_in);
 		if (!l2_ours(in_if, child_if, p)) {
 			d->reason = FP_R_L2_NOT_OURS;
 			return XDP_PASS;
@@ -1266,17 +1307,10 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
  * forwarded, with the decision the full one would report for it: reason,
  * or not-configured when the ingress interface is unknown (whose counter
  * slot it needs either way). */
-static __always_inline int pass_early(struct xdp_md *ctx, struct fp_decision *d, __u32 reason)
+static __always_inline int pass_early(struct xdp_md *ctx, struct fp_config *cfg, struct fp_decision *d,
+				      __u32 reason)
 {
-	__u32 phys = ctx->ingress_ifindex;
-	__u32 at = phys & (FP_IFACE_SLOT_MAP - 1);
-	struct fp_slot_ref *ref = bpf_map_lookup_elem(&iface_slots, &at);
-	if (ref && ref->ifindex == phys) {
-		d->slot = ref->slot;
-		d->reason = reason;
-		return XDP_PASS;
-	}
-	struct fp_iface *in_if = bpf_map_lookup_elem(&ifaces, &phys);
+	struct fp_iface *in_if = iface_get(cfg->iface_gen, ctx->ingress_ifindex);
 	if (!in_if) {
 		d->reason = FP_R_NOT_CONFIGURED;
 		return XDP_PASS;
@@ -1308,7 +1342,7 @@ static __always_inline int decide_cached(struct xdp_md *ctx, struct fp_config *c
 	 * destinations, so that every packet a policy may match is counted),
 	 * from here: the same verdict at a fraction of the cost. */
 	if (!explain_mode && parsed != FP_R_MAX)
-		return pass_early(ctx, d, parsed);
+		return pass_early(ctx, cfg, d, parsed);
 	/* ICMP errors never use the cache: whether the kernel looks into the
 	 * quoted packet depends on the type, which a key without ports (flow_l4
 	 * 0) does not hold; they are rare. */
@@ -1318,13 +1352,13 @@ static __always_inline int decide_cached(struct xdp_md *ctx, struct fp_config *c
 		if (act >= 0)
 			return act;
 		if (act == FP_CACHE_NOT_FWD)
-			return pass_early(ctx, d, FP_R_NOT_FORWARDABLE);
+			return pass_early(ctx, cfg, d, FP_R_NOT_FORWARDABLE);
 	} else {
 		fk->ifindex = 0; /* no cache fill: the only field read then */
 	}
 	/* the cache off, TTL <= 1, ICMP errors: not asked yet */
 	if (!explain_mode && !could_forward(p))
-		return pass_early(ctx, d, FP_R_NOT_FORWARDABLE);
+		return pass_early(ctx, cfg, d, FP_R_NOT_FORWARDABLE);
 	return FP_ASK_FULL - parsed;
 }
 

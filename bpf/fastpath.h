@@ -110,6 +110,10 @@ struct fp_config {
 	 * reuse an answer from fib_cache made in the same route epoch. 0:
 	 * every lookup is bpf_fib_lookup's. */
 	__u32 fib_dst_only;
+	/* Which half of iface_slots is current (0/1): the control plane
+	 * writes the other half whole, then flips this word. */
+	__u32 iface_gen;
+	__u32 pad;
 };
 
 /* The control plane's lease. xdp_lease_renew (run by the daemon through

@@ -3,9 +3,13 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
+
+	"golang.org/x/sys/unix"
 
 	"sluice/internal/fastpath"
 	"sluice/internal/kernel"
@@ -13,6 +17,9 @@ import (
 
 // FastpathResult is one measurement of `sluice bench fastpath`.
 type FastpathResult struct {
+	// Program is "sluice", or "peer" for the program --peer names
+	// (fastSwan's; its Reason is empty: it has no reasons).
+	Program  string `json:"program"`
 	Tunnels  int    `json:"tunnels"`  // each: one OUT, one IN and one FWD policy, like strongSwan
 	Policies int    `json:"policies"` // total XFRM policies mirrored
 	Case     string `json:"case"`     // see fastpathCases
@@ -126,11 +133,18 @@ func Fastpath(tunnels []int, repeat int, o FastpathOptions) ([]FastpathResult, e
 				if err != nil {
 					return fmt.Errorf("%d tunnels, %s: %w", n, c.name, err)
 				}
-				results = append(results, FastpathResult{Tunnels: n, Policies: len(snap.Policies), Case: c.name,
+				results = append(results, FastpathResult{Program: "sluice", Tunnels: n, Policies: len(snap.Policies), Case: c.name,
 					NsPerPacket: per, Runs: runs, Action: d.ActionName, Reason: live.String(), Explained: d.ReasonName})
 			}
 			if err := dp.SetFlowCacheOff(false); err != nil {
 				return err
+			}
+			if o.Peer != "" {
+				res, err := measurePeer(o, snap, n, remote, repeat, sg.WANIndex)
+				if err != nil {
+					return err
+				}
+				results = append(results, res...)
 			}
 		}
 		return nil
@@ -160,6 +174,43 @@ type fastpathCase struct {
 type FastpathOptions struct {
 	Cases    []string // the cases to measure (FastpathCases); none: all
 	Counters bool     // per-policy counters on, as a gateway has them by default
+	// Peer: an XDP object built from fastSwan's xfrm_offload.c, measured
+	// after sluice at each tunnel count on the same policies and frames.
+	Peer string
+}
+
+// measurePeer loads the peer with the tunnels' policies and measures it on
+// every case's frame (it has no flow cache: its first packet is every
+// packet).
+func measurePeer(o FastpathOptions, snap fastpath.Snapshot, n int, remote string, repeat, wan int) ([]FastpathResult, error) {
+	pr, err := loadPeer(o.Peer, snap, []int{1, wan})
+	if errors.Is(err, unix.ENOSPC) {
+		// fastSwan's dst_lpm holds XFRM_DST_MAX (65,536) destinations:
+		// 65,536 tunnels' remote subnets plus the local one do not fit.
+		fmt.Fprintf(os.Stderr, "sluice bench fastpath: the peer cannot hold %d tunnels (%v); not measured at this count\n", n, err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer pr.Close()
+	var out []FastpathResult
+	for _, c := range fastpathCases(remote) {
+		if len(o.Cases) > 0 && !slices.Contains(o.Cases, c.name) {
+			continue
+		}
+		frame, err := c.pkt.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		act, per, runs, err := pr.measure(frame, repeat)
+		if err != nil {
+			return nil, fmt.Errorf("%d tunnels, %s: %w", n, c.name, err)
+		}
+		out = append(out, FastpathResult{Program: "peer", Tunnels: n, Policies: len(snap.Policies), Case: c.name,
+			NsPerPacket: per, Runs: runs, Action: fastpath.ActionName(act)})
+	}
+	return out, nil
 }
 
 // fastpathCases are the measured packets; remote is an address inside the

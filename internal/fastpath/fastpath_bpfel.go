@@ -35,6 +35,8 @@ type fastpathFpConfig struct {
 	LeaseNs         int64
 	UseTime         uint32
 	FibDstOnly      uint32
+	IfaceGen        uint32
+	Pad             uint32
 }
 
 type fastpathFpCounter struct {
@@ -130,6 +132,12 @@ type fastpathFpIface struct {
 	Pad            uint8
 }
 
+type fastpathFpIfaceRef struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	I       fastpathFpIface
+}
+
 type fastpathFpLease struct {
 	_     structs.HostLayout
 	Timer struct {
@@ -207,12 +215,6 @@ const (
 	fastpathFpReasonFP_R_MAX             fastpathFpReason = 33
 )
 
-type fastpathFpSlotRef struct {
-	_       structs.HostLayout
-	Ifindex uint32
-	Slot    uint32
-}
-
 type fastpathFpTuple struct {
 	_         structs.HostLayout
 	MinPrio   [3]uint32
@@ -251,6 +253,7 @@ const (
 	fastpathMapIfaces         = "ifaces"
 	fastpathMapLease          = "lease"
 	fastpathMapOwnAddrs       = "own_addrs"
+	fastpathMapOwnNets        = "own_nets"
 	fastpathMapPolicyCounts   = "policy_counts"
 	fastpathMapPolicyTables   = "policy_tables"
 	fastpathMapReasonCounts   = "reason_counts"
@@ -338,6 +341,7 @@ type fastpathMapSpecs struct {
 	Ifaces       *ebpf.MapSpec `ebpf:"ifaces"`
 	Lease        *ebpf.MapSpec `ebpf:"lease"`
 	OwnAddrs     *ebpf.MapSpec `ebpf:"own_addrs"`
+	OwnNets      *ebpf.MapSpec `ebpf:"own_nets"`
 	PolicyCounts *ebpf.MapSpec `ebpf:"policy_counts"`
 	PolicyTables *ebpf.MapSpec `ebpf:"policy_tables"`
 	ReasonCounts *ebpf.MapSpec `ebpf:"reason_counts"`
@@ -399,6 +403,7 @@ type fastpathMaps struct {
 	Ifaces       *ebpf.Map `ebpf:"ifaces"`
 	Lease        *ebpf.Map `ebpf:"lease"`
 	OwnAddrs     *ebpf.Map `ebpf:"own_addrs"`
+	OwnNets      *ebpf.Map `ebpf:"own_nets"`
 	PolicyCounts *ebpf.Map `ebpf:"policy_counts"`
 	PolicyTables *ebpf.Map `ebpf:"policy_tables"`
 	ReasonCounts *ebpf.Map `ebpf:"reason_counts"`
@@ -423,6 +428,7 @@ func (m *fastpathMaps) Close() error {
 		m.Ifaces,
 		m.Lease,
 		m.OwnAddrs,
+		m.OwnNets,
 		m.PolicyCounts,
 		m.PolicyTables,
 		m.ReasonCounts,

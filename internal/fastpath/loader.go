@@ -33,6 +33,11 @@ type Datapath struct {
 	// different goroutines, and a lost update could undo a generation
 	// flip.
 	mu sync.Mutex
+	// ifMu makes SetIfaces calls take turns: each writes the half of
+	// iface_slots the program does not read, then flips to it.
+	ifMu sync.Mutex
+	// ownWords: the own_nets words this process set (setOwnAddrs; under ifMu).
+	ownWords map[uint32]uint64
 	// policyL4 (the active tables select on protocol or ports) and fibL4
 	// (the FIB may route or hash on them) decide config.flow_l4.
 	policyL4, fibL4 bool
@@ -143,7 +148,7 @@ func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Progra
 		"reason_counts": objs.ReasonCounts, "policy_counts": objs.PolicyCounts,
 		"flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "flow_emc": objs.FlowEmc,
 		"cache_gate": objs.CacheGate, "lease": objs.Lease, "fwd_dsts": objs.FwdDsts,
-		"iface_slots": objs.IfaceSlots, "fib_cache": objs.FibCache,
+		"iface_slots": objs.IfaceSlots, "fib_cache": objs.FibCache, "own_nets": objs.OwnNets,
 	}
 	for name, m := range es.Maps {
 		if repl[name] == nil {
