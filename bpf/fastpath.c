@@ -51,6 +51,20 @@ struct {
 	});
 } policy_tables SEC(".maps");
 
+/* The IPv4 entries, per generation, keyed by struct fp_pkey4; flipped with
+ * policy_tables by the same config.gen. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, 2);
+	__type(key, __u32);
+	__array(values, struct {
+		__uint(type, BPF_MAP_TYPE_HASH);
+		__uint(max_entries, 1); /* the control plane sizes each table */
+		__type(key, struct fp_pkey4);
+		__type(value, struct fp_pentry);
+	});
+} policy_tables4 SEC(".maps");
+
 /* The destinations something could be forwarded to: one bit per IPv4 /24
  * (per first 24 bits of an IPv6 address) that a forwardable policy's
  * destination selector covers, in part or whole. Forwardable: an allow
@@ -458,7 +472,8 @@ struct best {
 
 struct classify_ctx {
 	struct pkt *p;
-	void *table;
+	void *table;              /* IPv6: struct fp_pkey keys */
+	void *table4;             /* IPv4: struct fp_pkey4 keys */
 	__u32 gen;
 	__u32 n;
 	int err;
@@ -515,26 +530,38 @@ static long classify_tuple(__u32 i, void *data)
 	}
 	if (!worth(c, t) || !covers_top8(t->src_top8, p->src[0]) || !covers_top8(t->dst_top8, p->dst[0]))
 		return 0;
-	struct fp_pkey key;
-	__builtin_memset(&key, 0, sizeof(key));
-	key.family = p->family;
-	key.tuple = i;
+	struct fp_pentry *e;
 	/* The kernel matches ports even when the selector names no protocol
 	 * (a port of 0 then), so masks apply independently of proto_set. */
-	if (t->proto_set)
-		key.proto = p->proto;
-	key.sport = p->sport & t->sport_mask;
-	key.dport = p->dport & t->dport_mask;
-	/* IPv4 uses word 0; the other words are zero in packet and mask. */
-	key.src[0] = p->src[0] & t->src_mask[0];
-	key.dst[0] = p->dst[0] & t->dst_mask[0];
-	key.src[1] = p->src[1] & t->src_mask[1];
-	key.dst[1] = p->dst[1] & t->dst_mask[1];
-	key.src[2] = p->src[2] & t->src_mask[2];
-	key.dst[2] = p->dst[2] & t->dst_mask[2];
-	key.src[3] = p->src[3] & t->src_mask[3];
-	key.dst[3] = p->dst[3] & t->dst_mask[3];
-	struct fp_pentry *e = bpf_map_lookup_elem(c->table, &key);
+	if (p->family == FP_FAM_V4) {
+		struct fp_pkey4 k4 = {
+			.tuple = i,
+			.proto = t->proto_set ? p->proto : 0,
+			.sport = p->sport & t->sport_mask,
+			.dport = p->dport & t->dport_mask,
+			.src = p->src[0] & t->src_mask[0],
+			.dst = p->dst[0] & t->dst_mask[0],
+		};
+		e = bpf_map_lookup_elem(c->table4, &k4);
+	} else {
+		struct fp_pkey key;
+		__builtin_memset(&key, 0, sizeof(key));
+		key.family = p->family;
+		key.tuple = i;
+		if (t->proto_set)
+			key.proto = p->proto;
+		key.sport = p->sport & t->sport_mask;
+		key.dport = p->dport & t->dport_mask;
+		key.src[0] = p->src[0] & t->src_mask[0];
+		key.dst[0] = p->dst[0] & t->dst_mask[0];
+		key.src[1] = p->src[1] & t->src_mask[1];
+		key.dst[1] = p->dst[1] & t->dst_mask[1];
+		key.src[2] = p->src[2] & t->src_mask[2];
+		key.dst[2] = p->dst[2] & t->dst_mask[2];
+		key.src[3] = p->src[3] & t->src_mask[3];
+		key.dst[3] = p->dst[3] & t->dst_mask[3];
+		e = bpf_map_lookup_elem(c->table, &key);
+	}
 	if (!e)
 		return 0;
 	consider(c, e, t, 0);
@@ -552,8 +579,11 @@ static __always_inline int classify(struct fp_config *cfg, struct snap *s, struc
 {
 	c->gen = s->gen & 1;
 	c->n = cfg->ntuples[c->gen][c->p->family & 1];
+	/* both, whatever the family: the verifier checks the callback's
+	 * lookups without knowing which family it runs for */
 	c->table = bpf_map_lookup_elem(&policy_tables, &c->gen);
-	if (!c->table)
+	c->table4 = bpf_map_lookup_elem(&policy_tables4, &c->gen);
+	if (!c->table || !c->table4)
 		return -1;
 	bpf_loop(FP_MAX_TUPLES, classify_tuple, c, 0);
 	return c->err ? -1 : 0;
@@ -1431,6 +1461,7 @@ int xdp_lease_renew(struct xdp_md *ctx)
 
 /* Anchors so clang emits full BTF for the types bpf2go turns into Go. */
 const struct fp_pkey *_fp_pkey __attribute__((unused));
+const struct fp_pkey4 *_fp_pkey4 __attribute__((unused));
 const struct fp_policy *_fp_policy __attribute__((unused));
 const struct fp_pentry *_fp_pentry __attribute__((unused));
 const struct fp_tuple *_fp_tuple __attribute__((unused));

@@ -26,7 +26,8 @@ type Datapath struct {
 	// one Datapath take turns on it.
 	explainOut *ebpf.Map
 	explainMu  sync.Mutex
-	innerSpec  *ebpf.MapSpec // shape of one generation's policy table
+	innerSpec  *ebpf.MapSpec // shape of one generation's policy table (IPv6)
+	innerSpec4 *ebpf.MapSpec // ... and of its IPv4 table
 
 	// mu serialises read-modify-writes of the config word set: the
 	// mirror's Apply, the lease renewal and the route epoch run in
@@ -90,7 +91,8 @@ func Load(opts LoadOptions) (*Datapath, error) {
 			}
 		}
 	}
-	dp := &Datapath{innerSpec: spec.Maps["policy_tables"].InnerMap.Copy()}
+	dp := &Datapath{innerSpec: spec.Maps["policy_tables"].InnerMap.Copy(),
+		innerSpec4: spec.Maps["policy_tables4"].InnerMap.Copy()}
 	err = spec.LoadAndAssign(&dp.objs, &ebpf.CollectionOptions{Maps: mapOpts, MapReplacements: repl})
 	for _, m := range repl {
 		m.Close() // LoadAndAssign holds its own references
@@ -143,7 +145,7 @@ func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Progra
 		return nil, nil, fmt.Errorf("fastpath: setting explain_mode: %w", err)
 	}
 	repl := map[string]*ebpf.Map{
-		"config": objs.Config, "tuples": objs.Tuples, "policy_tables": objs.PolicyTables,
+		"config": objs.Config, "tuples": objs.Tuples, "policy_tables": objs.PolicyTables, "policy_tables4": objs.PolicyTables4,
 		"ifaces": objs.Ifaces, "vlans": objs.Vlans, "own_addrs": objs.OwnAddrs, "tx_ports": objs.TxPorts,
 		"reason_counts": objs.ReasonCounts, "policy_counts": objs.PolicyCounts,
 		"flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "flow_emc": objs.FlowEmc,
