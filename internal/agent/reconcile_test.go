@@ -17,13 +17,10 @@ import (
 // a VXLAN VTEP with two remotes (the host kernel has no ESP: the IPsec
 // side runs in the fleet test with charon and in the VM tests).
 
+// ipn runs ip in namespace ns; a non-zero exit fails the test.
 func ipn(t *testing.T, ns string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip -n %s %s: %v\n%s", ns, strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return testutil.Run(t, "ip", append([]string{"-n", ns}, args...)...)
 }
 
 func snapshot(t *testing.T, ns string) string {

@@ -9,9 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
 	"os/exec"
 	"path/filepath"
+	"sluice/internal/testutil"
 	"sync"
 	"testing"
 	"time"
@@ -128,9 +128,7 @@ time.sleep(30)
 // 'sluice show gateway' waited behind them for the 5 s header limit. One
 // user other than root now holds at most half the slots.
 func TestOneUserCannotTakeEverySlot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: the slow client runs as uid 65534")
-	}
+	testutil.RequireRoot(t, "the slow client runs as uid 65534")
 	dir := trustedTemp(t, 0o755)
 	path := filepath.Join(dir, "sluice.sock")
 	l, err := Listen(path, SocketOptions{Mode: 0o666, UID: -1, GID: -1})

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"sluice/internal/testutil"
 	"sluice/internal/trust"
 )
 
@@ -42,9 +43,7 @@ func trustedTemp(t *testing.T, mode os.FileMode) string {
 // users, are refused before anything is created, as sshd's StrictModes
 // does; a sticky world-writable one (/tmp) is fine.
 func TestSocketDirectoryMustBeTrusted(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: directories of another user")
-	}
+	testutil.RequireRoot(t, "directories of another user")
 	open := trustedTemp(t, 0o777)
 	sticky := trustedTemp(t, os.ModeSticky|0o777)
 	foreign := trustedTemp(t, 0o755)
@@ -82,9 +81,7 @@ func TestSocketDirectoryMustBeTrusted(t *testing.T) {
 // removed name is published again, a replaced one is reported, and a
 // user who cannot write the directory can do neither.
 func TestSocketNameIsVerified(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: acts as another user")
-	}
+	testutil.RequireRoot(t, "acts as another user")
 	dir := trustedTemp(t, 0o755)
 	path := filepath.Join(dir, "sluice.sock")
 	l, err := Listen(path, SocketOptions{Mode: 0o666, UID: -1, GID: -1})

@@ -13,6 +13,7 @@ import (
 
 	"sluice/internal/fastpath"
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // FastpathResult is one measurement of `sluice bench fastpath`.
@@ -37,7 +38,7 @@ type FastpathResult struct {
 // tunnelSnapshot builds n strongSwan-style tunnels: 16.0.0.0/8 <-> 48.x.y.0/24,
 // each SA packet-offloaded on wan.
 // gcm128 is the SAs' transform, as strongSwan's esp=aes128gcm16 makes it.
-var gcm128 = kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
+var gcm128 = xfrm.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
 
 func tunnelSnapshot(n, wan int) fastpath.Snapshot {
 	s := fastpath.Snapshot{RouteMTU: map[fastpath.Endpoints]int{}}
@@ -47,19 +48,19 @@ func tunnelSnapshot(n, wan int) fastpath.Snapshot {
 		remote := netip.PrefixFrom(netip.AddrFrom4([4]byte{48, byte(i >> 8), byte(i), 0}), 24)
 		peer := netip.AddrFrom4([4]byte{123, 2, byte(i >> 8), byte(i)})
 		reqid := uint32(i + 1)
-		out := &kernel.Offload{Ifindex: wan, Flags: kernel.OffloadPacket}
-		in := &kernel.Offload{Ifindex: wan, Flags: kernel.OffloadPacket | kernel.OffloadInbound}
+		out := &xfrm.Offload{Ifindex: wan, Flags: xfrm.OffloadPacket}
+		in := &xfrm.Offload{Ifindex: wan, Flags: xfrm.OffloadPacket | xfrm.OffloadInbound}
 		base := uint32(i+1) << 3
 		s.Policies = append(s.Policies,
-			kernel.Policy{Index: base | 1, Dir: kernel.DirOut, Priority: 1000, Sel: kernel.Selector{Src: lan, Dst: remote},
-				Tmpls: []kernel.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid}}, Offload: out},
-			kernel.Policy{Index: base, Dir: kernel.DirIn, Priority: 1000, Sel: kernel.Selector{Src: remote, Dst: lan},
-				Tmpls: []kernel.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}}, Offload: in},
-			kernel.Policy{Index: base | 2, Dir: kernel.DirFwd, Priority: 1000, Sel: kernel.Selector{Src: remote, Dst: lan},
-				Tmpls: []kernel.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}}})
+			xfrm.Policy{Index: base | 1, Dir: xfrm.DirOut, Priority: 1000, Sel: xfrm.Selector{Src: lan, Dst: remote},
+				Tmpls: []xfrm.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid}}, Offload: out},
+			xfrm.Policy{Index: base, Dir: xfrm.DirIn, Priority: 1000, Sel: xfrm.Selector{Src: remote, Dst: lan},
+				Tmpls: []xfrm.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}}, Offload: in},
+			xfrm.Policy{Index: base | 2, Dir: xfrm.DirFwd, Priority: 1000, Sel: xfrm.Selector{Src: remote, Dst: lan},
+				Tmpls: []xfrm.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}}})
 		s.States = append(s.States,
-			kernel.State{Src: local, Dst: peer, Proto: 50, SPI: 0x10000 + reqid, Reqid: reqid, Mode: 1, Offload: out, Alg: gcm128},
-			kernel.State{Src: peer, Dst: local, Proto: 50, SPI: 0x20000 + reqid, Reqid: reqid, Mode: 1, Offload: in, Alg: gcm128})
+			xfrm.State{Src: local, Dst: peer, Proto: 50, SPI: 0x10000 + reqid, Reqid: reqid, Mode: 1, Offload: out, Alg: gcm128},
+			xfrm.State{Src: peer, Dst: local, Proto: 50, SPI: 0x20000 + reqid, Reqid: reqid, Mode: 1, Offload: in, Alg: gcm128})
 		// a 1500-byte route under each SA: its MTU is 1446, above every packet here
 		s.RouteMTU[fastpath.Endpoints{Src: local, Dst: peer}] = 1500
 	}

@@ -17,6 +17,7 @@ import (
 	"sluice/internal/fastpath"
 	"sluice/internal/gateway"
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 type explainFlags struct {
@@ -125,7 +126,7 @@ func runExplain(cmd *cobra.Command, a explainFlags, args []string) error {
 
 // explainDatapath loads the program over the running gateway's pinned maps,
 // or over tables built from a static config.
-func explainDatapath(a explainFlags) (*fastpath.Datapath, []kernel.Policy, error) {
+func explainDatapath(a explainFlags) (*fastpath.Datapath, []xfrm.Policy, error) {
 	if a.cfgPath != "" {
 		g, err := config.LoadGateway(a.cfgPath)
 		if err != nil {
@@ -149,7 +150,7 @@ func explainDatapath(a explainFlags) (*fastpath.Datapath, []kernel.Policy, error
 	if err != nil {
 		return nil, nil, err
 	}
-	snap, err := fastpath.KernelSource{X: &kernel.XFRM{}}.Dump()
+	snap, err := fastpath.KernelSource{X: &xfrm.XFRM{}}.Dump()
 	if err != nil {
 		snap.Policies = nil // explain still works; only the selector text is missing
 	}

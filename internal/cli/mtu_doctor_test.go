@@ -13,6 +13,7 @@ import (
 
 	"sluice/internal/diag"
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 	"sluice/internal/mtu"
 )
 
@@ -49,8 +50,8 @@ func TestMTUAndDoctorAgreeOnIPv6Underlay(t *testing.T) {
 					{Name: "bond0", Index: 10, Kind: "bond", MTU: 9000},
 					{Name: "vx0", Index: 11, Kind: "vxlan", MTU: 9000, Lower: "bond0", OuterIPv6: tc.v6},
 				},
-				States: []kernel.State{{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), Proto: 50, SPI: 0x100, Mode: 1,
-					Alg: kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}}},
+				States: []xfrm.State{{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), Proto: 50, SPI: 0x100, Mode: 1,
+					Alg: xfrm.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}}},
 			}
 			facts := filepath.Join(t.TempDir(), "facts.json")
 			b, _ := json.Marshal(f)

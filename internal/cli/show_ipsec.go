@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 type ipsecFilter struct {
@@ -88,7 +89,7 @@ Read from the kernel directly: no daemon needed. Keys are printed only with
 	return cmd
 }
 
-func offloadString(o *kernel.Offload) string {
+func offloadString(o *xfrm.Offload) string {
 	if o == nil {
 		return "none"
 	}
@@ -127,11 +128,11 @@ func runShowIPsecSA(cmd *cobra.Command, f ipsecFilter) error {
 	if err := f.parse(); err != nil {
 		return err
 	}
-	all, err := kernel.StateDetails(f.keys)
+	all, err := xfrm.StateDetails(f.keys)
 	if err != nil {
 		return fmt.Errorf("dumping SAs: %w", err)
 	}
-	var sas []kernel.StateDetail
+	var sas []xfrm.StateDetail
 	for _, s := range all {
 		if f.spiN != 0 && s.SPI != f.spiN {
 			continue
@@ -177,11 +178,11 @@ func runShowIPsecPolicy(cmd *cobra.Command, f ipsecFilter) error {
 	if err := f.parse(); err != nil {
 		return err
 	}
-	all, err := kernel.DumpPolicies()
+	all, err := xfrm.DumpPolicies()
 	if err != nil {
 		return fmt.Errorf("dumping policies: %w", err)
 	}
-	var ps []kernel.Policy
+	var ps []xfrm.Policy
 	for _, p := range all {
 		if (f.dir != "" && p.Dir.String() != f.dir) ||
 			(f.devIx != 0 && (p.Offload == nil || p.Offload.Ifindex != f.devIx)) ||
@@ -203,7 +204,7 @@ func runShowIPsecPolicy(cmd *cobra.Command, f ipsecFilter) error {
 	return tw.Flush()
 }
 
-func tmplString(ts []kernel.Tmpl) string {
+func tmplString(ts []xfrm.Tmpl) string {
 	var parts []string
 	for _, t := range ts {
 		s := modeString(t.Mode)
@@ -255,7 +256,7 @@ type ipsecStatsResult struct {
 }
 
 func runShowIPsecStats(cmd *cobra.Command, f showIPsecStatsFlags) error {
-	st, err := kernel.XFRMStats()
+	st, err := xfrm.XFRMStats()
 	if err != nil {
 		return fmt.Errorf("reading /proc/net/xfrm_stat (is XFRM built into this kernel?): %w", err)
 	}

@@ -3,8 +3,11 @@
 package config
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // Seed 004's daemon settings (fastSwan's daemon-cpu, daemon-priority,
@@ -61,28 +64,34 @@ func parseCPUList(s string) ([]int, bool) {
 	return out, len(out) > 0
 }
 
-// daemonCPU parses daemon-cpu.
-func (p *parser) daemonCPU(f field) ([]int, string) {
-	s, ok := p.str(f, "a CPU list such as 2-3")
-	if !ok {
-		return nil, ""
+// cpuList is daemon-cpu: CPUs in the kernel's list format.
+type cpuList struct {
+	cpus []int
+	list string
+}
+
+func (c *cpuList) UnmarshalYAML(n *yaml.Node) error {
+	s, err := scalar(n, "a CPU list such as 2-3")
+	if err != nil {
+		return err
 	}
 	cpus, ok := parseCPUList(s)
 	if !ok {
-		p.errorf(f.line, f.path, "%s is not a CPU list; write CPUs as the kernel does, such as 2-3 or 0,2-3 (the ConnectX-7 benchmark pins the daemon to its housekeeping CPUs 2-3)", show(s))
-		return nil, ""
+		return leafErr(n, "%s is not a CPU list; write CPUs as the kernel does, such as 2-3 or 0,2-3 (the ConnectX-7 benchmark pins the daemon to its housekeeping CPUs 2-3)", show(s))
 	}
-	return cpus, s
+	*c = cpuList{cpus: cpus, list: s}
+	return nil
 }
 
-// daemonPriority parses daemon-priority (1-99, SCHED_RR).
-func (p *parser) daemonPriority(f field) int {
-	v, ok := p.uint(f, MaxDaemonPriority)
-	if !ok {
-		return 0
-	}
+// rtPriority is daemon-priority (1-99, SCHED_RR).
+type rtPriority = num[rtPriorityRule]
+
+type rtPriorityRule struct{}
+
+func (rtPriorityRule) max() uint64 { return MaxDaemonPriority }
+func (rtPriorityRule) refuse(v uint64) string {
 	if v == 0 {
-		p.errorf(f.line, f.path, "0 is not a real-time priority; write 1 to %d (the ConnectX-7 benchmark: 50), or leave daemon-priority out for the normal scheduler", MaxDaemonPriority)
+		return fmt.Sprintf("0 is not a real-time priority; write 1 to %d (the ConnectX-7 benchmark: 50), or leave daemon-priority out for the normal scheduler", MaxDaemonPriority)
 	}
-	return int(v)
+	return ""
 }

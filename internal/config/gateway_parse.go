@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/netip"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -15,6 +16,67 @@ import (
 
 	"go.yaml.in/yaml/v3"
 )
+
+// gatewayFile is gateway.yaml as written: every key of the file is
+// declared here, once (docs/gateway-config.md describes them). The order
+// of the fields is the order messages list the keys in; fill copies them
+// by name into Gateway (the daemon-* keys into Gateway.Daemon).
+type gatewayFile struct {
+	Lab                         flag               `yaml:"lab"`
+	PolicySource                PolicySource       `yaml:"policy-source"`
+	Counters                    flag               `yaml:"counters"`
+	PinDir                      pinDir             `yaml:"pin-dir"`
+	Lease                       lease              `yaml:"lease"`
+	APISocket                   apiSocket          `yaml:"api-socket"`
+	APIOwner                    text               `yaml:"api-owner"`
+	APIGroup                    text               `yaml:"api-group"`
+	MetricsListen               listenAddr         `yaml:"metrics-listen"`
+	MetricsTopPolicies          num[max100k]       `yaml:"metrics-top-policies"`
+	DaemonCPU                   cpuList            `yaml:"daemon-cpu"`
+	DaemonPriority              rtPriority         `yaml:"daemon-priority"`
+	LockMemory                  flag               `yaml:"lock-memory"`
+	FlowerTestSkipHW            flag               `yaml:"flower-test-skip-hw"`
+	FlowerTestPlacementInterval placementInterval  `yaml:"flower-test-placement-interval"`
+	FlowerInboundChain          num[maxU16]        `yaml:"flower-inbound-chain"`
+	FlowerPromotePPS            num[maxU32]        `yaml:"flower-promote-pps"`
+	Interfaces                  []gatewayInterface `yaml:"interfaces"`
+	Policies                    []gatewayPolicy    `yaml:"policies"`
+}
+
+// gatewayInterface is one entry of interfaces: (filled into Interface).
+type gatewayInterface struct {
+	Name             ifname        `yaml:"name"`
+	L2               L2Mode        `yaml:"l2"`
+	XDPMode          XDPMode       `yaml:"xdp-mode"`
+	Inbound          InboundMode   `yaml:"inbound"`
+	WANAntispoof     Antispoof     `yaml:"wan-antispoof"`
+	HairpinToNexthop ipAddr        `yaml:"hairpin-to-nexthop"`
+	Flower           FlowerMode    `yaml:"flower"`
+	FlowerTTL        flag          `yaml:"flower-ttl"`
+	FlowerRuleBudget num[maxRules] `yaml:"flower-rule-budget"`
+}
+
+func (gatewayInterface) describe() (string, string) { return "interface", "name: p0" }
+
+// gatewayPolicy is one entry of policies: (filled into StaticPolicy).
+type gatewayPolicy struct {
+	Dir        Direction   `yaml:"dir"`
+	Src        ipPrefix    `yaml:"src"`
+	Dst        ipPrefix    `yaml:"dst"`
+	Proto      Protocol    `yaml:"proto"`
+	Sport      port        `yaml:"sport"`
+	Dport      port        `yaml:"dport"`
+	Priority   num[maxU32] `yaml:"priority"`
+	Action     Action      `yaml:"action"`
+	Peer       ipAddr      `yaml:"peer"`
+	Local      ipAddr      `yaml:"local"`
+	Reqid      num[maxU32] `yaml:"reqid"`
+	Offload    OffloadMode `yaml:"offload"`
+	OffloadDev ifname      `yaml:"offload-dev"`
+	Optional   flag        `yaml:"optional"`
+}
+
+func (gatewayPolicy) describe() (string, string) { return "policy", "dir: out" }
 
 // gatewayMeta is what validation needs to know about the document beyond
 // the parsed values: where things are.
@@ -28,178 +90,112 @@ type gatewayMeta struct {
 	nIfaces, nPolicies int
 }
 
-// gateway walks the root mapping.
+// gateway decodes the root mapping.
 func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
-	g := &Gateway{File: p.file, KeyLines: map[string]int{}}
-	m := &gatewayMeta{rootLine: root.Line}
-	p.each(root, "", []key{
-		{"lab", func(f field) { g.Lab, _ = p.boolean(f) }},
-		{"policy-source", func(f field) { g.PolicySource = enum(p, f, PolicySourceKernel, PolicySourceKernel, PolicySourceStatic) }},
-		{"counters", func(f field) { g.Counters, _ = p.boolean(f) }},
-		{"pin-dir", func(f field) { g.PinDir = p.pinDir(f) }},
-		{"lease", func(f field) { g.Lease = p.lease(f) }},
-		{"api-socket", func(f field) { g.APISocket = p.apiSocket(f) }},
-		{"api-owner", func(f field) { g.APIOwner, _ = p.str(f, "a user name such as sluice") }},
-		{"api-group", func(f field) { g.APIGroup, _ = p.str(f, "a group name such as sluice") }},
-		{"metrics-listen", func(f field) { g.MetricsListen = p.listenAddr(f) }},
-		{"metrics-top-policies", func(f field) {
-			n, _ := p.uint(f, 100000)
-			g.MetricsTopPolicies = int(n)
-		}},
-		{"daemon-cpu", func(f field) { g.Daemon.CPUs, g.Daemon.CPUList = p.daemonCPU(f) }},
-		{"daemon-priority", func(f field) { g.Daemon.Priority = p.daemonPriority(f) }},
-		{"lock-memory", func(f field) { g.Daemon.LockMemory, _ = p.boolean(f) }},
-		{"flower-test-skip-hw", func(f field) { g.FlowerTestSkipHW, _ = p.boolean(f) }},
-		{"flower-test-placement-interval", func(f field) { g.FlowerTestPlacementInterval = p.placementInterval(f) }},
-		{"flower-inbound-chain", func(f field) {
-			n, _ := p.uint(f, MaxFlowerChain)
-			g.FlowerInboundChain = uint32(n)
-		}},
-		{"flower-promote-pps", func(f field) {
-			n, _ := p.uint(f, 1<<32-1)
-			g.FlowerPromotePPS = int(n)
-		}},
-		{"interfaces", func(f field) {
-			if f.val.Kind == yaml.SequenceNode {
-				m.nIfaces = len(f.val.Content)
-			}
-			for _, it := range p.mappings(f, "interface", "name: p0") {
-				g.Interfaces = append(g.Interfaces, p.iface(it))
-				m.ifaces = append(m.ifaces, it)
-			}
-		}},
-		{"policies", func(f field) {
-			if f.val.Kind == yaml.SequenceNode {
-				m.nPolicies = len(f.val.Content)
-			}
-			for _, it := range p.mappings(f, "policy", "dir: out") {
-				g.Policies = append(g.Policies, p.policy(it))
-				m.policies = append(m.policies, it)
-			}
-		}},
-	}, func(f field) {
-		g.KeyLines[f.name] = f.line
-	})
-	return g, m
+	var f gatewayFile
+	p.decode(root, &f)
+	g := &Gateway{File: p.file, KeyLines: map[string]int{}, Daemon: DaemonSettings{CPUs: f.DaemonCPU.cpus,
+		CPUList: f.DaemonCPU.list, Priority: int(f.DaemonPriority), LockMemory: bool(f.LockMemory)}}
+	p.fill(reflect.ValueOf(g).Elem(), reflect.ValueOf(f), item{line: root.Line})
+	names, _ := keysOf(reflect.TypeFor[gatewayFile]())
+	for _, k := range names {
+		if p.given[k] {
+			g.KeyLines[k] = p.lines[k]
+		}
+	}
+	return g, &gatewayMeta{rootLine: root.Line, ifaces: p.itemsOf("interfaces", len(g.Interfaces)),
+		policies: p.itemsOf("policies", len(g.Policies)), nIfaces: p.counts["interfaces"], nPolicies: p.counts["policies"]}
 }
 
-func (p *parser) pinDir(f field) string {
-	s, ok := p.str(f, "an absolute path such as "+DefaultPinDir)
-	if !ok {
-		return ""
-	}
+func (s *PolicySource) UnmarshalYAML(n *yaml.Node) error {
+	return oneOf(n, s, PolicySourceKernel, PolicySourceKernel, PolicySourceStatic)
+}
+
+func (s *L2Mode) UnmarshalYAML(n *yaml.Node) error { return oneOf(n, s, L2NIC, L2NIC, L2FIB) }
+
+func (s *XDPMode) UnmarshalYAML(n *yaml.Node) error {
+	return oneOf(n, s, XDPNative, XDPNative, XDPGeneric)
+}
+
+func (s *InboundMode) UnmarshalYAML(n *yaml.Node) error {
+	return oneOf(n, s, InboundPass, InboundPass, InboundForward)
+}
+
+func (s *Antispoof) UnmarshalYAML(n *yaml.Node) error {
+	return oneOf(n, s, AntispoofNone, AntispoofNone, AntispoofUpstream)
+}
+
+func (s *FlowerMode) UnmarshalYAML(n *yaml.Node) error {
+	return oneOf(n, s, FlowerOff, FlowerOff, FlowerOutbound, FlowerInbound, FlowerBoth)
+}
+
+func (s *Direction) UnmarshalYAML(n *yaml.Node) error { return oneOf(n, s, "", DirIn, DirOut, DirFwd) }
+
+func (s *Action) UnmarshalYAML(n *yaml.Node) error {
+	return oneOf(n, s, ActionAllow, ActionAllow, ActionBlock)
+}
+
+func (s *OffloadMode) UnmarshalYAML(n *yaml.Node) error {
+	return oneOf(n, s, OffloadNone, OffloadNone, OffloadPacket)
+}
+
+// pinDir is pin-dir: an absolute path, cleaned.
+type pinDir = str[pinDirRule]
+
+type pinDirRule struct{}
+
+func (pinDirRule) want() string { return "an absolute path such as " + DefaultPinDir }
+func (pinDirRule) check(s string) (string, string) {
 	switch {
 	case s == "":
-		p.errorf(f.line, f.path, "is empty; remove it for the default %s, or write an absolute path on a bpffs mount", DefaultPinDir)
-		return ""
+		return "", "is empty; remove it for the default " + DefaultPinDir + ", or write an absolute path on a bpffs mount"
 	case !filepath.IsAbs(s):
-		p.errorf(f.line, f.path, "%q is relative; write an absolute path on a bpffs mount such as %s", s, DefaultPinDir)
-		return ""
+		return "", fmt.Sprintf("%q is relative; write an absolute path on a bpffs mount such as %s", s, DefaultPinDir)
 	}
-	return filepath.Clean(s)
+	return filepath.Clean(s), ""
 }
 
 // leaseRange is MinLease to MaxLease as written in the file.
 const leaseRange = "1s to 5m"
 
-func (p *parser) lease(f field) time.Duration {
-	if f.val.Kind == yaml.ScalarNode && (f.val.ShortTag() == "!!int" || f.val.ShortTag() == "!!float") {
-		p.errorf(f.line, f.path, "%s has no unit; write a duration such as 5s (from %s)", show(f.val.Value), leaseRange)
-		return 0
+// lease is how long the fast path forwards without the daemon.
+type lease time.Duration
+
+func (l *lease) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && (n.ShortTag() == "!!int" || n.ShortTag() == "!!float") {
+		return leafErr(n, "%s has no unit; write a duration such as 5s (from %s)", show(n.Value), leaseRange)
 	}
-	s, ok := p.str(f, "a duration such as 5s")
-	if !ok {
-		return 0
-	}
-	d, err := time.ParseDuration(s)
+	s, err := scalar(n, "a duration such as 5s")
 	if err != nil {
-		p.errorf(f.line, f.path, "%q is not a duration; write one such as 5s, 1500ms or 1m (from %s)", s, leaseRange)
-		return 0
+		return err
+	}
+	d, perr := time.ParseDuration(s)
+	if perr != nil {
+		return leafErr(n, "%q is not a duration; write one such as 5s, 1500ms or 1m (from %s)", s, leaseRange)
 	}
 	if d < MinLease || d > MaxLease {
-		p.errorf(f.line, f.path, "%s is out of range; use %s (the fast path falls back to the kernel when the daemon is silent this long: shorter risks falling back on a busy host, longer keeps forwarding on stale policies after the daemon dies)", s, leaseRange)
-		return 0
+		return leafErr(n, "%s is out of range; use %s (the fast path falls back to the kernel when the daemon is silent this long: shorter risks falling back on a busy host, longer keeps forwarding on stale policies after the daemon dies)", s, leaseRange)
 	}
-	return d
+	*l = lease(d)
+	return nil
 }
 
-// placementInterval reads flower-test-placement-interval: how often a lab's
+// placementInterval is flower-test-placement-interval: how often a lab's
 // placement reads the counters (production: DefaultPlacementInterval).
-func (p *parser) placementInterval(f field) time.Duration {
-	s, ok := p.str(f, "a duration such as 500ms")
-	if !ok {
-		return 0
+type placementInterval time.Duration
+
+func (v *placementInterval) UnmarshalYAML(n *yaml.Node) error {
+	s, err := scalar(n, "a duration such as 500ms")
+	if err != nil {
+		return err
 	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < MinPlacementInterval || d > MaxPlacementInterval {
-		p.errorf(f.line, f.path, "%q is not a duration from %s to %s; write one such as 500ms, or remove it for the production interval of %s",
+	d, perr := time.ParseDuration(s)
+	if perr != nil || d < MinPlacementInterval || d > MaxPlacementInterval {
+		return leafErr(n, "%q is not a duration from %s to %s; write one such as 500ms, or remove it for the production interval of %s",
 			s, MinPlacementInterval, MaxPlacementInterval, DefaultPlacementInterval)
-		return 0
 	}
-	return d
-}
-
-// iface walks one entry of interfaces.
-func (p *parser) iface(it item) Interface {
-	ifc := Interface{Line: it.line}
-	p.each(it.node, it.path, []key{
-		{"name", func(f field) { ifc.Name = p.ifname(f) }},
-		{"l2", func(f field) { ifc.L2 = enum(p, f, L2NIC, L2NIC, L2FIB) }},
-		{"xdp-mode", func(f field) { ifc.XDPMode = enum(p, f, XDPNative, XDPNative, XDPGeneric) }},
-		{"inbound", func(f field) { ifc.Inbound = enum(p, f, InboundPass, InboundPass, InboundForward) }},
-		{"wan-antispoof", func(f field) { ifc.WANAntispoof = enum(p, f, AntispoofNone, AntispoofNone, AntispoofUpstream) }},
-		{"hairpin-to-nexthop", func(f field) { ifc.HairpinToNexthop = p.addr(f, "a next-hop address") }},
-		{"flower", func(f field) {
-			ifc.Flower = enum(p, f, FlowerOff, FlowerOff, FlowerOutbound, FlowerInbound, FlowerBoth)
-		}},
-		{"flower-ttl", func(f field) { ifc.FlowerTTL, _ = p.boolean(f) }},
-		{"flower-rule-budget", func(f field) {
-			n, _ := p.uint(f, MaxFlowerRuleBudget)
-			ifc.FlowerRuleBudget = int(n)
-		}},
-	})
-	return ifc
-}
-
-// policy walks one entry of policies.
-func (p *parser) policy(it item) StaticPolicy {
-	sp := StaticPolicy{Line: it.line}
-	p.each(it.node, it.path, []key{
-		{"dir", func(f field) { sp.Dir = enum(p, f, "", DirIn, DirOut, DirFwd) }},
-		{"src", func(f field) { sp.Src = p.prefix(f) }},
-		{"dst", func(f field) { sp.Dst = p.prefix(f) }},
-		{"proto", func(f field) { sp.Proto = p.proto(f) }},
-		{"sport", func(f field) { sp.Sport = p.port(f) }},
-		{"dport", func(f field) { sp.Dport = p.port(f) }},
-		{"priority", func(f field) {
-			v, _ := p.uint(f, 1<<32-1)
-			sp.Priority = uint32(v)
-		}},
-		{"action", func(f field) { sp.Action = enum(p, f, ActionAllow, ActionAllow, ActionBlock) }},
-		{"peer", func(f field) { sp.Peer = p.addr(f, "the remote tunnel endpoint") }},
-		{"local", func(f field) { sp.Local = p.addr(f, "our tunnel endpoint") }},
-		{"reqid", func(f field) {
-			v, _ := p.uint(f, 1<<32-1)
-			sp.Reqid = uint32(v)
-		}},
-		{"offload", func(f field) { sp.Offload = enum(p, f, OffloadNone, OffloadNone, OffloadPacket) }},
-		{"offload-dev", func(f field) { sp.OffloadDev = p.ifname(f) }},
-		{"optional", func(f field) { sp.Optional, _ = p.boolean(f) }},
-	})
-	return sp
-}
-
-// ifname parses a Linux interface name.
-func (p *parser) ifname(f field) string {
-	s, ok := p.str(f, "a Linux interface name such as p0")
-	if !ok {
-		return ""
-	}
-	if problem := ifnameProblem(s); problem != "" {
-		p.errorf(f.line, f.path, "%s", problem)
-		return ""
-	}
-	return s
+	*v = placementInterval(d)
+	return nil
 }
 
 // ifnameProblem applies the kernel's dev_valid_name rules (plus no
@@ -227,28 +223,6 @@ func ifnameProblem(s string) string {
 // command of its own.
 func InterfaceNameProblem(s string) string { return ifnameProblem(s) }
 
-// addr parses an IP address (IPv4 or IPv6, no zone, not unspecified).
-func (p *parser) addr(f field, what string) netip.Addr {
-	s, ok := p.str(f, what+" (an IP address)")
-	if !ok {
-		return netip.Addr{}
-	}
-	a, err := netip.ParseAddr(s)
-	switch {
-	case err != nil:
-		p.errorf(f.line, f.path, "%q is not an IP address; write %s such as 192.0.2.1 or 2001:db8::1", s, what)
-	case a.Zone() != "":
-		p.errorf(f.line, f.path, "%q has an IPv6 zone; remove %%%s (the interface is known from the rest of the file)", s, show(a.Zone()))
-	case a.IsUnspecified():
-		p.errorf(f.line, f.path, "%s is the unspecified address; write %s", s, what)
-	case a.Is4In6():
-		p.errorf(f.line, f.path, "%s", mappedMsg(s, a))
-	default:
-		return a
-	}
-	return netip.Addr{}
-}
-
 // mappedMsg refuses IPv4-mapped IPv6 addresses (::ffff:10.0.0.1): they
 // pass as IPv6 here, but the kernel encoders (net.IP) write them as IPv4,
 // so an SA would get an IPv4 family with /128 selectors. Found by
@@ -257,121 +231,85 @@ func mappedMsg(s string, a netip.Addr) string {
 	return fmt.Sprintf("%q is an IPv4-mapped IPv6 address; write the IPv4 address %s", s, a.Unmap())
 }
 
-// prefix parses a selector prefix; a bare address is a /32 or /128.
-func (p *parser) prefix(f field) netip.Prefix {
-	s, ok := p.str(f, "a prefix such as 10.0.0.0/8")
-	if !ok {
-		return netip.Prefix{}
-	}
-	var pf netip.Prefix
-	if strings.Contains(s, "/") {
-		v, err := netip.ParsePrefix(s)
-		if err != nil {
-			p.errorf(f.line, f.path, "%q is not an IP prefix; write one such as 10.0.0.0/8 or 2001:db8::/32, or a bare address for one host", s)
-			return netip.Prefix{}
-		}
-		if v != v.Masked() {
-			p.errorf(f.line, f.path, "%q has bits set after the /%d; write %s", s, v.Bits(), v.Masked())
-			return netip.Prefix{}
-		}
-		if v.Addr().Is4In6() {
-			p.errorf(f.line, f.path, "%s", mappedMsg(s, v.Addr()))
-			return netip.Prefix{}
-		}
-		pf = v
-	} else {
-		a, err := netip.ParseAddr(s)
-		if err != nil {
-			p.errorf(f.line, f.path, "%q is not an IP prefix; write one such as 10.0.0.0/8 or 2001:db8::/32, or a bare address for one host", s)
-			return netip.Prefix{}
-		}
-		if a.Zone() != "" {
-			p.errorf(f.line, f.path, "%q has an IPv6 zone; selectors have none: remove %%%s", s, show(a.Zone()))
-			return netip.Prefix{}
-		}
-		if a.Is4In6() {
-			p.errorf(f.line, f.path, "%s", mappedMsg(s, a))
-			return netip.Prefix{}
-		}
-		pf = netip.PrefixFrom(a, a.BitLen())
-	}
-	return pf
-}
-
-// proto parses a protocol name or number.
-func (p *parser) proto(f field) Protocol {
+// UnmarshalYAML reads a protocol name or number.
+func (p *Protocol) UnmarshalYAML(n *yaml.Node) error {
 	const want = "tcp, udp, icmp, icmpv6, sctp, udplite or a number from 0 to 255"
-	n := f.val
 	if n.Kind == yaml.ScalarNode {
 		if n.ShortTag() == "!!int" {
-			v, _ := p.uint(f, 255)
-			return Protocol(v)
+			v, err := wholeNumber(n, 255)
+			*p = Protocol(v)
+			return err
 		}
 		if v, ok := protoNames[n.Value]; ok {
-			return v
+			*p = v
+			return nil
 		}
 		if v, err := strconv.ParseUint(n.Value, 10, 8); err == nil {
-			return Protocol(v)
+			*p = Protocol(v)
+			return nil
 		}
 		if v, ok := protoNames[strings.ToLower(n.Value)]; ok {
-			p.errorf(f.line, f.path, "%q: protocol names are lower case; write %s", n.Value, v)
-			return ProtoAny
+			return leafErr(n, "%q: protocol names are lower case; write %s", n.Value, v)
 		}
 	}
-	p.errorf(f.line, f.path, "want %s, got %s", want, kindName(n))
-	return ProtoAny
+	return leafErr(n, "want %s, got %s", want, kindName(n))
 }
 
-var portRangeRE = regexp.MustCompile(`^\s*\d+\s*[-:]\s*\d+\s*$`)
+var portRange = regexp.MustCompile(`^\s*\d+\s*[-:]\s*\d+\s*$`)
 
-// port parses a single port, 1 to 65535.
-func (p *parser) port(f field) uint16 {
-	n := f.val
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && portRangeRE.MatchString(n.Value) {
-		p.errorf(f.line, f.path, "%q is a range, and sluice takes a single port: an XFRM selector holds a port as one value and mask, not a range; write one policy per port, or remove %s to match any port", n.Value, f.name)
-		return 0
+// port is a single port, 1 to 65535.
+type port uint16
+
+func (v *port) UnmarshalYAML(n *yaml.Node) error {
+	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" && portRange.MatchString(n.Value) {
+		return leafErr(n, "%q is a range, and sluice takes a single port: an XFRM selector holds a port as one value and mask, not a range; write one policy per port, or remove the key to match any port", n.Value)
 	}
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
-		p.errorf(f.line, f.path, "want a single port number from 1 to 65535, got %s", kindName(n))
-		return 0
+		return leafErr(n, "want a single port number from 1 to 65535, got %s", kindName(n))
 	}
-	v, ok := p.uint(f, 65535)
-	if !ok {
-		return 0
+	u, err := wholeNumber(n, 65535)
+	if err != nil {
+		return err
 	}
-	if v == 0 {
-		p.errorf(f.line, f.path, "port 0 matches nothing; remove %s to match any port", f.name)
-		return 0
+	if u == 0 {
+		return leafErr(n, "port 0 matches nothing; remove the key to match any port")
 	}
-	return uint16(v)
+	*v = port(u)
+	return nil
 }
 
-func (p *parser) apiSocket(f field) string {
-	s, ok := p.str(f, "an absolute path such as "+DefaultAPISocket)
-	if !ok || s == "" {
-		return "" // empty: no API
+// apiSocket is api-socket: an absolute path, cleaned, or "" for no API.
+type apiSocket = str[apiSocketRule]
+
+type apiSocketRule struct{}
+
+func (apiSocketRule) want() string { return "an absolute path such as " + DefaultAPISocket }
+func (apiSocketRule) check(s string) (string, string) {
+	switch {
+	case s == "":
+		return "", "" // no API
+	case !filepath.IsAbs(s):
+		return "", fmt.Sprintf("%q is relative; write an absolute path such as %s, or \"\" for no API", s, DefaultAPISocket)
 	}
-	if !filepath.IsAbs(s) {
-		p.errorf(f.line, f.path, "%q is relative; write an absolute path such as %s, or \"\" for no API", s, DefaultAPISocket)
-		return ""
-	}
-	return filepath.Clean(s)
+	return filepath.Clean(s), ""
 }
 
-func (p *parser) listenAddr(f field) string {
-	s, ok := p.str(f, "host:port such as 127.0.0.1:9108")
-	if !ok || s == "" {
-		return ""
+// listenAddr is host:port, or "" for none.
+type listenAddr = str[listenRule]
+
+type listenRule struct{}
+
+func (listenRule) want() string { return "host:port such as 127.0.0.1:9108" }
+func (listenRule) check(s string) (string, string) {
+	if s == "" {
+		return "", ""
 	}
-	host, port, err := net.SplitHostPort(s)
+	_, port, err := net.SplitHostPort(s)
 	if err != nil || port == "" {
-		p.errorf(f.line, f.path, "%q is not host:port; write one such as 127.0.0.1:9108 ([::1]:9108 for IPv6)", s)
-		return ""
+		return "", fmt.Sprintf("%q is not host:port; write one such as 127.0.0.1:9108 ([::1]:9108 for IPv6)", s)
 	}
-	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
-		p.errorf(f.line, f.path, "port %q is not between 1 and 65535", port)
-		return ""
+	if v, err := strconv.Atoi(port); err != nil || v < 1 || v > 65535 {
+		return "", fmt.Sprintf("port %q is not between 1 and 65535", port)
 	}
-	_ = host
-	return s
+	return s, ""
 }

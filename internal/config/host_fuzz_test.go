@@ -55,7 +55,7 @@ func FuzzParseHost(f *testing.F) {
 // checkHost asserts the rules on an accepted host.yaml.
 func checkHost(t *testing.T, h *Host) {
 	t.Helper()
-	if !hostNameRE.MatchString(h.Name) {
+	if !nameRE.MatchString(h.Name) {
 		t.Fatalf("name %q", h.Name)
 	}
 	if h.Uplinks == nil && len(h.SRIOV) == 0 && len(h.VTEPs) == 0 && h.IPsec == nil {
@@ -119,7 +119,7 @@ func checkHost(t *testing.T, h *Host) {
 		}
 		names := map[string]bool{}
 		for _, p := range s.Peers {
-			if !peerNameRE.MatchString(p.Name) || names[p.Name] {
+			if !nameRE.MatchString(p.Name) || names[p.Name] {
 				t.Fatalf("peer name %q", p.Name)
 			}
 			names[p.Name] = true

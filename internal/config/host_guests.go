@@ -4,7 +4,6 @@ package config
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 )
 
@@ -110,119 +109,52 @@ type guestMeta struct {
 	guests []item
 }
 
-func (p *parser) guestNetwork(it item) GuestNetwork {
-	n := GuestNetwork{Line: it.line}
-	p.each(it.node, it.path, []key{
-		{"name", func(f field) { n.Name = p.guestName(f, "a network name such as tenant-a") }},
-		{"vtep", func(f field) { n.VTEP = p.ifname(f) }},
-		{"bridge", func(f field) { n.Bridge = enum(p, f, BridgeOVS, BridgeOVS, BridgeLinux) }},
-		{"bridge-name", func(f field) { n.BridgeName = p.ifname(f) }},
-		{"page-fit", func(f field) { n.PageFit, _ = p.boolean(f) }},
-		{"mtu", func(f field) { n.MTU = p.mtu(f) }},
-	})
-	return n
+// hostGuestNetwork is one entry of guest-networks: (GuestNetwork).
+type hostGuestNetwork struct {
+	Name       usableName           `yaml:"name"`
+	VTEP       ifname               `yaml:"vtep"`
+	Bridge     choice[bridgeChoice] `yaml:"bridge"`
+	BridgeName ifname               `yaml:"bridge-name"`
+	PageFit    flag                 `yaml:"page-fit"`
+	MTU        mtu                  `yaml:"mtu"`
 }
 
-func (p *parser) guest(it item) Guest {
-	g := Guest{Line: it.line}
-	cpuList := func(f field) []int {
-		var out []int
-		for _, e := range p.scalars(f, "CPU number") {
-			if v, ok := p.uint(e, 8191); ok {
-				out = append(out, int(v))
-			}
-		}
-		return out
-	}
-	p.each(it.node, it.path, []key{
-		{"name", func(f field) { g.Name = p.guestName(f, "a domain name such as vm1") }},
-		{"network", func(f field) { g.Network = p.guestName(f, "the name of one of guest-networks") }},
-		{"attach", func(f field) { g.Attach = enum(p, f, "", AttachVFPassthrough, AttachRepresentor, AttachVirtio) }},
-		{"vf", func(f field) {
-			if vi, ok := p.mapping(f, "{pf: enp3s0f0np0, index: 0}"); ok {
-				vf := &GuestVF{Line: vi.line, Index: -1}
-				p.each(vi.node, vi.path, []key{
-					{"pf", func(f field) { vf.PF = p.portName(f) }},
-					{"index", func(f field) {
-						if v, ok := p.uint(f, 4095); ok {
-							vf.Index = int(v)
-						}
-					}},
-				})
-				g.VF = vf
-			}
-		}},
-		{"port", func(f field) { g.Port = p.ifname(f) }},
-		{"mac", func(f field) { g.MAC = p.mac(f) }},
-		{"vlan", func(f field) {
-			if v, ok := p.uint(f, 4094); ok {
-				x := int(v)
-				g.VLAN = &x
-			}
-		}},
-		{"trust", func(f field) {
-			if b, ok := p.boolean(f); ok {
-				g.Trust = &b
-			}
-		}},
-		{"spoofchk", func(f field) {
-			if b, ok := p.boolean(f); ok {
-				g.SpoofChk = &b
-			}
-		}},
-		{"vcpus", func(f field) {
-			if v, ok := p.uint(f, 1024); ok {
-				g.VCPUs = int(v)
-			}
-		}},
-		{"memory-mib", func(f field) {
-			if v, ok := p.uint(f, 1<<24); ok {
-				g.MemoryMiB = int(v)
-			}
-		}},
-		{"cpus", func(f field) { g.CPUs = cpuList(f) }},
-		{"emulator-cpus", func(f field) { g.EmulatorCPUs = cpuList(f) }},
-		{"numa-node", func(f field) {
-			if v, ok := p.uint(f, 1023); ok {
-				x := int(v)
-				g.NUMANode = &x
-			}
-		}},
-		{"queue-size", func(f field) {
-			if v, ok := p.uint(f, 1024); ok {
-				g.QueueSize = int(v)
-			}
-		}},
-		{"poll-us", func(f field) {
-			if v, ok := p.uint(f, 100000); ok {
-				g.PollUS = int(v)
-			}
-		}},
-		{"mtu", func(f field) { g.MTU = p.mtu(f) }},
-		{"kernel", func(f field) { g.Kernel, _ = p.str(f, "the path of a kernel image") }},
-		{"initrd", func(f field) { g.Initrd, _ = p.str(f, "the path of an initramfs") }},
-		{"cmdline", func(f field) { g.Cmdline, _ = p.str(f, "a kernel command line") }},
-		{"disk", func(f field) { g.Disk, _ = p.str(f, "the path of a disk image") }},
-		{"define", func(f field) { g.Define, _ = p.boolean(f) }},
-	})
-	return g
+func (hostGuestNetwork) describe() (string, string) { return "guest network", "name: tenant-a" }
+
+// hostGuest is one entry of guests: (Guest).
+type hostGuest struct {
+	Name         usableName           `yaml:"name"`
+	Network      usableName           `yaml:"network"`
+	Attach       choice[attachChoice] `yaml:"attach"`
+	VF           *hostGuestVF         `yaml:"vf"`
+	Port         ifname               `yaml:"port"`
+	MAC          mac                  `yaml:"mac"`
+	VLAN         *num[max4094]        `yaml:"vlan"`
+	Trust        *flag                `yaml:"trust"`
+	SpoofChk     *flag                `yaml:"spoofchk"`
+	VCPUs        num[max1024]         `yaml:"vcpus"`
+	MemoryMiB    num[max16M]          `yaml:"memory-mib"`
+	CPUs         []num[max8191]       `yaml:"cpus"`
+	EmulatorCPUs []num[max8191]       `yaml:"emulator-cpus"`
+	NUMANode     *num[max1023]        `yaml:"numa-node"`
+	QueueSize    num[max1024]         `yaml:"queue-size"`
+	PollUS       num[max100k]         `yaml:"poll-us"`
+	MTU          mtu                  `yaml:"mtu"`
+	Kernel       text                 `yaml:"kernel"`
+	Initrd       text                 `yaml:"initrd"`
+	Cmdline      text                 `yaml:"cmdline"`
+	Disk         text                 `yaml:"disk"`
+	Define       flag                 `yaml:"define"`
 }
 
-// libvirt accepts more, but a name that is also usable in file names and
-// in a 15-byte bridge name keeps everything predictable.
-var guestNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$`)
+func (hostGuest) describe() (string, string) { return "guest", "name: vm1" }
 
-func (p *parser) guestName(f field, what string) string {
-	s, ok := p.str(f, what)
-	if !ok {
-		return ""
-	}
-	if !guestNameRE.MatchString(s) {
-		p.errorf(f.line, f.path, "%s is not a usable name; use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit", show(s))
-		return ""
-	}
-	return s
+type hostGuestVF struct {
+	PF    portName     `yaml:"pf"`
+	Index num[max4095] `yaml:"index"`
 }
+
+func (hostGuestVF) describe() (string, string) { return "VF", "{pf: enp3s0f0np0, index: 0}" }
 
 func (m *guestMeta) applyDefaults(p *parser, h *Host) {
 	for i, it := range m.nets {
@@ -236,6 +168,9 @@ func (m *guestMeta) applyDefaults(p *parser, h *Host) {
 	}
 	for i, it := range m.guests {
 		g := &h.Guests[i]
+		if g.VF != nil && !p.given[it.path+".vf.index"] {
+			g.VF.Index = -1
+		}
 		if !p.given[it.path+".vcpus"] {
 			g.VCPUs = DefaultGuestVCPUs
 			if len(g.CPUs) > 0 {
@@ -428,22 +363,6 @@ func (m *guestMeta) validatePlacement(p *parser, it item, g *Guest, at func(item
 	if g.Initrd != "" && g.Kernel == "" {
 		l, path := at(it, "initrd")
 		p.errorf(l, path, "an initrd needs kernel:; add the kernel image or remove initrd")
-	}
-}
-
-// guestSections parses the guest-networks: and guests: keys of host.yaml.
-func (p *parser) guestSections(f field, h *Host, m *guestMeta) {
-	switch f.name {
-	case "guest-networks":
-		for _, it := range p.mappings(f, "guest network", "name: tenant-a") {
-			h.GuestNetworks = append(h.GuestNetworks, p.guestNetwork(it))
-			m.nets = append(m.nets, it)
-		}
-	case "guests":
-		for _, it := range p.mappings(f, "guest", "name: vm1") {
-			h.Guests = append(h.Guests, p.guest(it))
-			m.guests = append(m.guests, it)
-		}
 	}
 }
 

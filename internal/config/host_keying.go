@@ -6,8 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"go.yaml.in/yaml/v3"
 )
 
 // Keying: how a peer's SAs get their keys.
@@ -81,53 +79,21 @@ func (h *Host) HasKeying(k string) bool {
 	return false
 }
 
-// ike parses ipsec.ike.
-func (p *parser) ike(f field) *IKE {
-	it, ok := p.mapping(f, "psk: /etc/sluice/ike.psk")
-	if !ok {
-		return nil
-	}
-	k := &IKE{Line: it.line}
-	p.each(it.node, it.path, []key{
-		{"vici", func(f field) { k.VICI = p.pathLike(f, "charon's VICI socket such as unix:///var/run/charon.vici") }},
-		{"psk", func(f field) { k.PSK = p.pathLike(f, "the path of the pre-shared key file (mode 0600)") }},
-		{"ca", func(f field) { k.CA = p.pathLike(f, "the path of the CA certificate (PEM)") }},
-		{"cert", func(f field) { k.Cert = p.pathLike(f, "the path of this host's certificate (PEM)") }},
-		{"private-key", func(f field) { k.PrivateKey = p.pathLike(f, "the path of this host's private key (PEM, mode 0600)") }},
-		{"rekey-time", func(f field) { k.RekeyTime = p.lifetime(f) }},
-		{"life-time", func(f field) { k.LifeTime = p.lifetime(f) }},
-		{"rand-time", func(f field) { k.RandTime = p.lifetime(f) }},
-		{"rekey-bytes", func(f field) { k.RekeyBytes, _ = p.uint(f, 1<<62) }},
-		{"rekey-packets", func(f field) { k.RekeyPackets, _ = p.uint(f, 1<<62) }},
-	})
-	return k
+// ikeFile is ipsec.ike as written (filled into IKE).
+type ikeFile struct {
+	VICI         nonEmpty    `yaml:"vici"`
+	PSK          nonEmpty    `yaml:"psk"`
+	CA           nonEmpty    `yaml:"ca"`
+	Cert         nonEmpty    `yaml:"cert"`
+	PrivateKey   nonEmpty    `yaml:"private-key"`
+	RekeyTime    lifetime    `yaml:"rekey-time"`
+	LifeTime     lifetime    `yaml:"life-time"`
+	RandTime     lifetime    `yaml:"rand-time"`
+	RekeyBytes   num[maxU62] `yaml:"rekey-bytes"`
+	RekeyPackets num[maxU62] `yaml:"rekey-packets"`
 }
 
-func (p *parser) pathLike(f field, what string) string {
-	s, ok := p.str(f, what)
-	if ok && s == "" {
-		p.errorf(f.line, f.path, "is empty; write %s", what)
-	}
-	return s
-}
-
-// lifetime parses a duration with a unit (1h, 30m, 90s).
-func (p *parser) lifetime(f field) time.Duration {
-	if f.val.Kind == yaml.ScalarNode && (f.val.ShortTag() == "!!int" || f.val.ShortTag() == "!!float") {
-		p.errorf(f.line, f.path, "%s has no unit; write a duration such as 1h, 30m or 90s", show(f.val.Value))
-		return 0
-	}
-	s, ok := p.str(f, "a duration such as 1h")
-	if !ok {
-		return 0
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		p.errorf(f.line, f.path, "%q is not a duration; write one such as 1h, 30m or 90s", s)
-		return 0
-	}
-	return d
-}
+func (ikeFile) describe() (string, string) { return "ike", "psk: /etc/sluice/ike.psk" }
 
 // applyIKEDefaults gives each peer the ipsec-wide keying and fills in the
 // IKE lifetimes: life-time 10% over rekey-time and rand-time the gap, as
@@ -239,9 +205,4 @@ func IKESecretProblem(path string) string {
 		return err.Error()
 	}
 	return KeyFileProblem(path, fi)
-}
-
-// peerKeying parses a peer's keying.
-func (p *parser) peerKeying(f field) string {
-	return enum(p, f, KeyingManual, KeyingManual, KeyingIKE)
 }

@@ -131,7 +131,7 @@ func parseKeys(data []byte, path string) (*Keys, error) {
 			bad(n, "want three fields: peer name, out or in, and the key in hex (such as: node-b out 0x...); this line has %d", len(fs))
 			continue
 		}
-		if !peerNameRE.MatchString(fs[0]) {
+		if !nameRE.MatchString(fs[0]) {
 			bad(n, "the first field is not a peer name (letters, digits, '.', '_', '-')")
 			continue
 		}

@@ -14,7 +14,7 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 	if !p.given["name"] {
 		base := filepath.Base(h.File)
 		h.Name = strings.TrimSuffix(base, filepath.Ext(base))
-		if !hostNameRE.MatchString(h.Name) {
+		if !nameRE.MatchString(h.Name) {
 			h.Name = "host"
 		}
 	}
@@ -24,6 +24,13 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 		}
 		if !p.given[m.bond.path+".miimon"] {
 			u.Bond.MIIMon = DefaultMIIMon
+		}
+	}
+	for i, vfs := range m.vfs {
+		for j, it := range vfs {
+			if !p.given[it.path+".index"] {
+				h.SRIOV[i].VF[j].Index = -1
+			}
 		}
 	}
 	for i, it := range m.vteps {

@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -63,6 +62,12 @@ type parser struct {
 	seen map[string]bool
 	// truncated is set when more than maxErrors were found.
 	truncated bool
+	// leaves are the values of the plain tree (yamlschema.go), by index.
+	leaves []leaf
+	// items holds the list entries kept for decoding, by the list's path;
+	// counts, how many entries the list has as written.
+	items  map[string][]item
+	counts map[string]int
 }
 
 func newParser(file string, size int) *parser {
@@ -73,6 +78,8 @@ func newParser(file string, size int) *parser {
 		given:  map[string]bool{},
 		bad:    map[string]bool{},
 		seen:   map[string]bool{},
+		items:  map[string][]item{},
+		counts: map[string]int{},
 		budget: budget, initBudget: budget,
 	}
 }
@@ -341,281 +348,4 @@ func kindName(n *yaml.Node) string {
 		return fmt.Sprintf("a %s value", show(n.ShortTag()))
 	}
 	return "an unsupported YAML node"
-}
-
-// field is one key: value of a mapping.
-type field struct {
-	name string
-	path string
-	line int        // line of the key
-	val  *yaml.Node // alias-resolved value
-}
-
-func joinPath(parent, name string) string {
-	if parent == "" {
-		return name
-	}
-	return parent + "." + name
-}
-
-// key is one key of a mapping and what its value sets. A mapping's table
-// of keys declares each key once: its name (the known keys, in the order
-// messages list them) and its arm.
-type key struct {
-	name string
-	set  func(f field)
-}
-
-// each walks the known, non-null keys of mapping m in document order and
-// calls each one's set, after before (if given).
-func (p *parser) each(m *yaml.Node, path string, keys []key, before ...func(field)) {
-	names := make([]string, len(keys))
-	for i, k := range keys {
-		names[i] = k.name
-	}
-	for _, f := range p.fields(m, path, names) {
-		for _, b := range before {
-			b(f)
-		}
-		for _, k := range keys {
-			if k.name == f.name {
-				k.set(f)
-				break
-			}
-		}
-	}
-}
-
-// fields returns the known, non-null keys of mapping m in document order,
-// with merge keys (<<: *anchor) expanded: keys written in m win over merged
-// ones, and earlier merges win over later ones, as YAML specifies. Unknown
-// keys, duplicate keys and non-scalar keys are errors. Every key present,
-// null or not, gets its line recorded.
-func (p *parser) fields(m *yaml.Node, path string, known []string) []field {
-	var all []field
-	visited := map[*yaml.Node]bool{m: true}
-	p.collect(m, path, known, &all, visited, false, 0)
-	out := all[:0]
-	for _, f := range all {
-		if !isNull(f.val) {
-			p.given[f.path] = true
-			out = append(out, f)
-		}
-	}
-	return out
-}
-
-// collect appends the keys of m (and of the mappings it merges) to out.
-func (p *parser) collect(m *yaml.Node, path string, known []string, out *[]field, visited map[*yaml.Node]bool, merged bool, depth int) {
-	var merges []*yaml.Node
-	here := map[string]int{} // keys written in this mapping -> line
-	for i := 0; i+1 < len(m.Content); i += 2 {
-		kn, vn := m.Content[i], m.Content[i+1]
-		if !p.spend(kn.Line) {
-			return
-		}
-		k := deref(kn)
-		if k.Kind != yaml.ScalarNode {
-			p.errorf(kn.Line, path, "a key must be a plain word such as name, not %s", kindName(k))
-			continue
-		}
-		if k.ShortTag() == "!!merge" {
-			merges = append(merges, vn)
-			continue
-		}
-		name := k.Value
-		fp := joinPath(path, show(name))
-		if first, dup := here[name]; dup {
-			if !merged {
-				p.errorf(kn.Line, fp, "set twice (first on line %d); keep one", first)
-			}
-			continue
-		}
-		here[name] = kn.Line
-		if !slices.Contains(known, name) {
-			p.unknownKey(kn.Line, fp, name, known)
-			continue
-		}
-		if slices.ContainsFunc(*out, func(f field) bool { return f.name == name }) {
-			// Already set by the mapping that merges this one: it wins.
-			continue
-		}
-		p.lines[fp] = kn.Line
-		*out = append(*out, field{name: name, path: fp, line: kn.Line, val: deref(vn)})
-	}
-	for _, mv := range merges {
-		src := deref(mv)
-		var list []*yaml.Node
-		switch src.Kind {
-		case yaml.MappingNode:
-			list = []*yaml.Node{src}
-		case yaml.SequenceNode:
-			for _, c := range src.Content {
-				list = append(list, deref(c))
-			}
-		default:
-			p.errorf(mv.Line, joinPath(path, "<<"), "a merge key takes a mapping or a list of mappings (such as <<: *defaults), not %s", kindName(src))
-			continue
-		}
-		for _, s := range list {
-			if !p.spend(mv.Line) {
-				return
-			}
-			if s.Kind != yaml.MappingNode {
-				p.errorf(mv.Line, joinPath(path, "<<"), "a merge key takes mappings only (such as <<: *defaults), not %s", kindName(s))
-				continue
-			}
-			if visited[s] {
-				continue
-			}
-			if depth >= maxMergeDepth {
-				p.errorf(mv.Line, joinPath(path, "<<"), "merge keys nest deeper than %d levels; flatten them", maxMergeDepth)
-				return
-			}
-			visited[s] = true
-			p.collect(s, path, known, out, visited, true, depth+1)
-		}
-	}
-}
-
-var keyNormalizer = strings.NewReplacer("_", "-", " ", "-")
-
-// unknownKey reports a key the schema does not have, suggesting the
-// likely intended one.
-func (p *parser) unknownKey(line int, path, name string, known []string) {
-	norm := keyNormalizer.Replace(strings.ToLower(name))
-	for _, k := range known {
-		if k == norm || strings.ReplaceAll(k, "-", "") == norm {
-			p.errorf(line, path, "unknown key; did you mean %s?", k)
-			return
-		}
-	}
-	p.errorf(line, path, "unknown key; the keys here are %s", strings.Join(known, ", "))
-}
-
-// item is one element of a list of mappings.
-type item struct {
-	path string
-	line int        // line of the element where it is written
-	node *yaml.Node // alias-resolved mapping
-}
-
-// mappings returns the elements of a list of mappings. what names one
-// element for messages ("interface"); example is a minimal element.
-func (p *parser) mappings(f field, what, example string) []item {
-	if f.val.Kind != yaml.SequenceNode {
-		p.errorf(f.line, f.path, "want a list of %ss (lines starting with '- '), got %s", what, kindName(f.val))
-		return nil
-	}
-	var out []item
-	for i, c := range f.val.Content {
-		if !p.spend(c.Line) {
-			return out
-		}
-		path := fmt.Sprintf("%s[%d]", f.path, i)
-		n := deref(c)
-		switch {
-		case isNull(n):
-			p.errorf(c.Line, path, "empty list item; remove the '-' or fill in the %s", what)
-		case n.Kind != yaml.MappingNode:
-			p.errorf(c.Line, path, "want %s written as keys (such as - %s), got %s", article(what), example, kindName(n))
-		default:
-			out = append(out, item{path: path, line: c.Line, node: n})
-		}
-	}
-	return out
-}
-
-// article prefixes a noun with "a" or "an".
-func article(noun string) string {
-	if noun != "" && strings.ContainsRune("aeiou", rune(noun[0])) {
-		return "an " + noun
-	}
-	return "a " + noun
-}
-
-// str returns a scalar's text; what describes the expected value.
-func (p *parser) str(f field, what string) (string, bool) {
-	if f.val.Kind != yaml.ScalarNode {
-		p.errorf(f.line, f.path, "want %s, got %s", what, kindName(f.val))
-		return "", false
-	}
-	return f.val.Value, true
-}
-
-// boolean accepts true and false only (YAML 1.2), not yes/no/on/off.
-func (p *parser) boolean(f field) (bool, bool) {
-	n := f.val
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!bool" {
-		switch strings.ToLower(n.Value) {
-		case "true":
-			return true, true
-		case "false":
-			return false, true
-		}
-	}
-	if n.Kind == yaml.ScalarNode && n.ShortTag() == "!!str" {
-		switch strings.ToLower(n.Value) {
-		case "true", "false":
-			p.errorf(f.line, f.path, "%q is quoted, so it is a string; write %s without quotes", n.Value, strings.ToLower(n.Value))
-			return false, false
-		}
-	}
-	p.errorf(f.line, f.path, "want true or false, got %s", kindName(n))
-	return false, false
-}
-
-// uint parses a non-negative integer up to limit.
-func (p *parser) uint(f field, limit uint64) (uint64, bool) {
-	n := f.val
-	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
-		p.errorf(f.line, f.path, "want a whole number from 0 to %d, got %s", limit, kindName(n))
-		return 0, false
-	}
-	s := strings.TrimPrefix(n.Value, "+")
-	if strings.HasPrefix(s, "-") {
-		p.errorf(f.line, f.path, "%s is negative; use a number from 0 to %d", show(n.Value), limit)
-		return 0, false
-	}
-	v, err := strconv.ParseUint(s, 0, 64)
-	if err != nil && !errors.Is(err, strconv.ErrRange) {
-		p.errorf(f.line, f.path, "want a whole number from 0 to %d, got %s", limit, show(n.Value))
-		return 0, false
-	}
-	if err != nil || v > limit {
-		p.errorf(f.line, f.path, "%s is out of range; use a number from 0 to %d", show(n.Value), limit)
-		return 0, false
-	}
-	return v, true
-}
-
-// enum parses one of allowed; def, when not empty, is marked as the
-// default in messages.
-func enum[T ~string](p *parser, f field, def T, allowed ...T) T {
-	list := enumList(def, allowed)
-	s, ok := p.str(f, "one of "+list)
-	if !ok {
-		return ""
-	}
-	for _, a := range allowed {
-		if string(a) == s {
-			return a
-		}
-	}
-	p.errorf(f.line, f.path, "%q is not valid; use one of %s", s, list)
-	return ""
-}
-
-func enumList[T ~string](def T, allowed []T) string {
-	parts := make([]string, len(allowed))
-	for i, a := range allowed {
-		parts[i] = string(a)
-		if a == def && def != "" {
-			parts[i] += " (default)"
-		}
-	}
-	if len(parts) < 2 {
-		return strings.Join(parts, "")
-	}
-	return strings.Join(parts[:len(parts)-1], ", ") + " or " + parts[len(parts)-1]
 }

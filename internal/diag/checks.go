@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 	"sluice/internal/mtu"
 )
 
@@ -303,7 +304,7 @@ func checkSteering(f *Facts, o *DoctorOptions) []Result {
 // internal/mtu stack layer: the mode and transform of the SA with the
 // largest overhead. SAs whose algorithms the facts do not name (a facts
 // file from an older sluice) count as rfc4106(gcm(aes)) with a 128-bit ICV.
-func vtepESP(states []kernel.State, outerIPv6 bool) (mtu.ESPMode, mtu.Cipher, string) {
+func vtepESP(states []xfrm.State, outerIPv6 bool) (mtu.ESPMode, mtu.Cipher, string) {
 	mode, best, why, worst := mtu.ESPNone, mtu.Cipher{}, "", 0
 	for _, s := range states {
 		if s.Proto != 50 || s.Dst.Is6() != outerIPv6 {
@@ -327,7 +328,7 @@ func vtepESP(states []kernel.State, outerIPv6 bool) (mtu.ESPMode, mtu.Cipher, st
 }
 
 // stateCipher sizes an SA's transform as the mtu calculator's Cipher.
-func stateCipher(a kernel.StateAlg) (mtu.Cipher, error) {
+func stateCipher(a xfrm.StateAlg) (mtu.Cipher, error) {
 	t := mtu.Transform{AEAD: a.AEAD, ICVBits: a.ICVBits, Crypt: a.Crypt, Auth: a.Auth, AuthTruncBits: a.AuthTruncBits}
 	if t == (mtu.Transform{}) {
 		t = mtu.Transform{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
@@ -388,7 +389,7 @@ func checkMTUHeadroom(f *Facts, _ *DoctorOptions) []Result {
 // one CPU. RFC 9611 per-CPU SAs spread it.
 func checkSAPerPeer(f *Facts, _ *DoctorOptions) []Result {
 	type pair struct{ src, dst netip.Addr }
-	by := map[pair][]kernel.State{}
+	by := map[pair][]xfrm.State{}
 	var order []pair
 	for _, s := range f.States {
 		if s.Proto != 50 {

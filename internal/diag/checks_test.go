@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 func on() kernel.EthFeature    { return kernel.EthFeature{Available: true, Active: true, Requested: true} }
@@ -23,9 +24,9 @@ func fixed() kernel.EthFeature { return kernel.EthFeature{} }
 // XDP, dmfs steering in legacy mode, and the seeds' firmware settings.
 func healthy() *Facts {
 	espOn := map[string]kernel.EthFeature{"esp-hw-offload": on(), "tx-esp-segmentation": on(), "hw-tc-offload": on()}
-	sa := func(src, dst string, spi uint32) kernel.State {
-		return kernel.State{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), Proto: 50, SPI: spi, Mode: 1,
-			Offload: &kernel.Offload{Ifindex: 10, Flags: kernel.OffloadPacket}}
+	sa := func(src, dst string, spi uint32) xfrm.State {
+		return xfrm.State{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), Proto: 50, SPI: spi, Mode: 1,
+			Offload: &xfrm.Offload{Ifindex: 10, Flags: xfrm.OffloadPacket}}
 	}
 	return withGuests(&Facts{
 		Kernel: &kernel.Features{Release: "6.16.2", Have: map[string]bool{"xfrm": true, "esp": true, "gcm": true, "bonding": true, "8021q": true, "xdp": true},
@@ -40,9 +41,9 @@ func healthy() *Facts {
 		Devlink: []kernel.DevlinkFacts{
 			{Bus: "pci", Device: "0000:31:00.0", Driver: "mlx5_core", Eswitch: "legacy", Params: map[string]string{"flow_steering_mode": "dmfs"}},
 		},
-		States: []kernel.State{sa("10.0.0.1", "10.0.0.2", 0x100), sa("10.0.0.1", "10.0.0.2", 0x101), sa("10.0.0.2", "10.0.0.1", 0x200), sa("10.0.0.2", "10.0.0.1", 0x201)},
+		States: []xfrm.State{sa("10.0.0.1", "10.0.0.2", 0x100), sa("10.0.0.1", "10.0.0.2", 0x101), sa("10.0.0.2", "10.0.0.1", 0x200), sa("10.0.0.2", "10.0.0.1", 0x201)},
 		TC:     map[string][]kernel.TCFilter{"p0": {{Hook: "ingress", Kind: "flower", SkipHW: true}}},
-		Probes: map[string]kernel.OffloadProbe{"bond0": {}, "p0": {}, "p1": {}},
+		Probes: map[string]xfrm.OffloadProbe{"bond0": {}, "p0": {}, "p1": {}},
 		Firmware: map[string]map[string]string{"0000:31:00.0": {"SRIOV_EN": "True(1)", "NUM_OF_VFS": "8", "LAG_RESOURCE_ALLOCATION": "1",
 			"FLEX_PARSER_PROFILE_ENABLE": "3", "HAIRPIN_DATA_BUFFER_LOCK": "True(1)"}},
 		FirmwareTool: "/usr/bin/mstconfig",
@@ -120,9 +121,9 @@ func TestDoctorEachCheckFails(t *testing.T) {
 			f.Features["bond0"] = map[string]kernel.EthFeature{"esp-hw-offload": off(), "tx-esp-segmentation": off()}
 		}, Warn, "bond0", "bond mode balance-xor cannot", "mode active-backup"},
 		{"offload-probe", "crypto SA refused", DoctorOptions{}, func(f *Facts) {
-			f.Probes["bond0"] = kernel.OffloadProbe{Crypto: "invalid argument (Slave does not support ipsec offload)", Packet: "invalid argument"}
+			f.Probes["bond0"] = xfrm.OffloadProbe{Crypto: "invalid argument (Slave does not support ipsec offload)", Packet: "invalid argument"}
 		}, Fail, "bond0", "refused a crypto-offload SA: invalid argument (Slave does not support ipsec offload)", "active slave must offload ESP"},
-		{"offload-probe", "packet offload refused", DoctorOptions{}, func(f *Facts) { f.Probes["p1"] = kernel.OffloadProbe{Packet: "operation not supported"} }, Warn, "p1", "crypto offload only", "flow_steering_mode dmfs"},
+		{"offload-probe", "packet offload refused", DoctorOptions{}, func(f *Facts) { f.Probes["p1"] = xfrm.OffloadProbe{Packet: "operation not supported"} }, Warn, "p1", "crypto offload only", "flow_steering_mode dmfs"},
 		{"mlx5-tc-order", "tc before IPsec", DoctorOptions{}, func(f *Facts) {
 			f.TC["p1"] = []kernel.TCFilter{{Hook: "ingress", Kind: "flower", SkipSW: true}}
 		}, Warn, "p1", "tc rules are installed before any IPsec packet-offload rule", "install the IPsec packet-offload SAs/policies first"},
@@ -233,7 +234,7 @@ func TestKernelAtLeast(t *testing.T) {
 // A bond on a kernel where offloaded SAs corrupt its state is not probed;
 // doctor says so instead of passing or failing it.
 func TestOffloadProbeSkippedOnBrokenBondKernels(t *testing.T) {
-	f := &Facts{Probes: map[string]kernel.OffloadProbe{"bond0": {Skipped: "ESP offload through a bond is broken on Linux 6.12.95"}}}
+	f := &Facts{Probes: map[string]xfrm.OffloadProbe{"bond0": {Skipped: "ESP offload through a bond is broken on Linux 6.12.95"}}}
 	rs := checkOffloadProbe(f, nil)
 	if len(rs) != 1 || rs[0].Verdict != Warn || !strings.Contains(rs[0].Summary, "not probed") || rs[0].Fix == "" {
 		t.Fatalf("got %+v, want one WARN saying the bond was not probed, with a fix", rs)

@@ -4,8 +4,9 @@ package diag
 
 import (
 	"fmt"
+	"maps"
 	"math/bits"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -78,12 +79,7 @@ func ParseCPUMask(s string) (CPUSet, error) {
 
 // Sorted returns the CPUs in increasing order.
 func (s CPUSet) Sorted() []int {
-	out := make([]int, 0, len(s))
-	for c := range s {
-		out = append(out, c)
-	}
-	sort.Ints(out)
-	return out
+	return slices.Sorted(maps.Keys(s))
 }
 
 // String formats the set in the kernel's list format.

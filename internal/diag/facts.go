@@ -7,6 +7,7 @@ import (
 	"os/exec"
 
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // Facts is everything the doctor's checks look at, gathered once from the
@@ -21,12 +22,12 @@ type Facts struct {
 	// those the checks read.
 	Features map[string]map[string]kernel.EthFeature `json:"features"`
 	Devlink  []kernel.DevlinkFacts                   `json:"devlink"`
-	States   []kernel.State                          `json:"states"`
-	Policies []kernel.Policy                         `json:"policies"`
+	States   []xfrm.State                            `json:"states"`
+	Policies []xfrm.Policy                           `json:"policies"`
 	TC       map[string][]kernel.TCFilter            `json:"tc,omitempty"`
 	// Probes holds, per interface with esp-hw-offload on, what the driver
 	// did with throwaway crypto- and packet-offload SAs (nil: not probed).
-	Probes map[string]kernel.OffloadProbe `json:"probes,omitempty"`
+	Probes map[string]xfrm.OffloadProbe `json:"probes,omitempty"`
 	// Firmware holds mstconfig/mlxconfig's current values per PCI address;
 	// FirmwareTool is the tool used ("" when neither is installed).
 	Firmware     map[string]map[string]string `json:"firmware,omitempty"`
@@ -98,23 +99,23 @@ func Gather(o GatherOptions) *Facts {
 	if f.Devlink, err = kernel.DevlinkDevices(); err != nil {
 		f.fail("devlink", err)
 	}
-	if f.States, err = kernel.DumpStates(); err != nil {
+	if f.States, err = xfrm.DumpStates(); err != nil {
 		f.fail("xfrm states", err)
 	}
-	if f.Policies, err = kernel.DumpPolicies(); err != nil {
+	if f.Policies, err = xfrm.DumpPolicies(); err != nil {
 		f.fail("xfrm policies", err)
 	}
 	if !o.NoProbe && f.Kernel.Have[kernel.FeatureESP] {
-		f.Probes = map[string]kernel.OffloadProbe{}
+		f.Probes = map[string]xfrm.OffloadProbe{}
 		for _, n := range f.Netdevs {
 			if f.Features[n.Name]["esp-hw-offload"].Active {
 				if n.Kind == "bond" && kernel.BondOffloadBroken(f.Kernel.Release) {
 					// Adding and deleting an offloaded SA on a bond corrupts
 					// the bond's state on these kernels: never probe there.
-					f.Probes[n.Name] = kernel.OffloadProbe{Skipped: fmt.Sprintf("ESP offload through a bond is broken on Linux %s (6.11-6.15: the port driver is handed the bond's device, and adding or removing an SA there corrupts the bond's state)", f.Kernel.Release)}
+					f.Probes[n.Name] = xfrm.OffloadProbe{Skipped: fmt.Sprintf("ESP offload through a bond is broken on Linux %s (6.11-6.15: the port driver is handed the bond's device, and adding or removing an SA there corrupts the bond's state)", f.Kernel.Release)}
 					continue
 				}
-				p, err := kernel.ProbeOffload(n.Name)
+				p, err := xfrm.ProbeOffload(n.Name)
 				if err != nil {
 					f.fail("offload probe "+n.Name, err)
 					continue

@@ -7,7 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // probeCaps describes what a device accepted, per offload type and
@@ -19,18 +19,18 @@ type probeCaps struct {
 	refused []string
 }
 
-func capsOf(p kernel.OffloadProbe) probeCaps {
+func capsOf(p xfrm.OffloadProbe) probeCaps {
 	c := probeCaps{accepted: map[string]map[string][]string{"crypto": {}, "packet": {}}}
 	for _, o := range []string{"crypto", "packet"} {
 		for _, dir := range []string{"out", "in"} {
 			for _, m := range []string{"transport", "tunnel"} {
-				why, ok := p.Caps[kernel.ProbeCap(o, m, dir)]
+				why, ok := p.Caps[xfrm.ProbeCap(o, m, dir)]
 				switch {
 				case !ok:
 				case why == "":
 					c.accepted[o][dir] = append(c.accepted[o][dir], m)
 				default:
-					c.refused = append(c.refused, kernel.ProbeCap(o, m, dir)+": "+why)
+					c.refused = append(c.refused, xfrm.ProbeCap(o, m, dir)+": "+why)
 				}
 			}
 		}
@@ -86,7 +86,7 @@ func (c probeCaps) fix(o string) string {
 // capabilities per direction instead of one tunnel-mode outbound try, so
 // a device that offloads only transport mode (ixgbe) or only inbound SAs
 // (ixgbevf) is not reported as failing.
-func probeResult(n string, p kernel.OffloadProbe) Result {
+func probeResult(n string, p xfrm.OffloadProbe) Result {
 	c := capsOf(p)
 	ev := []string{"ip xfrm state add src 192.0.2.1 dst 198.51.100.1 (dir in: reversed) proto esp mode transport|tunnel aead 'rfc4106(gcm(aes))' ... offload [packet] dev " + n + " dir out|in, each deleted again",
 		c.describe("crypto"), c.describe("packet")}

@@ -6,20 +6,20 @@ import (
 	"strings"
 	"testing"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // probeOf builds a probe result: accept(offload, mode, dir) says which
 // combinations the "driver" takes; the rest are refused with why.
-func probeOf(accept func(o, m, d string) bool, why string) kernel.OffloadProbe {
-	p := kernel.OffloadProbe{Caps: map[string]string{}}
+func probeOf(accept func(o, m, d string) bool, why string) xfrm.OffloadProbe {
+	p := xfrm.OffloadProbe{Caps: map[string]string{}}
 	for _, o := range []string{"crypto", "packet"} {
 		for _, m := range []string{"transport", "tunnel"} {
 			for _, d := range []string{"out", "in"} {
 				if !accept(o, m, d) {
-					p.Caps[kernel.ProbeCap(o, m, d)] = why
+					p.Caps[xfrm.ProbeCap(o, m, d)] = why
 				} else {
-					p.Caps[kernel.ProbeCap(o, m, d)] = ""
+					p.Caps[xfrm.ProbeCap(o, m, d)] = ""
 				}
 			}
 		}
@@ -34,7 +34,7 @@ func probeOf(accept func(o, m, d string) bool, why string) kernel.OffloadProbe {
 func TestOffloadProbePerCapability(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		probe   kernel.OffloadProbe
+		probe   xfrm.OffloadProbe
 		verdict Verdict
 		summary string
 		fix     string
@@ -49,7 +49,7 @@ func TestOffloadProbePerCapability(t *testing.T) {
 		{"none", probeOf(func(o, m, d string) bool { return false }, "operation not supported"), Fail, "refused every crypto-offload SA", "active slave must offload ESP"},
 	} {
 		f := healthy()
-		f.Probes = map[string]kernel.OffloadProbe{"p0": tc.probe}
+		f.Probes = map[string]xfrm.OffloadProbe{"p0": tc.probe}
 		rs := results(t, f, DoctorOptions{}, "offload-probe")
 		if len(rs) != 1 || rs[0].Verdict != tc.verdict || !strings.Contains(rs[0].Summary, tc.summary) || !strings.Contains(rs[0].Fix, tc.fix) {
 			t.Errorf("%s: %+v\nwant %v %q fix %q", tc.name, rs, tc.verdict, tc.summary, tc.fix)

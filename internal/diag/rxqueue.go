@@ -420,7 +420,7 @@ func (rt *RxTopology) checkHousekeeping(cc *cpuContext, ifaces []*RxInterface, i
 		for _, c := range irq.eff.Sorted() {
 			on = append(on, byCPU[c]...)
 		}
-		if len(on) > 0 && irq.eff.SubsetOf(CPUSet(keysOf(byCPU))) {
+		if len(on) > 0 && !slices.ContainsFunc(irq.eff.Sorted(), func(c int) bool { _, serves := byCPU[c]; return !serves }) {
 			ok = false
 			rt.add(Warn, fmt.Sprintf("irq %d", n), "%s runs on cpu %s, which serves %s: move it to the housekeeping CPUs %s", irq.Name, irq.Effective, joinOwners(on), cc.housekeeping)
 		}
@@ -428,12 +428,4 @@ func (rt *RxTopology) checkHousekeeping(cc *cpuContext, ifaces []*RxInterface, i
 	if ok {
 		rt.add(OK, "", "no housekeeping overlap (housekeeping CPUs %s: the %s)", cc.housekeeping, cc.hkSource)
 	}
-}
-
-func keysOf(m map[int][]queueOwner) map[int]bool {
-	out := map[int]bool{}
-	for k := range m {
-		out[k] = true
-	}
-	return out
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // Seed 000's configuration (SAs offloaded to one port of the bond) warns
@@ -40,11 +41,11 @@ func TestDoctorSABudget(t *testing.T) {
 	f.SAFamilies = map[string]string{"enp1s0f0": "PF 0000:01:00.0", "enp1s0f0v0": "PF 0000:01:00.0", "eni0np1": "eni0np1"}
 	add := func(dev, n int, inbound bool) {
 		for i := 0; i < n; i++ {
-			o := &kernel.Offload{Ifindex: dev}
+			o := &xfrm.Offload{Ifindex: dev}
 			if inbound {
-				o.Flags = kernel.OffloadInbound
+				o.Flags = xfrm.OffloadInbound
 			}
-			f.States = append(f.States, kernel.State{Proto: 50, SPI: uint32(0x5000 + len(f.States)), Offload: o})
+			f.States = append(f.States, xfrm.State{Proto: 50, SPI: uint32(0x5000 + len(f.States)), Offload: o})
 		}
 	}
 	add(21, 800, true) // the VF's inbound SAs

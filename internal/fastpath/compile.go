@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"sort"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // MaxTuples is how many distinct selector shapes (prefix lengths, protocol,
@@ -18,8 +18,8 @@ const MaxTuples = 64
 
 // Snapshot is the kernel state the fast path mirrors.
 type Snapshot struct {
-	Policies        []kernel.Policy
-	States          []kernel.State
+	Policies        []xfrm.Policy
+	States          []xfrm.State
 	FwdDefaultBlock bool // `ip xfrm policy setdefault fwd block`
 	// RouteMTU is the MTU of the route under each SA (from the SA's source
 	// to its destination; see kernel.RouteMTUAt), from which Compile
@@ -59,7 +59,7 @@ type shape struct {
 	dportMask      uint16
 }
 
-func familyOf(sel kernel.Selector) int {
+func familyOf(sel xfrm.Selector) int {
 	if sel.Src.Addr().Is6() || sel.Dst.Addr().Is6() {
 		return 1
 	}
@@ -75,14 +75,14 @@ func Compile(s Snapshot) (*Tables, error) {
 
 	type placed struct {
 		key fastpathFpPkey
-		dir kernel.Dir
+		dir xfrm.Dir
 		val fastpathFpPolicy
 	}
 	var all []placed
 	bySA := bucketStates(s.States)
 	for i := range s.Policies {
 		p := &s.Policies[i]
-		if p.Dir > kernel.DirFwd {
+		if p.Dir > xfrm.DirFwd {
 			// Directions 3 and 4 are per-socket policies (charon's IKE
 			// bypass): they apply to their own socket's packets only,
 			// never to forwarded traffic.
@@ -167,7 +167,7 @@ const (
 // mask (so the policy matches like its masked value), while a kernel that
 // stores the value as given never matches it; either way the kernel
 // decides.
-func uncertain(p *kernel.Policy) bool {
+func uncertain(p *xfrm.Policy) bool {
 	return p.MarkMask != 0 || p.Mark != 0 || p.IfID != 0 || p.Sel.Ifindex != 0 || p.Sub || p.SecCtx || p.Unconfirmed
 }
 
@@ -176,14 +176,14 @@ func uncertain(p *kernel.Policy) bool {
 // (xfrm_policy_lookup): a SUB match wins outright. SUB policies are also
 // uncertain, so giving them the best priority sends every packet one of
 // them matches to the kernel, and no MAIN policy is ever named for it.
-func effectivePriority(p *kernel.Policy) uint32 {
+func effectivePriority(p *xfrm.Policy) uint32 {
 	if p.Sub {
 		return 0
 	}
 	return p.Priority
 }
 
-func policyKey(p *kernel.Policy, fam, tuple int) fastpathFpPkey {
+func policyKey(p *xfrm.Policy, fam, tuple int) fastpathFpPkey {
 	k := fastpathFpPkey{Family: uint8(fam), Tuple: uint8(tuple), Proto: p.Sel.Proto}
 	k.Sport = htons(p.Sel.SPort & p.Sel.SPortMask)
 	k.Dport = htons(p.Sel.DPort & p.Sel.DPortMask)
@@ -192,7 +192,7 @@ func policyKey(p *kernel.Policy, fam, tuple int) fastpathFpPkey {
 	return k
 }
 
-func policyValue(p *kernel.Policy, states []kernel.State, routeMTU map[Endpoints]int) fastpathFpPolicy {
+func policyValue(p *xfrm.Policy, states []xfrm.State, routeMTU map[Endpoints]int) fastpathFpPolicy {
 	v := fastpathFpPolicy{Priority: effectivePriority(p), Index: p.Index, Action: uint8(p.Action)}
 	if uncertain(p) {
 		v.Flags |= flagUncertain
@@ -202,10 +202,10 @@ func policyValue(p *kernel.Policy, states []kernel.State, routeMTU map[Endpoints
 			v.Flags |= flagTmplRequired
 		}
 	}
-	if p.Action == kernel.ActionAllow {
+	if p.Action == xfrm.ActionAllow {
 		v.OffloadIfindex = uint32(packetOffloadDevice(p, states))
 	}
-	if v.OffloadIfindex != 0 && p.Dir == kernel.DirOut {
+	if v.OffloadIfindex != 0 && p.Dir == xfrm.DirOut {
 		v.SaMtu = uint16(saMTU(p.Tmpls[0], states, routeMTU))
 	}
 	return v
@@ -216,7 +216,7 @@ func policyValue(p *kernel.Policy, states []kernel.State, routeMTU map[Endpoints
 // template qualifies: with several templates, transport mode (whose SA
 // depends on each packet's destination) or SAs on different devices, the
 // kernel's choice is not certain here, so the kernel keeps the packet.
-func packetOffloadDevice(p *kernel.Policy, states []kernel.State) int {
+func packetOffloadDevice(p *xfrm.Policy, states []xfrm.State) int {
 	if len(p.Tmpls) != 1 || !p.Offload.Packet() {
 		return 0
 	}
@@ -224,7 +224,7 @@ func packetOffloadDevice(p *kernel.Policy, states []kernel.State) int {
 	if tm.Mode != 1 || tm.Proto != 50 {
 		return 0
 	}
-	wantInbound := p.Dir != kernel.DirOut
+	wantInbound := p.Dir != xfrm.DirOut
 	if p.Offload.Inbound() != wantInbound {
 		return 0
 	}

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // BenchmarkCompile65536 is the publish's compile at 65,536 strongSwan
@@ -30,26 +30,26 @@ func BenchmarkCompile65536(b *testing.B) {
 
 func scaleSnapshot(n int) Snapshot {
 	local, peer := netip.MustParseAddr("123.0.0.1"), netip.MustParseAddr("123.2.0.1")
-	off := &kernel.Offload{Ifindex: 2, Flags: kernel.OffloadPacket}
-	offIn := &kernel.Offload{Ifindex: 2, Flags: kernel.OffloadPacket | kernel.OffloadInbound}
+	off := &xfrm.Offload{Ifindex: 2, Flags: xfrm.OffloadPacket}
+	offIn := &xfrm.Offload{Ifindex: 2, Flags: xfrm.OffloadPacket | xfrm.OffloadInbound}
 	var s Snapshot
 	for i := range n {
 		lan := netip.PrefixFrom(netip.AddrFrom4([4]byte{16, byte(i >> 8), byte(i), 0}), 24)
 		far := netip.PrefixFrom(netip.AddrFrom4([4]byte{48, byte(i >> 8), byte(i), 0}), 24)
 		idx, reqid := uint32(8*i+8), uint32(i+1)
-		out := kernel.Policy{Index: idx + 1, Dir: kernel.DirOut, Priority: 100, Sel: kernel.Selector{Src: lan, Dst: far},
-			Tmpls: []kernel.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid}}, Offload: off}
+		out := xfrm.Policy{Index: idx + 1, Dir: xfrm.DirOut, Priority: 100, Sel: xfrm.Selector{Src: lan, Dst: far},
+			Tmpls: []xfrm.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid}}, Offload: off}
 		fwdOut := out
-		fwdOut.Index, fwdOut.Dir, fwdOut.Offload = idx+2, kernel.DirFwd, nil
-		fwdOut.Tmpls = []kernel.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid, Optional: true}}
-		in := kernel.Policy{Index: idx + 3, Dir: kernel.DirIn, Priority: 100, Sel: kernel.Selector{Src: far, Dst: lan},
-			Tmpls: []kernel.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}}, Offload: offIn}
+		fwdOut.Index, fwdOut.Dir, fwdOut.Offload = idx+2, xfrm.DirFwd, nil
+		fwdOut.Tmpls = []xfrm.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid, Optional: true}}
+		in := xfrm.Policy{Index: idx + 3, Dir: xfrm.DirIn, Priority: 100, Sel: xfrm.Selector{Src: far, Dst: lan},
+			Tmpls: []xfrm.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}}, Offload: offIn}
 		fwdIn := in
-		fwdIn.Index, fwdIn.Dir, fwdIn.Offload = idx+4, kernel.DirFwd, nil
+		fwdIn.Index, fwdIn.Dir, fwdIn.Offload = idx+4, xfrm.DirFwd, nil
 		s.Policies = append(s.Policies, out, fwdOut, in, fwdIn)
 		s.States = append(s.States,
-			kernel.State{Src: local, Dst: peer, Proto: 50, SPI: 2*reqid + 0x1000, Reqid: reqid, Mode: 1, Offload: off},
-			kernel.State{Src: peer, Dst: local, Proto: 50, SPI: 2*reqid + 0x1001, Reqid: reqid, Mode: 1, Offload: offIn})
+			xfrm.State{Src: local, Dst: peer, Proto: 50, SPI: 2*reqid + 0x1000, Reqid: reqid, Mode: 1, Offload: off},
+			xfrm.State{Src: peer, Dst: local, Proto: 50, SPI: 2*reqid + 0x1001, Reqid: reqid, Mode: 1, Offload: offIn})
 	}
 	return s
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cilium/ebpf"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // gatewayPolicies is a small strongSwan-like gateway: tunnels from the LAN
@@ -16,32 +16,32 @@ import (
 // naive classifiers.
 type gateway struct {
 	snap                                      Snapshot
-	tunnel, wide, narrowSrc, block, soft, in6 kernel.Policy
-	in, fwdIn, tieA, tieB, markP, local, out6 kernel.Policy
+	tunnel, wide, narrowSrc, block, soft, in6 xfrm.Policy
+	in, fwdIn, tieA, tieB, markP, local, out6 xfrm.Policy
 }
 
 func newGateway(e *testEnv) *gateway {
 	g := &gateway{}
 	w := e.wan
-	g.tunnel = tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.1.0/24", 100, "123.2.0.1", 1, w)
-	g.wide = tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.0.0/16", 200, "123.2.0.2", 2, w)
+	g.tunnel = tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.1.0/24", 100, "123.2.0.1", 1, w)
+	g.wide = tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.0.0/16", 200, "123.2.0.2", 2, w)
 	// Longest dst, but only for 10.1/16 sources: others must fall back to wide.
-	g.narrowSrc = tunnelPolicy(kernel.DirOut, "10.1.0.0/16", "48.0.2.0/24", 50, "123.2.0.3", 3, w)
-	g.block = kernel.Policy{Index: 1001, Dir: kernel.DirOut, Priority: 10, Action: kernel.ActionBlock,
-		Sel: kernel.Selector{Src: pfx("10.0.0.0/8"), Dst: pfx("48.0.3.0/24"), Proto: 6, DPort: 443, DPortMask: 0xffff}}
-	g.soft = tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.4.0/24", 100, "123.2.0.4", 4, 0) // software SA
-	g.in = tunnelPolicy(kernel.DirIn, "48.0.1.0/24", "10.0.0.0/8", 100, "123.2.0.1", 1, w)
-	g.fwdIn = tunnelPolicy(kernel.DirFwd, "48.0.1.0/24", "10.0.0.0/8", 100, "123.2.0.1", 1, 0)
-	g.tieA = tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.5.0/24", 150, "123.2.0.5", 5, w)
-	g.tieB = tunnelPolicy(kernel.DirOut, "10.0.0.0/16", "48.0.5.0/24", 150, "123.2.0.6", 6, w)
-	g.markP = tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.6.0/24", 1, "123.2.0.7", 7, w)
+	g.narrowSrc = tunnelPolicy(xfrm.DirOut, "10.1.0.0/16", "48.0.2.0/24", 50, "123.2.0.3", 3, w)
+	g.block = xfrm.Policy{Index: 1001, Dir: xfrm.DirOut, Priority: 10, Action: xfrm.ActionBlock,
+		Sel: xfrm.Selector{Src: pfx("10.0.0.0/8"), Dst: pfx("48.0.3.0/24"), Proto: 6, DPort: 443, DPortMask: 0xffff}}
+	g.soft = tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.4.0/24", 100, "123.2.0.4", 4, 0) // software SA
+	g.in = tunnelPolicy(xfrm.DirIn, "48.0.1.0/24", "10.0.0.0/8", 100, "123.2.0.1", 1, w)
+	g.fwdIn = tunnelPolicy(xfrm.DirFwd, "48.0.1.0/24", "10.0.0.0/8", 100, "123.2.0.1", 1, 0)
+	g.tieA = tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.5.0/24", 150, "123.2.0.5", 5, w)
+	g.tieB = tunnelPolicy(xfrm.DirOut, "10.0.0.0/16", "48.0.5.0/24", 150, "123.2.0.6", 6, w)
+	g.markP = tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.6.0/24", 1, "123.2.0.7", 7, w)
 	g.markP.Mark, g.markP.MarkMask = 1, 0xff
-	g.local = tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "123.0.0.1/32", 1, "123.2.0.8", 8, w)
-	g.out6 = tunnelPolicy(kernel.DirOut, "fd00::/16", "2001:db8:48:1::/64", 100, "2001:db8:f::99", 9, w)
-	g.in6 = tunnelPolicy(kernel.DirIn, "2001:db8:48:1::/64", "fd00::/16", 100, "2001:db8:f::99", 9, w)
-	for _, p := range []kernel.Policy{g.tunnel, g.wide, g.narrowSrc, g.block, g.soft, g.in, g.fwdIn, g.tieA, g.tieB, g.markP, g.local, g.out6, g.in6} {
+	g.local = tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "123.0.0.1/32", 1, "123.2.0.8", 8, w)
+	g.out6 = tunnelPolicy(xfrm.DirOut, "fd00::/16", "2001:db8:48:1::/64", 100, "2001:db8:f::99", 9, w)
+	g.in6 = tunnelPolicy(xfrm.DirIn, "2001:db8:48:1::/64", "fd00::/16", 100, "2001:db8:f::99", 9, w)
+	for _, p := range []xfrm.Policy{g.tunnel, g.wide, g.narrowSrc, g.block, g.soft, g.in, g.fwdIn, g.tieA, g.tieB, g.markP, g.local, g.out6, g.in6} {
 		g.snap.Policies = append(g.snap.Policies, p)
-		if len(p.Tmpls) > 0 && p.Dir != kernel.DirFwd { // IN and FWD share the inbound SA
+		if len(p.Tmpls) > 0 && p.Dir != xfrm.DirFwd { // IN and FWD share the inbound SA
 			dev := 0
 			if p.Offload != nil {
 				dev = p.Offload.Ifindex
@@ -54,7 +54,7 @@ func newGateway(e *testEnv) *gateway {
 }
 
 // routeMTUs puts a route of MTU mtu under every SA.
-func routeMTUs(states []kernel.State, mtu int) map[Endpoints]int {
+func routeMTUs(states []xfrm.State, mtu int) map[Endpoints]int {
 	m := map[Endpoints]int{}
 	for _, st := range states {
 		m[Endpoints{Src: st.Src, Dst: st.Dst}] = mtu
@@ -227,11 +227,11 @@ func TestCountersPerInterfaceAndPolicy(t *testing.T) {
 // TestDatapathRouteBranches covers the verdicts that depend on the FIB.
 func TestDatapathRouteBranches(t *testing.T) {
 	e := newTestEnv(t)
-	wrongDev := tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.8.0/24", 100, "123.2.0.9", 11, e.lan)
-	onLink := tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "123.0.0.77/32", 100, "123.2.0.10", 12, e.wan)
-	wide := tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.0.0/16", 200, "123.2.0.2", 2, e.wan)
-	gre := tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.9.0/24", 100, "123.2.0.11", 13, e.wan)
-	snap := Snapshot{Policies: []kernel.Policy{wrongDev, onLink, wide, gre}}
+	wrongDev := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.8.0/24", 100, "123.2.0.9", 11, e.lan)
+	onLink := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "123.0.0.77/32", 100, "123.2.0.10", 12, e.wan)
+	wide := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.0.0/16", 200, "123.2.0.2", 2, e.wan)
+	gre := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.9.0/24", 100, "123.2.0.11", 13, e.wan)
+	snap := Snapshot{Policies: []xfrm.Policy{wrongDev, onLink, wide, gre}}
 	for _, p := range snap.Policies {
 		snap.States = append(snap.States, saFor(p, p.Offload.Ifindex))
 	}

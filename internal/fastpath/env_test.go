@@ -12,7 +12,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 	"sluice/internal/testutil"
 )
 
@@ -189,41 +189,41 @@ var nextIndex uint32 = 8
 
 // outPolicy is an OUT allow policy with one tunnel-mode ESP template to the
 // given peer; offloadDev != 0 makes it (and the matching SA) packet-offloaded.
-func tunnelPolicy(dir kernel.Dir, src, dst string, prio uint32, peer string, reqid uint32, offloadDev int) kernel.Policy {
+func tunnelPolicy(dir xfrm.Dir, src, dst string, prio uint32, peer string, reqid uint32, offloadDev int) xfrm.Policy {
 	nextIndex += 8
-	p := kernel.Policy{
-		Index: nextIndex | uint32(dir), Dir: dir, Priority: prio, Action: kernel.ActionAllow,
-		Sel:   kernel.Selector{Src: pfx(src), Dst: pfx(dst)},
-		Tmpls: []kernel.Tmpl{{Proto: 50, Mode: 1, Reqid: reqid}},
+	p := xfrm.Policy{
+		Index: nextIndex | uint32(dir), Dir: dir, Priority: prio, Action: xfrm.ActionAllow,
+		Sel:   xfrm.Selector{Src: pfx(src), Dst: pfx(dst)},
+		Tmpls: []xfrm.Tmpl{{Proto: 50, Mode: 1, Reqid: reqid}},
 	}
 	local := addr("123.0.0.1")
 	if addr(peer).Is6() {
 		local = addr("2001:db8:f::1")
 	}
-	if dir == kernel.DirOut {
+	if dir == xfrm.DirOut {
 		p.Tmpls[0].Src, p.Tmpls[0].Dst = local, addr(peer)
 	} else {
 		p.Tmpls[0].Src, p.Tmpls[0].Dst = addr(peer), local
 	}
 	if offloadDev != 0 {
-		p.Offload = &kernel.Offload{Ifindex: offloadDev, Flags: kernel.OffloadPacket}
-		if dir != kernel.DirOut {
-			p.Offload.Flags |= kernel.OffloadInbound
+		p.Offload = &xfrm.Offload{Ifindex: offloadDev, Flags: xfrm.OffloadPacket}
+		if dir != xfrm.DirOut {
+			p.Offload.Flags |= xfrm.OffloadInbound
 		}
 	}
 	return p
 }
 
 // gcm128 is strongSwan's esp=aes128gcm16.
-var gcm128 = kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
+var gcm128 = xfrm.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
 
-func saFor(p kernel.Policy, offloadDev int) kernel.State {
+func saFor(p xfrm.Policy, offloadDev int) xfrm.State {
 	tm := p.Tmpls[0]
-	st := kernel.State{Src: tm.Src, Dst: tm.Dst, Proto: 50, SPI: 0x1000 + p.Index, Reqid: tm.Reqid, Mode: 1, Alg: gcm128}
+	st := xfrm.State{Src: tm.Src, Dst: tm.Dst, Proto: 50, SPI: 0x1000 + p.Index, Reqid: tm.Reqid, Mode: 1, Alg: gcm128}
 	if offloadDev != 0 {
-		st.Offload = &kernel.Offload{Ifindex: offloadDev, Flags: kernel.OffloadPacket}
-		if p.Dir != kernel.DirOut {
-			st.Offload.Flags |= kernel.OffloadInbound
+		st.Offload = &xfrm.Offload{Ifindex: offloadDev, Flags: xfrm.OffloadPacket}
+		if p.Dir != xfrm.DirOut {
+			st.Offload.Flags |= xfrm.OffloadInbound
 		}
 	}
 	return st

@@ -13,7 +13,7 @@ import (
 	"github.com/cilium/ebpf"
 	"golang.org/x/sys/unix"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // liveRun runs the live program (not the explain twin) once and returns
@@ -94,10 +94,10 @@ func TestFlowCache(t *testing.T) {
 	})
 	t.Run("a policy change is never answered from the cache", func(t *testing.T) {
 		blocked := g.snap
-		blocked.Policies = append([]kernel.Policy{}, g.snap.Policies...)
+		blocked.Policies = append([]xfrm.Policy{}, g.snap.Policies...)
 		for i := range blocked.Policies {
 			if blocked.Policies[i].Index == g.tunnel.Index {
-				blocked.Policies[i].Action = kernel.ActionBlock
+				blocked.Policies[i].Action = xfrm.ActionBlock
 			}
 		}
 		e.apply(blocked)

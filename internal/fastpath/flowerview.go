@@ -3,7 +3,7 @@
 package fastpath
 
 import (
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // PolicyView is one mirrored policy as the XDP program's compiled tables
@@ -13,7 +13,7 @@ import (
 // (what counts as uncertain, which device packet-offloads an SA) reaches
 // both.
 type PolicyView struct {
-	Policy kernel.Policy
+	Policy xfrm.Policy
 	// Certain is false when the kernel's match depends on state the
 	// program cannot see (marks, if_id, selector ifindex, sub policies,
 	// security contexts): the program hands such packets to the kernel.
@@ -38,7 +38,7 @@ func PolicyViews(s Snapshot) []PolicyView {
 	out := make([]PolicyView, 0, len(s.Policies))
 	for i := range s.Policies {
 		p := &s.Policies[i]
-		if p.Dir > kernel.DirFwd {
+		if p.Dir > xfrm.DirFwd {
 			continue
 		}
 		v := policyValue(p, bySA.candidates(p), s.RouteMTU)
@@ -59,9 +59,9 @@ func PolicyViews(s Snapshot) []PolicyView {
 // its reqid, when the template names one): handing it that bucket instead
 // of every SA gives the same answer in linear time (65,536 tunnels: every
 // SA per policy is 4.3e9 comparisons).
-type saBuckets map[saBucket][]kernel.State
+type saBuckets map[saBucket][]xfrm.State
 
-func bucketStates(states []kernel.State) saBuckets {
+func bucketStates(states []xfrm.State) saBuckets {
 	b := saBuckets{}
 	for _, st := range states {
 		for _, k := range bucketsOf(&st) {
@@ -73,7 +73,7 @@ func bucketStates(states []kernel.State) saBuckets {
 
 // candidates returns the SAs p's first template can resolve to (with
 // others: policyValue gives up on several templates anyway).
-func (b saBuckets) candidates(p *kernel.Policy) []kernel.State {
+func (b saBuckets) candidates(p *xfrm.Policy) []xfrm.State {
 	if len(p.Tmpls) == 0 {
 		return nil
 	}

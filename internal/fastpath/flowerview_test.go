@@ -7,7 +7,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // PolicyViews buckets the SAs by destination and reqid; the answer must be
@@ -18,17 +18,17 @@ func TestPolicyViewsEqualTheCompilersValues(t *testing.T) {
 	for round := 0; round < 200; round++ {
 		var s Snapshot
 		for i := 0; i < 6; i++ {
-			off := &kernel.Offload{Ifindex: 1 + rng.Intn(2), Flags: kernel.OffloadPacket}
+			off := &xfrm.Offload{Ifindex: 1 + rng.Intn(2), Flags: xfrm.OffloadPacket}
 			if rng.Intn(4) == 0 {
 				off = nil
 			}
-			s.States = append(s.States, kernel.State{Src: addr(), Dst: addr(), Proto: 50, Mode: 1, SPI: uint32(i), Reqid: uint32(rng.Intn(3)), Offload: off})
+			s.States = append(s.States, xfrm.State{Src: addr(), Dst: addr(), Proto: 50, Mode: 1, SPI: uint32(i), Reqid: uint32(rng.Intn(3)), Offload: off})
 		}
 		for i := 0; i < 6; i++ {
-			p := kernel.Policy{Index: uint32(i), Dir: kernel.DirOut,
-				Sel:     kernel.Selector{Src: netip.MustParsePrefix("10.0.0.0/8"), Dst: netip.MustParsePrefix("48.0.0.0/8")},
-				Tmpls:   []kernel.Tmpl{{Src: addr(), Dst: addr(), Proto: 50, Mode: 1, Reqid: uint32(rng.Intn(3))}},
-				Offload: &kernel.Offload{Ifindex: 1 + rng.Intn(2), Flags: kernel.OffloadPacket}}
+			p := xfrm.Policy{Index: uint32(i), Dir: xfrm.DirOut,
+				Sel:     xfrm.Selector{Src: netip.MustParsePrefix("10.0.0.0/8"), Dst: netip.MustParsePrefix("48.0.0.0/8")},
+				Tmpls:   []xfrm.Tmpl{{Src: addr(), Dst: addr(), Proto: 50, Mode: 1, Reqid: uint32(rng.Intn(3))}},
+				Offload: &xfrm.Offload{Ifindex: 1 + rng.Intn(2), Flags: xfrm.OffloadPacket}}
 			s.Policies = append(s.Policies, p)
 		}
 		for i, v := range PolicyViews(s) {

@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // The kernel against the model and the program. Random policy sets (SUB
@@ -64,25 +65,25 @@ func kernelStamps(s Snapshot, frame []byte, own []netip.Addr, ingressMAC []byte)
 		}
 		return stamps, true, true // ip_route_input_slow / fib_validate_source
 	}
-	look := func(dir kernel.Dir, q modelPkt, sub bool) (*kernel.Policy, bool) {
+	look := func(dir xfrm.Dir, q modelPkt, sub bool) (*xfrm.Policy, bool) {
 		b := modelLookupType(s.Policies, dir, q, marksKernel, sub)
 		return b.pol, !b.uncertain
 	}
-	lookup := func(dir kernel.Dir, q modelPkt) (*kernel.Policy, bool) {
+	lookup := func(dir xfrm.Dir, q modelPkt) (*xfrm.Policy, bool) {
 		if pol, sure := look(dir, q, true); pol != nil {
 			return pol, sure
 		}
 		return look(dir, q, false)
 	}
 	// FWD check (__xfrm_policy_check), then its ICMP error fallback.
-	fwd, sure := lookup(kernel.DirFwd, p)
+	fwd, sure := lookup(xfrm.DirFwd, p)
 	if fwd == nil && p.icmpErr {
 		if q, qok := p.quoted(); qok {
 			q.src, q.dst = q.dst, q.src
 			if q.proto != 1 && q.proto != 58 {
 				q.sport, q.dport = q.dport, q.sport
 			}
-			fwd, sure = lookup(kernel.DirFwd, q)
+			fwd, sure = lookup(xfrm.DirFwd, q)
 		}
 	}
 	if !sure {
@@ -90,9 +91,9 @@ func kernelStamps(s Snapshot, frame []byte, own []netip.Addr, ingressMAC []byte)
 	}
 	pass := true
 	if fwd != nil {
-		pols := []*kernel.Policy{fwd}
+		pols := []*xfrm.Policy{fwd}
 		if fwd.Sub { // the kernel adds the MAIN policy, looked up as IN
-			m, msure := look(kernel.DirIn, p, false)
+			m, msure := look(xfrm.DirIn, p, false)
 			if !msure {
 				return nil, false, false
 			}
@@ -102,7 +103,7 @@ func kernelStamps(s Snapshot, frame []byte, own []netip.Addr, ingressMAC []byte)
 		}
 		for _, q := range pols {
 			stamps[q.Index] = true
-			if q.Action == kernel.ActionBlock || requiresSA(q) {
+			if q.Action == xfrm.ActionBlock || requiresSA(q) {
 				pass = false // no secpath: a required template fails
 			}
 		}
@@ -111,14 +112,14 @@ func kernelStamps(s Snapshot, frame []byte, own []netip.Addr, ingressMAC []byte)
 		return stamps, true, false
 	}
 	// OUT lookup (__xfrm_route_forward -> xfrm_lookup).
-	out, sure := lookup(kernel.DirOut, p)
+	out, sure := lookup(xfrm.DirOut, p)
 	if !sure {
 		return nil, false, false
 	}
 	if out != nil {
 		stamps[out.Index] = true
-		if out.Sub && out.Action == kernel.ActionAllow { // xfrm_expand_policies
-			m, msure := look(kernel.DirOut, p, false)
+		if out.Sub && out.Action == xfrm.ActionAllow { // xfrm_expand_policies
+			m, msure := look(xfrm.DirOut, p, false)
 			if !msure {
 				return nil, false, false
 			}
@@ -141,7 +142,7 @@ func containsAddr(as []netip.Addr, a netip.Addr) bool {
 
 // ipXfrmAdd is the `ip xfrm policy add` line for p; OUT allow policies go
 // without their template (see above).
-func ipXfrmAdd(p kernel.Policy) string {
+func ipXfrmAdd(p xfrm.Policy) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "xfrm policy add src %s dst %s", p.Sel.Src, p.Sel.Dst)
 	switch p.Sel.Proto {
@@ -164,9 +165,9 @@ func ipXfrmAdd(p kernel.Policy) string {
 	if p.Mark != 0 || p.MarkMask != 0 {
 		fmt.Fprintf(&b, " mark %d mask %d", p.Mark, p.MarkMask)
 	}
-	if p.Action == kernel.ActionBlock {
+	if p.Action == xfrm.ActionBlock {
 		b.WriteString(" action block")
-	} else if p.Dir != kernel.DirOut {
+	} else if p.Dir != xfrm.DirOut {
 		for _, t := range p.Tmpls {
 			fmt.Fprintf(&b, " tmpl src %s dst %s proto esp mode tunnel level %s", t.Src, t.Dst, map[bool]string{false: "required", true: "use"}[t.Optional])
 		}
@@ -177,7 +178,7 @@ func ipXfrmAdd(p kernel.Policy) string {
 // kernelPolicySet installs a policy set in the namespace, replacing what was
 // there, and returns the indexes the kernel took (it refuses a second
 // policy with the same selector, direction, type and mark).
-func (e *testEnv) kernelPolicySet(pols []kernel.Policy) map[uint32]bool {
+func (e *testEnv) kernelPolicySet(pols []xfrm.Policy) map[uint32]bool {
 	e.t.Helper()
 	script := "xfrm policy flush\nxfrm policy flush ptype sub\n"
 	for _, p := range pols {
@@ -250,13 +251,13 @@ func ifindexOf(name string) (int, error) {
 // ip(8) writes, and no /0 selector sides. The latter keeps the kernel's own
 // ICMP errors (time exceeded, redirects: sent from the gateway's addresses
 // to the senders) from matching OUT policies and showing up as used.
-func forKernelTest(p kernel.Policy) kernel.Policy {
+func forKernelTest(p xfrm.Policy) xfrm.Policy {
 	v6 := p.Sel.Src.Addr().Is6()
 	lan, rem := pfx("10.0.0.0/8"), pfx("48.0.0.0/8")
 	if v6 {
 		lan, rem = pfx("fd00::/16"), pfx("2001:db8:48::/48")
 	}
-	if p.Dir != kernel.DirOut {
+	if p.Dir != xfrm.DirOut {
 		lan, rem = rem, lan
 	}
 	if p.Sel.Src.Bits() == 0 {
@@ -290,7 +291,7 @@ func TestKernelAgreesWithModelAndProgram(t *testing.T) {
 			s.Policies[i] = forKernelTest(s.Policies[i])
 		}
 		taken := e.kernelPolicySet(s.Policies)
-		var kept []kernel.Policy
+		var kept []xfrm.Policy
 		for _, p := range s.Policies {
 			if taken[p.Index] {
 				kept = append(kept, p)

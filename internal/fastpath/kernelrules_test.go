@@ -11,7 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // The cases of issue 12, each one a packet the kernel drops or decides
@@ -22,34 +22,34 @@ func TestKernelRulesOfIssue12(t *testing.T) {
 	e := newTestEnv(t)
 	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB})
 	w := e.wan
-	out := tunnelPolicy(kernel.DirOut, "10.1.0.0/16", "48.2.0.0/16", 1, "123.2.0.1", 1, w)
-	subBlock := kernel.Policy{Index: 0x101, Dir: kernel.DirOut, Priority: 100, Action: kernel.ActionBlock, Sub: true,
-		Sel: kernel.Selector{Src: pfx("10.1.1.0/24"), Dst: pfx("48.2.0.0/16")}}
-	fwdOther := tunnelPolicy(kernel.DirFwd, "10.5.0.0/16", "10.6.0.0/16", 1, "123.2.0.2", 2, 0)
-	out6 := tunnelPolicy(kernel.DirOut, "fd00:1::/32", "2001:db8:48::/48", 1, "2001:db8:f::99", 3, w)
-	subBlock6 := kernel.Policy{Index: 0x109, Dir: kernel.DirFwd, Priority: 100, Action: kernel.ActionBlock, Sub: true,
-		Sel: kernel.Selector{Src: pfx("fd00:1:1::/48"), Dst: pfx("2001:db8:48::/48")}}
+	out := tunnelPolicy(xfrm.DirOut, "10.1.0.0/16", "48.2.0.0/16", 1, "123.2.0.1", 1, w)
+	subBlock := xfrm.Policy{Index: 0x101, Dir: xfrm.DirOut, Priority: 100, Action: xfrm.ActionBlock, Sub: true,
+		Sel: xfrm.Selector{Src: pfx("10.1.1.0/24"), Dst: pfx("48.2.0.0/16")}}
+	fwdOther := tunnelPolicy(xfrm.DirFwd, "10.5.0.0/16", "10.6.0.0/16", 1, "123.2.0.2", 2, 0)
+	out6 := tunnelPolicy(xfrm.DirOut, "fd00:1::/32", "2001:db8:48::/48", 1, "2001:db8:f::99", 3, w)
+	subBlock6 := xfrm.Policy{Index: 0x109, Dir: xfrm.DirFwd, Priority: 100, Action: xfrm.ActionBlock, Sub: true,
+		Sel: xfrm.Selector{Src: pfx("fd00:1:1::/48"), Dst: pfx("2001:db8:48::/48")}}
 	// OUT udp 1234 -> 80 allow (offloaded) prio 5 over OUT any block prio 10.
-	portAllow := tunnelPolicy(kernel.DirOut, "10.3.0.0/16", "48.3.0.0/16", 5, "123.2.0.3", 4, w)
+	portAllow := tunnelPolicy(xfrm.DirOut, "10.3.0.0/16", "48.3.0.0/16", 5, "123.2.0.3", 4, w)
 	portAllow.Sel.Proto, portAllow.Sel.SPort, portAllow.Sel.SPortMask, portAllow.Sel.DPort, portAllow.Sel.DPortMask = 17, 1234, 0xffff, 80, 0xffff
-	anyBlock := kernel.Policy{Index: 0x111, Dir: kernel.DirOut, Priority: 10, Action: kernel.ActionBlock,
-		Sel: kernel.Selector{Src: pfx("10.3.0.0/16"), Dst: pfx("48.3.0.0/16")}}
-	portAllow6 := tunnelPolicy(kernel.DirOut, "fd00:3::/32", "2001:db8:48:3::/64", 5, "2001:db8:f::99", 5, w)
+	anyBlock := xfrm.Policy{Index: 0x111, Dir: xfrm.DirOut, Priority: 10, Action: xfrm.ActionBlock,
+		Sel: xfrm.Selector{Src: pfx("10.3.0.0/16"), Dst: pfx("48.3.0.0/16")}}
+	portAllow6 := tunnelPolicy(xfrm.DirOut, "fd00:3::/32", "2001:db8:48:3::/64", 5, "2001:db8:f::99", 5, w)
 	portAllow6.Sel.Proto, portAllow6.Sel.SPort, portAllow6.Sel.SPortMask, portAllow6.Sel.DPort, portAllow6.Sel.DPortMask = 17, 1234, 0xffff, 80, 0xffff
-	anyBlock6 := kernel.Policy{Index: 0x119, Dir: kernel.DirOut, Priority: 10, Action: kernel.ActionBlock,
-		Sel: kernel.Selector{Src: pfx("fd00:3::/32"), Dst: pfx("2001:db8:48:3::/64")}}
+	anyBlock6 := xfrm.Policy{Index: 0x119, Dir: xfrm.DirOut, Priority: 10, Action: xfrm.ActionBlock,
+		Sel: xfrm.Selector{Src: pfx("fd00:3::/32"), Dst: pfx("2001:db8:48:3::/64")}}
 	// ICMP echo (type 8 as source port) allowed, everything else blocked.
-	echoAllow := tunnelPolicy(kernel.DirOut, "10.4.0.0/16", "48.4.0.0/16", 5, "123.2.0.4", 6, w)
+	echoAllow := tunnelPolicy(xfrm.DirOut, "10.4.0.0/16", "48.4.0.0/16", 5, "123.2.0.4", 6, w)
 	echoAllow.Sel.Proto, echoAllow.Sel.SPort, echoAllow.Sel.SPortMask = 1, 8, 0xffff
-	echoBlock := kernel.Policy{Index: 0x121, Dir: kernel.DirOut, Priority: 10, Action: kernel.ActionBlock,
-		Sel: kernel.Selector{Src: pfx("10.4.0.0/16"), Dst: pfx("48.4.0.0/16")}}
-	zeroAllow := tunnelPolicy(kernel.DirOut, "10.4.0.0/16", "48.4.0.0/16", 7, "123.2.0.4", 7, w)
+	echoBlock := xfrm.Policy{Index: 0x121, Dir: xfrm.DirOut, Priority: 10, Action: xfrm.ActionBlock,
+		Sel: xfrm.Selector{Src: pfx("10.4.0.0/16"), Dst: pfx("48.4.0.0/16")}}
+	zeroAllow := tunnelPolicy(xfrm.DirOut, "10.4.0.0/16", "48.4.0.0/16", 7, "123.2.0.4", 7, w)
 	zeroAllow.Sel.SPort, zeroAllow.Sel.SPortMask = 0, 0xffff // ports 0 (any protocol)
-	ownOut := tunnelPolicy(kernel.DirOut, "10.0.0.0/24", "48.9.0.0/16", 1, "123.2.0.9", 8, w)
+	ownOut := tunnelPolicy(xfrm.DirOut, "10.0.0.0/24", "48.9.0.0/16", 1, "123.2.0.9", 8, w)
 	var s Snapshot
-	for _, p := range []kernel.Policy{ownOut, out, subBlock, fwdOther, out6, subBlock6, portAllow, anyBlock, portAllow6, anyBlock6, echoAllow, echoBlock, zeroAllow} {
+	for _, p := range []xfrm.Policy{ownOut, out, subBlock, fwdOther, out6, subBlock6, portAllow, anyBlock, portAllow6, anyBlock6, echoAllow, echoBlock, zeroAllow} {
 		s.Policies = append(s.Policies, p)
-		if len(p.Tmpls) > 0 && p.Dir == kernel.DirOut {
+		if len(p.Tmpls) > 0 && p.Dir == xfrm.DirOut {
 			s.States = append(s.States, saFor(p, w))
 		}
 	}
@@ -238,8 +238,8 @@ func TestExplainConcurrentRuns(t *testing.T) {
 func TestReversePathFilter(t *testing.T) {
 	e := newTestEnv(t)
 	w := e.wan
-	p := tunnelPolicy(kernel.DirOut, "0.0.0.0/0", "48.9.0.0/16", 1, "123.2.0.9", 1, w)
-	e.apply(Snapshot{Policies: []kernel.Policy{p}, States: []kernel.State{saFor(p, w)}})
+	p := tunnelPolicy(xfrm.DirOut, "0.0.0.0/0", "48.9.0.0/16", 1, "123.2.0.9", 1, w)
+	e.apply(Snapshot{Policies: []xfrm.Policy{p}, States: []xfrm.State{saFor(p, w)}})
 	routed := udp("10.1.0.5", "48.9.0.1", 64)   // 10/8 routes back via lan0
 	unrouted := udp("11.1.0.5", "48.9.0.1", 64) // no route back at all
 	for _, c := range []struct {

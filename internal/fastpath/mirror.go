@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // Source is where the mirror reads XFRM state from.
@@ -22,11 +23,11 @@ type Source interface {
 	// changes (static lab policies). Each call is a fresh subscription,
 	// started before the Dump it goes with so that no change falls
 	// between the two.
-	Watch(ctx context.Context) (*kernel.XFRMWatch, error)
+	Watch(ctx context.Context) (*xfrm.XFRMWatch, error)
 }
 
 // KernelSource reads the kernel's XFRM database (of one namespace).
-type KernelSource struct{ X *kernel.XFRM }
+type KernelSource struct{ X *xfrm.XFRM }
 
 // Dump implements Source.
 func (k KernelSource) Dump() (Snapshot, error) {
@@ -42,14 +43,14 @@ func (k KernelSource) Dump() (Snapshot, error) {
 	// any other failure leaves the FWD default unknown, and the fast path
 	// must not guess it.
 	d, err := k.X.PolicyDefaults()
-	if err != nil && !errors.Is(err, kernel.ErrNoPolicyDefaults) {
+	if err != nil && !errors.Is(err, xfrm.ErrNoPolicyDefaults) {
 		return Snapshot{}, err
 	}
-	return Snapshot{Policies: pols, States: states, FwdDefaultBlock: d.Fwd == kernel.ActionBlock}, nil
+	return Snapshot{Policies: pols, States: states, FwdDefaultBlock: d.Fwd == xfrm.ActionBlock}, nil
 }
 
 // Watch implements Source.
-func (k KernelSource) Watch(ctx context.Context) (*kernel.XFRMWatch, error) {
+func (k KernelSource) Watch(ctx context.Context) (*xfrm.XFRMWatch, error) {
 	return k.X.Watch(ctx)
 }
 
@@ -66,7 +67,7 @@ type StaticSource struct{ Snap Snapshot }
 func (s StaticSource) Dump() (Snapshot, error) { return s.Snap, nil }
 
 // Watch implements Source.
-func (StaticSource) Watch(context.Context) (*kernel.XFRMWatch, error) { return nil, nil }
+func (StaticSource) Watch(context.Context) (*xfrm.XFRMWatch, error) { return nil, nil }
 
 // Mirror states, as MirrorStatus.State reports them.
 const (
@@ -126,10 +127,10 @@ type Mirror struct {
 
 	mu      sync.Mutex // guards status and byIndex
 	status  MirrorStatus
-	byIndex map[uint32]kernel.Policy // what the tables were last built from
+	byIndex map[uint32]xfrm.Policy // what the tables were last built from
 
 	copy   mirrorCopy
-	watch  *kernel.XFRMWatch
+	watch  *xfrm.XFRMWatch
 	unsub  context.CancelFunc
 	state  string
 	seq    uint32        // last marker sent
@@ -137,7 +138,7 @@ type Mirror struct {
 	// routeMTU is what the tables were last compiled with; mtuNext is
 	// where the next re-check resumes.
 	routeMTU   map[Endpoints]int
-	routeState map[Endpoints]*kernel.State // an SA of each route, for the re-check
+	routeState map[Endpoints]*xfrm.State // an SA of each route, for the re-check
 	mtuNext    int
 }
 
@@ -149,7 +150,7 @@ func (m *Mirror) Status() MirrorStatus {
 }
 
 // Policy returns the mirrored policy with the kernel index idx.
-func (m *Mirror) Policy(idx uint32) (kernel.Policy, bool) {
+func (m *Mirror) Policy(idx uint32) (xfrm.Policy, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	p, ok := m.byIndex[idx]
@@ -223,7 +224,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 	mtuTick := time.NewTicker(routeMTUCheck)
 	defer mtuTick.Stop()
 	for {
-		var events <-chan kernel.XFRMEvent
+		var events <-chan xfrm.XFRMEvent
 		if m.watch != nil {
 			events = m.watch.Events
 		}
@@ -246,17 +247,17 @@ func (m *Mirror) Run(ctx context.Context) error {
 				continue
 			}
 			switch ev.Kind {
-			case kernel.MonitorFailed:
+			case xfrm.MonitorFailed:
 				m.close(StateClosed, ev.Err)
 				return errors.Join(errors.New("XFRM monitor failed; the fast path is closed"), ev.Err)
-			case kernel.Resync:
+			case xfrm.Resync:
 				// Events were lost: the maps may be wrong. Close now,
 				// reopen once a fresh copy is proven.
 				m.close(StateCatchingUp, nil)
 				m.setStatus(func(s *MirrorStatus) { s.Resyncs++ })
 				m.Log.Warn("XFRM events lost; the fast path is closed while resynchronising", "err", ev.Err)
 				resync()
-			case kernel.Marker:
+			case xfrm.Marker:
 				if ev.Seq != m.seq {
 					continue // from a round that was abandoned
 				}

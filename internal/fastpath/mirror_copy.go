@@ -8,7 +8,7 @@ import (
 	"reflect"
 	"time"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 type stateKey struct {
@@ -17,23 +17,23 @@ type stateKey struct {
 	proto uint8
 }
 
-func keyOf(s *kernel.State) stateKey { return stateKey{dst: s.Dst, spi: s.SPI, proto: s.Proto} }
+func keyOf(s *xfrm.State) stateKey { return stateKey{dst: s.Dst, spi: s.SPI, proto: s.Proto} }
 
 // mirrorCopy is the mirror's in-memory copy of the kernel's XFRM state.
 type mirrorCopy struct {
-	policies map[uint32]kernel.Policy
-	states   map[stateKey]kernel.State
+	policies map[uint32]xfrm.Policy
+	states   map[stateKey]xfrm.State
 	fwdBlock bool
 	// byBucket indexes states by destination and reqid (StatesFor).
 	byBucket map[saBucket]map[stateKey]struct{}
 }
 
 func (c *mirrorCopy) load(snap Snapshot) {
-	c.policies = make(map[uint32]kernel.Policy, len(snap.Policies))
+	c.policies = make(map[uint32]xfrm.Policy, len(snap.Policies))
 	for _, p := range snap.Policies {
 		c.policies[p.Index] = p
 	}
-	c.states = make(map[stateKey]kernel.State, len(snap.States))
+	c.states = make(map[stateKey]xfrm.State, len(snap.States))
 	c.byBucket = map[saBucket]map[stateKey]struct{}{}
 	for _, s := range snap.States {
 		c.putState(s)
@@ -43,45 +43,45 @@ func (c *mirrorCopy) load(snap Snapshot) {
 
 func (c *mirrorCopy) snapshot() Snapshot {
 	snap := Snapshot{FwdDefaultBlock: c.fwdBlock}
-	snap.Policies = make([]kernel.Policy, 0, len(c.policies))
+	snap.Policies = make([]xfrm.Policy, 0, len(c.policies))
 	for _, p := range c.policies {
 		snap.Policies = append(snap.Policies, p)
 	}
-	snap.States = make([]kernel.State, 0, len(c.states))
+	snap.States = make([]xfrm.State, 0, len(c.states))
 	for _, s := range c.states {
 		snap.States = append(snap.States, s)
 	}
 	return snap
 }
 
-func (c *mirrorCopy) apply(ev kernel.XFRMEvent) {
+func (c *mirrorCopy) apply(ev xfrm.XFRMEvent) {
 	switch ev.Kind {
-	case kernel.PolicyNew, kernel.PolicyUpd:
+	case xfrm.PolicyNew, xfrm.PolicyUpd:
 		c.policies[ev.Policy.Index] = *ev.Policy
-	case kernel.PolicyDel:
+	case xfrm.PolicyDel:
 		delete(c.policies, ev.Policy.Index)
-	case kernel.PolicyExpire:
+	case xfrm.PolicyExpire:
 		if ev.Hard {
 			delete(c.policies, ev.Policy.Index)
 		}
-	case kernel.PolicyFlush:
+	case xfrm.PolicyFlush:
 		sub := ev.Policy != nil && ev.Policy.Sub
 		for i, p := range c.policies {
 			if p.Sub == sub {
 				delete(c.policies, i)
 			}
 		}
-	case kernel.PolicyDefault:
-		c.fwdBlock = ev.Default.Fwd == kernel.ActionBlock
-	case kernel.StateNew, kernel.StateUpd:
+	case xfrm.PolicyDefault:
+		c.fwdBlock = ev.Default.Fwd == xfrm.ActionBlock
+	case xfrm.StateNew, xfrm.StateUpd:
 		c.putState(*ev.State)
-	case kernel.StateDel:
+	case xfrm.StateDel:
 		c.dropState(keyOf(ev.State))
-	case kernel.StateExpire:
+	case xfrm.StateExpire:
 		if ev.Hard {
 			c.dropState(keyOf(ev.State))
 		}
-	case kernel.StateFlush:
+	case xfrm.StateFlush:
 		for k := range c.states {
 			if ev.State == nil || ev.State.Proto == 0 || k.proto == ev.State.Proto {
 				c.dropState(k)
@@ -106,9 +106,9 @@ func newVerification(snap Snapshot) *verification {
 	return v
 }
 
-func (v *verification) touch(ev kernel.XFRMEvent) {
+func (v *verification) touch(ev xfrm.XFRMEvent) {
 	switch {
-	case ev.Kind == kernel.PolicyFlush || ev.Kind == kernel.StateFlush || ev.Kind == kernel.PolicyDefault:
+	case ev.Kind == xfrm.PolicyFlush || ev.Kind == xfrm.StateFlush || ev.Kind == xfrm.PolicyDefault:
 		v.inconclusive = true
 	case ev.Policy != nil:
 		v.policies[ev.Policy.Index] = true
@@ -171,7 +171,7 @@ func (m *Mirror) publish() error {
 	start := time.Now()
 	snap := m.copy.snapshot()
 	FillRouteMTU(&snap, m.pathMTU())
-	m.routeMTU, m.routeState = snap.RouteMTU, make(map[Endpoints]*kernel.State, len(snap.RouteMTU))
+	m.routeMTU, m.routeState = snap.RouteMTU, make(map[Endpoints]*xfrm.State, len(snap.RouteMTU))
 	for i := range snap.States {
 		st := &snap.States[i]
 		if e := (Endpoints{Src: st.Src, Dst: st.Dst}); m.routeState[e] == nil {
@@ -191,7 +191,7 @@ func (m *Mirror) publish() error {
 	if err := m.DP.PruneCounters(func(i uint32) bool { _, ok := m.copy.policies[i]; return ok }); err != nil {
 		m.Log.Warn("pruning per-policy counters", "err", err)
 	}
-	byIndex := make(map[uint32]kernel.Policy, len(m.copy.policies))
+	byIndex := make(map[uint32]xfrm.Policy, len(m.copy.policies))
 	for i, p := range m.copy.policies {
 		byIndex[i] = p
 	}

@@ -5,7 +5,7 @@ package fastpath
 import (
 	"testing"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // What the watch learns about a security context reaches the program: a
@@ -14,12 +14,12 @@ import (
 func TestMirrorLabelledOrUnconfirmedPolicyIsUncertain(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		p    kernel.Policy
+		p    xfrm.Policy
 		want bool
 	}{
-		{"plain", kernel.Policy{}, false},
-		{"security context", kernel.Policy{SecCtx: true}, true},
-		{"unconfirmed", kernel.Policy{Unconfirmed: true}, true},
+		{"plain", xfrm.Policy{}, false},
+		{"security context", xfrm.Policy{SecCtx: true}, true},
+		{"unconfirmed", xfrm.Policy{Unconfirmed: true}, true},
 	} {
 		v := policyValue(&tc.p, nil, nil)
 		if got := v.Flags&flagUncertain != 0; got != tc.want {

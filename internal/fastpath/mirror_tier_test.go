@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 
 	"sluice/internal/testutil"
 )
@@ -66,10 +66,10 @@ func TestMirrorFeedsAndClosesTheHardwareTier(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dp.Close()
-	sa := kernel.State{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), Proto: 50, SPI: 7, Mode: 1}
+	sa := xfrm.State{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), Proto: 50, SPI: 7, Mode: 1}
 	tier := &recordingTier{}
 	m := &Mirror{DP: dp, Tier: tier, Log: slog.Default()}
-	m.copy.load(Snapshot{States: []kernel.State{sa}})
+	m.copy.load(Snapshot{States: []xfrm.State{sa}})
 	if err := m.open(); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ package fastpath
 import (
 	"net/netip"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // EventTier is a HardwareTier that also withdraws rules straight from the
@@ -23,10 +23,10 @@ type EventTier interface {
 
 // XFRMChange is one XFRM event with what the mirror knew before it.
 type XFRMChange struct {
-	kernel.XFRMEvent
+	xfrm.XFRMEvent
 	// Prev is the policy with the event's index before the event (nil: it
 	// was not mirrored), for policy events.
-	Prev *kernel.Policy
+	Prev *xfrm.Policy
 	// PrevFwdBlock is the FWD default before the event.
 	PrevFwdBlock bool
 }
@@ -36,22 +36,22 @@ type CurrentState interface {
 	// StatesFor returns the SAs to dst with the given reqid (0: every SA
 	// to dst): the SAs a template with that destination and reqid can
 	// resolve to are among them.
-	StatesFor(dst netip.Addr, reqid uint32) []kernel.State
+	StatesFor(dst netip.Addr, reqid uint32) []xfrm.State
 }
 
 // OffloadDevice returns the device that packet-offloads every SA the
 // policy's template can resolve to among states (0: none, or not
 // certain): the XDP program's reading, which the flower tier's rules
 // depend on.
-func OffloadDevice(p *kernel.Policy, states []kernel.State) int {
-	if p.Action != kernel.ActionAllow {
+func OffloadDevice(p *xfrm.Policy, states []xfrm.State) int {
+	if p.Action != xfrm.ActionAllow {
 		return 0
 	}
 	return packetOffloadDevice(p, states)
 }
 
 // applyEvent applies one event to the copy and hands it to an EventTier.
-func (m *Mirror) applyEvent(ev kernel.XFRMEvent) {
+func (m *Mirror) applyEvent(ev xfrm.XFRMEvent) {
 	c := XFRMChange{XFRMEvent: ev, PrevFwdBlock: m.copy.fwdBlock}
 	if ev.Policy != nil {
 		if p, ok := m.copy.policies[ev.Policy.Index]; ok {
@@ -72,9 +72,9 @@ type saBucket struct {
 }
 
 // StatesFor implements CurrentState.
-func (c *mirrorCopy) StatesFor(dst netip.Addr, reqid uint32) []kernel.State {
+func (c *mirrorCopy) StatesFor(dst netip.Addr, reqid uint32) []xfrm.State {
 	keys := c.byBucket[saBucket{dst, reqid}]
-	out := make([]kernel.State, 0, len(keys))
+	out := make([]xfrm.State, 0, len(keys))
 	for k := range keys {
 		out = append(out, c.states[k])
 	}
@@ -82,7 +82,7 @@ func (c *mirrorCopy) StatesFor(dst netip.Addr, reqid uint32) []kernel.State {
 }
 
 // putState stores an SA and indexes it by destination and reqid.
-func (c *mirrorCopy) putState(s kernel.State) {
+func (c *mirrorCopy) putState(s xfrm.State) {
 	k := keyOf(&s)
 	c.dropState(k)
 	c.states[k] = s
@@ -112,7 +112,7 @@ func (c *mirrorCopy) dropState(k stateKey) {
 	}
 }
 
-func bucketsOf(s *kernel.State) []saBucket {
+func bucketsOf(s *xfrm.State) []saBucket {
 	if s.Reqid == 0 {
 		return []saBucket{{s.Dst, 0}}
 	}

@@ -7,18 +7,18 @@ import (
 	"slices"
 	"testing"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // The copy's SA index answers StatesFor like a scan of every SA would,
 // whatever the events did to it.
 func TestMirrorCopyIndexesStatesByTemplate(t *testing.T) {
 	peer, other := netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.3")
-	sa := func(dst netip.Addr, spi, reqid uint32) *kernel.State {
-		return &kernel.State{Dst: dst, Proto: 50, SPI: spi, Reqid: reqid, Mode: 1}
+	sa := func(dst netip.Addr, spi, reqid uint32) *xfrm.State {
+		return &xfrm.State{Dst: dst, Proto: 50, SPI: spi, Reqid: reqid, Mode: 1}
 	}
 	var c mirrorCopy
-	c.load(Snapshot{States: []kernel.State{*sa(peer, 1, 7), *sa(peer, 2, 8), *sa(other, 3, 7)}})
+	c.load(Snapshot{States: []xfrm.State{*sa(peer, 1, 7), *sa(peer, 2, 8), *sa(other, 3, 7)}})
 	check := func(step string) {
 		t.Helper()
 		for _, dst := range []netip.Addr{peer, other} {
@@ -41,15 +41,15 @@ func TestMirrorCopyIndexesStatesByTemplate(t *testing.T) {
 		}
 	}
 	check("load")
-	c.apply(kernel.XFRMEvent{Kind: kernel.StateNew, State: sa(peer, 4, 7)})
+	c.apply(xfrm.XFRMEvent{Kind: xfrm.StateNew, State: sa(peer, 4, 7)})
 	check("new")
-	c.apply(kernel.XFRMEvent{Kind: kernel.StateUpd, State: sa(peer, 1, 9)}) // its reqid changed
+	c.apply(xfrm.XFRMEvent{Kind: xfrm.StateUpd, State: sa(peer, 1, 9)}) // its reqid changed
 	check("update")
-	c.apply(kernel.XFRMEvent{Kind: kernel.StateDel, State: sa(peer, 2, 0)})
+	c.apply(xfrm.XFRMEvent{Kind: xfrm.StateDel, State: sa(peer, 2, 0)})
 	check("delete")
-	c.apply(kernel.XFRMEvent{Kind: kernel.StateExpire, Hard: true, State: sa(other, 3, 7)})
+	c.apply(xfrm.XFRMEvent{Kind: xfrm.StateExpire, Hard: true, State: sa(other, 3, 7)})
 	check("hard expire")
-	c.apply(kernel.XFRMEvent{Kind: kernel.StateFlush, State: &kernel.State{}})
+	c.apply(xfrm.XFRMEvent{Kind: xfrm.StateFlush, State: &xfrm.State{}})
 	check("flush")
 	if len(c.byBucket) != 0 {
 		t.Fatalf("buckets left after a flush: %v", c.byBucket)
@@ -60,7 +60,7 @@ func TestMirrorCopyIndexesStatesByTemplate(t *testing.T) {
 type eventTier struct {
 	recordingTier
 	changes []XFRMChange
-	states  [][]kernel.State
+	states  [][]xfrm.State
 }
 
 func (e *eventTier) Withdraw(c XFRMChange, cur CurrentState) {
@@ -71,15 +71,15 @@ func (e *eventTier) Withdraw(c XFRMChange, cur CurrentState) {
 // Each event reaches the tier once applied, with the policy as it was
 // before it (so an unchanged update can be told from a change).
 func TestMirrorHandsEventsToTheTier(t *testing.T) {
-	p := kernel.Policy{Index: 8, Dir: kernel.DirOut, Priority: 100}
+	p := xfrm.Policy{Index: 8, Dir: xfrm.DirOut, Priority: 100}
 	upd := p
 	upd.Priority = 5
-	sa := kernel.State{Dst: netip.MustParseAddr("192.0.2.2"), Proto: 50, SPI: 7, Mode: 1}
+	sa := xfrm.State{Dst: netip.MustParseAddr("192.0.2.2"), Proto: 50, SPI: 7, Mode: 1}
 	tier := &eventTier{}
 	m := &Mirror{Tier: tier}
-	m.copy.load(Snapshot{Policies: []kernel.Policy{p}, States: []kernel.State{sa}})
-	m.applyEvent(kernel.XFRMEvent{Kind: kernel.PolicyUpd, Policy: &upd})
-	m.applyEvent(kernel.XFRMEvent{Kind: kernel.StateDel, State: &sa})
+	m.copy.load(Snapshot{Policies: []xfrm.Policy{p}, States: []xfrm.State{sa}})
+	m.applyEvent(xfrm.XFRMEvent{Kind: xfrm.PolicyUpd, Policy: &upd})
+	m.applyEvent(xfrm.XFRMEvent{Kind: xfrm.StateDel, State: &sa})
 	if len(tier.changes) != 2 || tier.changes[0].Prev == nil || tier.changes[0].Prev.Priority != 100 {
 		t.Fatalf("changes %+v", tier.changes)
 	}

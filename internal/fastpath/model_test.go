@@ -15,19 +15,19 @@ import (
 	"testing"
 	"time"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // selectorMatches is __xfrm4/6_selector_match, written plainly, on the
 // fields modelParse decoded (ports as xfrm_flowi_sport/dport give them).
-func selectorMatches(sel kernel.Selector, p modelPkt) bool {
+func selectorMatches(sel xfrm.Selector, p modelPkt) bool {
 	return sel.Src.Contains(p.src) && sel.Dst.Contains(p.dst) &&
 		(sel.Proto == 0 || sel.Proto == p.proto) &&
 		(p.sport^sel.SPort)&sel.SPortMask == 0 && (p.dport^sel.DPort)&sel.DPortMask == 0
 }
 
 type modelBest struct {
-	pol       *kernel.Policy
+	pol       *xfrm.Policy
 	uncertain bool
 }
 
@@ -47,7 +47,7 @@ const (
 // SUB match wins whatever the MAIN priorities; within a type the lowest
 // priority value wins. An equal-priority rival, a SUB winner, or a winner
 // whose match depends on marks/if_id/... makes it uncertain.
-func modelLookup(pols []kernel.Policy, dir kernel.Dir, p modelPkt, marks markMode) modelBest {
+func modelLookup(pols []xfrm.Policy, dir xfrm.Dir, p modelPkt, marks markMode) modelBest {
 	if b := modelLookupType(pols, dir, p, marks, true); b.pol != nil {
 		b.uncertain = true
 		return b
@@ -55,7 +55,7 @@ func modelLookup(pols []kernel.Policy, dir kernel.Dir, p modelPkt, marks markMod
 	return modelLookupType(pols, dir, p, marks, false)
 }
 
-func modelLookupType(pols []kernel.Policy, dir kernel.Dir, p modelPkt, marks markMode, sub bool) modelBest {
+func modelLookupType(pols []xfrm.Policy, dir xfrm.Dir, p modelPkt, marks markMode, sub bool) modelBest {
 	var b modelBest
 	for i := range pols {
 		q := &pols[i]
@@ -82,7 +82,7 @@ type modelGateway struct {
 	ingressMAC net.HardwareAddr
 	inboundOK  bool
 	own        []netip.Addr // the gateway's addresses
-	offloadDev func(*kernel.Policy) int
+	offloadDev func(*xfrm.Policy) int
 	routeOf    func(netip.Addr) int // egress of the route to an address
 }
 
@@ -103,14 +103,14 @@ func modelDecide(s Snapshot, frame []byte, g modelGateway) Reason {
 	if p.ttl <= 1 {
 		return ReasonTTL
 	}
-	in := modelLookup(s.Policies, kernel.DirIn, p, marksUncertain)
-	out := modelLookup(s.Policies, kernel.DirOut, p, marksUncertain)
-	fwd := modelLookup(s.Policies, kernel.DirFwd, p, marksUncertain)
+	in := modelLookup(s.Policies, xfrm.DirIn, p, marksUncertain)
+	out := modelLookup(s.Policies, xfrm.DirOut, p, marksUncertain)
+	fwd := modelLookup(s.Policies, xfrm.DirFwd, p, marksUncertain)
 	if p.icmpErr && fwd.pol == nil {
 		return ReasonICMPError
 	}
 	ownSource := !p.v6 && slices.Contains(g.own, p.src)
-	fwdNeedsSA := fwd.pol != nil && (fwd.pol.Action == kernel.ActionBlock || requiresSA(fwd.pol) || fwd.uncertain)
+	fwdNeedsSA := fwd.pol != nil && (fwd.pol.Action == xfrm.ActionBlock || requiresSA(fwd.pol) || fwd.uncertain)
 	if in.pol != nil || fwdNeedsSA {
 		dec := fwd
 		if fwd.pol == nil {
@@ -119,7 +119,7 @@ func modelDecide(s Snapshot, frame []byte, g modelGateway) Reason {
 		if dec.uncertain || (in.pol != nil && in.uncertain) {
 			return ReasonUncertain
 		}
-		if dec.pol.Action == kernel.ActionBlock || (in.pol != nil && in.pol.Action == kernel.ActionBlock) {
+		if dec.pol.Action == xfrm.ActionBlock || (in.pol != nil && in.pol.Action == xfrm.ActionBlock) {
 			return ReasonBlock
 		}
 		sa := in
@@ -139,7 +139,7 @@ func modelDecide(s Snapshot, frame []byte, g modelGateway) Reason {
 		return ReasonNoPolicy
 	case out.uncertain:
 		return ReasonUncertain
-	case out.pol.Action == kernel.ActionBlock:
+	case out.pol.Action == xfrm.ActionBlock:
 		return ReasonBlock
 	case g.offloadDev(out.pol) == 0:
 		return ReasonNotOffloaded
@@ -155,7 +155,7 @@ func modelDecide(s Snapshot, frame []byte, g modelGateway) Reason {
 	return ReasonForwardOut
 }
 
-func requiresSA(p *kernel.Policy) bool {
+func requiresSA(p *xfrm.Policy) bool {
 	for _, t := range p.Tmpls {
 		if !t.Optional {
 			return true
@@ -178,14 +178,14 @@ var (
 
 func pick[T any](r *rand.Rand, s []T) T { return s[r.Intn(len(s))] }
 
-func randomPolicy(r *rand.Rand, v6 bool, idx uint32, wan int) kernel.Policy {
+func randomPolicy(r *rand.Rand, v6 bool, idx uint32, wan int) xfrm.Policy {
 	lanP, remP, peer := lanPrefixes4, remPrefixes4, "123.2.0.1"
 	if v6 {
 		lanP, remP, peer = lanPrefixes6, remPrefixes6, "2001:db8:f::99"
 	}
-	dir := kernel.Dir(r.Intn(3))
+	dir := xfrm.Dir(r.Intn(3))
 	src, dst := pick(r, lanP), pick(r, remP)
-	if dir != kernel.DirOut {
+	if dir != xfrm.DirOut {
 		src, dst = dst, src
 	}
 	dev := 0
@@ -215,7 +215,7 @@ func randomPolicy(r *rand.Rand, v6 bool, idx uint32, wan int) kernel.Policy {
 	}
 	switch r.Intn(14) {
 	case 0, 1:
-		p.Action = kernel.ActionBlock
+		p.Action = xfrm.ActionBlock
 	case 2:
 		p.Mark, p.MarkMask = 1, 0xff
 	case 3:
@@ -408,7 +408,7 @@ func randomSnapshot(r *rand.Rand, v6 bool, n, wan int) Snapshot {
 	for i := 0; i < n; i++ {
 		p := randomPolicy(r, v6, uint32(i+1), wan)
 		s.Policies = append(s.Policies, p)
-		if p.Dir != kernel.DirFwd {
+		if p.Dir != xfrm.DirFwd {
 			dev := 0
 			if p.Offload != nil {
 				dev = p.Offload.Ifindex
@@ -437,7 +437,7 @@ func TestClassifierMatchesKernelModel(t *testing.T) {
 		s := randomSnapshot(r, v6, policies, e.wan)
 		s.FwdDefaultBlock = round%5 == 4
 		e.apply(s)
-		offloadDev := func(p *kernel.Policy) int { return packetOffloadDevice(p, s.States) }
+		offloadDev := func(p *xfrm.Policy) int { return packetOffloadDevice(p, s.States) }
 		for i := 0; i < packets; i++ {
 			pkt, inbound := randomPacket(r, v6)
 			g := modelGateway{ingress: e.lan, ingressMAC: e.lanMAC, inboundOK: inboundOK, offloadDev: offloadDev,
@@ -471,7 +471,7 @@ func TestClassifierMatchesKernelModel(t *testing.T) {
 	t.Logf("outcomes: %v", seen)
 }
 
-func describe(ps []kernel.Policy) string {
+func describe(ps []xfrm.Policy) string {
 	out := ""
 	for _, p := range ps {
 		off := 0

@@ -8,7 +8,7 @@ import (
 	"net"
 	"testing"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // ipv4Of returns the IPv4 header of a frame (after an optional tag).
@@ -130,10 +130,10 @@ func TestInboundForwardingIsOptIn(t *testing.T) {
 func TestForwardedCleartextMustPassTheFwdCheck(t *testing.T) {
 	e := newTestEnv(t)
 	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB})
-	out := tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.1.0/24", 100, "123.2.0.1", 1, e.wan)
-	fwdOut := tunnelPolicy(kernel.DirFwd, "10.0.0.0/8", "48.0.1.0/24", 100, "123.2.0.1", 1, 0)
+	out := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.1.0/24", 100, "123.2.0.1", 1, e.wan)
+	fwdOut := tunnelPolicy(xfrm.DirFwd, "10.0.0.0/8", "48.0.1.0/24", 100, "123.2.0.1", 1, 0)
 	fwdOut.Tmpls[0].Optional = true // strongSwan's policies_fwd_out = yes
-	base := Snapshot{Policies: []kernel.Policy{out}, States: []kernel.State{saFor(out, e.wan)}}
+	base := Snapshot{Policies: []xfrm.Policy{out}, States: []xfrm.State{saFor(out, e.wan)}}
 	pkt := udp("10.0.0.5", "48.0.1.9", 64)
 
 	e.apply(base)
@@ -147,7 +147,7 @@ func TestForwardedCleartextMustPassTheFwdCheck(t *testing.T) {
 		t.Fatalf("no FWD policy, default block: %s, want fwd-check", d.ReasonName)
 	}
 	withFwd := withDefault
-	withFwd.Policies = append([]kernel.Policy{fwdOut}, base.Policies...)
+	withFwd.Policies = append([]xfrm.Policy{fwdOut}, base.Policies...)
 	e.apply(withFwd)
 	if d := e.explain(pkt, e.lan); d.Reason != ReasonForwardOut {
 		t.Fatalf("FWD allow with optional template: %s, want forward-out", d.ReasonName)

@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 	"sluice/internal/mtu"
 )
 
@@ -19,7 +20,7 @@ import (
 // xfrm_state_mtu of the route under it, as the kernel's bundle has it
 // (xfrm_init_pmtu). 0 when one of them cannot be sized: an algorithm sluice
 // does not know, or no route MTU; nothing is then forwarded through it.
-func saMTU(tm kernel.Tmpl, states []kernel.State, routeMTU map[Endpoints]int) int {
+func saMTU(tm xfrm.Tmpl, states []xfrm.State, routeMTU map[Endpoints]int) int {
 	best := 0
 	for i := range states {
 		st := &states[i]
@@ -38,7 +39,7 @@ func saMTU(tm kernel.Tmpl, states []kernel.State, routeMTU map[Endpoints]int) in
 }
 
 // stateMTU is xfrm_state_mtu(st, route) for an ESP SA, 0 when unknown.
-func stateMTU(st *kernel.State, route int) int {
+func stateMTU(st *xfrm.State, route int) int {
 	if route <= 0 || st.Proto != 50 {
 		return 0
 	}
@@ -54,7 +55,7 @@ func stateMTU(st *kernel.State, route int) int {
 
 // tmplMatches: st is an SA the kernel may use for template tm
 // (xfrm_state_find's comparison, as packetOffloadDevice makes it).
-func tmplMatches(tm kernel.Tmpl, st *kernel.State) bool {
+func tmplMatches(tm xfrm.Tmpl, st *xfrm.State) bool {
 	return st.Proto == tm.Proto && st.Mode == tm.Mode && st.Dst == tm.Dst &&
 		(!tm.Src.IsValid() || st.Src == tm.Src) &&
 		(tm.Reqid == 0 || st.Reqid == tm.Reqid) && (tm.SPI == 0 || st.SPI == tm.SPI)
@@ -131,7 +132,7 @@ func (m *Mirror) routeMTUChanged() bool {
 }
 
 // routeMTUFor is the route MTU FillRouteMTU records for st.
-func routeMTUFor(st *kernel.State, lookup PathMTUFunc) int {
+func routeMTUFor(st *xfrm.State, lookup PathMTUFunc) int {
 	if st == nil {
 		return 0
 	}
@@ -148,7 +149,7 @@ func routeMTUFor(st *kernel.State, lookup PathMTUFunc) int {
 // match-all selector of its own family, so an IPv6 SA without a selector
 // carries no IPv4 (measured in the test VM: XfrmOutNoStates). An SA that
 // may refuse some of the policy's packets leaves the policy to the kernel.
-func selCovers(st *kernel.State, p *kernel.Policy) bool {
+func selCovers(st *xfrm.State, p *xfrm.Policy) bool {
 	s := st.Sel
 	pol6 := p.Sel.Src.Addr().Is6() || p.Sel.Dst.Addr().Is6()
 	if !s.Src.IsValid() || !s.Dst.IsValid() {

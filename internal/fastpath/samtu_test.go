@@ -5,7 +5,7 @@ package fastpath
 import (
 	"testing"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // sized is a UDP packet of exactly l3 bytes from its IP header on.
@@ -29,12 +29,12 @@ func TestSAMTU(t *testing.T) {
 	ip(t, "-n", e.name, "route", "add", "49.0.0.0/8", "via", "123.0.0.254")
 	ip(t, "-n", e.name, "route", "add", "123.2.0.0/16", "via", "123.0.0.254") // to the IPv4 peer
 	ip(t, "-n", e.name, "route", "add", "2001:db8:49::/48", "via", "2001:db8:f::fe")
-	v4 := tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.0.0/8", 1, "123.2.0.9", 1, w)
-	v6 := tunnelPolicy(kernel.DirOut, "fd00::/16", "2001:db8:48::/48", 1, "2001:db8:f::9", 2, w)
-	mixed := tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "49.0.0.0/8", 1, "2001:db8:f::8", 3, w) // IPv4 in IPv6
+	v4 := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.0.0/8", 1, "123.2.0.9", 1, w)
+	v6 := tunnelPolicy(xfrm.DirOut, "fd00::/16", "2001:db8:48::/48", 1, "2001:db8:f::9", 2, w)
+	mixed := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "49.0.0.0/8", 1, "2001:db8:f::8", 3, w) // IPv4 in IPv6
 	mixedSA := saFor(mixed, w)
-	mixedSA.Sel = kernel.Selector{Src: pfx("0.0.0.0/0"), Dst: pfx("0.0.0.0/0")} // an IPv6 SA carries IPv4 only with an IPv4 selector
-	snap := Snapshot{Policies: []kernel.Policy{v4, v6, mixed}, States: []kernel.State{saFor(v4, w), saFor(v6, w), mixedSA}}
+	mixedSA.Sel = xfrm.Selector{Src: pfx("0.0.0.0/0"), Dst: pfx("0.0.0.0/0")} // an IPv6 SA carries IPv4 only with an IPv4 selector
+	snap := Snapshot{Policies: []xfrm.Policy{v4, v6, mixed}, States: []xfrm.State{saFor(v4, w), saFor(v6, w), mixedSA}}
 	apply := func() {
 		t.Helper()
 		s := snap
@@ -101,8 +101,8 @@ func TestSAMTU(t *testing.T) {
 	// An IPv6 SA without an IPv4 selector carries no IPv4: the kernel
 	// finds no state for the flow (XfrmOutNoStates, measured in the VM).
 	bare := snap
-	bare.States = append([]kernel.State(nil), snap.States...)
-	bare.States[2].Sel = kernel.Selector{}
+	bare.States = append([]xfrm.State(nil), snap.States...)
+	bare.States[2].Sel = xfrm.Selector{}
 	e.in(func() { FillRouteMTU(&bare, nil) })
 	e.apply(bare)
 	if d := e.explain(sized("10.0.0.5", "49.0.1.9", 100), e.lan); d.ReasonName != "not-offloaded" {
@@ -111,8 +111,8 @@ func TestSAMTU(t *testing.T) {
 
 	// An SA whose algorithm sluice cannot size forwards nothing.
 	odd := snap
-	odd.States = append([]kernel.State(nil), snap.States...)
-	odd.States[0].Alg = kernel.StateAlg{AEAD: "rfc9999(new)", ICVBits: 128}
+	odd.States = append([]xfrm.State(nil), snap.States...)
+	odd.States[0].Alg = xfrm.StateAlg{AEAD: "rfc9999(new)", ICVBits: 128}
 	e.in(func() { FillRouteMTU(&odd, nil) })
 	e.apply(odd)
 	if d := e.explain(sized("10.0.0.5", "48.0.1.9", 100), e.lan); d.ReasonName != "sa-mtu" {
@@ -124,8 +124,8 @@ func TestSAMTU(t *testing.T) {
 // send through the SA (xfrm_lookup fails); the program forwards nothing.
 func TestSAMTUNoRoute(t *testing.T) {
 	e := newTestEnv(t)
-	p := tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.0.0.0/8", 1, "198.18.0.9", 1, e.wan)
-	s := Snapshot{Policies: []kernel.Policy{p}, States: []kernel.State{saFor(p, e.wan)}}
+	p := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.0.0/8", 1, "198.18.0.9", 1, e.wan)
+	s := Snapshot{Policies: []xfrm.Policy{p}, States: []xfrm.State{saFor(p, e.wan)}}
 	e.in(func() { FillRouteMTU(&s, nil) })
 	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB})
 	e.apply(s)

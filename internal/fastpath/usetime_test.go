@@ -5,7 +5,7 @@ package fastpath
 import (
 	"testing"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // TestUseTimeHandover: with use times on, the first forwardable packet of
@@ -53,10 +53,10 @@ func TestUseTimeHandover(t *testing.T) {
 	want(verdicts(b, a, b), "XDP_PASS", "XDP_REDIRECT", "XDP_REDIRECT")
 
 	// another policy has its own handover
-	other := tunnelPolicy(kernel.DirOut, "10.0.0.0/8", "48.9.0.0/16", 1, "123.0.0.9", 9, e.wan)
+	other := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.9.0.0/16", 1, "123.0.0.9", 9, e.wan)
 	s := g.snap
-	s.Policies = append(append([]kernel.Policy(nil), s.Policies...), other)
-	s.States = append(append([]kernel.State(nil), s.States...), saFor(other, e.wan))
+	s.Policies = append(append([]xfrm.Policy(nil), s.Policies...), other)
+	s.States = append(append([]xfrm.State(nil), s.States...), saFor(other, e.wan))
 	s.RouteMTU = routeMTUs(s.States, 1500)
 	e.apply(s)
 	c := udp("10.0.0.5", "48.9.0.1", 64)

@@ -7,7 +7,7 @@ import (
 	"net/netip"
 
 	"sluice/internal/fastpath"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 	"sluice/internal/mtu"
 )
 
@@ -121,7 +121,7 @@ func Derive(in Input) Result {
 	for i := range in.Views {
 		v := &in.Views[i]
 		p := &v.Policy
-		if p.Action != kernel.ActionAllow || v.OffloadIfindex == 0 || p.Dir == kernel.DirFwd {
+		if p.Action != xfrm.ActionAllow || v.OffloadIfindex == 0 || p.Dir == xfrm.DirFwd {
 			continue
 		}
 		for pi := range in.Ports {
@@ -129,9 +129,9 @@ func Derive(in Input) Result {
 			var r Rule
 			var why string
 			switch {
-			case p.Dir == kernel.DirOut && port.Outbound:
+			case p.Dir == xfrm.DirOut && port.Outbound:
 				r, why = in.outbound(v, port)
-			case p.Dir == kernel.DirIn && port.Inbound && port.Ifindex == v.OffloadIfindex:
+			case p.Dir == xfrm.DirIn && port.Inbound && port.Ifindex == v.OffloadIfindex:
 				r, why = in.inbound(v, port)
 			default:
 				continue
@@ -254,7 +254,7 @@ var martians = []netip.Prefix{
 }
 
 // matchable returns "" when flower can match exactly the selector.
-func matchable(s kernel.Selector) string {
+func matchable(s xfrm.Selector) string {
 	for _, m := range martians {
 		if m.Overlaps(s.Src) || m.Overlaps(s.Dst) {
 			return "martian: the selector includes " + m.String() + ", which the kernel drops"

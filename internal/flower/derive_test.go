@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"sluice/internal/fastpath"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // The ConnectX-7 benchmark's layout: p0 (ifindex 2) carries ESP, its VLAN child p0.502
@@ -49,7 +49,7 @@ var idx uint32
 
 // tunnel returns strongSwan's four policies for src<->dst on packet
 // offload device dev, and its two SAs.
-func tunnel(src, dst string, prio uint32, dev int) ([]kernel.Policy, []kernel.State) {
+func tunnel(src, dst string, prio uint32, dev int) ([]xfrm.Policy, []xfrm.State) {
 	idx += 8
 	local, peer := netip.MustParseAddr("123.0.0.1"), netip.MustParseAddr("123.2.0.1")
 	if strings.Contains(src, ":") {
@@ -57,22 +57,22 @@ func tunnel(src, dst string, prio uint32, dev int) ([]kernel.Policy, []kernel.St
 	}
 	s, d := netip.MustParsePrefix(src), netip.MustParsePrefix(dst)
 	reqid := idx
-	out := kernel.Policy{Index: idx + 1, Dir: kernel.DirOut, Priority: prio, Sel: kernel.Selector{Src: s, Dst: d},
-		Tmpls:   []kernel.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid}},
-		Offload: &kernel.Offload{Ifindex: dev, Flags: kernel.OffloadPacket}}
+	out := xfrm.Policy{Index: idx + 1, Dir: xfrm.DirOut, Priority: prio, Sel: xfrm.Selector{Src: s, Dst: d},
+		Tmpls:   []xfrm.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid}},
+		Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}}
 	fwdOut := out
-	fwdOut.Index, fwdOut.Dir, fwdOut.Offload = idx+2, kernel.DirFwd, nil
-	fwdOut.Tmpls = []kernel.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid, Optional: true}}
-	in := kernel.Policy{Index: idx + 3, Dir: kernel.DirIn, Priority: prio, Sel: kernel.Selector{Src: d, Dst: s},
-		Tmpls:   []kernel.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}},
-		Offload: &kernel.Offload{Ifindex: dev, Flags: kernel.OffloadPacket | kernel.OffloadInbound}}
+	fwdOut.Index, fwdOut.Dir, fwdOut.Offload = idx+2, xfrm.DirFwd, nil
+	fwdOut.Tmpls = []xfrm.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid, Optional: true}}
+	in := xfrm.Policy{Index: idx + 3, Dir: xfrm.DirIn, Priority: prio, Sel: xfrm.Selector{Src: d, Dst: s},
+		Tmpls:   []xfrm.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}},
+		Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket | xfrm.OffloadInbound}}
 	fwdIn := in
-	fwdIn.Index, fwdIn.Dir, fwdIn.Offload = idx+4, kernel.DirFwd, nil
-	states := []kernel.State{
-		{Src: local, Dst: peer, Proto: 50, SPI: idx + 100, Reqid: reqid, Mode: 1, Offload: &kernel.Offload{Ifindex: dev, Flags: kernel.OffloadPacket}},
-		{Src: peer, Dst: local, Proto: 50, SPI: idx + 200, Reqid: reqid, Mode: 1, Offload: &kernel.Offload{Ifindex: dev, Flags: kernel.OffloadPacket | kernel.OffloadInbound}},
+	fwdIn.Index, fwdIn.Dir, fwdIn.Offload = idx+4, xfrm.DirFwd, nil
+	states := []xfrm.State{
+		{Src: local, Dst: peer, Proto: 50, SPI: idx + 100, Reqid: reqid, Mode: 1, Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}},
+		{Src: peer, Dst: local, Proto: 50, SPI: idx + 200, Reqid: reqid, Mode: 1, Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket | xfrm.OffloadInbound}},
 	}
-	return []kernel.Policy{out, fwdOut, in, fwdIn}, states
+	return []xfrm.Policy{out, fwdOut, in, fwdIn}, states
 }
 
 func ports(inbound bool) []Port {
@@ -147,58 +147,58 @@ func TestDeriveIPv6HopLimit(t *testing.T) {
 func TestDeriveLeavesUncertainSelectorsAlone(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		edit func(p []kernel.Policy, s []kernel.State) ([]kernel.Policy, []kernel.State, bool)
+		edit func(p []xfrm.Policy, s []xfrm.State) ([]xfrm.Policy, []xfrm.State, bool)
 		why  string
 	}{
-		{"software SA during a rekey", func(p []kernel.Policy, s []kernel.State) ([]kernel.Policy, []kernel.State, bool) {
+		{"software SA during a rekey", func(p []xfrm.Policy, s []xfrm.State) ([]xfrm.Policy, []xfrm.State, bool) {
 			sa := s[0]
 			sa.SPI, sa.Offload = 999, nil
 			return p, append(s, sa), false
 		}, ""},
-		{"a better block policy overlapping", func(p []kernel.Policy, s []kernel.State) ([]kernel.Policy, []kernel.State, bool) {
-			return append(p, kernel.Policy{Index: 5000, Dir: kernel.DirOut, Priority: 10, Action: kernel.ActionBlock,
-				Sel: kernel.Selector{Src: netip.MustParsePrefix("16.0.1.0/24"), Dst: netip.MustParsePrefix("48.0.0.0/8"), Proto: 6, DPort: 22, DPortMask: 0xffff}}), s, false
+		{"a better block policy overlapping", func(p []xfrm.Policy, s []xfrm.State) ([]xfrm.Policy, []xfrm.State, bool) {
+			return append(p, xfrm.Policy{Index: 5000, Dir: xfrm.DirOut, Priority: 10, Action: xfrm.ActionBlock,
+				Sel: xfrm.Selector{Src: netip.MustParsePrefix("16.0.1.0/24"), Dst: netip.MustParsePrefix("48.0.0.0/8"), Proto: 6, DPort: 22, DPortMask: 0xffff}}), s, false
 		}, "overlap"},
-		{"a worse block policy inside is harmless", func(p []kernel.Policy, s []kernel.State) ([]kernel.Policy, []kernel.State, bool) {
-			return append(p, kernel.Policy{Index: 5000, Dir: kernel.DirOut, Priority: 1000, Action: kernel.ActionBlock,
-				Sel: kernel.Selector{Src: netip.MustParsePrefix("16.0.1.0/24"), Dst: netip.MustParsePrefix("48.0.0.0/8")}}), s, true
+		{"a worse block policy inside is harmless", func(p []xfrm.Policy, s []xfrm.State) ([]xfrm.Policy, []xfrm.State, bool) {
+			return append(p, xfrm.Policy{Index: 5000, Dir: xfrm.DirOut, Priority: 1000, Action: xfrm.ActionBlock,
+				Sel: xfrm.Selector{Src: netip.MustParsePrefix("16.0.1.0/24"), Dst: netip.MustParsePrefix("48.0.0.0/8")}}), s, true
 		}, ""},
-		{"equal priority", func(p []kernel.Policy, s []kernel.State) ([]kernel.Policy, []kernel.State, bool) {
-			return append(p, kernel.Policy{Index: 5000, Dir: kernel.DirOut, Priority: 100, Action: kernel.ActionBlock,
-				Sel: kernel.Selector{Src: netip.MustParsePrefix("16.0.0.0/8"), Dst: netip.MustParsePrefix("48.0.0.0/24")}}), s, false
+		{"equal priority", func(p []xfrm.Policy, s []xfrm.State) ([]xfrm.Policy, []xfrm.State, bool) {
+			return append(p, xfrm.Policy{Index: 5000, Dir: xfrm.DirOut, Priority: 100, Action: xfrm.ActionBlock,
+				Sel: xfrm.Selector{Src: netip.MustParsePrefix("16.0.0.0/8"), Dst: netip.MustParsePrefix("48.0.0.0/24")}}), s, false
 		}, "overlap"},
-		{"a sub policy anywhere over it", func(p []kernel.Policy, s []kernel.State) ([]kernel.Policy, []kernel.State, bool) {
-			return append(p, kernel.Policy{Index: 5000, Dir: kernel.DirOut, Priority: 500, Sub: true,
-				Sel: kernel.Selector{Src: netip.MustParsePrefix("0.0.0.0/0"), Dst: netip.MustParsePrefix("0.0.0.0/0")}}), s, false
+		{"a sub policy anywhere over it", func(p []xfrm.Policy, s []xfrm.State) ([]xfrm.Policy, []xfrm.State, bool) {
+			return append(p, xfrm.Policy{Index: 5000, Dir: xfrm.DirOut, Priority: 500, Sub: true,
+				Sel: xfrm.Selector{Src: netip.MustParsePrefix("0.0.0.0/0"), Dst: netip.MustParsePrefix("0.0.0.0/0")}}), s, false
 		}, "uncertain"},
-		{"a marked policy", func(p []kernel.Policy, s []kernel.State) ([]kernel.Policy, []kernel.State, bool) {
+		{"a marked policy", func(p []xfrm.Policy, s []xfrm.State) ([]xfrm.Policy, []xfrm.State, bool) {
 			p[0].Mark, p[0].MarkMask = 1, 1
 			return p, s, false
 		}, "uncertain"},
-		{"an IN policy overlapping the OUT selector", func(p []kernel.Policy, s []kernel.State) ([]kernel.Policy, []kernel.State, bool) {
-			return append(p, kernel.Policy{Index: 5000, Dir: kernel.DirIn, Priority: 500,
-				Sel: kernel.Selector{Src: netip.MustParsePrefix("16.0.0.0/24"), Dst: netip.MustParsePrefix("48.0.0.0/24")}}), s, false
+		{"an IN policy overlapping the OUT selector", func(p []xfrm.Policy, s []xfrm.State) ([]xfrm.Policy, []xfrm.State, bool) {
+			return append(p, xfrm.Policy{Index: 5000, Dir: xfrm.DirIn, Priority: 500,
+				Sel: xfrm.Selector{Src: netip.MustParsePrefix("16.0.0.0/24"), Dst: netip.MustParsePrefix("48.0.0.0/24")}}), s, false
 		}, "IN policy"},
-		{"a FWD policy that needs an SA", func(p []kernel.Policy, s []kernel.State) ([]kernel.Policy, []kernel.State, bool) {
+		{"a FWD policy that needs an SA", func(p []xfrm.Policy, s []xfrm.State) ([]xfrm.Policy, []xfrm.State, bool) {
 			p[1].Tmpls[0].Optional = false
 			return p, s, false
 		}, "fwd-check"},
-		{"FWD default block without fwd-out", func(p []kernel.Policy, s []kernel.State) ([]kernel.Policy, []kernel.State, bool) {
+		{"FWD default block without fwd-out", func(p []xfrm.Policy, s []xfrm.State) ([]xfrm.Policy, []xfrm.State, bool) {
 			return append(p[:1], p[2:]...), s, false
 		}, "fwd-check"},
-		{"ICMP-only policy", func(p []kernel.Policy, s []kernel.State) ([]kernel.Policy, []kernel.State, bool) {
+		{"ICMP-only policy", func(p []xfrm.Policy, s []xfrm.State) ([]xfrm.Policy, []xfrm.State, bool) {
 			p[0].Sel.Proto = 1
 			return p, s, false
 		}, "icmp"},
-		{"route out of another port", func(p []kernel.Policy, s []kernel.State) ([]kernel.Policy, []kernel.State, bool) {
+		{"route out of another port", func(p []xfrm.Policy, s []xfrm.State) ([]xfrm.Policy, []xfrm.State, bool) {
 			p[0].Sel.Dst = netip.MustParsePrefix("49.0.0.0/16")
 			return p, s, false
 		}, "route"},
-		{"prefix with more specific routes", func(p []kernel.Policy, s []kernel.State) ([]kernel.Policy, []kernel.State, bool) {
+		{"prefix with more specific routes", func(p []xfrm.Policy, s []xfrm.State) ([]xfrm.Policy, []xfrm.State, bool) {
 			p[0].Sel.Dst = netip.MustParsePrefix("32.0.0.0/3")
 			return p, s, false
 		}, "route"},
-		{"a selector with martian addresses", func(p []kernel.Policy, s []kernel.State) ([]kernel.Policy, []kernel.State, bool) {
+		{"a selector with martian addresses", func(p []xfrm.Policy, s []xfrm.State) ([]xfrm.Policy, []xfrm.State, bool) {
 			p[0].Sel.Dst = netip.MustParsePrefix("0.0.0.0/0")
 			return p, s, false
 		}, "martian"},
@@ -237,8 +237,8 @@ func TestDeriveInboundNeedsOptIn(t *testing.T) {
 }
 
 func TestOverlapsAndCovers(t *testing.T) {
-	sel := func(src, dst string, proto uint8, dport, mask uint16) kernel.Selector {
-		return kernel.Selector{Src: netip.MustParsePrefix(src), Dst: netip.MustParsePrefix(dst), Proto: proto, DPort: dport, DPortMask: mask}
+	sel := func(src, dst string, proto uint8, dport, mask uint16) xfrm.Selector {
+		return xfrm.Selector{Src: netip.MustParsePrefix(src), Dst: netip.MustParsePrefix(dst), Proto: proto, DPort: dport, DPortMask: mask}
 	}
 	a := sel("10.0.0.0/8", "20.0.0.0/8", 0, 0, 0)
 	b := sel("10.1.0.0/16", "20.0.0.0/24", 6, 80, 0xffff)
@@ -284,11 +284,11 @@ func TestDeriveGuardsOwnSources(t *testing.T) {
 // withMTU gives every SA of s strongSwan's esp=aes128gcm16 and a 1500-byte
 // route (SA MTU 1446 over IPv4, 1426 over IPv6), as the mirror would.
 func withMTU(s fastpath.Snapshot) fastpath.Snapshot {
-	s.States = append([]kernel.State(nil), s.States...)
+	s.States = append([]xfrm.State(nil), s.States...)
 	s.RouteMTU = map[fastpath.Endpoints]int{}
 	for i := range s.States {
-		if s.States[i].Alg == (kernel.StateAlg{}) {
-			s.States[i].Alg = kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
+		if s.States[i].Alg == (xfrm.StateAlg{}) {
+			s.States[i].Alg = xfrm.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
 		}
 		s.RouteMTU[fastpath.Endpoints{Src: s.States[i].Src, Dst: s.States[i].Dst}] = 1500
 	}
@@ -304,16 +304,16 @@ func TestOutboundPolicesAtSAMTU(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
 		route   int
-		alg     kernel.StateAlg
+		alg     xfrm.StateAlg
 		police  int
 		skipped bool
 	}{
-		{"gcm128 over a 1500 route", 1500, kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}, 1446 + 14, false},
-		{"gcm64 over a 1500 route", 1500, kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 64}, 1454 + 14, false},
-		{"cbc-sha256 over a locked 1400", 1400, kernel.StateAlg{Crypt: "cbc(aes)", Auth: "hmac(sha256)", AuthTruncBits: 128}, 1326 + 14, false}, // 1400-44-16 = 1340, &^15 = 1328, -2
-		{"NAT-T", 1500, kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128, Encap: 2}, 1438 + 14, false},
-		{"unknown algorithm", 1500, kernel.StateAlg{AEAD: "rfc9999(new)", ICVBits: 128}, 0, true},
-		{"no route to the peer", 0, kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}, 0, true},
+		{"gcm128 over a 1500 route", 1500, xfrm.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}, 1446 + 14, false},
+		{"gcm64 over a 1500 route", 1500, xfrm.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 64}, 1454 + 14, false},
+		{"cbc-sha256 over a locked 1400", 1400, xfrm.StateAlg{Crypt: "cbc(aes)", Auth: "hmac(sha256)", AuthTruncBits: 128}, 1326 + 14, false}, // 1400-44-16 = 1340, &^15 = 1328, -2
+		{"NAT-T", 1500, xfrm.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128, Encap: 2}, 1438 + 14, false},
+		{"unknown algorithm", 1500, xfrm.StateAlg{AEAD: "rfc9999(new)", ICVBits: 128}, 0, true},
+		{"no route to the peer", 0, xfrm.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}, 0, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pols, states := tunnel("16.0.0.0/16", "48.0.0.0/16", 100, p0)

@@ -4,8 +4,9 @@ package flower
 
 import (
 	"net/netip"
-	"sluice/internal/kernel"
 	"sort"
+
+	"sluice/internal/kernel/xfrm"
 )
 
 // viewIndex finds the policies whose selectors overlap a selector without
@@ -59,7 +60,7 @@ func fam(p netip.Prefix) int {
 }
 
 // overlapping returns the views whose selectors overlap s.
-func (x *viewIndex) overlapping(s kernel.Selector) []int {
+func (x *viewIndex) overlapping(s xfrm.Selector) []int {
 	d := s.Dst.Masked()
 	var cand []int
 	// Destinations containing d (including d itself).

@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"sluice/internal/fastpath"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // The index must return exactly the overlapping views a full scan finds.
@@ -25,13 +25,13 @@ func TestIndexMatchesFullScan(t *testing.T) {
 		a := netip.AddrFrom4([4]byte{10, byte(rng.Intn(4)), byte(rng.Intn(4)), byte(rng.Intn(4))})
 		return netip.PrefixFrom(a, []int{0, 8, 16, 24, 32}[rng.Intn(5)]).Masked()
 	}
-	sel := func() kernel.Selector {
+	sel := func() xfrm.Selector {
 		d := pfx()
 		s := pfx()
 		for s.Addr().Is4() != d.Addr().Is4() {
 			s = pfx()
 		}
-		k := kernel.Selector{Src: s, Dst: d, Proto: []uint8{0, 6, 17}[rng.Intn(3)]}
+		k := xfrm.Selector{Src: s, Dst: d, Proto: []uint8{0, 6, 17}[rng.Intn(3)]}
 		if k.Proto != 0 && rng.Intn(2) == 0 {
 			k.DPort, k.DPortMask = uint16(rng.Intn(3)), 0xffff
 		}
@@ -40,7 +40,7 @@ func TestIndexMatchesFullScan(t *testing.T) {
 	for round := 0; round < 50; round++ {
 		in := Input{}
 		for i := 0; i < 60; i++ {
-			in.Views = append(in.Views, fastpath.PolicyView{Policy: kernel.Policy{Index: uint32(i), Sel: sel()}})
+			in.Views = append(in.Views, fastpath.PolicyView{Policy: xfrm.Policy{Index: uint32(i), Sel: sel()}})
 		}
 		for q := 0; q < 40; q++ {
 			s := sel()
@@ -89,7 +89,7 @@ func scaleViews(n int) []fastpath.PolicyView {
 		pols, _ := tunnel(lan.String(), far.String(), 100, p0)
 		for _, p := range pols {
 			v := fastpath.PolicyView{Policy: p, Certain: true}
-			if p.Dir != kernel.DirFwd {
+			if p.Dir != xfrm.DirFwd {
 				v.OffloadIfindex = p0
 			}
 			views = append(views, v)

@@ -16,6 +16,7 @@ import (
 	"sluice/internal/api"
 	"sluice/internal/fastpath"
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/tcflower"
 )
 
 // PortConfig is one gateway.yaml interface as the tier needs it, by name:
@@ -110,7 +111,7 @@ func (t *Tier) Run(ctx context.Context) error {
 	if t.Router == nil {
 		t.Router = KernelRouter{}
 	}
-	fs, err := kernel.OpenFlowerSocket()
+	fs, err := tcflower.OpenFlowerSocket()
 	if err != nil {
 		return err
 	}
@@ -273,7 +274,7 @@ func (t *Tier) apply(want *fastpath.Snapshot, gen uint64) {
 		key := fmt.Sprintf("%d/%d", r.Dev, r.Chain)
 		p, seen := t.probes[key]
 		if !seen {
-			if err := kernel.EnsureClsact(r.Dev); err != nil {
+			if err := tcflower.EnsureClsact(r.Dev); err != nil {
 				p = ProbeResult{Msg: err.Error()}
 			} else if t.SkipHW {
 				p = ProbeResult{OK: true, Msg: "lab: software rules (skip_hw)"}

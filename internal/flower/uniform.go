@@ -4,7 +4,7 @@ package flower
 
 import (
 	"sluice/internal/fastpath"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // uniform returns "" when the XDP program's decision is the same forward
@@ -38,17 +38,17 @@ func (in *Input) uniform(v *fastpath.PolicyView) string {
 			if q.Priority <= p.Priority {
 				return "overlap: " + q.Dir.String() + " policy " + itoa(q.Index) + " with a better or equal priority overlaps the selector"
 			}
-		case q.Dir == kernel.DirFwd:
+		case q.Dir == xfrm.DirFwd:
 			// Outbound: the forwarded cleartext must pass the FWD check,
 			// and a FWD match the kernel accepts only decrypted sends it
 			// down the program's inbound branch. Inbound: the program
 			// decides by the FWD match when there is one. Either way,
 			// only allow policies whose templates are all optional keep
 			// the outcome a forward.
-			if q.Action != kernel.ActionAllow {
+			if q.Action != xfrm.ActionAllow {
 				return "fwd-check: FWD block policy " + itoa(q.Index) + " overlaps the selector"
 			}
-			if p.Dir == kernel.DirOut && o.TmplRequired {
+			if p.Dir == xfrm.DirOut && o.TmplRequired {
 				return "fwd-check: FWD policy " + itoa(q.Index) + " requires an SA for part of the selector"
 			}
 			if n := fwdPrios[q.Priority]; n > 0 {
@@ -58,20 +58,20 @@ func (in *Input) uniform(v *fastpath.PolicyView) string {
 			if covers(q.Sel, s) {
 				fwdCover = true
 			}
-		case q.Dir == kernel.DirIn && p.Dir == kernel.DirOut:
+		case q.Dir == xfrm.DirIn && p.Dir == xfrm.DirOut:
 			// The program takes its inbound branch (kernel) for packets
 			// matching an IN policy.
 			return "overlap: IN policy " + itoa(q.Index) + " overlaps the selector (the program passes those packets to the kernel)"
 		}
 	}
-	if p.Dir == kernel.DirOut && in.FwdDefaultBlock && !fwdCover {
+	if p.Dir == xfrm.DirOut && in.FwdDefaultBlock && !fwdCover {
 		return "fwd-check: the FWD default is block and no FWD policy covers the whole selector"
 	}
 	return ""
 }
 
 // overlaps reports whether some packet matches both selectors.
-func overlaps(a, b kernel.Selector) bool {
+func overlaps(a, b xfrm.Selector) bool {
 	if a.Src.Addr().Is4() != b.Src.Addr().Is4() || !a.Src.Overlaps(b.Src) || !a.Dst.Overlaps(b.Dst) {
 		return false
 	}
@@ -82,7 +82,7 @@ func overlaps(a, b kernel.Selector) bool {
 }
 
 // covers reports whether a matches every packet b matches.
-func covers(a, b kernel.Selector) bool {
+func covers(a, b xfrm.Selector) bool {
 	if a.Src.Addr().Is4() != b.Src.Addr().Is4() ||
 		a.Src.Bits() > b.Src.Bits() || !a.Src.Contains(b.Src.Addr()) ||
 		a.Dst.Bits() > b.Dst.Bits() || !a.Dst.Contains(b.Dst.Addr()) {

@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"sluice/internal/fastpath"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/tcflower"
+	"sluice/internal/kernel/xfrm"
 )
 
 // withdrawal removes forwarding rules straight from the mirror's XFRM
@@ -46,7 +47,7 @@ import (
 // while an event withdraws their policy are removed when its apply ends.
 type withdrawal struct {
 	mu sync.Mutex
-	fs *kernel.FlowerSocket // its own: the worker's may be busy with a long apply
+	fs *tcflower.FlowerSocket // its own: the worker's may be busy with a long apply
 	// gen counts snapshots handed to Update; an event is newer than every
 	// snapshot up to gen.
 	gen uint64
@@ -71,7 +72,7 @@ type withdrawal struct {
 }
 
 type dep struct {
-	policy kernel.Policy
+	policy xfrm.Policy
 	dev    int // the offload device its SAs must stay on
 }
 
@@ -93,23 +94,23 @@ type installedRef struct {
 	v6     bool
 }
 
-func (r installedRef) filter() *kernel.FlowerFilter {
-	return &kernel.FlowerFilter{Ifindex: r.dev, Chain: r.chain, Pref: r.pref, Handle: r.handle, VLANID: r.vlan, IPv6: r.v6}
+func (r installedRef) filter() *tcflower.FlowerFilter {
+	return &tcflower.FlowerFilter{Ifindex: r.dev, Chain: r.chain, Pref: r.pref, Handle: r.handle, VLANID: r.vlan, IPv6: r.v6}
 }
 
 // damage is one event in the terms of what it can break.
 type damage struct {
 	gen    uint64
-	all    bool              // a flush, the FWD default turning to block
-	sels   []kernel.Selector // policy changes: rules overlapping these
-	bucket *bucketKey        // SA changes: rules whose template is here...
+	all    bool            // a flush, the FWD default turning to block
+	sels   []xfrm.Selector // policy changes: rules overlapping these
+	bucket *bucketKey      // SA changes: rules whose template is here...
 	// ...unless the event's own check found them still served by an SA on
 	// this device (policy -> device).
 	spared map[uint32]int
 }
 
 func (w *withdrawal) open() error {
-	fs, err := kernel.OpenFlowerSocket()
+	fs, err := tcflower.OpenFlowerSocket()
 	if err != nil {
 		return err
 	}
@@ -162,12 +163,12 @@ func (w *withdrawal) event(c fastpath.XFRMChange, cur fastpath.CurrentState, log
 
 // damageOf says what an event can break; ok is false when nothing.
 func damageOf(c fastpath.XFRMChange, gen uint64) (d damage, ok bool) {
-	if c.Policy != nil && c.Policy.Dir > kernel.DirFwd {
+	if c.Policy != nil && c.Policy.Dir > xfrm.DirFwd {
 		return d, false // socket policies never meet forwarded traffic
 	}
 	d.gen = gen
 	switch c.Kind {
-	case kernel.PolicyNew, kernel.PolicyUpd:
+	case xfrm.PolicyNew, xfrm.PolicyUpd:
 		if c.Prev != nil && reflect.DeepEqual(*c.Prev, *c.Policy) {
 			return d, false // strongSwan re-installs policies unchanged on a rekey
 		}
@@ -175,30 +176,30 @@ func damageOf(c fastpath.XFRMChange, gen uint64) (d damage, ok bool) {
 		if c.Prev != nil && c.Prev.Sel != c.Policy.Sel {
 			d.sels = append(d.sels, c.Prev.Sel)
 		}
-	case kernel.PolicyDel, kernel.PolicyExpire:
-		if c.Kind == kernel.PolicyExpire && !c.Hard {
+	case xfrm.PolicyDel, xfrm.PolicyExpire:
+		if c.Kind == xfrm.PolicyExpire && !c.Hard {
 			return d, false
 		}
 		d.sels = append(d.sels, c.Policy.Sel)
 		if c.Prev != nil && c.Prev.Sel != c.Policy.Sel {
 			d.sels = append(d.sels, c.Prev.Sel)
 		}
-	case kernel.PolicyFlush:
+	case xfrm.PolicyFlush:
 		d.all = true
-	case kernel.PolicyDefault:
-		if c.Default == nil || c.PrevFwdBlock || c.Default.Fwd != kernel.ActionBlock {
+	case xfrm.PolicyDefault:
+		if c.Default == nil || c.PrevFwdBlock || c.Default.Fwd != xfrm.ActionBlock {
 			return d, false
 		}
 		d.all = true
-	case kernel.StateNew, kernel.StateUpd, kernel.StateDel, kernel.StateExpire:
+	case xfrm.StateNew, xfrm.StateUpd, xfrm.StateDel, xfrm.StateExpire:
 		// An added or changed SA can break a template too: one that is not
 		// packet-offloaded on the rule's device makes the kernel's choice
 		// uncertain for XDP, so the rule goes.
-		if c.Kind == kernel.StateExpire && !c.Hard || c.State.Proto != 50 {
+		if c.Kind == xfrm.StateExpire && !c.Hard || c.State.Proto != 50 {
 			return d, false // a soft expire; templates are ESP
 		}
 		d.bucket, d.spared = &bucketKey{c.State.Dst, c.State.Reqid}, map[uint32]int{}
-	case kernel.StateFlush:
+	case xfrm.StateFlush:
 		if c.State != nil && c.State.Proto != 0 && c.State.Proto != 50 {
 			return d, false
 		}
@@ -277,7 +278,7 @@ func (w *withdrawal) remove(policies []uint32, log *slog.Logger) int {
 	if len(refs) == 0 {
 		return 0
 	}
-	del := make([]*kernel.FlowerFilter, len(refs))
+	del := make([]*tcflower.FlowerFilter, len(refs))
 	for i, r := range refs {
 		del[i] = r.filter()
 	}

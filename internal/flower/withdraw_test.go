@@ -8,14 +8,14 @@ import (
 	"testing"
 
 	"sluice/internal/fastpath"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // liveStates is the mirror's copy as CurrentState reads it.
-type liveStates []kernel.State
+type liveStates []xfrm.State
 
-func (l liveStates) StatesFor(dst netip.Addr, reqid uint32) []kernel.State {
-	var out []kernel.State
+func (l liveStates) StatesFor(dst netip.Addr, reqid uint32) []xfrm.State {
+	var out []xfrm.State
 	for _, s := range l {
 		if s.Dst == dst && (reqid == 0 || s.Reqid == reqid) {
 			out = append(out, s)
@@ -63,41 +63,41 @@ func TestWithdrawOnlyWhatLostItsGround(t *testing.T) {
 	software := saA
 	software.SPI, software.Offload = 0x8888, nil
 	otherDev := saA
-	otherDev.SPI, otherDev.Offload = 0x9999, &kernel.Offload{Ifindex: other, Flags: kernel.OffloadPacket}
+	otherDev.SPI, otherDev.Offload = 0x9999, &xfrm.Offload{Ifindex: other, Flags: xfrm.OffloadPacket}
 	changed := outA
 	changed.Priority = 5
-	block := kernel.PolicyDefaults{Fwd: kernel.ActionBlock}
+	block := xfrm.PolicyDefaults{Fwd: xfrm.ActionBlock}
 	for _, tc := range []struct {
 		name string
 		c    fastpath.XFRMChange
 		cur  liveStates // the mirror's SAs after the event
 		want []uint32
 	}{
-		{"rekey: new offloaded SA added", fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.StateNew, State: &rekeyed}},
+		{"rekey: new offloaded SA added", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateNew, State: &rekeyed}},
 			liveStates{saA, rekeyed, saB}, nil},
-		{"rekey: old SA deleted, the new one serves", fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.StateDel, State: &saA}},
+		{"rekey: old SA deleted, the new one serves", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateDel, State: &saA}},
 			liveStates{rekeyed, saB}, nil},
-		{"last SA deleted", fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.StateDel, State: &saA}},
+		{"last SA deleted", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateDel, State: &saA}},
 			liveStates{saB}, []uint32{outA.Index}},
-		{"SA hard-expired", fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.StateExpire, Hard: true, State: &saA}},
+		{"SA hard-expired", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateExpire, Hard: true, State: &saA}},
 			liveStates{saB}, []uint32{outA.Index}},
-		{"SA soft-expired: nothing", fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.StateExpire, State: &saA}},
+		{"SA soft-expired: nothing", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateExpire, State: &saA}},
 			liveStates{saA, saB}, nil},
-		{"software SA beside the offloaded one", fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.StateNew, State: &software}},
+		{"software SA beside the offloaded one", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateNew, State: &software}},
 			liveStates{saA, software, saB}, []uint32{outA.Index}},
-		{"SA on another device", fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.StateUpd, State: &otherDev}},
+		{"SA on another device", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateUpd, State: &otherDev}},
 			liveStates{saA, otherDev, saB}, []uint32{outA.Index}},
-		{"OUT policy deleted", fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.PolicyDel, Policy: &outA}},
+		{"OUT policy deleted", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.PolicyDel, Policy: &outA}},
 			liveStates{saA, saB}, []uint32{outA.Index}},
-		{"fwd-out policy hard-expired", fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.PolicyExpire, Hard: true, Policy: &fwdA}},
+		{"fwd-out policy hard-expired", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.PolicyExpire, Hard: true, Policy: &fwdA}},
 			liveStates{saA, saB}, []uint32{outA.Index}},
-		{"policy updated unchanged (strongSwan after a rekey)", fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.PolicyUpd, Policy: &outB}, Prev: &outB},
+		{"policy updated unchanged (strongSwan after a rekey)", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.PolicyUpd, Policy: &outB}, Prev: &outB},
 			liveStates{saA, saB}, nil},
-		{"policy updated with a new priority", fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.PolicyUpd, Policy: &changed}, Prev: &outA},
+		{"policy updated with a new priority", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.PolicyUpd, Policy: &changed}, Prev: &outA},
 			liveStates{saA, saB}, []uint32{outA.Index}},
-		{"FWD default turned to block", fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.PolicyDefault, Default: &block}},
+		{"FWD default turned to block", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.PolicyDefault, Default: &block}},
 			liveStates{saA, saB}, []uint32{outA.Index, outB.Index}},
-		{"SA flush", fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.StateFlush, State: &kernel.State{}}},
+		{"SA flush", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateFlush, State: &xfrm.State{}}},
 			nil, []uint32{outA.Index, outB.Index}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -109,9 +109,9 @@ func TestWithdrawOnlyWhatLostItsGround(t *testing.T) {
 	}
 	t.Run("a new overlapping policy", func(t *testing.T) {
 		w, _, _ := withdrawLab(t)
-		in := kernel.Policy{Index: 999, Dir: kernel.DirIn, Priority: 1, Action: kernel.ActionAllow,
-			Sel: kernel.Selector{Src: netip.MustParsePrefix("16.1.2.0/24"), Dst: netip.MustParsePrefix("48.1.0.0/24")}}
-		if got := hitsOf(w, fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.PolicyNew, Policy: &in}}, nil); !slices.Equal(got, []uint32{outB.Index}) {
+		in := xfrm.Policy{Index: 999, Dir: xfrm.DirIn, Priority: 1, Action: xfrm.ActionAllow,
+			Sel: xfrm.Selector{Src: netip.MustParsePrefix("16.1.2.0/24"), Dst: netip.MustParsePrefix("48.1.0.0/24")}}
+		if got := hitsOf(w, fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.PolicyNew, Policy: &in}}, nil); !slices.Equal(got, []uint32{outB.Index}) {
 			t.Fatalf("withdrew %v, want B's OUT policy %d", got, outB.Index)
 		}
 	})
@@ -128,8 +128,8 @@ func TestWithdrawReplaysEventsNewerThanTheSnapshot(t *testing.T) {
 	// The old SA goes while the worker is busy; the rekeyed SA serves.
 	rekeyed := saA
 	rekeyed.SPI = 0x7777
-	hitsOf(w, fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.StateNew, State: &rekeyed}}, liveStates{saA, rekeyed})
-	hitsOf(w, fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.StateDel, State: &saA}}, liveStates{rekeyed})
+	hitsOf(w, fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateNew, State: &rekeyed}}, liveStates{saA, rekeyed})
+	hitsOf(w, fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateDel, State: &saA}}, liveStates{rekeyed})
 	var skips []Skip
 	views := fastpath.PolicyViews(snap)
 	if got := w.prepare(&Installer{}, slices.Clone(rules), views, gen, &skips); len(got) != len(rules) {
@@ -137,7 +137,7 @@ func TestWithdrawReplaysEventsNewerThanTheSnapshot(t *testing.T) {
 	}
 	// Then the OUT policy goes: a re-derive of the same snapshot (a route
 	// change) must not bring its rule back.
-	hitsOf(w, fastpath.XFRMChange{XFRMEvent: kernel.XFRMEvent{Kind: kernel.PolicyDel, Policy: &outA}}, nil)
+	hitsOf(w, fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.PolicyDel, Policy: &outA}}, nil)
 	skips = nil
 	got := w.prepare(&Installer{}, slices.Clone(rules), views, gen, &skips)
 	for _, r := range got {

@@ -12,6 +12,7 @@ import (
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // FromConfig translates gateway.yaml into the daemon's options; build is
@@ -93,12 +94,12 @@ func FromConfig(g *config.Gateway, build api.Build) (Options, error) {
 		}
 		o.Source = fastpath.StaticSource{Snap: snap}
 	} else {
-		o.Source = fastpath.KernelSource{X: &kernel.XFRM{}}
+		o.Source = fastpath.KernelSource{X: &xfrm.XFRM{}}
 	}
 	return o, nil
 }
 
-var configDirs = map[config.Direction]kernel.Dir{config.DirIn: kernel.DirIn, config.DirOut: kernel.DirOut, config.DirFwd: kernel.DirFwd}
+var configDirs = map[config.Direction]xfrm.Dir{config.DirIn: xfrm.DirIn, config.DirOut: xfrm.DirOut, config.DirFwd: xfrm.DirFwd}
 
 // staticSnapshot turns the file's lab policies into what the kernel would
 // report had strongSwan installed them: a policy with one tunnel-mode ESP
@@ -107,9 +108,9 @@ func staticSnapshot(g *config.Gateway) (fastpath.Snapshot, error) {
 	var s fastpath.Snapshot
 	for i, sp := range g.Policies {
 		dir := configDirs[sp.Dir]
-		p := kernel.Policy{
+		p := xfrm.Policy{
 			Index: uint32(i+1)<<3 | uint32(dir), Dir: dir, Priority: sp.Priority,
-			Sel: kernel.Selector{Src: sp.Src, Dst: sp.Dst, Proto: uint8(sp.Proto)},
+			Sel: xfrm.Selector{Src: sp.Src, Dst: sp.Dst, Proto: uint8(sp.Proto)},
 		}
 		if sp.Sport != 0 {
 			p.Sel.SPort, p.Sel.SPortMask = sp.Sport, 0xffff
@@ -118,35 +119,35 @@ func staticSnapshot(g *config.Gateway) (fastpath.Snapshot, error) {
 			p.Sel.DPort, p.Sel.DPortMask = sp.Dport, 0xffff
 		}
 		if sp.Action == config.ActionBlock {
-			p.Action = kernel.ActionBlock
+			p.Action = xfrm.ActionBlock
 			s.Policies = append(s.Policies, p)
 			continue
 		}
-		tm := kernel.Tmpl{Src: sp.Local, Dst: sp.Peer, Proto: 50, Mode: 1, Reqid: sp.Reqid, Optional: sp.Optional}
-		if dir != kernel.DirOut {
+		tm := xfrm.Tmpl{Src: sp.Local, Dst: sp.Peer, Proto: 50, Mode: 1, Reqid: sp.Reqid, Optional: sp.Optional}
+		if dir != xfrm.DirOut {
 			tm.Src, tm.Dst = sp.Peer, sp.Local
 		}
-		p.Tmpls = []kernel.Tmpl{tm}
-		var off *kernel.Offload
+		p.Tmpls = []xfrm.Tmpl{tm}
+		var off *xfrm.Offload
 		if sp.Offload == config.OffloadPacket {
 			li, err := kernel.Link(sp.OffloadDev)
 			if err != nil {
 				return s, fmt.Errorf("%s:%d: policies[%d].offload-dev: %w", g.File, sp.Line, i, err)
 			}
-			off = &kernel.Offload{Ifindex: li.Ifindex, Flags: kernel.OffloadPacket}
-			if dir != kernel.DirOut {
-				off.Flags |= kernel.OffloadInbound
+			off = &xfrm.Offload{Ifindex: li.Ifindex, Flags: xfrm.OffloadPacket}
+			if dir != xfrm.DirOut {
+				off.Flags |= xfrm.OffloadInbound
 			}
-			if dir != kernel.DirFwd { // FWD policies are never offloaded
+			if dir != xfrm.DirFwd { // FWD policies are never offloaded
 				p.Offload = off
 			}
 		}
 		s.Policies = append(s.Policies, p)
-		if dir != kernel.DirFwd {
+		if dir != xfrm.DirFwd {
 			// AES-GCM-128 (strongSwan's esp=aes128gcm16, what the NICs
 			// offload): the SA's size, and so its MTU, depends on it.
-			s.States = append(s.States, kernel.State{Src: tm.Src, Dst: tm.Dst, Proto: 50, Mode: 1, Reqid: tm.Reqid,
-				SPI: 0x100 + uint32(i), Offload: off, Alg: kernel.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}})
+			s.States = append(s.States, xfrm.State{Src: tm.Src, Dst: tm.Dst, Proto: 50, Mode: 1, Reqid: tm.Reqid,
+				SPI: 0x100 + uint32(i), Offload: off, Alg: xfrm.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}})
 		}
 	}
 	return s, nil

@@ -6,14 +6,14 @@ import (
 	"sluice/internal/api"
 	"sluice/internal/config"
 	"sluice/internal/fastpath"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // StaticDatapath loads the fast path over tables built from a gateway.yaml
 // with static policies, as the daemon builds them, but without attaching
 // or pinning anything: `sluice gateway explain -f` runs packets through it
 // with no daemon. It returns the policies the tables came from.
-func StaticDatapath(g *config.Gateway, build api.Build) (*fastpath.Datapath, []kernel.Policy, error) {
+func StaticDatapath(g *config.Gateway, build api.Build) (*fastpath.Datapath, []xfrm.Policy, error) {
 	opts, err := FromConfig(g, build)
 	if err != nil {
 		return nil, nil, err

@@ -12,7 +12,7 @@ import (
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/tcflower"
 )
 
 // stopWait is how long stop waits for the daemon to exit after SIGTERM.
@@ -64,7 +64,7 @@ func Stop(pinDir string, out, errOut io.Writer) error {
 }
 
 func removeFlowerRules() (int, error) {
-	fs, err := kernel.OpenFlowerSocket()
+	fs, err := tcflower.OpenFlowerSocket()
 	if err != nil {
 		return 0, err
 	}

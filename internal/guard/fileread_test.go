@@ -22,6 +22,7 @@ var unboundedReaders = map[string]string{
 	"internal/swan/charon.go":          "/proc/PID/status and charon's log in the test's directory",
 	"internal/bench/report.go":         "/proc/cpuinfo and /proc/thread-self/net/snmp",
 	"internal/bench/rekey_counters.go": "/proc/thread-self/net files held open in each namespace",
+	"internal/testutil/ip.go":          "the running kernel's build config (/proc/config.gz, /boot)",
 	"internal/testlab/":                "the host's kernel, modules and busybox for the test VM",
 	"internal/fileread/":               "the bounded reader itself",
 	"internal/gateway/lock.go":         "opens the pin dir to flock it, and /proc/locks",

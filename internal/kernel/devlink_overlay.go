@@ -3,6 +3,7 @@
 package kernel
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"syscall"
@@ -215,3 +216,9 @@ func trimZero(b []byte) []byte {
 	}
 	return b
 }
+
+// Netlink carries host-order integers in native byte order.
+var ne = binary.NativeEndian
+
+// nlaTypeMask strips NLA_F_NESTED and NLA_F_NET_BYTEORDER from a type.
+const nlaTypeMask = 0x3fff

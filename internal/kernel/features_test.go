@@ -3,43 +3,12 @@
 package kernel
 
 import (
-	"bufio"
-	"compress/gzip"
-	"io"
 	"os"
 	"strings"
 	"testing"
 
 	"sluice/internal/testutil"
 )
-
-// kernelConfig reads the running kernel's build config, from /proc/config.gz
-// or /boot/config-<release> (Debian's kernels, including the test VM's).
-func kernelConfig(t *testing.T, release string) map[string]string {
-	t.Helper()
-	var r io.Reader
-	if f, err := os.Open("/proc/config.gz"); err == nil {
-		defer f.Close()
-		gz, err := gzip.NewReader(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		r = gz
-	} else if f, err := os.Open("/boot/config-" + release); err == nil {
-		defer f.Close()
-		r = f
-	} else {
-		t.Skip("kernel config unavailable: neither /proc/config.gz nor /boot/config-" + release)
-	}
-	cfg := map[string]string{}
-	sc := bufio.NewScanner(r)
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(sc.Text(), "="); ok && strings.HasPrefix(k, "CONFIG_") {
-			cfg[strings.TrimPrefix(k, "CONFIG_")] = v
-		}
-	}
-	return cfg
-}
 
 // TestProbesAgreeWithKernelConfig checks each probe against the kernel's own
 // build config: a feature built in (=y) or as a module (=m, loadable here
@@ -51,7 +20,7 @@ func TestProbesAgreeWithKernelConfig(t *testing.T) {
 	if len(f.Unknown) > 0 {
 		t.Fatalf("probes returned unknown as root: %v (%v)", f.Unknown, f.Evidence)
 	}
-	cfg := kernelConfig(t, f.Release)
+	cfg := testutil.KernelConfig(t, f.Release)
 	symbols := map[string]string{
 		FeatureESP:     "INET_ESP",
 		FeatureGCM:     "CRYPTO_GCM",

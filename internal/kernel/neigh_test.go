@@ -5,6 +5,7 @@ package kernel
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -19,11 +20,11 @@ import (
 // 2001:db8:77::1/64 up, its peer v1 up without addresses.
 func neighTestNS(t *testing.T) (string, netns.NsHandle, *netlink.Handle) {
 	ns, h := testutil.NewNetNS(t)
-	ipn(t, ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
-	ipn(t, ns, "addr", "add", "10.77.0.1/24", "dev", "v0")
-	ipn(t, ns, "addr", "add", "2001:db8:77::1/64", "dev", "v0", "nodad")
-	ipn(t, ns, "link", "set", "v0", "up")
-	ipn(t, ns, "link", "set", "v1", "up")
+	testutil.IP(t, ns, "link", "add", "v0", "type", "veth", "peer", "name", "v1")
+	testutil.IP(t, ns, "addr", "add", "10.77.0.1/24", "dev", "v0")
+	testutil.IP(t, ns, "addr", "add", "2001:db8:77::1/64", "dev", "v0", "nodad")
+	testutil.IP(t, ns, "link", "set", "v0", "up")
+	testutil.IP(t, ns, "link", "set", "v1", "up")
 	nh, err := netlink.NewHandleAt(h)
 	if err != nil {
 		t.Fatal(err)
@@ -38,11 +39,11 @@ func TestResolveNextHop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ipn(t, ns, "neigh", "replace", "10.77.0.2", "lladdr", "02:00:00:00:00:02", "dev", "v0", "nud", "permanent")
-	ipn(t, ns, "neigh", "replace", "2001:db8:77::2", "lladdr", "02:00:00:00:00:06", "dev", "v0", "nud", "stale")
-	ipn(t, ns, "route", "add", "192.0.2.0/24", "via", "10.77.0.2")
-	ipn(t, ns, "route", "add", "2001:db8:99::/48", "via", "2001:db8:77::2")
-	ipn(t, ns, "route", "add", "198.51.100.0/24", "via", "10.77.0.3")
+	testutil.IP(t, ns, "neigh", "replace", "10.77.0.2", "lladdr", "02:00:00:00:00:02", "dev", "v0", "nud", "permanent")
+	testutil.IP(t, ns, "neigh", "replace", "2001:db8:77::2", "lladdr", "02:00:00:00:00:06", "dev", "v0", "nud", "stale")
+	testutil.IP(t, ns, "route", "add", "192.0.2.0/24", "via", "10.77.0.2")
+	testutil.IP(t, ns, "route", "add", "2001:db8:99::/48", "via", "2001:db8:77::2")
+	testutil.IP(t, ns, "route", "add", "198.51.100.0/24", "via", "10.77.0.3")
 	for _, tc := range []struct{ ip, mac, wantErr string }{
 		{"10.77.0.2", "02:00:00:00:00:02", ""},      // on-link, permanent
 		{"192.0.2.77", "02:00:00:00:00:02", ""},     // via gateway 10.77.0.2
@@ -52,7 +53,7 @@ func TestResolveNextHop(t *testing.T) {
 		{"10.77.0.1", "", "address of this host"},
 		{"203.0.113.1", "", "no route to 203.0.113.1"},
 	} {
-		ifindex, mac, err := ResolveNextHopAt(hns, addr(tc.ip))
+		ifindex, mac, err := ResolveNextHopAt(hns, netip.MustParseAddr(tc.ip))
 		if tc.wantErr != "" {
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Errorf("%s: got %d %v %v, want error %q", tc.ip, ifindex, mac, err, tc.wantErr)
@@ -91,16 +92,16 @@ func TestWatchNeighRoutes(t *testing.T) {
 		}
 	}
 	quiet()
-	ipn(t, ns, "route", "add", "192.0.2.0/24", "via", "10.77.0.2")
+	testutil.IP(t, ns, "route", "add", "192.0.2.0/24", "via", "10.77.0.2")
 	expectSignal("route add")
 	quiet()
-	ipn(t, ns, "neigh", "add", "10.77.0.5", "lladdr", "02:00:00:00:00:05", "dev", "v0")
+	testutil.IP(t, ns, "neigh", "add", "10.77.0.5", "lladdr", "02:00:00:00:00:05", "dev", "v0")
 	expectSignal("neigh add")
 	quiet()
-	ipn(t, ns, "route", "del", "192.0.2.0/24")
+	testutil.IP(t, ns, "route", "del", "192.0.2.0/24")
 	expectSignal("route del")
 	quiet()
-	ipn(t, ns, "neigh", "del", "10.77.0.5", "dev", "v0")
+	testutil.IP(t, ns, "neigh", "del", "10.77.0.5", "dev", "v0")
 	expectSignal("neigh del")
 	quiet()
 	// policy rules change the FIB's answers as routes do (the fast
@@ -143,7 +144,7 @@ func TestWatchNeighRoutesSurvivesOverrun(t *testing.T) {
 	for i := range lines {
 		lines[i] = fmt.Sprintf("route add 10.%d.%d.0/24 via 10.77.0.2 dev v0 onlink", 100+i>>8, i&255)
 	}
-	ipBatch(t, ns, lines) // while the watcher is held: nothing drains the sockets
+	testutil.IPBatch(t, ns, lines) // while the watcher is held: nothing drains the sockets
 	close(release)
 	select {
 	case <-resubscribed:
@@ -154,7 +155,7 @@ func TestWatchNeighRoutesSurvivesOverrun(t *testing.T) {
 	for len(ch) > 0 {
 		<-ch
 	}
-	ipn(t, ns, "route", "add", "192.0.2.0/24", "via", "10.77.0.2")
+	testutil.IP(t, ns, "route", "add", "192.0.2.0/24", "via", "10.77.0.2")
 	select {
 	case <-ch:
 	case <-time.After(5 * time.Second):

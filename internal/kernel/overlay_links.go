@@ -83,6 +83,15 @@ type OvRoute struct {
 	Proto int
 }
 
+// prefixNet is p as vishvananda/netlink takes it, host bits cleared.
+func prefixNet(p netip.Prefix) *net.IPNet {
+	bits := 32
+	if !p.Addr().Is4() {
+		bits = 128
+	}
+	return &net.IPNet{IP: net.IP(p.Masked().Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), bits)}
+}
+
 func addrOf(ip net.IP) netip.Addr {
 	a, _ := netip.AddrFromSlice(ip)
 	return a.Unmap()

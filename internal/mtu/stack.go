@@ -4,7 +4,8 @@ package mtu
 
 import (
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 )
 
@@ -68,12 +69,7 @@ var Ciphers = map[string]Cipher{
 
 // CipherNames lists Ciphers' keys, sorted.
 func CipherNames() []string {
-	out := make([]string, 0, len(Ciphers))
-	for n := range Ciphers {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(Ciphers))
 }
 
 // Encap is the overlay encapsulation.
@@ -514,7 +510,7 @@ func NewReport(s Stack, underlayMTU int, checks []int, page int) (*Report, error
 		cands = []int{3986, 3992} // the ConnectX-6 SR-IOV guide: 4096 - 110, and the route MTU it measured
 	}
 	for _, c := range append(cands, checks...) {
-		if c >= s.minOverlay() && c < page && !containsFit(r.Page.Fits, c) {
+		if c >= s.minOverlay() && c < page && !slices.ContainsFunc(r.Page.Fits, func(f Fit) bool { return f.Overlay == c }) {
 			r.Page.Fits = append(r.Page.Fits, s.PageFit(c, page))
 		}
 	}
@@ -525,15 +521,6 @@ func NewReport(s Stack, underlayMTU int, checks []int, page int) (*Report, error
 	}
 	r.Guest = g
 	return r, nil
-}
-
-func containsFit(fs []Fit, m int) bool {
-	for _, f := range fs {
-		if f.Overlay == m {
-			return true
-		}
-	}
-	return false
 }
 
 // ParseCipher looks a cipher up by sluice's name.

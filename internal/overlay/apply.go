@@ -10,6 +10,7 @@ import (
 
 	"sluice/internal/config"
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // runner carries the state of one apply: the journal and what auto
@@ -106,7 +107,7 @@ func Apply(plan *Plan, stateDir string, progress io.Writer) (*Result, error) {
 
 // offloadFor builds the XFRMA_OFFLOAD_DEV of mode m on dev for an SA in
 // direction dir.
-func offloadFor(m, dev, dir string, policy bool) (*kernel.Offload, error) {
+func offloadFor(m, dev, dir string, policy bool) (*xfrm.Offload, error) {
 	if m == config.OffloadModeNone {
 		return nil, nil
 	}
@@ -114,19 +115,19 @@ func offloadFor(m, dev, dir string, policy bool) (*kernel.Offload, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &kernel.Offload{Ifindex: l.Ifindex}
+	o := &xfrm.Offload{Ifindex: l.Ifindex}
 	if m == config.OffloadModePacket {
-		o.Flags |= kernel.OffloadPacket
+		o.Flags |= xfrm.OffloadPacket
 	}
 	if dir == "in" && !policy {
-		o.Flags |= kernel.OffloadInbound
+		o.Flags |= xfrm.OffloadInbound
 	}
 	return o, nil
 }
 
 // liveOffload reads back what the kernel made of an SA.
 func liveOffload(w wantSA) (string, string, error) {
-	sas, err := kernel.OverlaySAs()
+	sas, err := xfrm.OverlaySAs()
 	if err != nil {
 		return "", "", err
 	}
@@ -169,7 +170,7 @@ func (r *runner) addSA(w wantSA) error {
 		if err != nil {
 			return err
 		}
-		err = kernel.SAAdd(kernel.OvSAConfig{Src: w.src, Dst: w.dst, SPI: w.spi, Reqid: w.reqid, Tunnel: pr.Mode == config.ModeTunnel,
+		err = xfrm.SAAdd(xfrm.OvSAConfig{Src: w.src, Dst: w.dst, SPI: w.spi, Reqid: w.reqid, Tunnel: pr.Mode == config.ModeTunnel,
 			AEAD: AEAD, Key: w.key.Bytes(), ICVBits: ICVBits, ESN: pr.ESN, ReplayWindow: pr.ReplayWindow, Offload: off})
 		if err != nil {
 			if w.offload == config.OffloadModeAuto && m != config.OffloadModeNone {
@@ -183,7 +184,7 @@ func (r *runner) addSA(w wantSA) error {
 			return err
 		}
 		if got != m {
-			_ = kernel.SADelete(w.dst, w.spi)
+			_ = xfrm.SADelete(w.dst, w.spi)
 			why := fmt.Sprintf("%s accepted but installed with offload %s: %s has no ESP offload for it (no xfrmdev_ops, or the driver declined)", m, got, pr.OffloadDev)
 			if w.offload == config.OffloadModeAuto {
 				refused = append(refused, why)
@@ -238,7 +239,7 @@ func trimErr(err error) string {
 
 // addPolicy installs (or updates) one policy; packet offload follows what
 // the SA obtained for offload auto.
-func (r *runner) addPolicy(w wantSA, pol kernel.OvPolicy, update bool) error {
+func (r *runner) addPolicy(w wantSA, pol xfrm.OvPolicy, update bool) error {
 	pr := w.peer
 	packet := w.offload == config.OffloadModePacket
 	if w.offload == config.OffloadModeAuto {
@@ -252,7 +253,7 @@ func (r *runner) addPolicy(w wantSA, pol kernel.OvPolicy, update bool) error {
 			packet = got == config.OffloadModePacket
 		}
 	}
-	if pol.Dir == kernel.DirFwd {
+	if pol.Dir == xfrm.DirFwd {
 		packet = false
 	}
 	if packet {
@@ -262,7 +263,7 @@ func (r *runner) addPolicy(w wantSA, pol kernel.OvPolicy, update bool) error {
 		}
 		pol.Offload = off
 	}
-	if err := kernel.PolicyAdd(pol, update); err != nil {
+	if err := xfrm.PolicyAdd(pol, update); err != nil {
 		return err
 	}
 	if !update {

@@ -11,6 +11,7 @@ import (
 	"sluice/internal/config"
 	"sluice/internal/diag"
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // Live is the host as the planner compares it with the file. ReadLive
@@ -20,8 +21,8 @@ type Live struct {
 	Release  string
 	Links    []kernel.OvLink
 	Routes   []kernel.OvRoute
-	SAs      []kernel.OvSA
-	Policies []kernel.Policy
+	SAs      []xfrm.OvSA
+	Policies []xfrm.Policy
 	// Features holds `ethtool -k` of the devices that matter (offload
 	// devices), by name.
 	Features map[string]map[string]kernel.EthFeature
@@ -111,10 +112,10 @@ func ReadLive(h *config.Host) (*Live, error) {
 		return nil, err
 	}
 	if h.IPsec != nil {
-		if l.SAs, err = kernel.OverlaySAs(); err != nil {
+		if l.SAs, err = xfrm.OverlaySAs(); err != nil {
 			return nil, err
 		}
-		if l.Policies, err = kernel.DumpPolicies(); err != nil {
+		if l.Policies, err = xfrm.DumpPolicies(); err != nil {
 			return nil, err
 		}
 		if h.HasKeying(config.KeyingIKE) && h.IPsec.IKE != nil {
@@ -213,7 +214,7 @@ func hasCaps(s config.SRIOV) bool {
 }
 
 // sa returns the live ESP SA (dst, spi), or nil.
-func (l *Live) sa(dst netip.Addr, spi uint32) *kernel.OvSA {
+func (l *Live) sa(dst netip.Addr, spi uint32) *xfrm.OvSA {
 	for i := range l.SAs {
 		s := &l.SAs[i]
 		if s.Dst == dst && s.SPI == spi && s.Proto == protoESP {
@@ -225,7 +226,7 @@ func (l *Live) sa(dst netip.Addr, spi uint32) *kernel.OvSA {
 
 // policy returns the live main-type policy with this selector (any
 // protocol and port, no mark, no interface id), or nil.
-func (l *Live) policy(dir kernel.Dir, src, dst netip.Prefix) *kernel.Policy {
+func (l *Live) policy(dir xfrm.Dir, src, dst netip.Prefix) *xfrm.Policy {
 	for i := range l.Policies {
 		p := &l.Policies[i]
 		if p.Dir == dir && !p.Sub && p.Sel.Src == src.Masked() && p.Sel.Dst == dst.Masked() && p.Sel.Proto == 0 &&

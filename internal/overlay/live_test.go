@@ -21,13 +21,10 @@ import (
 // namespace. The host kernel has VXLAN, veth and XFRM policies but no ESP
 // and no bonding (those run in the VM tests): a single port and a VTEP.
 
+// ipNS runs ip in namespace ns; a non-zero exit fails the test.
 func ipNS(t *testing.T, ns string, args ...string) string {
 	t.Helper()
-	out, err := exec.Command("ip", append([]string{"-n", ns}, args...)...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("ip -n %s %s: %v\n%s", ns, strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return testutil.Run(t, "ip", append([]string{"-n", ns}, args...)...)
 }
 
 // liveNS makes a named namespace with a veth "up0" (peer in a second
@@ -191,6 +188,27 @@ func TestApplyStopsAtFirstFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := state(t, ns)
+	applyErr := applyIn(t, h, host, dir)
+	var se *StepError
+	if applyErr == nil || !strings.Contains(applyErr.Error(), "create route 192.168.80.2/32") || !strings.Contains(applyErr.Error(), "ip route replace 192.168.80.2/32 via 10.99.0.1") {
+		t.Fatalf("apply error: %v", applyErr)
+	}
+	if !asStepError(applyErr, &se) || se.Done == 0 {
+		t.Fatalf("want a StepError after some steps, got %v", applyErr)
+	}
+	if strings.Contains(ipNS(t, ns, "link"), "vx0") {
+		t.Fatal("apply went on after the failed step: vx0 exists")
+	}
+	teardownIn(t, h, host, dir)
+	if after := state(t, ns); after != before {
+		t.Fatalf("teardown after a failed apply:\nbefore:\n%s\nafter:\n%s", before, after)
+	}
+}
+
+// applyIn plans and applies host in the namespace; apply's own error is
+// returned for the test to judge, a failure to plan fails the test.
+func applyIn(t *testing.T, h netns.NsHandle, host *config.Host, dir string) error {
+	t.Helper()
 	var applyErr error
 	if err := kernel.InNetns(h, func() error {
 		live, err := ReadLive(host)
@@ -206,16 +224,12 @@ func TestApplyStopsAtFirstFailure(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	var se *StepError
-	if applyErr == nil || !strings.Contains(applyErr.Error(), "create route 192.168.80.2/32") || !strings.Contains(applyErr.Error(), "ip route replace 192.168.80.2/32 via 10.99.0.1") {
-		t.Fatalf("apply error: %v", applyErr)
-	}
-	if !asStepError(applyErr, &se) || se.Done == 0 {
-		t.Fatalf("want a StepError after some steps, got %v", applyErr)
-	}
-	if strings.Contains(ipNS(t, ns, "link"), "vx0") {
-		t.Fatal("apply went on after the failed step: vx0 exists")
-	}
+	return applyErr
+}
+
+// teardownIn tears host down in the namespace from its journal in dir.
+func teardownIn(t *testing.T, h netns.NsHandle, host *config.Host, dir string) {
+	t.Helper()
 	if err := kernel.InNetns(h, func() error {
 		live, err := ReadLive(host)
 		if err != nil {
@@ -229,9 +243,6 @@ func TestApplyStopsAtFirstFailure(t *testing.T) {
 		return err
 	}); err != nil {
 		t.Fatal(err)
-	}
-	if after := state(t, ns); after != before {
-		t.Fatalf("teardown after a failed apply:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -272,7 +273,7 @@ func (p *planner) ikePeer(path string, pr *config.Peer) {
 			return nil
 		}})
 	}
-	if loaded && installed(il.Children[o.Name]) {
+	if loaded && slices.ContainsFunc(il.Children[o.Name], func(c swan.OverlayChild) bool { return c.State == "INSTALLED" }) {
 		return
 	}
 	// Last: IKE needs the route to the peer, which the VTEP section
@@ -299,15 +300,6 @@ func (p *planner) ikePeer(path string, pr *config.Peer) {
 			r.reportf("IKE with %s: CHILD_SA installed (offload %s)", pr.Name, mode)
 			return nil
 		}})
-}
-
-func installed(cs []swan.OverlayChild) bool {
-	for _, c := range cs {
-		if c.State == "INSTALLED" {
-			return true
-		}
-	}
-	return false
 }
 
 func withVICI(uri string, f func(*swan.Client) error) error {

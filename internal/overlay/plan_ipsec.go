@@ -9,6 +9,7 @@ import (
 
 	"sluice/internal/config"
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // AEAD is the one ESP transform sluice installs: AES-GCM as in RFC 4106,
@@ -34,7 +35,7 @@ func (w wantSA) String() string {
 }
 
 // offloadOf names a live SA's offload mode.
-func offloadOf(o *kernel.Offload) string {
+func offloadOf(o *xfrm.Offload) string {
 	switch {
 	case o == nil:
 		return config.OffloadModeNone
@@ -211,7 +212,7 @@ func saCommand(w wantSA, m string) string {
 }
 
 // saDiff says how a live SA differs from w ("" when it matches).
-func (p *planner) saDiff(w wantSA, l *kernel.OvSA) string {
+func (p *planner) saDiff(w wantSA, l *xfrm.OvSA) string {
 	pr := w.peer
 	var d []string
 	if l.Src != w.src {
@@ -231,7 +232,7 @@ func (p *planner) saDiff(w wantSA, l *kernel.OvSA) string {
 		d = append(d, fmt.Sprintf("algorithm %q/%d, want %s/%d", l.AEAD, l.ICVBits, AEAD, ICVBits))
 	} else if int(l.KeyBits) != pr.KeyBits+32 {
 		d = append(d, fmt.Sprintf("%d-bit key, want %d", l.KeyBits-32, pr.KeyBits))
-	} else if l.KeyDigest != kernel.KeyDigest(w.key.Bytes()) {
+	} else if l.KeyDigest != xfrm.KeyDigest(w.key.Bytes()) {
 		d = append(d, "a different key")
 	}
 	if l.ESN != pr.ESN {
@@ -281,7 +282,7 @@ func (p *planner) sa(w wantSA) {
 	replace := l != nil
 	p.add(Step{Section: "ipsec", Action: action, Object: w.String(), Why: why, Commands: cmds, run: func(r *runner) error {
 		if replace {
-			if err := kernel.SADelete(w.dst, w.spi); err != nil && !kernel.IsNotExist(err) {
+			if err := xfrm.SADelete(w.dst, w.spi); err != nil && !kernel.IsNotExist(err) {
 				return err
 			}
 		}
@@ -291,9 +292,9 @@ func (p *planner) sa(w wantSA) {
 
 // policySpecs are the policies one SA direction needs: out (transport or
 // tunnel), or in (+ fwd in tunnel mode).
-func policySpecs(w wantSA) []kernel.OvPolicy {
+func policySpecs(w wantSA) []xfrm.OvPolicy {
 	pr := w.peer
-	var out []kernel.OvPolicy
+	var out []xfrm.OvPolicy
 	sels := [][2]netip.Prefix{{hostPrefix(pr.Local), hostPrefix(pr.Remote)}}
 	if pr.Mode == config.ModeTunnel && len(pr.Selectors) > 0 {
 		sels = nil
@@ -303,29 +304,29 @@ func policySpecs(w wantSA) []kernel.OvPolicy {
 	}
 	tunnel := pr.Mode == config.ModeTunnel
 	for _, s := range sels {
-		base := kernel.OvPolicy{Priority: pr.Priority, Reqid: w.reqid, Tunnel: tunnel}
+		base := xfrm.OvPolicy{Priority: pr.Priority, Reqid: w.reqid, Tunnel: tunnel}
 		if tunnel {
 			base.TmplSrc, base.TmplDst = w.src, w.dst
 		}
 		if w.dir == "out" {
 			b := base
-			b.Dir, b.Src, b.Dst = kernel.DirOut, s[0], s[1]
+			b.Dir, b.Src, b.Dst = xfrm.DirOut, s[0], s[1]
 			out = append(out, b)
 			continue
 		}
 		b := base
-		b.Dir, b.Src, b.Dst = kernel.DirIn, s[1], s[0]
+		b.Dir, b.Src, b.Dst = xfrm.DirIn, s[1], s[0]
 		out = append(out, b)
 		if tunnel {
 			f := b
-			f.Dir = kernel.DirFwd
+			f.Dir = xfrm.DirFwd
 			out = append(out, f)
 		}
 	}
 	return out
 }
 
-func policyCommand(pol kernel.OvPolicy, verb, dev string, packet bool) string {
+func policyCommand(pol xfrm.OvPolicy, verb, dev string, packet bool) string {
 	c := fmt.Sprintf("ip xfrm policy %s src %s dst %s dir %s", verb, pol.Src, pol.Dst, pol.Dir)
 	if pol.Priority != 0 {
 		c += fmt.Sprintf(" priority %d", pol.Priority)
@@ -347,9 +348,9 @@ func policyCommand(pol kernel.OvPolicy, verb, dev string, packet bool) string {
 
 // policyDiff says how a live policy differs ("" when it matches);
 // wantPacket is whether it must be packet-offloaded on dev.
-func (p *planner) policyDiff(pol kernel.OvPolicy, l *kernel.Policy, wantPacket bool, dev string) string {
+func (p *planner) policyDiff(pol xfrm.OvPolicy, l *xfrm.Policy, wantPacket bool, dev string) string {
 	var d []string
-	if l.Action != kernel.ActionAllow {
+	if l.Action != xfrm.ActionAllow {
 		d = append(d, "action block")
 	}
 	if l.Priority != pol.Priority {
@@ -390,11 +391,11 @@ func (p *planner) policies(w wantSA) {
 		if w.offload == config.OffloadModeAuto && !saChanges {
 			wantPacket = liveSA.Offload.Packet()
 		}
-		if pol.Dir == kernel.DirFwd {
+		if pol.Dir == xfrm.DirFwd {
 			wantPacket = false
 		}
 		l := p.live.policy(pol.Dir, pol.Src, pol.Dst)
-		if l != nil && !(w.offload == config.OffloadModeAuto && saChanges && pol.Dir != kernel.DirFwd) {
+		if l != nil && !(w.offload == config.OffloadModeAuto && saChanges && pol.Dir != xfrm.DirFwd) {
 			if p.policyDiff(pol, l, wantPacket, pr.OffloadDev) == "" {
 				continue
 			}
@@ -408,7 +409,7 @@ func (p *planner) policies(w wantSA) {
 			}
 		}
 		cmd := policyCommand(pol, verb, pr.OffloadDev, wantPacket)
-		if w.offload == config.OffloadModeAuto && pol.Dir != kernel.DirFwd {
+		if w.offload == config.OffloadModeAuto && pol.Dir != xfrm.DirFwd {
 			cmd += "   # offload packet only if the SA got packet offload"
 		}
 		update := l != nil

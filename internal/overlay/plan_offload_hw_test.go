@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // offload-in/offload-out (the ixgbevf VF-offload patches: an ixgbevf offloads inbound only):
@@ -64,11 +65,11 @@ func TestPlanBondPortOffloadWarns(t *testing.T) {
 func TestPlanSABudget(t *testing.T) {
 	installed := func(l *Live, dev int, n int, inbound bool) {
 		for i := 0; i < n; i++ {
-			o := &kernel.Offload{Ifindex: dev}
+			o := &xfrm.Offload{Ifindex: dev}
 			if inbound {
-				o.Flags = kernel.OffloadInbound
+				o.Flags = xfrm.OffloadInbound
 			}
-			l.SAs = append(l.SAs, kernel.OvSA{State: kernel.State{Src: netip.MustParseAddr("10.9.0.1"), Dst: netip.MustParseAddr("10.9.0.2"),
+			l.SAs = append(l.SAs, xfrm.OvSA{State: xfrm.State{Src: netip.MustParseAddr("10.9.0.1"), Dst: netip.MustParseAddr("10.9.0.2"),
 				Proto: 50, SPI: uint32(0x9000 + i), Offload: o}})
 		}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"sluice/internal/config"
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // Planning against hand-built live state: what the plan contains, in
@@ -102,17 +103,17 @@ func matchingLive(t *testing.T) *Live {
 	)
 	l.Routes = []kernel.OvRoute{{Dst: netip.MustParsePrefix("192.168.80.3/32"), Via: netip.MustParseAddr("192.168.70.3"), Src: netip.MustParseAddr("192.168.80.2"), Dev: 4}}
 	a, b := netip.MustParseAddr("192.168.80.2"), netip.MustParseAddr("192.168.80.3")
-	sa := func(src, dst netip.Addr, spi uint32, key string) kernel.OvSA {
+	sa := func(src, dst netip.Addr, spi uint32, key string) xfrm.OvSA {
 		k, _ := hexKey(key)
-		return kernel.OvSA{State: kernel.State{Src: src, Dst: dst, Proto: 50, SPI: spi, Reqid: spi},
-			ESN: true, ReplayWindow: 64, AEAD: AEAD, ICVBits: 128, KeyBits: 160, KeyDigest: kernel.KeyDigest(k)}
+		return xfrm.OvSA{State: xfrm.State{Src: src, Dst: dst, Proto: 50, SPI: spi, Reqid: spi},
+			ESN: true, ReplayWindow: 64, AEAD: AEAD, ICVBits: 128, KeyBits: 160, KeyDigest: xfrm.KeyDigest(k)}
 	}
-	l.SAs = []kernel.OvSA{sa(a, b, 0x1001, testKeyOut), sa(b, a, 0x1002, testKeyIn)}
-	pol := func(dir kernel.Dir, src, dst netip.Addr, reqid uint32) kernel.Policy {
-		return kernel.Policy{Dir: dir, Sel: kernel.Selector{Src: netip.PrefixFrom(src, 32), Dst: netip.PrefixFrom(dst, 32)},
-			Tmpls: []kernel.Tmpl{{Proto: 50, Reqid: reqid}}}
+	l.SAs = []xfrm.OvSA{sa(a, b, 0x1001, testKeyOut), sa(b, a, 0x1002, testKeyIn)}
+	pol := func(dir xfrm.Dir, src, dst netip.Addr, reqid uint32) xfrm.Policy {
+		return xfrm.Policy{Dir: dir, Sel: xfrm.Selector{Src: netip.PrefixFrom(src, 32), Dst: netip.PrefixFrom(dst, 32)},
+			Tmpls: []xfrm.Tmpl{{Proto: 50, Reqid: reqid}}}
 	}
-	l.Policies = []kernel.Policy{pol(kernel.DirOut, a, b, 0x1001), pol(kernel.DirIn, b, a, 0x1002)}
+	l.Policies = []xfrm.Policy{pol(xfrm.DirOut, a, b, 0x1001), pol(xfrm.DirIn, b, a, 0x1002)}
 	return l
 }
 
@@ -211,7 +212,7 @@ func TestPlanDrift(t *testing.T) {
 		{"changed key", func(l *Live) { l.SAs[0].KeyDigest[0] ^= 1 }, []string{"replace SA out 192.168.80.2->192.168.80.3 spi 0x1001: a different key"}},
 		{"replay window and ESN", func(l *Live) { l.SAs[1].ESN, l.SAs[1].ReplayWindow = false, 32 },
 			[]string{"replace SA in 192.168.80.3->192.168.80.2 spi 0x1002: esn false, want true, replay window 32, want 64"}},
-		{"SA offloaded, file says none", func(l *Live) { l.SAs[0].Offload = &kernel.Offload{Ifindex: 4} },
+		{"SA offloaded, file says none", func(l *Live) { l.SAs[0].Offload = &xfrm.Offload{Ifindex: 4} },
 			[]string{"replace SA out 192.168.80.2->192.168.80.3 spi 0x1001: offload crypto, want none"}},
 		{"policy reqid", func(l *Live) { l.Policies[0].Tmpls[0].Reqid = 7 },
 			[]string{"replace policy out 192.168.80.2/32->192.168.80.3/32: template proto 50 reqid 7 mode 0, want esp reqid 4097 mode 0"}},
@@ -328,9 +329,9 @@ func TestPlanAutoAndPacketCommands(t *testing.T) {
 	l := matchingLive(t)
 	l.Links[1].Name = "p0"
 	for i := range l.SAs {
-		l.SAs[i].Offload = &kernel.Offload{Ifindex: 2}
+		l.SAs[i].Offload = &xfrm.Offload{Ifindex: 2}
 	}
-	l.SAs[1].Offload.Flags = kernel.OffloadInbound
+	l.SAs[1].Offload.Flags = xfrm.OffloadInbound
 	if p, err = NewPlan(h, ks, l); err != nil || !p.Empty() {
 		t.Fatalf("auto over crypto-offloaded SAs: %v %+v", err, p)
 	}

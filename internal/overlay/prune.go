@@ -29,7 +29,7 @@ func NewPrune(prev, next *config.Host, live *Live, j *Journal) *Plan {
 			continue
 		}
 		for _, r := range pv.Remotes {
-			if hasRemote(nv, r.Address) {
+			if slices.ContainsFunc(nv.Remotes, remoteAt(r.Address)) {
 				continue
 			}
 			if k := live.link(pv.Name); k != nil && pv.Type == config.VTEPVXLAN && slices.Contains(k.VXLAN.FDB, r.Address) {
@@ -102,7 +102,7 @@ func removed(prev, next *config.Host) *config.Host {
 		ip := *prev.IPsec
 		ip.Peers = nil
 		for _, p := range prev.IPsec.Peers {
-			if !hasPeer(next, p.Name) {
+			if next.IPsec == nil || !slices.ContainsFunc(next.IPsec.Peers, func(q config.Peer) bool { return q.Name == p.Name }) {
 				ip.Peers = append(ip.Peers, p)
 			}
 		}
@@ -122,30 +122,14 @@ func findVTEP(h *config.Host, name string) *config.VTEP {
 	return nil
 }
 
-func hasRemote(v *config.VTEP, a netip.Addr) bool {
-	for _, r := range v.Remotes {
-		if r.Address == a {
-			return true
-		}
-	}
-	return false
+// remoteAt matches a VTEP's remote by address.
+func remoteAt(a netip.Addr) func(config.Remote) bool {
+	return func(r config.Remote) bool { return r.Address == a }
 }
 
 func nextRoutes(h *config.Host, a netip.Addr) bool {
 	for _, v := range h.VTEPs {
-		if hasRemote(&v, a) {
-			return true
-		}
-	}
-	return false
-}
-
-func hasPeer(h *config.Host, name string) bool {
-	if h.IPsec == nil {
-		return false
-	}
-	for _, p := range h.IPsec.Peers {
-		if p.Name == name {
+		if slices.ContainsFunc(v.Remotes, remoteAt(a)) {
 			return true
 		}
 	}

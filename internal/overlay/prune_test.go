@@ -40,18 +40,7 @@ func TestPruneRemovedRemote(t *testing.T) {
 	before := state(t, ns)
 	apply := func(host *config.Host) {
 		t.Helper()
-		if err := kernel.InNetns(h, func() error {
-			live, err := ReadLive(host)
-			if err != nil {
-				return err
-			}
-			plan, err := NewPlan(host, nil, live)
-			if err != nil {
-				return err
-			}
-			_, err = Apply(plan, dir, nil)
-			return err
-		}); err != nil {
+		if err := applyIn(t, h, host, dir); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -90,20 +79,7 @@ func TestPruneRemovedRemote(t *testing.T) {
 	if r := ipNS(t, ns, "route", "show", "192.168.80.3"); r != "" {
 		t.Errorf("the removed remote's route is left: %q", r)
 	}
-	if err := kernel.InNetns(h, func() error {
-		live, err := ReadLive(next)
-		if err != nil {
-			return err
-		}
-		j, has, err := LoadJournal(dir, next.Name, next.File)
-		if err != nil {
-			return err
-		}
-		_, err = Teardown(NewTeardown(next, live, j, has), j, nil)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	teardownIn(t, h, next, dir)
 	if after := state(t, ns); after != before {
 		t.Fatalf("after prune, apply and teardown:\nbefore:\n%s\nafter:\n%s", before, after)
 	}

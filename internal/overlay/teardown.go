@@ -11,6 +11,7 @@ import (
 
 	"sluice/internal/config"
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // NewTeardown plans the removal of what the file created, in the reverse
@@ -183,7 +184,7 @@ func (t *tearer) ipsec() {
 			}
 			t.add(Step{Section: "ipsec", Action: "delete", Object: fmt.Sprintf("policy %s %s->%s", pol.Dir, pol.Src, pol.Dst), Why: "declared by the file",
 				Commands: []string{fmt.Sprintf("ip xfrm policy delete src %s dst %s dir %s", pol.Src, pol.Dst, pol.Dir)}, run: func(r *runner) error {
-					if err := kernel.PolicyDelete(pol.Dir, pol.Src, pol.Dst); err != nil && !kernel.IsNotExist(err) {
+					if err := xfrm.PolicyDelete(pol.Dir, pol.Src, pol.Dst); err != nil && !kernel.IsNotExist(err) {
 						return err
 					}
 					r.j.dropCreated(entry{Kind: kindPolicy, Dir: pol.Dir.String(), Src: pol.Src.String(), Dst: pol.Dst.String()})
@@ -202,7 +203,7 @@ func (t *tearer) ipsec() {
 		}
 		t.add(Step{Section: "ipsec", Action: "delete", Object: w.String(), Why: "declared by the file",
 			Commands: []string{fmt.Sprintf("ip xfrm state delete src %s dst %s proto esp spi %#x", w.src, w.dst, w.spi)}, run: func(r *runner) error {
-				if err := kernel.SADelete(w.dst, w.spi); err != nil && !kernel.IsNotExist(err) {
+				if err := xfrm.SADelete(w.dst, w.spi); err != nil && !kernel.IsNotExist(err) {
 					return err
 				}
 				r.j.dropCreated(entry{Kind: kindSA, Dst: w.dst.String(), SPI: w.spi, Src: w.src.String()})

@@ -10,6 +10,7 @@ import (
 
 	"sluice/internal/config"
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // VerifyCheck is one verification and its verdict.
@@ -139,7 +140,7 @@ func VerifyTraffic(h *config.Host, r *VerifyReport, window time.Duration, genera
 			devs[p.OffloadDev] = true
 		}
 	}
-	before, err := kernel.OverlaySAs()
+	before, err := xfrm.OverlaySAs()
 	if err != nil {
 		return err
 	}
@@ -153,12 +154,12 @@ func VerifyTraffic(h *config.Host, r *VerifyReport, window time.Duration, genera
 	if generate != nil {
 		genErr = <-done
 	}
-	after, err := kernel.OverlaySAs()
+	after, err := xfrm.OverlaySAs()
 	if err != nil {
 		return err
 	}
 	ea := ethtoolIPsec(devs)
-	count := func(sas []kernel.OvSA, st SAStatus, dst string) (uint64, bool) {
+	count := func(sas []xfrm.OvSA, st SAStatus, dst string) (uint64, bool) {
 		for _, s := range sas {
 			if s.SPI == st.SPI && s.Dst.String() == dst && s.Proto == protoESP {
 				return s.Packets, true

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"sluice/internal/testutil"
 	"strings"
 	"testing"
 )
@@ -14,9 +15,7 @@ import (
 // at is refused, with the directory and the fix; root's and sticky ones
 // pass.
 func TestCheckDir(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: directories owned by another user")
-	}
+	testutil.RequireRoot(t, "directories owned by another user")
 	base := t.TempDir()
 	mk := func(name string, mode os.FileMode, uid int) string {
 		p := filepath.Join(base, name)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"sluice/internal/gateway"
+	"sluice/internal/testutil"
 )
 
 // trustGW is a gateway namespace (lan0, wan0, x0 veths) with a bpffs of
@@ -31,9 +32,7 @@ type trustGW struct {
 
 func newTrustGW(t *testing.T) *trustGW {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: network namespaces, bpffs, XDP and another uid")
-	}
+	testutil.RequireRoot(t, "network namespaces, bpffs, XDP and another uid")
 	g := &trustGW{t: t, bin: sluiceBin(t), ns: fmt.Sprintf("e2e-trust-%d-%d", os.Getpid(), rand.IntN(1<<20))}
 	os.Chmod(filepath.Dir(g.bin), 0o755) // uid 65534 runs it too
 	run(t, "ip", "netns", "add", g.ns)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sluice/internal/testutil"
 	"strings"
 	"testing"
 )
@@ -41,9 +42,7 @@ func packages(t *testing.T) (deb, rpm string) {
 
 func need(t *testing.T, tools ...string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounts an overlay root and chroots into it")
-	}
+	testutil.RequireRoot(t, "mounts an overlay root and chroots into it")
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("%s is not installed: run 'make setup'", tool)

@@ -5,6 +5,7 @@
 package vm
 
 import (
+	"net"
 	"regexp"
 	"strconv"
 	"testing"
@@ -49,6 +50,13 @@ func veth(t *testing.T, nsA, devA, addrA, nsB, devB, addrB string) {
 }
 
 func step(t *testing.T, name string, f func(t *testing.T)) { t.Helper(); testutil.Step(t, name, f) }
+
+func inNetns(t *testing.T, ns string, f func()) { t.Helper(); testutil.InNetns(t, ns, f) }
+
+func link(t *testing.T, ns, dev string) (int, net.HardwareAddr) {
+	t.Helper()
+	return testutil.Link(t, ns, dev)
+}
 
 var (
 	lifetimeRe = regexp.MustCompile(`(\d+)\(bytes\), (\d+)\(packets\)`)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // TestNicmodelLeak: a frame no offloaded OUT policy selects leaves the
@@ -164,7 +164,7 @@ func TestNicmodelRefusals(t *testing.T) {
 	})
 }
 
-// TestNicmodelOffloadProbe: doctor's offload probe (kernel.ProbeOffload)
+// TestNicmodelOffloadProbe: doctor's offload probe (xfrm.ProbeOffload)
 // meets a device that does packet offload for real. Every packet-offload
 // combination must be accepted. Crypto offload the model declines with
 // EOPNOTSUPP, on which the kernel keeps the SA in software and reports
@@ -174,15 +174,15 @@ func TestNicmodelOffloadProbe(t *testing.T) {
 	l := newLab(t)
 	nsA, nsB := l.netns(t), l.netns(t)
 	devA, _ := l.nicPair(t, nsA, nsB)
-	var p kernel.OffloadProbe
+	var p xfrm.OffloadProbe
 	var err error
-	inNetns(t, nsA, func() { p, err = kernel.ProbeOffload(devA) })
+	inNetns(t, nsA, func() { p, err = xfrm.ProbeOffload(devA) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, mode := range []string{"transport", "tunnel"} {
 		for _, dir := range []string{"out", "in"} {
-			if r := p.Caps[kernel.ProbeCap("packet", mode, dir)]; r != "" {
+			if r := p.Caps[xfrm.ProbeCap("packet", mode, dir)]; r != "" {
 				t.Errorf("packet %s %s refused by the model: %s", mode, dir, r)
 			}
 		}

@@ -6,7 +6,6 @@ package vm
 
 import (
 	"fmt"
-	"net"
 	"net/netip"
 	"regexp"
 	"strconv"
@@ -17,8 +16,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"sluice/internal/fastpath"
-	"sluice/internal/flower"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // TestPostSAAgainstKernel extends the kernel-against-program comparison past
@@ -142,11 +140,11 @@ func TestPostSAAgainstKernel(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer h.Close()
-			snap, err := fastpath.KernelSource{X: kernel.XFRMAt(h)}.Dump()
+			snap, err := fastpath.KernelSource{X: xfrm.XFRMAt(h)}.Dump()
 			if err != nil {
 				t.Fatal(err)
 			}
-			off := &kernel.Offload{Ifindex: wanIdx, Flags: kernel.OffloadPacket}
+			off := &xfrm.Offload{Ifindex: wanIdx, Flags: xfrm.OffloadPacket}
 			for i := range snap.Policies {
 				snap.Policies[i].Offload = off
 			}
@@ -293,77 +291,4 @@ func policyUseTime(t *testing.T, ns string, args ...string) time.Time {
 		t.Fatal(err)
 	}
 	return ts
-}
-
-// sendSizedUDP sends n datagrams of l3 bytes (IPv4) from ns to dst:port,
-// 50 ms apart.
-func sendSizedUDP(t *testing.T, ns string, dst netip.Addr, port, l3, n int) {
-	t.Helper()
-	inNetns(t, ns, func() {
-		c, err := net.Dial("udp", net.JoinHostPort(dst.String(), strconv.Itoa(port)))
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer c.Close()
-		for i := 0; i < n; i++ {
-			c.Write(make([]byte, l3-28))
-			time.Sleep(50 * time.Millisecond)
-		}
-	})
-}
-
-// TestFlowerPostSA: the skip_hw flower rules on packets, past the SA. With
-// kernel forwarding off on the gateway, only the rules move traffic, so
-// what they hand to the host is lost and counted as missing at b:
-//   - the SA's MTU (1446 for the lab's IPv4 SA over a 1500 route): a
-//     1446-byte packet is forwarded, a 1447-byte one goes to the host
-//     (act_police counts the Ethernet header: police mtu 1460). It policed
-//     at 1500 before, and forwarded both;
-//   - with use times on, the first packet of each second goes to the host
-//     (the kernel would forward it and stamp the policies), the rest are
-//     forwarded.
-func TestFlowerPostSA(t *testing.T) {
-	l := newLab(t)
-	f := newFlowerLab(t, l)
-	var fs *kernel.FlowerSocket
-	inNetns(t, f.gw, func() {
-		var err error
-		if fs, err = kernel.OpenFlowerSocket(); err != nil {
-			t.Fatal(err)
-		}
-	})
-	t.Cleanup(func() { fs.Close() })
-	inst := &flower.Installer{SkipHW: true, FS: fs}
-	install := func(t *testing.T, useTime bool) {
-		t.Helper()
-		res := flower.Derive(flower.Input{Views: fastpath.PolicyViews(f.snap), Ports: f.ports, Router: f.router, InboundChain: 1, UseTime: useTime})
-		if _, errs, err := inst.Apply(res.Rules); err != nil || len(errs) != 0 {
-			t.Fatalf("apply: %v %v", errs, err)
-		}
-	}
-	recv := listenUDP(t, f.b, "48.0.0.1:9999")
-	dst := netip.MustParseAddr("48.0.0.1")
-	step(t, "police at the SA's MTU", func(t *testing.T) {
-		install(t, false)
-		mustContain(t, run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"), "police", "mtu 1460")
-		sendSizedUDP(t, f.a, dst, 9999, 1446, 3)
-		if n := recv(); n != 3 {
-			t.Errorf("1446-byte packets: b received %d of 3", n)
-		}
-		sendSizedUDP(t, f.a, dst, 9999, 1447, 3)
-		if n := recv(); n != 0 {
-			t.Errorf("1447-byte packets: b received %d, want 0 (the host's: the kernel sends frag-needed)", n)
-		}
-	})
-	step(t, "one packet a second to the host for the use times", func(t *testing.T) {
-		inst.Apply(nil) // remove, then install with the use-time police
-		install(t, true)
-		mustContain(t, run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"), "pkts_rate 1")
-		time.Sleep(1100 * time.Millisecond)      // a full bucket
-		sendSizedUDP(t, f.a, dst, 9999, 100, 10) // half a second
-		if n := recv(); n != 9 {
-			t.Errorf("b received %d of 10, want 9 (the first to the host)", n)
-		}
-	})
 }

@@ -1,0 +1,356 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package config
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// A config file is decoded into its file struct (gatewayFile, hostFile):
+// each key is declared once, as a field with a `yaml:"name"` tag, and each
+// value is a leaf type whose UnmarshalYAML checks it (yamlleaf.go).
+// yaml.v3 decodes; before it, plain walks the node tree once, guided by
+// the struct's tags, and hands yaml.v3 a tree it decodes the way sluice
+// must. The walk stays because yaml.v3, on the tree as written:
+//   - drops a whole mapping (the file, or a list entry) when a key repeats,
+//     so the checks that combine fields would report keys as missing that
+//     are there; the walk reports the repeat and keeps the first;
+//   - fails on a mapping that merges itself (<<: *self), which sluice
+//     takes as a no-op, and stops at the first bad merge value;
+//   - drops null and mistyped list entries without a word, which would
+//     shift every later entry's index in messages;
+//   - has no budget for what aliases and merge keys expand to (its own
+//     ratio check stops late on small files), and no notion of the key
+//     path a message should name;
+//   - and Node.Decode has no KnownFields: unknown keys are found here,
+//     from the same tags, with "did you mean".
+// The plain tree has merges expanded, no aliases, no null values, and
+// only keys the struct declares; its leaves are copies whose Column holds
+// their index in parser.leaves, so an error from UnmarshalYAML is
+// reported at its key's line and path.
+
+// describer names a struct for messages: what one is called and a
+// minimal example of its keys.
+type describer interface {
+	describe() (what, example string)
+}
+
+var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+
+// leaf is where a value of the plain tree came from.
+type leaf struct {
+	path string
+	line int // the line of its key (or list item)
+}
+
+// decode walks root into a plain tree and decodes that into out (a
+// pointer to a file struct), recording every problem.
+func (p *parser) decode(root *yaml.Node, out any) {
+	t := reflect.TypeOf(out).Elem()
+	plain := p.plainMapping(root, "", t)
+	if p.overBudg != nil {
+		return
+	}
+	err := func() (err error) {
+		// yaml.v3 is third-party code: whatever it does, the caller gets
+		// an error, not a panic.
+		defer func() {
+			if r := recover(); r != nil {
+				err = fmt.Errorf("%v", r)
+			}
+		}()
+		return plain.Decode(out)
+	}()
+	var te *yaml.TypeError
+	switch {
+	case errors.As(err, &te):
+		for _, s := range te.Errors {
+			p.leafError(s)
+		}
+	case err != nil:
+		p.errorf(root.Line, "", "the YAML decoder failed on this input (%s); check the file's syntax", oneLine(err.Error()))
+	}
+}
+
+var leafErrRE = regexp.MustCompile(`^line \d+: column (\d+): (.*)$`)
+
+// leafError records an error from a leaf's UnmarshalYAML at its key.
+func (p *parser) leafError(s string) {
+	if m := leafErrRE.FindStringSubmatch(s); m != nil {
+		if i, err := strconv.Atoi(m[1]); err == nil && i < len(p.leaves) {
+			l := p.leaves[i]
+			p.errorf(l.line, l.path, "%s", m[2])
+			return
+		}
+	}
+	// Only a field without a leaf type gets here: a bug in the schema.
+	line := 0
+	if m := regexp.MustCompile(`^line (\d+): `).FindStringSubmatch(s); m != nil {
+		line, _ = strconv.Atoi(m[1])
+	}
+	p.errorf(line, "", "%s", oneLine(s))
+}
+
+// leafErr is how a leaf's UnmarshalYAML reports a bad value: a
+// *yaml.TypeError (yaml.v3 gathers those and goes on), positioned so that
+// leafError finds the key.
+func leafErr(n *yaml.Node, format string, args ...any) error {
+	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: column %d: ", n.Line, n.Column) + fmt.Sprintf(format, args...)}}
+}
+
+// plain returns the plain tree for value n (alias-resolved) of type t at
+// path, whose key is on line; nil when there is nothing to decode.
+func (p *parser) plain(n *yaml.Node, path string, line int, t reflect.Type) *yaml.Node {
+	if isNull(n) {
+		return nil
+	}
+	if reflect.PointerTo(t).Implements(unmarshalerType) {
+		c := *n
+		c.Column = len(p.leaves)
+		p.leaves = append(p.leaves, leaf{path: path, line: line})
+		return &c
+	}
+	switch t.Kind() {
+	case reflect.Pointer:
+		return p.plain(n, path, line, t.Elem())
+	case reflect.Struct:
+		if n.Kind != yaml.MappingNode {
+			_, example := describe(t)
+			p.errorf(line, path, "want keys under %s (such as %s), got %s", lastKey(path), example, kindName(n))
+			return nil
+		}
+		return p.plainMapping(n, path, t)
+	case reflect.Slice:
+		return p.plainSequence(n, path, line, t)
+	}
+	panic(fmt.Sprintf("config: %s (%s) has no UnmarshalYAML", path, t))
+}
+
+func lastKey(path string) string {
+	return path[strings.LastIndex(path, ".")+1:]
+}
+
+func describe(t reflect.Type) (what, example string) {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if d, ok := reflect.Zero(t).Interface().(describer); ok {
+		return d.describe()
+	}
+	return "item", ""
+}
+
+// shorthand is a struct that may be written as a single value, which
+// stands for its key shorthand() (a remote VTEP as a bare address).
+type shorthand interface{ shorthand() string }
+
+// plainSequence keeps the entries of a list that can be decoded, and
+// records them (p.items) and how many were written (p.counts). A single
+// value stands for a list of one where the entries are values.
+func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Type) *yaml.Node {
+	et := t.Elem()
+	what, example := describe(et)
+	isLeaf := reflect.PointerTo(et).Implements(unmarshalerType)
+	isStruct := et.Kind() == reflect.Struct && !isLeaf
+	short, _ := reflect.Zero(et).Interface().(shorthand)
+	out := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: n.Line}
+	switch {
+	case isLeaf && n.Kind == yaml.ScalarNode:
+		p.counts[path] = 1
+		out.Content = []*yaml.Node{p.plain(n, path, line, et)}
+		p.items[path] = []item{{path: path, line: line}}
+		return out
+	case n.Kind != yaml.SequenceNode && isStruct:
+		p.errorf(line, path, "want a list of %ss (lines starting with '- '), got %s", what, kindName(n))
+		return nil
+	case n.Kind != yaml.SequenceNode:
+		p.errorf(line, path, "want a list of %s, got %s", what, kindName(n))
+		return nil
+	}
+	p.counts[path] = len(n.Content)
+	for i, c := range n.Content {
+		if !p.spend(c.Line) {
+			return out
+		}
+		ip := fmt.Sprintf("%s[%d]", path, i)
+		v := deref(c)
+		switch {
+		case isNull(v):
+			p.errorf(c.Line, ip, "empty list item; remove the '-' or fill in the %s", what)
+		case short != nil && v.Kind == yaml.ScalarNode:
+			// The single value is reported at the entry, as written.
+			_, fields := keysOf(et)
+			k := short.shorthand()
+			out.Content = append(out.Content, &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: c.Line, Content: []*yaml.Node{
+				{Kind: yaml.ScalarNode, Tag: "!!str", Value: k, Line: c.Line}, p.plain(v, ip, c.Line, fields[k])}})
+			p.items[path] = append(p.items[path], item{path: ip, line: c.Line})
+		case isStruct && v.Kind != yaml.MappingNode && short != nil:
+			p.errorf(c.Line, ip, "want %s (a single value, or keys such as - %s), got %s", article(what), example, kindName(v))
+		case isStruct && v.Kind != yaml.MappingNode:
+			p.errorf(c.Line, ip, "want %s written as keys (such as - %s), got %s", article(what), example, kindName(v))
+		default:
+			if e := p.plain(v, ip, c.Line, et); e != nil {
+				out.Content = append(out.Content, e)
+				p.items[path] = append(p.items[path], item{path: ip, line: c.Line})
+			}
+		}
+	}
+	return out
+}
+
+// keysOf returns the keys a struct declares, in field order.
+func keysOf(t reflect.Type) (names []string, fields map[string]reflect.Type) {
+	fields = map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, ok := keyName(f)
+		if !ok {
+			continue
+		}
+		names = append(names, name)
+		fields[name] = f.Type
+	}
+	return names, fields
+}
+
+// keyName is the key a struct field declares.
+func keyName(f reflect.StructField) (string, bool) {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	return name, name != "" && name != "-"
+}
+
+// plainMapping returns mapping m of struct type t with merge keys (<<:
+// *anchor) expanded: keys written in m win over merged ones, and earlier
+// merges over later ones, as YAML specifies. It records the line of every
+// known key present (p.lines) and which ones are not null (p.given).
+func (p *parser) plainMapping(m *yaml.Node, path string, t reflect.Type) *yaml.Node {
+	out := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: m.Line}
+	names, fields := keysOf(t)
+	done := map[string]bool{}
+	p.collectKeys(m, path, names, fields, out, done, map[*yaml.Node]bool{m: true}, false, 0)
+	return out
+}
+
+// collectKeys appends the keys of m (and of the mappings it merges) to out.
+func (p *parser) collectKeys(m *yaml.Node, path string, names []string, fields map[string]reflect.Type, out *yaml.Node, done map[string]bool, visited map[*yaml.Node]bool, merged bool, depth int) {
+	var merges []*yaml.Node
+	here := map[string]int{} // keys written in this mapping -> line
+	for i := 0; i+1 < len(m.Content); i += 2 {
+		kn, vn := m.Content[i], m.Content[i+1]
+		if !p.spend(kn.Line) {
+			return
+		}
+		k := deref(kn)
+		if k.Kind != yaml.ScalarNode {
+			p.errorf(kn.Line, path, "a key must be a plain word such as name, not %s", kindName(k))
+			continue
+		}
+		if k.ShortTag() == "!!merge" {
+			merges = append(merges, vn)
+			continue
+		}
+		name := k.Value
+		fp := joinPath(path, show(name))
+		if first, dup := here[name]; dup {
+			if !merged {
+				p.errorf(kn.Line, fp, "set twice (first on line %d); keep one", first)
+			}
+			continue
+		}
+		here[name] = kn.Line
+		ft, known := fields[name]
+		if !known {
+			p.unknownKey(kn.Line, fp, name, names)
+			continue
+		}
+		if done[name] {
+			// Already set by the mapping that merges this one: it wins.
+			continue
+		}
+		done[name] = true
+		p.lines[fp] = kn.Line
+		v := deref(vn)
+		if !isNull(v) {
+			p.given[fp] = true
+		}
+		if c := p.plain(v, fp, kn.Line, ft); c != nil {
+			out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name, Line: kn.Line}, c)
+		}
+	}
+	for _, mv := range merges {
+		src := deref(mv)
+		var list []*yaml.Node
+		switch src.Kind {
+		case yaml.MappingNode:
+			list = []*yaml.Node{src}
+		case yaml.SequenceNode:
+			for _, c := range src.Content {
+				list = append(list, deref(c))
+			}
+		default:
+			p.errorf(mv.Line, joinPath(path, "<<"), "a merge key takes a mapping or a list of mappings (such as <<: *defaults), not %s", kindName(src))
+			continue
+		}
+		for _, s := range list {
+			if !p.spend(mv.Line) {
+				return
+			}
+			if s.Kind != yaml.MappingNode {
+				p.errorf(mv.Line, joinPath(path, "<<"), "a merge key takes mappings only (such as <<: *defaults), not %s", kindName(s))
+				continue
+			}
+			if visited[s] {
+				continue
+			}
+			if depth >= maxMergeDepth {
+				p.errorf(mv.Line, joinPath(path, "<<"), "merge keys nest deeper than %d levels; flatten them", maxMergeDepth)
+				return
+			}
+			visited[s] = true
+			p.collectKeys(s, path, names, fields, out, done, visited, true, depth+1)
+		}
+	}
+}
+
+var keyNormalizer = strings.NewReplacer("_", "-", " ", "-")
+
+// unknownKey reports a key the struct does not declare, suggesting the
+// likely intended one.
+func (p *parser) unknownKey(line int, path, name string, known []string) {
+	norm := keyNormalizer.Replace(strings.ToLower(name))
+	for _, k := range known {
+		if k == norm || strings.ReplaceAll(k, "-", "") == norm {
+			p.errorf(line, path, "unknown key; did you mean %s?", k)
+			return
+		}
+	}
+	p.errorf(line, path, "unknown key; the keys here are %s", strings.Join(known, ", "))
+}
+
+// item is one entry of a list, or a mapping's key, for messages.
+type item struct {
+	path string
+	line int // line of the element (or of its key) where it is written
+}
+
+func joinPath(parent, name string) string {
+	if parent == "" {
+		return name
+	}
+	return parent + "." + name
+}
+
+// article prefixes a noun with "a" or "an".
+func article(noun string) string {
+	if noun != "" && strings.ContainsRune("aeiou", rune(noun[0])) {
+		return "an " + noun
+	}
+	return "a " + noun
+}
