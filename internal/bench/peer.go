@@ -10,7 +10,7 @@ import (
 	"github.com/cilium/ebpf"
 
 	"sluice/internal/fastpath"
-	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 )
 
 // The peer is fastSwan's XDP program (github.com/acassen/fastswan,
@@ -77,14 +77,14 @@ func (p *peer) fill(snap fastpath.Snapshot, ports []int) error {
 	dstIDs := map[netip.Prefix]uint32{}
 	slot := uint32(0)
 	for _, pol := range snap.Policies {
-		if pol.Offload == nil || pol.Offload.Flags&kernel.OffloadPacket == 0 || !pol.Sel.Dst.Addr().Is4() {
+		if pol.Offload == nil || pol.Offload.Flags&xfrm.OffloadPacket == 0 || !pol.Sel.Dst.Addr().Is4() {
 			continue
 		}
 		var flags uint8
 		switch pol.Dir {
-		case kernel.DirIn:
+		case xfrm.DirIn:
 			flags = peerFlagIngress
-		case kernel.DirOut:
+		case xfrm.DirOut:
 			flags = peerFlagEgress
 		default:
 			continue

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"sluice/internal/kernel"
 	"sluice/internal/kernel/xfrm"
 	"sluice/internal/testutil"
 )

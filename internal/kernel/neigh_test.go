@@ -106,10 +106,10 @@ func TestWatchNeighRoutes(t *testing.T) {
 	quiet()
 	// policy rules change the FIB's answers as routes do (the fast
 	// path's FIB result cache depends on there being none)
-	ipn(t, ns, "rule", "add", "from", "10.77.0.5", "lookup", "100", "priority", "100")
+	testutil.IP(t, ns, "rule", "add", "from", "10.77.0.5", "lookup", "100", "priority", "100")
 	expectSignal("rule add")
 	quiet()
-	ipn(t, ns, "rule", "del", "priority", "100")
+	testutil.IP(t, ns, "rule", "del", "priority", "100")
 	expectSignal("rule del")
 	cancel()
 	deadline := time.After(5 * time.Second)
