@@ -850,7 +850,8 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct scratch *w, st
 	struct fp_iface *dev_if = iface_get(w->sn.iface_gen, dev);
 	int rc;
 
-	__builtin_memset(nf, 0, sizeof(*nf));
+	if (fk->ifindex) /* only cache_fill reads it, and only then */
+		__builtin_memset(nf, 0, sizeof(*nf));
 
 	if (!dev_if) {
 		d->reason = FP_R_NOT_CONFIGURED;
