@@ -43,9 +43,14 @@ func (p *parser) fill(dst, src reflect.Value, it item) {
 			if !d.IsValid() {
 				continue
 			}
-			key, _ := keyName(f)
-			path := joinPath(it.path, key)
-			p.fill(d, src.Field(i), item{path: path, line: p.lines[path]})
+			var at item
+			if k := f.Type.Kind(); k == reflect.Struct || k == reflect.Pointer || k == reflect.Slice {
+				// Only these hold a Line or list entries to place.
+				key, _ := keyName(f)
+				at.path = joinPath(it.path, key)
+				at.line = p.lines[at.path]
+			}
+			p.fill(d, src.Field(i), at)
 		}
 		if l := dst.FieldByName("Line"); l.IsValid() && l.Kind() == reflect.Int && !src.FieldByName("Line").IsValid() {
 			l.SetInt(int64(it.line))

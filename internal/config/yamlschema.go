@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -28,13 +29,16 @@ import (
 //     shift every later entry's index in messages;
 //   - has no budget for what aliases and merge keys expand to (its own
 //     ratio check stops late on small files), and no notion of the key
-//     path a message should name;
-//   - and Node.Decode has no KnownFields: unknown keys are found here,
-//     from the same tags, with "did you mean".
-// The plain tree has merges expanded, no aliases, no null values, and
-// only keys the struct declares; its leaves are copies whose Column holds
-// their index in parser.leaves, so an error from UnmarshalYAML is
-// reported at its key's line and path.
+//     path a message should name.
+//
+// Decoder.KnownFields(true) works only on the bytes as written, where the
+// points above bite; the plain tree is decoded with Node.Decode, which has
+// no KnownFields, so the walk refuses unknown keys itself, from the same
+// tags, with "did you mean". The plain tree has merges expanded, no
+// aliases, no null values, and only keys the struct declares; its leaves
+// are copies whose Column holds their index in parser.leaves, so an error
+// from UnmarshalYAML is reported at its key's line and path. fill
+// (yamlfill.go) then copies the file struct into the config type.
 
 // describer names a struct for messages: what one is called and a
 // minimal example of its keys.
@@ -79,7 +83,10 @@ func (p *parser) decode(root *yaml.Node, out any) {
 	}
 }
 
-var leafErrRE = regexp.MustCompile(`^line \d+: column (\d+): (.*)$`)
+var (
+	leafErrRE     = regexp.MustCompile(`^line \d+: column (\d+): (.*)$`)
+	typeErrLineRE = regexp.MustCompile(`^line (\d+): `)
+)
 
 // leafError records an error from a leaf's UnmarshalYAML at its key.
 func (p *parser) leafError(s string) {
@@ -92,7 +99,7 @@ func (p *parser) leafError(s string) {
 	}
 	// Only a field without a leaf type gets here: a bug in the schema.
 	line := 0
-	if m := regexp.MustCompile(`^line (\d+): `).FindStringSubmatch(s); m != nil {
+	if m := typeErrLineRE.FindStringSubmatch(s); m != nil {
 		line, _ = strconv.Atoi(m[1])
 	}
 	p.errorf(line, "", "%s", oneLine(s))
@@ -205,8 +212,13 @@ func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Ty
 	return out
 }
 
-// keysOf returns the keys a struct declares, in field order.
+// keysOf returns the keys a struct declares, in field order (cached:
+// a lab file has a mapping per policy).
 func keysOf(t reflect.Type) (names []string, fields map[string]reflect.Type) {
+	if k, ok := schemaCache.Load(t); ok {
+		s := k.(schemaKeys)
+		return s.names, s.fields
+	}
 	fields = map[string]reflect.Type{}
 	for i := range t.NumField() {
 		f := t.Field(i)
@@ -217,8 +229,16 @@ func keysOf(t reflect.Type) (names []string, fields map[string]reflect.Type) {
 		names = append(names, name)
 		fields[name] = f.Type
 	}
+	schemaCache.Store(t, schemaKeys{names, fields})
 	return names, fields
 }
+
+type schemaKeys struct {
+	names  []string
+	fields map[string]reflect.Type
+}
+
+var schemaCache sync.Map // reflect.Type -> schemaKeys
 
 // keyName is the key a struct field declares.
 func keyName(f reflect.StructField) (string, bool) {

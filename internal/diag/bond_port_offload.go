@@ -45,6 +45,14 @@ func checkBondPortOffload(f *Facts, _ *DoctorOptions) []Result {
 			continue
 		}
 		ev := []string{fmt.Sprintf("%d SA(s) with offload dev %s (%d packet offload); %s is a port of %s, active port %s", count[p], p, packet[p], p, bond.Name, bond.ActiveSlave)}
+		if packet[p] > 0 && bond.ActiveSlave != p {
+			// Failed over: seen on the NIC model (test/vm/overlay_packet_test.go).
+			rs = append(rs, Result{Verdict: Fail, Subject: p,
+				Summary: fmt.Sprintf("%d packet-offloaded SA(s) on %s, but %s's active port is %s: the bond moved none of them at the failover, "+
+					"so the traffic leaves %s in cleartext (the kernel hands it to the bond unencrypted; %s holds no policy)", packet[p], p, bond.Name, bond.ActiveSlave, bond.ActiveSlave, bond.ActiveSlave),
+				Evidence: ev, Fix: kernel.BondPacketFailoverFix(bond.Name, bond.ActiveSlave)})
+			continue
+		}
 		rs = append(rs, Result{Verdict: Warn, Subject: p,
 			Summary:  fmt.Sprintf("%d SA(s) offloaded to %s, a port of active-backup bond %s: %s", count[p], p, bond.Name, kernel.BondPortOffloadWhy(p, bond.Name)),
 			Evidence: ev, Fix: kernel.BondPortOffloadFix(bond.Name, release)})

@@ -30,6 +30,29 @@ func TestDoctorBondPortOffload(t *testing.T) {
 	}
 }
 
+// Packet-offloaded SAs left on a port the bond failed over from fail
+// the check: their traffic leaves the new active port in cleartext.
+func TestDoctorBondPortPacketFailover(t *testing.T) {
+	f := healthy()
+	for i := range f.States {
+		f.States[i].Offload.Ifindex = 2 // p0, a port of bond0
+		f.States[i].Offload.Flags |= xfrm.OffloadPacket
+	}
+	if rs := results(t, f, DoctorOptions{}, "bond-port-offload"); rs[0].Verdict != Warn {
+		t.Fatalf("on the active port: %+v", rs)
+	}
+	for i := range f.Netdevs {
+		if f.Netdevs[i].Name == "bond0" {
+			f.Netdevs[i].ActiveSlave = "p1"
+		}
+	}
+	rs := results(t, f, DoctorOptions{}, "bond-port-offload")
+	if len(rs) != 1 || rs[0].Verdict != Fail || !strings.Contains(rs[0].Summary, "4 packet-offloaded SA(s) on p0, but bond0's active port is p1") ||
+		!strings.Contains(rs[0].Summary, "leaves p1 in cleartext") || !strings.Contains(rs[0].Fix, "offload-dev: bond0") || !strings.Contains(rs[0].Fix, "moves the SAs and policies to p1") {
+		t.Fatalf("%+v", rs)
+	}
+}
+
 // The SA table of an ixgbe PF is shared with its VFs: installed SAs on a
 // VF, plus those a host.yaml adds on the PF, against 1024 Rx + 1024 Tx.
 func TestDoctorSABudget(t *testing.T) {

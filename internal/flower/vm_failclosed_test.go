@@ -6,9 +6,13 @@ package flower_test
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"net"
 	"net/netip"
 	"runtime"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,7 +21,6 @@ import (
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel/tcflower"
-	"sluice/internal/kernel/xfrm"
 )
 
 // runTier runs the tier on a thread inside ns until the returned stop is
@@ -70,31 +73,117 @@ func (f *flowerLab) waitForwards(t *testing.T, n int) {
 	deadline := time.Now().Add(15 * time.Second)
 	for f.forwards(t) != n {
 		if time.Now().After(deadline) {
-			t.Fatalf("want %d forwarding filters, have %d:\n%s", n, f.forwards(t), run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"))
+			why := ""
+			if f.tier != nil {
+				why = fmt.Sprintf("tier: %+v\n", f.tier.FlowerStatus().Skips)
+			}
+			t.Fatalf("want %d forwarding filters, have %d:\n%s%s", n, f.forwards(t), why, run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 }
 
-// edit returns a copy of the lab's snapshot changed by fn.
-func (f *flowerLab) edit(fn func(s *fastpath.Snapshot)) fastpath.Snapshot {
-	s := fastpath.Snapshot{Policies: append([]xfrm.Policy(nil), f.snap.Policies...), States: append([]xfrm.State(nil), f.snap.States...), RouteMTU: f.snap.RouteMTU}
-	fn(&s)
-	return s
+// startMirror runs the fast path's mirror of the gateway's real XFRM
+// database, feeding tier, until stop is called or the test ends.
+func (f *flowerLab) startMirror(t *testing.T, tier *flower.Tier) (stop func()) {
+	t.Helper()
+	dp, err := fastpath.Load(fastpath.LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &syncBuffer{}
+	m := &fastpath.Mirror{DP: dp, Src: f.source(t), Tier: tier, Log: slog.New(slog.NewTextHandler(logs, nil))}
+	done := make(chan error, 1)
+	go func() { done <- m.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			dp.Close()
+		})
+	}
+	// The mirror runs through the steps after this one.
+	f.owner.Cleanup(func() {
+		stop()
+		if f.owner.Failed() {
+			f.owner.Logf("mirror log:\n%s", logs.String())
+		}
+	})
+	deadline := time.Now().Add(time.Minute)
+	for !m.Status().InSync {
+		if time.Now().After(deadline) {
+			t.Fatalf("the mirror never got in sync: %+v", m.Status())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return stop
+}
+
+// flood sends UDP from ns to dst:port every 10 ms until the test ends:
+// traffic in flight while the kernel changes, so that a window in which a
+// stale rule sends cleartext to the wire shows on the wire's counter.
+func flood(t *testing.T, ns string, dst netip.AddrPort) {
+	t.Helper()
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		runtime.LockOSThread()
+		h, err := netns.GetFromName(ns)
+		if err == nil {
+			err = netns.Set(h)
+		}
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		c, err := net.Dial("udp", dst.String())
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer c.Close()
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+				c.Write([]byte("sluice flower flood"))
+			}
+		}
+	}()
+	t.Cleanup(func() { close(stop); <-done })
 }
 
 // TestFlowerFailClosed walks the failure modes of docs/flower.md, "Fail
-// closed": after each, no rule forwards what the kernel would no longer
-// send through a packet-offloaded SA.
+// closed", on the NIC model: the gateway's kernel holds real tunnels
+// packet-offloaded on the model's port, the fast path's mirror reads them
+// and feeds the tier (skip_hw rules on p0 redirect into the port, the
+// model encrypts), and each failure is a real kernel change. After each, no
+// rule forwards what the kernel would no longer send through a
+// packet-offloaded SA, and, with UDP flowing every 10 ms throughout, the
+// model's wire carried ESP only: a rekey, a software SA, an SA deleted, the
+// FWD check turning, the mirror closing the tier, a rename, a link down,
+// the daemon stopped or killed send no cleartext. The one change that
+// does is the OUT policy's deletion: the model's TX table loses the policy
+// at once and sends what the stale rule still redirects as it is, until
+// the event reaches the tier (docs/flower.md, "The window that remains");
+// the test counts those packets and logs them.
 func TestFlowerFailClosed(t *testing.T) {
 	l := newLab(t)
 	f := newFlowerLab(t, l)
 	flower.RefreshEvery = 500 * time.Millisecond
+	t.Cleanup(func() { flower.RefreshEvery = 10 * time.Second })
 	newTier := func() *flower.Tier {
 		return &flower.Tier{SkipHW: true, InboundChain: 1, Router: f.router, Ports: []flower.PortConfig{
 			{Name: "p0.502", Outbound: true, TTL: true}, {Name: "wan0", L2FIB: true}}}
 	}
 	tier := newTier()
+	f.tier = tier
 	stop := runTier(t, f.gw, tier)
 	recv4 := listenUDP(t, f.b, "48.0.0.1:9999")
 	v4 := netip.MustParseAddr("48.0.0.1")
@@ -102,93 +191,195 @@ func TestFlowerFailClosed(t *testing.T) {
 		sendUDP(t, f.a, v4, 9999, 64, 2)
 		return recv4()
 	}
-	step(t, "rules from the snapshot forward", func(t *testing.T) {
-		tier.Update(f.snap)
+	// noLeak runs one change under the flood and fails if cleartext
+	// crossed the wire meanwhile; it returns how many did.
+	noLeak := func(t *testing.T, what string, change func(t *testing.T)) {
+		t.Helper()
+		w0 := f.wireCleartext(t)
+		change(t)
+		if n := f.wireCleartext(t) - w0; n != 0 {
+			t.Errorf("%s: %d cleartext IP packets crossed the model's wire", what, n)
+		}
+	}
+	enc0 := f.encrypted(t)
+	var stopMirror func()
+	step(t, "rules from the kernel's real SAs forward; the model encrypts", func(t *testing.T) {
+		stopMirror = f.startMirror(t, tier)
 		f.waitForwards(t, 2)
 		if n := forwarded(t); n != 2 {
 			t.Fatalf("forwarded %d of 2", n)
 		}
-	})
-	step(t, "rekey: a new offloaded SA replaces the old, the rule stays", func(t *testing.T) {
-		before := tier.FlowerStatus().RulesRemoved
-		tier.Update(f.edit(func(s *fastpath.Snapshot) { s.States[0].SPI = 0x7777 }))
-		time.Sleep(time.Second)
-		if st := tier.FlowerStatus(); st.RulesRemoved != before || f.forwards(t) != 2 {
-			t.Fatalf("a same-device rekey touched the rules: %+v", st)
+		if n := f.encrypted(t) - enc0; n < 2 {
+			t.Fatalf("the model encrypted %d packets", n)
 		}
 	})
+	flood(t, f.a, netip.MustParseAddrPort("48.0.0.1:9998"))
+	v4SPI := labTunnels[0].spi
+	step(t, "rekey: a new offloaded SA, then the old one deleted; the rule stays", func(t *testing.T) {
+		noLeak(t, "rekey", func(t *testing.T) {
+			before := tier.FlowerStatus().RulesRemoved
+			f.peerSA(t, 10, 0x7777)
+			f.sa(t, "add", 10, 0x7777)
+			f.sa(t, "delete", 10, v4SPI)
+			v4SPI = 0x7777
+			if n := forwarded(t); n != 2 {
+				t.Fatalf("after the rekey %d of 2 forwarded", n)
+			}
+			if st := tier.FlowerStatus(); st.RulesRemoved != before || f.forwards(t) != 2 {
+				t.Fatalf("a same-device rekey touched the rules: %+v", st)
+			}
+		})
+	})
+	// A new SA, as the IKE daemon adds one: a new SPI, since b's replay
+	// window remembers the old one's sequence numbers.
+	freshSA := func(t *testing.T) {
+		v4SPI++
+		f.peerSA(t, 10, v4SPI)
+		f.sa(t, "add", 10, v4SPI)
+	}
 	for _, tc := range []struct {
-		name string
-		edit func(s *fastpath.Snapshot)
+		name           string
+		change, revert func(t *testing.T)
 	}{
-		{"rekey: a software SA beside the offloaded one", func(s *fastpath.Snapshot) {
-			sa := s.States[0]
-			sa.SPI, sa.Offload = 0x8888, nil
-			s.States = append(s.States, sa)
+		{"rekey: a software SA beside the offloaded one", func(t *testing.T) {
+			run(t, "ip", "-n", f.gw, "xfrm", "state", "add", "src", "123.0.0.1", "dst", "123.0.0.2", "proto", "esp", "spi", "0x8888",
+				"reqid", "10", "mode", "tunnel", "aead", "rfc4106(gcm(aes))", labKey, "128", "sel", "src", "10.0.0.0/24", "dst", "48.0.0.0/16")
+		}, func(t *testing.T) {
+			run(t, "ip", "-n", f.gw, "xfrm", "state", "delete", "src", "123.0.0.1", "dst", "123.0.0.2", "proto", "esp", "spi", "0x8888")
 		}},
-		{"SA deleted (or hard-expired: the mirror drops it the same way)", func(s *fastpath.Snapshot) { s.States = s.States[1:] }},
-		{"OUT policy deleted", func(s *fastpath.Snapshot) { s.Policies = s.Policies[1:] }},
-		{"fwd-out policy turned into one that needs an SA", func(s *fastpath.Snapshot) {
-			s.Policies[1].Tmpls = []xfrm.Tmpl{s.Policies[0].Tmpls[0]}
+		{"SA deleted", func(t *testing.T) { f.sa(t, "delete", 10, v4SPI) }, freshSA},
+		{"SA hard-expired", func(t *testing.T) { f.sa(t, "update", 10, v4SPI, "limit", "time-hard", "1") }, freshSA},
+		{"fwd-out policy turned into one that needs an SA", func(t *testing.T) {
+			run(t, f.ip, "-n", f.gw, "xfrm", "policy", "update", "src", "10.0.0.0/24", "dst", "48.0.0.0/16", "dir", "fwd", "priority", "100",
+				"tmpl", "src", "123.0.0.1", "dst", "123.0.0.2", "proto", "esp", "reqid", "10", "mode", "tunnel")
+		}, func(t *testing.T) {
+			run(t, f.ip, "-n", f.gw, "xfrm", "policy", "update", "src", "10.0.0.0/24", "dst", "48.0.0.0/16", "dir", "fwd", "priority", "100",
+				"tmpl", "src", "123.0.0.1", "dst", "123.0.0.2", "proto", "esp", "reqid", "10", "mode", "tunnel", "level", "use")
 		}},
 	} {
 		step(t, tc.name, func(t *testing.T) {
-			tier.Update(f.edit(tc.edit))
-			f.waitForwards(t, 1) // the IPv6 tunnel keeps its rule
-			if n := forwarded(t); n != 0 {
-				t.Fatalf("%d packets still forwarded by a stale rule", n)
-			}
-			tier.Update(f.snap)
-			f.waitForwards(t, 2)
+			noLeak(t, tc.name, func(t *testing.T) {
+				tc.change(t)
+				f.waitForwards(t, 1) // the IPv6 tunnel keeps its rule
+				if n := forwarded(t); n != 0 {
+					t.Fatalf("%d packets still forwarded by a stale rule", n)
+				}
+				tc.revert(t)
+				f.waitForwards(t, 2)
+				if n := forwarded(t); n != 2 {
+					t.Fatalf("after the revert %d of 2 forwarded", n)
+				}
+			})
 		})
 	}
-	step(t, "mirror overrun: Close removes every rule before it returns", func(t *testing.T) {
-		tier.Close()
-		if n := f.forwards(t); n != 0 {
-			t.Fatalf("%d rules left after Close", n)
+	step(t, "OUT policy deleted: the rule goes (the model sends cleartext until it does)", func(t *testing.T) {
+		w0 := f.wireCleartext(t)
+		f.policy(t, 10, "delete")
+		f.waitForwards(t, 1)
+		leaked := f.wireCleartext(t) - w0
+		if n := forwarded(t); n != 0 {
+			t.Fatalf("%d packets still forwarded by a stale rule", n)
 		}
-		if out := run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"); strings.TrimSpace(out) != "" {
-			t.Fatalf("guards left:\n%s", out)
+		if n := f.wireCleartext(t) - w0; n != leaked {
+			t.Fatalf("cleartext kept crossing the wire after the rule went: %d, then %d", leaked, n)
 		}
-		tier.Update(f.snap)
+		t.Logf("OUT policy deleted under a 100 packets/s flow: %d cleartext packets crossed the wire before the event withdrew the rule", leaked)
+		f.policy(t, 10, "add")
 		f.waitForwards(t, 2)
+	})
+	step(t, "mirror overrun: Close removes every rule before it returns", func(t *testing.T) {
+		noLeak(t, "close", func(t *testing.T) {
+			tier.Close()
+			if n := f.forwards(t); n != 0 {
+				t.Fatalf("%d rules left after Close", n)
+			}
+			if out := run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"); strings.TrimSpace(out) != "" {
+				t.Fatalf("guards left:\n%s", out)
+			}
+			// The mirror's next successful publish re-derives.
+			tier.Update(f.kernelSnap(t))
+			f.waitForwards(t, 2)
+		})
 	})
 	step(t, "interface renamed: its rules go; back under its name, they return", func(t *testing.T) {
-		run(t, "ip", "-n", f.gw, "link", "set", "p0.502", "name", "lan502")
-		f.waitForwards(t, 0)
-		run(t, "ip", "-n", f.gw, "link", "set", "lan502", "name", "p0.502")
-		f.waitForwards(t, 2)
+		noLeak(t, "rename", func(t *testing.T) {
+			run(t, "ip", "-n", f.gw, "link", "set", "p0.502", "name", "lan502")
+			f.waitForwards(t, 0)
+			run(t, "ip", "-n", f.gw, "link", "set", "lan502", "name", "p0.502")
+			f.waitForwards(t, 2)
+		})
 	})
-	step(t, "egress link down: the kernel drops what the rule redirects", func(t *testing.T) {
-		run(t, "ip", "-n", f.gw, "link", "set", "wan0", "down")
-		if n := forwarded(t); n != 0 {
-			t.Fatalf("%d packets left through a down link", n)
-		}
-		run(t, "ip", "-n", f.gw, "link", "set", "wan0", "up")
-		run(t, "ip", "-n", f.b, "link", "set", "wan0", "up")
-	})
-	step(t, "daemon stopped: every rule is removed", func(t *testing.T) {
-		stop()
-		if out := run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"); strings.TrimSpace(out) != "" {
-			t.Fatalf("filters left after stop:\n%s", out)
-		}
-	})
-	step(t, "daemon killed: the next start removes the rules it left", func(t *testing.T) {
-		// A killed daemon's rules: installed and never removed.
-		res := f.derive()
-		inNetns(t, f.gw, func() {
-			fs, err := tcflower.OpenFlowerSocket()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer fs.Close()
-			if _, errs, err := (&flower.Installer{FS: fs, SkipHW: true}).Apply(res.Rules); err != nil || len(errs) > 0 {
-				t.Fatalf("%v %v", errs, err)
+	step(t, "egress link down: the route under the SAs goes, and the rules with it", func(t *testing.T) {
+		noLeak(t, "link down", func(t *testing.T) {
+			run(t, "ip", "-n", f.gw, "link", "set", "wan0", "down")
+			f.waitForwards(t, 0)
+			if n := forwarded(t); n != 0 {
+				t.Fatalf("%d packets left through a down link", n)
 			}
 		})
-		f.waitForwards(t, 2)
-		next := newTier()
-		runTier(t, f.gw, next)
-		f.waitForwards(t, 0) // before any snapshot: the old rules are not trusted
+	})
+	step(t, "link up: the kernel flushed the port's offloaded state without an event; a fresh dump and new SAs bring the rules back", func(t *testing.T) {
+		// xfrm_dev_down (net/xfrm/xfrm_device.c) deletes every SA and
+		// policy offloaded to a device that goes down, through
+		// xfrm_dev_state_flush / xfrm_dev_policy_flush, which notify no
+		// one: the mirror's copy still holds them (docs/flower.md, "Fail
+		// closed"). The IKE daemon installs new ones; a mirror that
+		// dumps afresh, as a restarted daemon does, sees only those.
+		if out := run(t, "ip", "-n", f.gw, "xfrm", "state"); strings.TrimSpace(out) != "" {
+			t.Fatalf("the kernel kept offloaded SAs of a device that went down:\n%s", out)
+		}
+		noLeak(t, "link up", func(t *testing.T) {
+			stopMirror()
+			run(t, "ip", "-n", f.gw, "link", "set", "wan0", "up")
+			for _, tu := range labTunnels {
+				f.policy(t, tu.reqid, "add")
+			}
+			freshSA(t)
+			f.peerSA(t, 20, 0x2014)
+			f.sa(t, "add", 20, 0x2014)
+			stopMirror = f.startMirror(t, tier)
+			f.waitForwards(t, 2)
+			if n := forwarded(t); n != 2 {
+				t.Fatalf("after the link came back %d of 2 forwarded", n)
+			}
+		})
+	})
+	step(t, "daemon stopped: every rule is removed", func(t *testing.T) {
+		noLeak(t, "stop", func(t *testing.T) {
+			stop()
+			if out := run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"); strings.TrimSpace(out) != "" {
+				t.Fatalf("filters left after stop:\n%s", out)
+			}
+		})
+	})
+	step(t, "daemon killed: its rules keep encrypting; an SA deleted meanwhile drops in the model; the next start removes them", func(t *testing.T) {
+		noLeak(t, "killed", func(t *testing.T) {
+			// A killed daemon's rules: installed and never removed.
+			f.snap = f.kernelSnap(t)
+			res := f.derive()
+			inNetns(t, f.gw, func() {
+				fs, err := tcflower.OpenFlowerSocket()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer fs.Close()
+				if _, errs, err := (&flower.Installer{FS: fs, SkipHW: true}).Apply(res.Rules); err != nil || len(errs) > 0 {
+					t.Fatalf("%v %v", errs, err)
+				}
+			})
+			f.waitForwards(t, 2)
+			if n := forwarded(t); n != 2 {
+				t.Fatalf("the killed daemon's rules forwarded %d of 2", n)
+			}
+			// Nothing withdraws the rule now: the model's policy still
+			// selects the traffic and, without an SA, drops it.
+			f.sa(t, "delete", 10, v4SPI)
+			if n := forwarded(t); n != 0 {
+				t.Fatalf("%d packets arrived through a deleted SA", n)
+			}
+			next := newTier()
+			runTier(t, f.gw, next)
+			f.waitForwards(t, 0) // before any snapshot: the old rules are not trusted
+		})
 	})
 }

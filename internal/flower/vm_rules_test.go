@@ -13,33 +13,10 @@ import (
 	"testing"
 	"time"
 
-	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel/tcflower"
-	"sluice/internal/kernel/xfrm"
+	"sluice/internal/testutil"
 )
-
-// flowerTunnel returns strongSwan's OUT and fwd-out policies for src->dst
-// and the outbound SA, packet-offloaded on dev (a snapshot as the mirror
-// would hold it: the VM has no packet offload, so the SA exists only here).
-func flowerTunnel(index uint32, src, dst string, dev int) ([]xfrm.Policy, []xfrm.State) {
-	local, peer := netip.MustParseAddr("123.0.0.1"), netip.MustParseAddr("123.0.0.2")
-	tm := xfrm.Tmpl{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: index}
-	out := xfrm.Policy{Index: index, Dir: xfrm.DirOut, Priority: 100,
-		Sel:     xfrm.Selector{Src: netip.MustParsePrefix(src), Dst: netip.MustParsePrefix(dst)},
-		Tmpls:   []xfrm.Tmpl{tm},
-		Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}}
-	fwd := out
-	fwd.Index, fwd.Dir, fwd.Offload = index+1, xfrm.DirFwd, nil
-	opt := tm
-	opt.Optional = true
-	fwd.Tmpls = []xfrm.Tmpl{opt}
-	// The SA's selector is the policy's, as strongSwan installs it: an
-	// IPv4 SA carries IPv6 only with an IPv6 selector (xfrm_state_find).
-	sa := xfrm.State{Src: local, Dst: peer, Proto: 50, SPI: 0x1000 + index, Reqid: index, Mode: 1,
-		Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}, Sel: out.Sel}
-	return []xfrm.Policy{out, fwd}, []xfrm.State{sa}
-}
 
 // listenUDP opens a UDP socket inside ns and returns a function that
 // counts the datagrams received until a quiet second.
@@ -66,74 +43,13 @@ func listenUDP(t *testing.T, ns, addr string) func() int {
 	}
 }
 
-// flowerLab is seed 004's port layout in namespaces: lan host `a` sends
-// cleartext tagged with VLAN 502 to the gateway's p0 (p0.502 is the VLAN
-// child); the gateway's wan0 leads to `b`, which owns 48.0.0.1 and
-// 2001:db8:48::1. The gateway does not forward in software (forwarding
-// off, no XDP): only flower rules move packets from p0 to wan0.
-type flowerLab struct {
-	a, gw, b       string
-	p0, p0vl, wan  int
-	gwWanMAC, bMAC net.HardwareAddr
-	router         staticRouter
-	ports          []flower.Port
-	snap           fastpath.Snapshot
-}
-
-func newFlowerLab(t *testing.T, l *lab) *flowerLab {
-	t.Helper()
-	f := &flowerLab{}
-	step(t, "topology", func(t *testing.T) {
-		f.a, f.gw, f.b = l.netns(t), l.netns(t), l.netns(t)
-		veth(t, f.a, "lan", "", f.gw, "p0", "")
-		veth(t, f.gw, "wan0", "123.0.0.1/24", f.b, "wan0", "123.0.0.2/24")
-		run(t, "ip", "-n", f.a, "link", "add", "link", "lan", "name", "lan.502", "type", "vlan", "id", "502")
-		run(t, "ip", "-n", f.gw, "link", "add", "link", "p0", "name", "p0.502", "type", "vlan", "id", "502")
-		for _, e := range [][3]string{{f.a, "lan.502", "10.0.0.1/24"}, {f.gw, "p0.502", "10.0.0.254/24"}} {
-			run(t, "ip", "-n", e[0], "addr", "add", e[2], "dev", e[1])
-			run(t, "ip", "-n", e[0], "addr", "add", strings.Replace(strings.Replace(e[2], "10.0.0.", "2001:db8:16::", 1), "/24", "/64", 1), "dev", e[1], "nodad")
-			run(t, "ip", "-n", e[0], "link", "set", e[1], "up")
-		}
-		run(t, "ip", "-n", f.a, "route", "add", "48.0.0.0/8", "via", "10.0.0.254")
-		run(t, "ip", "-n", f.a, "route", "add", "2001:db8:48::/48", "via", "2001:db8:16::254")
-		run(t, "ip", "-n", f.b, "addr", "add", "48.0.0.1/32", "dev", "lo")
-		run(t, "ip", "-n", f.b, "addr", "add", "2001:db8:48::1/128", "dev", "lo")
-		nsRun(t, f.gw, "sysctl", "-qw", "net.ipv4.ip_forward=0", "net.ipv6.conf.all.forwarding=0")
-		// a resolves the gateway's MAC the ordinary way.
-		nsRun(t, f.a, "ping", "-c", "1", "-W", "3", "10.0.0.254")
-		nsRun(t, f.a, "ping", "-c", "1", "-W", "3", "2001:db8:16::254")
-		f.p0, _ = link(t, f.gw, "p0")
-		var vlMAC net.HardwareAddr
-		f.p0vl, vlMAC = link(t, f.gw, "p0.502")
-		f.wan, f.gwWanMAC = link(t, f.gw, "wan0")
-		_, f.bMAC = link(t, f.b, "wan0")
-		nh := flower.NextHop{Ifindex: f.wan, Name: "wan0", DstMAC: f.bMAC, SrcMAC: f.gwWanMAC, MTU: 1500}
-		f.router = staticRouter{netip.MustParsePrefix("48.0.0.0/8"): nh, netip.MustParsePrefix("2001:db8:48::/48"): nh}
-		f.ports = []flower.Port{
-			{Name: "p0.502", Ifindex: f.p0vl, MAC: vlMAC, ParentIfindex: f.p0, ParentName: "p0", VLANID: 502, Outbound: true, TTL: true},
-			{Name: "wan0", Ifindex: f.wan, L2FIB: true},
-		}
-		p4, s4 := flowerTunnel(10, "10.0.0.0/24", "48.0.0.0/16", f.wan)
-		p6, s6 := flowerTunnel(20, "2001:db8:16::/64", "2001:db8:48::/48", f.wan)
-		f.snap = withRouteMTU(fastpath.Snapshot{Policies: append(p4, p6...), States: append(s4, s6...)})
-	})
-	step(t, "clsact on the ports", func(t *testing.T) {
-		run(t, "tc", "-n", f.gw, "qdisc", "add", "dev", "p0", "clsact")
-		run(t, "tc", "-n", f.b, "qdisc", "add", "dev", "wan0", "clsact")
-		// What b receives through the rules: untagged, MACs rewritten,
-		// TTL / hop limit 63 (a sends 64).
-		for _, pr := range []struct{ pref, proto string }{{"10", "ip"}, {"11", "ipv6"}} {
-			run(t, "tc", "-n", f.b, "filter", "add", "dev", "wan0", "ingress", "protocol", pr.proto, "pref", pr.pref,
-				"flower", "skip_hw", "dst_mac", f.bMAC.String(), "src_mac", f.gwWanMAC.String(), "ip_proto", "udp", "ip_ttl", "63", "action", "pass")
-		}
-	})
-	return f
-}
-
-func (f *flowerLab) derive() flower.Result {
-	return flower.Derive(flower.Input{Views: fastpath.PolicyViews(f.snap), Ports: f.ports, Router: f.router, InboundChain: 1})
-}
-
+// TestFlowerRulesOnPackets installs the rules Derive makes from the
+// gateway's real packet-offloaded SAs (read as the mirror reads them) and
+// sends UDP through them: with kernel forwarding off, only the rules move
+// it from VLAN 502 into the model's port (tag popped, TTL/hop limit 63, MACs
+// rewritten, IPv4 checksum valid), the model encrypts every packet and b
+// decrypts it; the wire carries ESP only. TTL 1 stays on the host;
+// reconcile; removal stops forwarding.
 func TestFlowerRulesOnPackets(t *testing.T) {
 	l := newLab(t)
 	f := newFlowerLab(t, l)
@@ -177,20 +93,25 @@ func TestFlowerRulesOnPackets(t *testing.T) {
 	})
 	recv4 := listenUDP(t, f.b, "48.0.0.1:9999")
 	recv6 := listenUDP(t, f.b, "[2001:db8:48::1]:9999")
-	step(t, "IPv4: VLAN popped, TTL 63, MACs rewritten, valid checksum, out of wan0", func(t *testing.T) {
+	enc0, leak0 := f.encrypted(t), f.wireCleartext(t)
+	step(t, "IPv4: VLAN popped, TTL 63, MACs rewritten, valid checksum, into wan0, encrypted by the model", func(t *testing.T) {
 		sendUDP(t, f.a, netip.MustParseAddr("48.0.0.1"), 9999, 64, 3)
 		if n := recv4(); n != 3 {
 			t.Fatalf("b's socket received %d of 3 (a bad IP checksum is dropped by b's kernel)\n%s", n,
 				run(t, "tc", "-n", f.gw, "-s", "filter", "show", "dev", "p0", "ingress"))
 		}
 		if n := pktCount(t, f.b, "wan0", "10"); n != 3 {
-			t.Fatalf("b counted %d untagged TTL-63 packets from the gateway's MAC, want 3", n)
+			t.Fatalf("b counted %d decrypted TTL-63 packets under the gateway's MAC, want 3", n)
+		}
+		if n := f.encrypted(t) - enc0; n != 3 {
+			t.Fatalf("the model encrypted %d of the 3 packets the rule redirected into wan0", n)
 		}
 	})
 	step(t, "IPv6: hop limit 63", func(t *testing.T) {
 		sendUDP(t, f.a, netip.MustParseAddr("2001:db8:48::1"), 9999, 64, 3)
 		if n := recv6(); n != 3 {
-			t.Fatalf("b received %d of 3", n)
+			t.Fatalf("b received %d of 3; gateway's wan0: %v\n%s", n, testutil.EthStats(t, f.gw, "wan0"),
+				run(t, "ip", "-n", f.b, "-s", "xfrm", "state"))
 		}
 		if n := pktCount(t, f.b, "wan0", "11"); n != 3 {
 			t.Fatalf("b counted %d hop-limit-63 packets, want 3", n)
@@ -233,6 +154,14 @@ func TestFlowerRulesOnPackets(t *testing.T) {
 		sendUDP(t, f.a, netip.MustParseAddr("2001:db8:48::1"), 9999, 64, 2)
 		if n := recv6(); n != 2 {
 			t.Fatalf("after reconcile b received %d of 2", n)
+		}
+	})
+	step(t, "the wire carried ESP only", func(t *testing.T) {
+		if n := f.wireCleartext(t) - leak0; n != 0 {
+			t.Fatalf("%d cleartext IP packets crossed the model's wire", n)
+		}
+		if n := f.encrypted(t) - enc0; n != 8 {
+			t.Fatalf("the model encrypted %d packets, want the 8 the rules forwarded", n)
 		}
 	})
 	step(t, "removing the rules stops forwarding", func(t *testing.T) {

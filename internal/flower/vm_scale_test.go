@@ -19,6 +19,7 @@ import (
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel/tcflower"
+	"sluice/internal/kernel/xfrm"
 )
 
 // TestFlowerScale installs the rules of N tunnels (SLUICE_FLOWER_SCALE,
@@ -26,6 +27,31 @@ import (
 // with `tc -batch`, on a dummy port in software (skip_hw: the VM has no
 // offload NIC), and checks by a dump that not one rule is lost or stale.
 // It logs both rates; it asserts none (docs/benchmarks.md has the figures).
+// flowerTunnel returns strongSwan's OUT and fwd-out policies for src->dst
+// and the outbound SA, packet-offloaded on dev, as the mirror would hold
+// them. A made-up snapshot on purpose: this test measures the installer
+// (rules in and out of the kernel at 2,048 to 65,536 tunnels), which reads
+// no SA; the NIC model holds 1,024 SAs per port (sa_budget) and installing
+// 65,536 real ones would cost minutes that say nothing about the rules.
+func flowerTunnel(index uint32, src, dst string, dev int) ([]xfrm.Policy, []xfrm.State) {
+	local, peer := netip.MustParseAddr("123.0.0.1"), netip.MustParseAddr("123.0.0.2")
+	tm := xfrm.Tmpl{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: index}
+	out := xfrm.Policy{Index: index, Dir: xfrm.DirOut, Priority: 100,
+		Sel:     xfrm.Selector{Src: netip.MustParsePrefix(src), Dst: netip.MustParsePrefix(dst)},
+		Tmpls:   []xfrm.Tmpl{tm},
+		Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}}
+	fwd := out
+	fwd.Index, fwd.Dir, fwd.Offload = index+1, xfrm.DirFwd, nil
+	opt := tm
+	opt.Optional = true
+	fwd.Tmpls = []xfrm.Tmpl{opt}
+	// The SA's selector is the policy's, as strongSwan installs it: an
+	// IPv4 SA carries IPv6 only with an IPv6 selector (xfrm_state_find).
+	sa := xfrm.State{Src: local, Dst: peer, Proto: 50, SPI: 0x1000 + index, Reqid: index, Mode: 1,
+		Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}, Sel: out.Sel}
+	return []xfrm.Policy{out, fwd}, []xfrm.State{sa}
+}
+
 func TestFlowerScale(t *testing.T) {
 	n := 2048
 	if v := os.Getenv("SLUICE_FLOWER_SCALE"); v != "" {

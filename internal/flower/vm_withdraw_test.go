@@ -26,66 +26,8 @@ import (
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel/tcflower"
-	"sluice/internal/kernel/xfrm"
+	"sluice/internal/testutil"
 )
-
-// offloadedSource is the gateway namespace's real XFRM database with its
-// outbound tunnel SAs and OUT policies presented as packet-offloaded on
-// dev: the VM has no packet offload, and the mirror cannot tell. Every
-// event still comes from the kernel.
-type offloadedSource struct {
-	src fastpath.KernelSource
-	dev int
-}
-
-var gwLocal = netip.MustParseAddr("123.0.0.1")
-
-func (o offloadedSource) policy(p *xfrm.Policy) {
-	if p != nil && p.Dir == xfrm.DirOut && len(p.Tmpls) == 1 && p.Tmpls[0].Src == gwLocal {
-		p.Offload = &xfrm.Offload{Ifindex: o.dev, Flags: xfrm.OffloadPacket}
-	}
-}
-
-func (o offloadedSource) state(s *xfrm.State) {
-	if s != nil && s.Src == gwLocal && s.Proto == 50 {
-		s.Offload = &xfrm.Offload{Ifindex: o.dev, Flags: xfrm.OffloadPacket}
-	}
-}
-
-// PathMTU is the kernel's route under an SA, in the gateway namespace.
-func (o offloadedSource) PathMTU(src, dst netip.Addr) (int, int, error) {
-	return o.src.PathMTU(src, dst)
-}
-
-func (o offloadedSource) Dump() (fastpath.Snapshot, error) {
-	snap, err := o.src.Dump()
-	for i := range snap.Policies {
-		o.policy(&snap.Policies[i])
-	}
-	for i := range snap.States {
-		o.state(&snap.States[i])
-	}
-	return snap, err
-}
-
-func (o offloadedSource) Watch(ctx context.Context) (*xfrm.XFRMWatch, error) {
-	w, err := o.src.Watch(ctx)
-	if w == nil || err != nil {
-		return w, err
-	}
-	ch := make(chan xfrm.XFRMEvent, 1024)
-	wrapped := *w // the same socket and markers; events pass through here
-	wrapped.Events = ch
-	go func() {
-		defer close(ch)
-		for ev := range w.Events {
-			o.policy(ev.Policy)
-			o.state(ev.State)
-			ch <- ev
-		}
-	}()
-	return &wrapped, nil
-}
 
 // syncBuffer is a log sink the tier and the test share.
 type syncBuffer struct {
@@ -109,8 +51,10 @@ var tookRe = regexp.MustCompile(`time=(\S+) .*rules withdrawn on an XFRM event.*
 
 // TestFlowerWithdrawsOnXFRMEvents: with the mirror's debounce at an hour,
 // no publish and so no derive can follow a kernel change; only the
-// event-driven withdrawal can remove a rule. Real `ip xfrm` changes in the
-// gateway: a rekey (new SA, then the old one deleted) keeps the rule; an
+// event-driven withdrawal can remove a rule. The mirror reads the gateway's
+// real SAs and policies, packet-offloaded on the NIC model's port (the
+// model encrypts what the rules forward, b decrypts; the wire carries ESP
+// only). Real `ip xfrm` changes in the gateway: a rekey (new SA, then the old one deleted) keeps the rule; an
 // SA deletion, a policy deletion and an SA's hard expiry each remove it,
 // and the packets it forwarded stop. The tier re-derives its (stale)
 // snapshot every 300 ms meanwhile: a withdrawn rule must not come back
@@ -132,33 +76,27 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 		defer debug.SetMemoryLimit(debug.SetMemoryLimit(900 << 20))
 	}
 	t.Cleanup(func() { flower.RefreshEvery = 10 * time.Second })
-	const key = "0x0102030405060708090a0b0c0d0e0f1011121314"
-	sa := func(t *testing.T, verb string, spi int, extra ...string) {
-		args := []string{"-n", f.gw, "xfrm", "state", verb, "src", "123.0.0.1", "dst", "123.0.0.2", "proto", "esp", "spi", fmt.Sprint(spi)}
-		if verb != "delete" {
-			args = append(args, "reqid", "10", "mode", "tunnel", "aead", "rfc4106(gcm(aes))", key, "128")
-		}
-		run(t, "ip", append(args, extra...)...)
+	sa := func(t *testing.T, verb string, spi int, extra ...string) { f.sa(t, verb, 10, spi, extra...) }
+	if n > 1000 {
+		// The model holds sa_budget SAs per port (1,024 by default).
+		run(t, "sh", "-c", fmt.Sprintf("echo %d > /sys/module/nicmodel/parameters/sa_budget", n+16))
+		l.Undo("sh", "-c", "echo 1024 > /sys/module/nicmodel/parameters/sa_budget")
 	}
-	const sel = "src 10.0.0.0/24 dst 48.0.0.0/16 dir out"
-	policy := func(t *testing.T) {
-		run(t, "ip", append([]string{"-n", f.gw, "xfrm", "policy", "add"}, strings.Fields(sel+" priority 100 tmpl src 123.0.0.1 dst 123.0.0.2 proto esp reqid 10 mode tunnel")...)...)
-	}
-	step(t, "tunnels in the gateway's XFRM database", func(t *testing.T) {
-		policy(t)
-		sa(t, "add", 0x1000)
-		// N-1 more tunnels (a /32 each in 48.1/16), through ip -batch.
+	step(t, "tunnels in the gateway's XFRM database, packet-offloaded on the model", func(t *testing.T) {
+		// The lab's tunnels (reqid 10: 10.0.0.0/24 -> 48.0.0.0/16; and
+		// an IPv6 one), and N-1 more (a /32 each in 48.1/16), through
+		// ip -batch.
 		var b strings.Builder
 		for i := 0; i < n-1; i++ {
-			fmt.Fprintf(&b, "xfrm policy add src 10.0.0.0/24 dst 48.1.%d.%d/32 dir out priority 100 tmpl src 123.0.0.1 dst 123.0.0.2 proto esp reqid %d mode tunnel\n", i>>8, i&255, 100+i)
-			fmt.Fprintf(&b, "xfrm state add src 123.0.0.1 dst 123.0.0.2 proto esp spi %d reqid %d mode tunnel aead rfc4106(gcm(aes)) %s 128\n", 0x10000+i, 100+i, key)
+			fmt.Fprintf(&b, "xfrm policy add src 10.0.0.0/24 dst 48.1.%d.%d/32 dir out priority 100 tmpl src 123.0.0.1 dst 123.0.0.2 proto esp reqid %d mode tunnel offload packet dev wan0\n", i>>8, i&255, 100+i)
+			fmt.Fprintf(&b, "xfrm state add src 123.0.0.1 dst 123.0.0.2 proto esp spi %d reqid %d mode tunnel aead rfc4106(gcm(aes)) %s 128 offload packet dev wan0 dir out\n", 0x10000+i, 100+i, labKey)
 		}
 		batch := t.TempDir() + "/xfrm.batch"
 		if err := os.WriteFile(batch, []byte(b.String()), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		start := time.Now()
-		run(t, "ip", "-n", f.gw, "-batch", batch)
+		run(t, f.ip, "-n", f.gw, "-batch", batch)
 		t.Logf("%d tunnels' policies and SAs added in %v", n-1, time.Since(start))
 	})
 	dp, err := fastpath.Load(fastpath.LoadOptions{})
@@ -176,7 +114,7 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(xh.Close)
-	src := offloadedSource{src: fastpath.KernelSource{X: xfrm.XFRMAt(h)}, dev: f.wan}
+	src := f.source(t)
 	logs := &syncBuffer{}
 	tier := &flower.Tier{SkipHW: true, InboundChain: 1, Router: f.router, Log: slog.New(slog.NewTextHandler(logs, nil)),
 		Ports: []flower.PortConfig{{Name: "p0.502", Outbound: true, TTL: true}, {Name: "wan0", L2FIB: true}}}
@@ -211,7 +149,7 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 		deadline := time.Now().Add(10 * time.Minute)
 		for {
 			st := tier.FlowerStatus()
-			if len(st.Rules) == n && st.RulesInstalled >= n {
+			if len(st.Rules) == n+1 && st.RulesInstalled >= n+1 { // and the IPv6 tunnel's
 				break
 			}
 			if time.Now().After(deadline) {
@@ -292,12 +230,25 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 			t.Fatalf("the re-derive of the stale snapshot brought the rule back: %d packets forwarded", got)
 		}
 	}
+	// noLeak: no cleartext crossed the model's wire during a step (b's
+	// port, which decrypts nothing, counts it).
+	noLeak := func(t *testing.T) func() {
+		w0 := f.wireCleartext(t)
+		return func() {
+			if n := f.wireCleartext(t) - w0; n != 0 {
+				t.Errorf("%d cleartext IP packets crossed the model's wire (gateway port: %v)", n,
+					testutil.StatDelta(nil, testutil.EthStats(t, f.gw, "wan0"), "tx_cleartext_packets", "tx_link_local_packets", "tx_ipsec_drop_no_state"))
+			}
+		}
+	}
 	step(t, "rekey: a new offloaded SA, then the old one deleted, keeps the rule", func(t *testing.T) {
+		defer noLeak(t)()
 		stop := startMirror(t)
 		defer stop()
 		handle := measured(t)
+		f.peerSA(t, 10, 0x2000)
 		sa(t, "add", 0x2000)
-		sa(t, "delete", 0x1000)
+		sa(t, "delete", labTunnels[0].spi)
 		sa(t, "update", 0x2000, "limit", "time-soft", "3600") // a changed SA that stays offloaded
 		time.Sleep(time.Second)
 		if !present(handle) || tier.FlowerStatus().RulesWithdrawn != 0 {
@@ -308,6 +259,7 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 		}
 	})
 	step(t, "SA deleted: the rule goes with it", func(t *testing.T) {
+		defer noLeak(t)()
 		stop := startMirror(t)
 		defer stop()
 		handle := measured(t)
@@ -316,9 +268,11 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+		f.peerSA(t, 10, 0x3000)
 		sa(t, "add", 0x3000)
 	})
 	step(t, "OUT policy deleted: the rule goes with it", func(t *testing.T) {
+		defer noLeak(t)()
 		stop := startMirror(t)
 		defer stop()
 		handle := measured(t)
@@ -329,13 +283,19 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
-		policy(t)
+		f.policy(t, 10, "add")
 	})
 	step(t, "SA hard-expired: the rule goes with it", func(t *testing.T) {
+		defer noLeak(t)()
 		stop := startMirror(t)
 		defer stop()
 		handle := measured(t)
 		// A lifetime update (still offloaded: the rule stays), then expiry.
 		gone(t, handle, "SA hard-expired (1 s after the update)", func() { sa(t, "update", 0x3000, "limit", "time-hard", "1") })
+	})
+	step(t, "the model encrypted the rules' packets", func(t *testing.T) {
+		if f.encrypted(t) == 0 {
+			t.Fatal("the model encrypted nothing: the rules' packets did not take the offloaded SAs")
+		}
 	})
 }

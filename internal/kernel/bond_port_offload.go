@@ -25,17 +25,19 @@ import "fmt"
 //     are gone and the outbound policy drops the traffic.
 //   - A packet-offloaded SA skips that device check: its packets leave
 //     through whichever port is active; after a failover that port holds
-//     no SA and no policy, so the NIC neither encrypts nor decrypts them
-//     (not testable here: netdevsim has no packet offload).
+//     no SA and no policy, so it sends them in cleartext, and taking the
+//     port down flushes the policies too, so the traffic then leaves in
+//     cleartext without any policy (both seen on the NIC model:
+//     test/vm/overlay_packet_test.go).
 
 // BondPortOffloadWhy explains the problem for an SA on port of bond.
 func BondPortOffloadWhy(port, bond string) string {
 	return fmt.Sprintf("the SAs are programmed into %s only and the bond does not move them at failover "+
 		"(it re-offloads only SAs added on %s itself: bond_ipsec_add_sa_all); through %s, crypto offload never "+
 		"encrypts on transmit (the kernel offloads only when the route's device is the SA's device) and decrypts on "+
-		"receive only while %s is active; packet offload sends through the new active port, which holds no SA; "+
-		"and taking %s down (ip link set down, a driver reset) deletes the SAs and policies offloaded to it (xfrm_dev_down), "+
-		"so the traffic stops until they are installed again",
+		"receive only while %s is active; packet offload sends through the new active port, which holds no SA or policy, in cleartext; "+
+		"and taking %s down (ip link set down, a driver reset) deletes the SAs and policies offloaded to it (xfrm_dev_down): "+
+		"the traffic stops until they are installed again (crypto offload), or leaves in cleartext with no policy left (packet offload)",
 		port, bond, bond, port, port)
 }
 
@@ -47,5 +49,20 @@ func BondPortOffloadFix(bond, release string) string {
 			"on the new active port at failover", release, bond, bond)
 	}
 	return fmt.Sprintf("offload to the bond itself (offload-dev: %s, ethtool -K %s esp-hw-offload on): it installs the SAs on "+
-		"the active port and re-installs them on the new one at failover; or use offload: none", bond, bond)
+		"the active port and re-installs them on the new one at failover; or use offload: none. "+
+		"For packet offload: %s", bond, bond, BondPacketFailoverFix(bond, ""))
+}
+
+// BondPacketFailoverFix is what to do about packet-offloaded SAs left on
+// a port of bond after a failover (active: the new active port, "" if
+// not known yet). A bond has no policy offload on any kernel (no
+// xdo_dev_policy_add), so packet offload cannot go through it.
+func BondPacketFailoverFix(bond, active string) string {
+	to := "the active port"
+	if active != "" {
+		to = active
+	}
+	return fmt.Sprintf("in sluice's host file set offload: packet with offload-dev: %s (packet offload then goes to %s's active port) "+
+		"and run sluice apply after every failover: it moves the SAs and policies to %s without a cleartext packet; until it runs, "+
+		"the traffic leaves in cleartext. offload: none has no such window", bond, bond, to)
 }

@@ -156,8 +156,10 @@ func (r *runner) addSA(w wantSA) error {
 	if w.offload == config.OffloadModeAuto {
 		modes = []string{config.OffloadModePacket, config.OffloadModeCrypto, config.OffloadModeNone}
 	}
-	if err := r.checkKey(w); err != nil {
-		return err
+	if !w.carried {
+		if err := r.checkKey(w); err != nil {
+			return err
+		}
 	}
 	if w.offload != config.OffloadModeNone {
 		if err := waitActivePort(pr.OffloadDev, 3*time.Second); err != nil {
@@ -166,12 +168,16 @@ func (r *runner) addSA(w wantSA) error {
 	}
 	var refused []string
 	for _, m := range modes {
-		off, err := offloadFor(m, pr.OffloadDev, w.dir, false)
+		dev, err := applyDev(pr, m)
+		if err != nil {
+			return fmt.Errorf("%s: %w", w, err)
+		}
+		off, err := offloadFor(m, dev, w.dir, false)
 		if err != nil {
 			return err
 		}
 		err = xfrm.SAAdd(xfrm.OvSAConfig{Src: w.src, Dst: w.dst, SPI: w.spi, Reqid: w.reqid, Tunnel: pr.Mode == config.ModeTunnel,
-			AEAD: AEAD, Key: w.key.Bytes(), ICVBits: ICVBits, ESN: pr.ESN, ReplayWindow: pr.ReplayWindow, Offload: off})
+			AEAD: AEAD, Key: w.key.Bytes(), ICVBits: ICVBits, ESN: pr.ESN, ReplayWindow: pr.ReplayWindow, Offload: off, OSeq: w.oseq, Seq: w.seq})
 		if err != nil {
 			if w.offload == config.OffloadModeAuto && m != config.OffloadModeNone {
 				refused = append(refused, fmt.Sprintf("%s refused (%v)", m, trimErr(err)))
@@ -257,7 +263,13 @@ func (r *runner) addPolicy(w wantSA, pol xfrm.OvPolicy, update bool) error {
 		packet = false
 	}
 	if packet {
-		off, err := offloadFor(config.OffloadModePacket, pr.OffloadDev, w.dir, true)
+		// On the SA's device: a packet-offloaded policy finds only SAs
+		// offloaded to its own device (xfrm_state_find).
+		dev := pr.OffloadDev
+		if _, d, err := liveOffload(w); err == nil && d != "" {
+			dev = d
+		}
+		off, err := offloadFor(config.OffloadModePacket, dev, w.dir, true)
 		if err != nil {
 			return err
 		}

@@ -243,10 +243,21 @@ func (p *planner) bond(b *config.Bond, mtu int) {
 	if k == nil || !k.Up {
 		p.setUp("uplinks", b.Name)
 	}
-	if p.uplinkMTU == 0 && k != nil {
+	switch {
+	case p.uplinkMTU > 0:
+	case k != nil:
 		p.uplinkMTU = k.MTU
+	default:
+		// A new bond has the Ethernet default and imposes it on the
+		// ports it enslaves (bond_enslave sets each port's MTU to the
+		// bond's): plan the VTEP MTU for it now, or the second plan,
+		// which sees the bond, would change the VTEP's MTU.
+		p.uplinkMTU = ethDefaultMTU
 	}
 }
+
+// ethDefaultMTU is the MTU the kernel gives a new bond (ether_setup).
+const ethDefaultMTU = 1500
 
 func kindName(kind string) string {
 	if kind == "" {

@@ -28,6 +28,13 @@ type wantSA struct {
 	reqid    uint32
 	key      config.Key
 	offload  string // none, crypto, packet, auto (after the bond gate)
+	// dev is the device the SA is offloaded to: offload-dev, or for
+	// packet offload to a bond, the bond's active port (plan_bond_packet.go).
+	dev string
+	// oseq and seq start the sequence numbers of an SA that replaces one
+	// with the same key (carried, so the key ledger lets it through).
+	oseq, seq uint64
+	carried   bool
 }
 
 func (w wantSA) String() string {
@@ -103,6 +110,9 @@ func (p *planner) ipsec() {
 					continue
 				}
 				what := offloadKey(pr, dir)
+				if mode == config.OffloadModePacket && p.isBond(pr.OffloadDev) {
+					continue // to the active port, never through the bond's xfrmdev_ops: plan_bond_packet.go
+				}
 				if p.isBond(pr.OffloadDev) && bondOffloadBroken(p.live.Release) && !s.UnsafeBondOffload {
 					why := fmt.Sprintf("ESP offload through bond %s is broken on Linux %s: the bonding driver hands the port's driver the bond instead of the port (xso.real_dev is set only after xdo_dev_state_add), so the SA is not programmed into the NIC and the next failover can oops (verified on 6.12.95 with netdevsim; mlx5 reads the same field)", pr.OffloadDev, p.live.Release)
 					if mode == config.OffloadModeAuto {
@@ -122,10 +132,14 @@ func (p *planner) ipsec() {
 				continue
 			}
 			p.bondPortOffload(path, pr, modes)
+			p.bondPacketNote(path, pr, modes)
 		}
 		sas := []wantSA{
 			{peer: pr, dir: "out", src: pr.Local, dst: pr.Remote, spi: pr.SPIOut, reqid: pr.ReqidOut, key: out, offload: modes["out"]},
 			{peer: pr, dir: "in", src: pr.Remote, dst: pr.Local, spi: pr.SPIIn, reqid: pr.ReqidIn, key: in, offload: modes["in"]},
+		}
+		for i := range sas {
+			sas[i].dev = p.offloadDevFor(pr, sas[i].offload)
 		}
 		for _, w := range sas {
 			p.sa(w)
@@ -133,7 +147,7 @@ func (p *planner) ipsec() {
 		for _, w := range sas {
 			p.policies(w)
 		}
-		if (modes["out"] != config.OffloadModeNone || modes["in"] != config.OffloadModeNone) && p.isBond(pr.OffloadDev) {
+		if (throughBond(modes["out"]) || throughBond(modes["in"])) && p.isBond(pr.OffloadDev) {
 			p.bondESPFeatures(pr.OffloadDev)
 		}
 	}
@@ -206,7 +220,7 @@ func saCommand(w wantSA, m string) string {
 		if m == config.OffloadModePacket {
 			c += " packet"
 		}
-		c += fmt.Sprintf(" dev %s dir %s", pr.OffloadDev, w.dir)
+		c += fmt.Sprintf(" dev %s dir %s", w.dev, w.dir)
 	}
 	return c
 }
@@ -248,8 +262,8 @@ func (p *planner) saDiff(w wantSA, l *xfrm.OvSA) string {
 	case got != w.offload:
 		d = append(d, fmt.Sprintf("offload %s, want %s", got, w.offload))
 	}
-	if got != config.OffloadModeNone && p.live.nameOf(l.Offload.Ifindex) != pr.OffloadDev && w.offload != config.OffloadModeNone {
-		d = append(d, fmt.Sprintf("offload device %s, want %s", p.live.nameOf(l.Offload.Ifindex), pr.OffloadDev))
+	if got != config.OffloadModeNone && p.live.nameOf(l.Offload.Ifindex) != w.dev && w.offload != config.OffloadModeNone {
+		d = append(d, fmt.Sprintf("offload device %s, want %s%s", p.live.nameOf(l.Offload.Ifindex), w.dev, p.activeOf(pr, w)))
 	}
 	if got != config.OffloadModeNone && l.Offload.Inbound() != (w.dir == "in") {
 		d = append(d, "offload direction")
@@ -281,7 +295,11 @@ func (p *planner) sa(w wantSA) {
 	}
 	replace := l != nil
 	p.add(Step{Section: "ipsec", Action: action, Object: w.String(), Why: why, Commands: cmds, run: func(r *runner) error {
+		w := w
 		if replace {
+			if err := carrySeq(&w); err != nil {
+				return err
+			}
 			if err := xfrm.SADelete(w.dst, w.spi); err != nil && !kernel.IsNotExist(err) {
 				return err
 			}
@@ -380,7 +398,6 @@ func (p *planner) policyDiff(pol xfrm.OvPolicy, l *xfrm.Policy, wantPacket bool,
 }
 
 func (p *planner) policies(w wantSA) {
-	pr := w.peer
 	liveSA := p.live.sa(w.dst, w.spi)
 	saChanges := liveSA == nil || p.saDiff(w, liveSA) != ""
 	for _, pol := range policySpecs(w) {
@@ -396,19 +413,19 @@ func (p *planner) policies(w wantSA) {
 		}
 		l := p.live.policy(pol.Dir, pol.Src, pol.Dst)
 		if l != nil && !(w.offload == config.OffloadModeAuto && saChanges && pol.Dir != xfrm.DirFwd) {
-			if p.policyDiff(pol, l, wantPacket, pr.OffloadDev) == "" {
+			if p.policyDiff(pol, l, wantPacket, w.dev) == "" {
 				continue
 			}
 		}
 		action, why, verb := "create", "missing", "add"
 		if l != nil {
 			action, verb = "replace", "update"
-			why = p.policyDiff(pol, l, wantPacket, pr.OffloadDev)
+			why = p.policyDiff(pol, l, wantPacket, w.dev)
 			if why == "" {
 				why = "its SA is reinstalled with offload auto"
 			}
 		}
-		cmd := policyCommand(pol, verb, pr.OffloadDev, wantPacket)
+		cmd := policyCommand(pol, verb, w.dev, wantPacket)
 		if w.offload == config.OffloadModeAuto && pol.Dir != xfrm.DirFwd {
 			cmd += "   # offload packet only if the SA got packet offload"
 		}

@@ -101,8 +101,12 @@ func (p *planner) bondPortOffload(path string, pr *config.Peer, modes map[string
 	if bond == "" {
 		return
 	}
+	fix := kernel.BondPortOffloadFix(bond, p.live.Release)
+	if modes["out"] == config.OffloadModePacket || modes["in"] == config.OffloadModePacket {
+		fix = kernel.BondPacketFailoverFix(bond, "")
+	}
 	p.note("%s: offload-dev %s is a port of active-backup bond %s: %s. Fix: %s", path, pr.OffloadDev, bond,
-		kernel.BondPortOffloadWhy(pr.OffloadDev, bond), kernel.BondPortOffloadFix(bond, p.live.Release))
+		kernel.BondPortOffloadWhy(pr.OffloadDev, bond), fix)
 }
 
 // saBudget counts the offloaded SAs the file adds per SA table, with

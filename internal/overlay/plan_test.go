@@ -560,3 +560,24 @@ func TestTeardownRestoresVFSettings(t *testing.T) {
 		t.Fatalf("VF settings restored before the VF count:\n%s", text)
 	}
 }
+
+// TestPlanNewBondDefaultMTU: without uplinks.mtu, a bond the plan creates
+// gets the kernel's 1500 and imposes it on its ports, so the VTEP MTU is
+// planned for 1500 from the first plan; before, the first apply left the
+// VTEP at 1500 and the second plan changed it (seen applying seed 000's
+// layout on the NIC model).
+func TestPlanNewBondDefaultMTU(t *testing.T) {
+	body := strings.NewReplacer("  mtu: 9216\n", "", "    mtu: 3986\n", "").Replace(seedHost("none", ""))
+	h, ks := load(t, body)
+	p, err := NewPlan(h, ks, bareLive("6.12.95"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	i := stepIndex(p, "ip link add vxlan1 type vxlan")
+	if i < 0 {
+		t.Fatalf("no VTEP step: %v", p.Steps)
+	}
+	if c := strings.Join(p.Steps[i].Commands, "\n"); !strings.Contains(c, "mtu 1416") {
+		t.Errorf("VTEP created without the MTU a 1500-byte bond carries (1416): %s", c)
+	}
+}

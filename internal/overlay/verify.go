@@ -105,6 +105,7 @@ func Verify(h *config.Host, keys *config.Keys, live *Live) *VerifyReport {
 			}
 			r.SAs = append(r.SAs, st)
 			switch {
+			case !verifyBondPort(r, live, pr, w, st): // plan_bond_packet.go
 			case asked == config.OffloadModeAuto:
 				r.add("offload", true, "%s: offload auto obtained %s%s", w, got, onDev(st.Dev))
 			case got == asked:
@@ -135,9 +136,9 @@ func VerifyTraffic(h *config.Host, r *VerifyReport, window time.Duration, genera
 		return nil
 	}
 	devs := map[string]bool{}
-	for _, p := range h.IPsec.Peers {
-		if p.OffloadDev != "" {
-			devs[p.OffloadDev] = true
+	for _, st := range r.SAs {
+		if st.Dev != "" { // the SA's device: a bond's port for packet offload
+			devs[st.Dev] = true
 		}
 	}
 	before, err := xfrm.OverlaySAs()

@@ -114,15 +114,19 @@ func (o *OverlayConn) connSettings() [][2]string {
 	}
 }
 
-// Message is the load-conn message.
-func (o *OverlayConn) Message() *vici.Message {
+// Message is the load-conn message. Its settings are the ones
+// WriteSwanctl prints (childSettings, connSettings); an error from
+// encoding them is returned, not dropped.
+func (o *OverlayConn) Message() (*vici.Message, error) {
 	child := vici.NewMessage()
 	for _, kv := range o.childSettings() {
 		var v any = kv[1]
 		if kv[0] == "local_ts" || kv[0] == "remote_ts" || kv[0] == "esp_proposals" {
 			v = strings.Split(kv[1], ",")
 		}
-		_ = child.Set(kv[0], v)
+		if err := child.Set(kv[0], v); err != nil {
+			return nil, fmt.Errorf("%s: child %s: %w", o.Name, kv[0], err)
+		}
 	}
 	conn := vici.NewMessage()
 	for _, kv := range o.connSettings() {
@@ -130,17 +134,41 @@ func (o *OverlayConn) Message() *vici.Message {
 		if strings.HasSuffix(kv[0], "_addrs") || kv[0] == "proposals" {
 			v = []string{kv[1]}
 		}
-		_ = conn.Set(kv[0], v)
+		if err := conn.Set(kv[0], v); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", o.Name, kv[0], err)
+		}
 	}
-	local, remote := msg("auth", o.Auth, "id", o.LocalID), msg("auth", o.Auth, "id", o.RemoteID)
+	local := overlayAuth{Auth: o.Auth, ID: o.LocalID}
+	remote := overlayAuth{Auth: o.Auth, ID: o.RemoteID}
 	if o.Auth == "pubkey" {
-		_ = local.Set("certs", []string{string(o.Cert)})
-		_ = remote.Set("cacerts", []string{string(o.CACert)})
+		local.Certs, remote.CACerts = []string{string(o.Cert)}, []string{string(o.CACert)}
 	}
-	_ = conn.Set("local", local)
-	_ = conn.Set("remote", remote)
-	_ = conn.Set("children", msg(o.Name, child))
-	return msg(o.Name, conn)
+	lm, err := vici.MarshalMessage(local)
+	if err != nil {
+		return nil, fmt.Errorf("%s: local: %w", o.Name, err)
+	}
+	rm, err := vici.MarshalMessage(remote)
+	if err != nil {
+		return nil, fmt.Errorf("%s: remote: %w", o.Name, err)
+	}
+	for _, kv := range []struct {
+		k string
+		v *vici.Message
+	}{{"local", lm}, {"remote", rm}, {"children", msg(o.Name, child)}} {
+		if err := conn.Set(kv.k, kv.v); err != nil {
+			return nil, fmt.Errorf("%s: %s: %w", o.Name, kv.k, err)
+		}
+	}
+	return vici.MarshalMessage(map[string]*vici.Message{o.Name: conn})
+}
+
+// overlayAuth is an overlay connection's local or remote authentication
+// round; Certs (local) and CACerts (remote) are PEM, for pubkey only.
+type overlayAuth struct {
+	Auth    string   `vici:"auth"`
+	ID      string   `vici:"id"`
+	Certs   []string `vici:"certs"`
+	CACerts []string `vici:"cacerts"`
 }
 
 // WriteSwanctl prints the connection as swanctl.conf would hold it, for
@@ -182,8 +210,8 @@ type OverlaySecret struct {
 // its trap policies).
 func (c *Client) LoadOverlay(o *OverlayConn, s OverlaySecret) error {
 	if o.Auth == "psk" {
-		if _, err := c.cmd("load-shared", msg("id", "ike-"+o.Name, "type", "IKE", "data", string(s.PSK.Bytes()),
-			"owners", []string{o.LocalID, o.RemoteID})); err != nil {
+		if err := c.marshalCmd("load-shared", viciShared{ID: "ike-" + o.Name, Type: "IKE", Data: string(s.PSK.Bytes()),
+			Owners: []string{o.LocalID, o.RemoteID}}); err != nil {
 			return fmt.Errorf("%s: %w", o.Name, err)
 		}
 	} else {
@@ -191,7 +219,11 @@ func (c *Client) LoadOverlay(o *OverlayConn, s OverlaySecret) error {
 			return fmt.Errorf("%s: private key: %w", o.Name, err)
 		}
 	}
-	if _, err := c.cmd("load-conn", o.Message()); err != nil {
+	m, err := o.Message()
+	if err != nil {
+		return err
+	}
+	if _, err := c.cmd("load-conn", m); err != nil {
 		if o.HWOffload == "packet" && strings.Contains(err.Error(), "hw_offload") {
 			v, _ := c.Version()
 			return fmt.Errorf("%s: charon %s does not know hw_offload = packet (strongSwan 6 does; Debian bookworm has 5.9.8): use offload: crypto or auto (%w)", o.Name, v.Version, err)

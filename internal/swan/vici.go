@@ -83,6 +83,17 @@ func (c *Client) cmd(name string, m *vici.Message) (*vici.Message, error) {
 	return r, nil
 }
 
+// marshalCmd runs a command whose arguments are a tagged struct.
+func (c *Client) marshalCmd(name string, args any) error {
+	m, err := vici.MarshalMessage(args)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	_, err = c.cmd(name, m)
+	return err
+}
+
+// msg builds the arguments of a command from literal key/value pairs.
 func msg(kv ...any) *vici.Message {
 	m := vici.NewMessage()
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -153,37 +164,81 @@ type viciStats struct {
 	} `vici:"uptime"`
 }
 
+// viciConn is one load-conn connection: the same settings as its
+// swanctl.conf section (conf.go), declared once as tagged fields that
+// vici.MarshalMessage encodes.
+type viciConn struct {
+	LocalAddrs  []string             `vici:"local_addrs"`
+	RemoteAddrs []string             `vici:"remote_addrs"`
+	Local       viciAuthRound        `vici:"local"`
+	Remote      viciAuthRound        `vici:"remote"`
+	Children    map[string]viciChild `vici:"children"`
+	Version     int                  `vici:"version"`
+	Mobike      bool                 `vici:"mobike"`
+	ReauthTime  int                  `vici:"reauth_time"`
+	Proposals   []string             `vici:"proposals"`
+	Encap       bool                 `vici:"encap"`
+}
+
+// viciAuthRound is a connection's local or remote authentication round.
+type viciAuthRound struct {
+	Auth string `vici:"auth"`
+	ID   string `vici:"id"`
+}
+
+// viciChild is one CHILD_SA configuration of a connection.
+type viciChild struct {
+	LocalTS        []string `vici:"local_ts"`
+	RemoteTS       []string `vici:"remote_ts"`
+	ESPProposals   []string `vici:"esp_proposals"`
+	Mode           string   `vici:"mode"`
+	PoliciesFwdOut bool     `vici:"policies_fwd_out"`
+	HWOffload      string   `vici:"hw_offload"`
+}
+
+// viciShared is a load-shared request: a secret and the identities that
+// own it. It holds the key: it is only ever marshalled to charon.
+type viciShared struct {
+	ID     string   `vici:"id"`
+	Type   string   `vici:"type"`
+	Data   string   `vici:"data"`
+	Owners []string `vici:"owners"`
+}
+
 // ConnMessage is the load-conn message for one tunnel: the same settings as
 // its swanctl.conf section.
-func ConnMessage(s *Spec, t Tunnel) *vici.Message {
-	child := msg(
-		"local_ts", []string{t.LocalTS.String()},
-		"remote_ts", []string{t.RemoteTS.String()},
-		"esp_proposals", []string{s.ESP},
-		"mode", "tunnel",
-		"policies_fwd_out", "yes",
-		"hw_offload", s.HWOffloadConf(),
-	)
-	conn := msg(
-		"local_addrs", []string{t.LocalAddr.String()},
-		"remote_addrs", []string{t.RemoteAddr.String()},
-		"local", msg("auth", "psk", "id", t.LocalID),
-		"remote", msg("auth", "psk", "id", t.RemoteID),
-		"children", msg(t.Child, child),
-		"version", "2",
-		"mobike", "no",
-		"reauth_time", "0",
-		"proposals", []string{s.IKE},
-	)
-	if s.Encap {
-		conn.Set("encap", "yes")
+func ConnMessage(s *Spec, t Tunnel) (*vici.Message, error) {
+	conn := viciConn{
+		LocalAddrs:  []string{t.LocalAddr.String()},
+		RemoteAddrs: []string{t.RemoteAddr.String()},
+		Local:       viciAuthRound{Auth: "psk", ID: t.LocalID},
+		Remote:      viciAuthRound{Auth: "psk", ID: t.RemoteID},
+		Children: map[string]viciChild{t.Child: {
+			LocalTS:        []string{t.LocalTS.String()},
+			RemoteTS:       []string{t.RemoteTS.String()},
+			ESPProposals:   []string{s.ESP},
+			Mode:           "tunnel",
+			PoliciesFwdOut: true,
+			HWOffload:      s.HWOffloadConf(),
+		}},
+		Version:   2,
+		Proposals: []string{s.IKE},
+		Encap:     s.Encap,
 	}
-	return msg(t.Conn, conn)
+	m, err := vici.MarshalMessage(map[string]viciConn{t.Conn: conn})
+	if err != nil {
+		return nil, fmt.Errorf("%s: load-conn message: %w", t.Conn, err)
+	}
+	return m, nil
 }
 
 // LoadConn loads (or replaces) one tunnel's connection.
 func (c *Client) LoadConn(s *Spec, t Tunnel) error {
-	_, err := c.cmd("load-conn", ConnMessage(s, t))
+	m, err := ConnMessage(s, t)
+	if err != nil {
+		return err
+	}
+	_, err = c.cmd("load-conn", m)
 	if err != nil && s.HWOffload == "packet" && strings.Contains(err.Error(), "hw_offload") {
 		v, _ := c.Version()
 		return fmt.Errorf("%s: charon %s does not know hw_offload = packet (strongSwan 5.9.8 refuses it; the BlueField-3 benchmark ran 6.0.0): use --hw-offload crypto, auto or no, or a newer strongSwan (%w)", t.Conn, v.Version, err)
@@ -197,8 +252,8 @@ func (c *Client) LoadConn(s *Spec, t Tunnel) error {
 // LoadShared loads one tunnel's IKE pre-shared key under the BlueField-3 benchmark's secret
 // name (ike-tnlI), owned by both identities.
 func (c *Client) LoadShared(t Tunnel, key PSK) error {
-	_, err := c.cmd("load-shared", msg("id", t.Secret, "type", "IKE", "data", string(key.Bytes()),
-		"owners", []string{t.LocalID, t.RemoteID}))
+	err := c.marshalCmd("load-shared", viciShared{ID: t.Secret, Type: "IKE", Data: string(key.Bytes()),
+		Owners: []string{t.LocalID, t.RemoteID}})
 	if err != nil {
 		return fmt.Errorf("%s: %w", t.Secret, err)
 	}

@@ -8,7 +8,8 @@
  * CRYPTO_SUCCESS: what a packet-offload driver reports, and what makes
  * the kernel skip its inbound policy check (__xfrm_policy_check2). ESP
  * for SPIs the port does not hold, and everything else, passes untouched:
- * the kernel's software ESP may still own it.
+ * the kernel's software ESP may still own it. ESP of a crypto-offloaded IN
+ * SA is only decrypted (nm_crypto_rx).
  */
 #include <linux/ip.h>
 #include <linux/ipv6.h>
@@ -70,7 +71,7 @@ static void nm_replay_advance(struct nm_sa *sa, u64 s)
 		set_bit(d, sa->bitmap);
 }
 
-void nm_mark_offloaded(struct sk_buff *skb, struct xfrm_state *x)
+void nm_mark_offloaded(struct sk_buff *skb, struct xfrm_state *x, u8 status)
 {
 	struct xfrm_offload *xo;
 	struct sec_path *sp;
@@ -84,7 +85,7 @@ void nm_mark_offloaded(struct sk_buff *skb, struct xfrm_state *x)
 	sp->olen++;
 	xo = xfrm_offload(skb);
 	xo->flags = CRYPTO_DONE;
-	xo->status = CRYPTO_SUCCESS;
+	xo->status = status;
 }
 
 /* Selector of the SA, checked on the decapsulated packet unless it is a
@@ -152,8 +153,67 @@ static bool nm_is_esp(const struct sk_buff *skb, const struct nm_flow *fl)
 	return true;
 }
 
+/*
+ * nm_crypto_rx is the device's half of crypto offload on receive, for an
+ * IN SA the stack offloaded in crypto mode: decrypt in place and hand the
+ * ESP packet up as it came (headers, IV, trailer and ICV stay), with the
+ * secpath holding the SA and xfrm_offload CRYPTO_DONE and the result in
+ * its status. esp4/esp6 then skip decryption (xfrm_input's crypto_done
+ * path: esp_input_tail strips the trailer), and the stack keeps the
+ * replay window, lifetimes and counters. A failed ICV goes up marked
+ * CRYPTO_*_ESP_AUTH_FAILED, as mlx5 reports its syndrome, and the kernel
+ * counts it (integrity_failed) and drops it.
+ */
+static struct sk_buff *nm_crypto_rx(struct nm_priv *priv, struct sk_buff *skb,
+				    const struct nm_flow *fl, struct nm_sa *sa,
+				    struct xfrm_state **xp, u8 *status)
+{
+	struct ip_esp_hdr *esph;
+	unsigned int len;
+	u8 *data, padlen;
+	u64 seq;
+	int err;
+
+	if (skb_linearize(skb) ||
+	    (skb_cloned(skb) && pskb_expand_head(skb, 0, 0, GFP_ATOMIC)))
+		goto drop;
+	skb_trim(skb, fl->l3off + fl->l3len);
+	esph = (struct ip_esp_hdr *)(skb->data + fl->l4off);
+	spin_lock(&sa->lock);
+	seq = nm_infer_seq(sa, ntohl(esph->seq_no));
+	spin_unlock(&sa->lock);
+	data = esph->enc_data + NM_IV_LEN;
+	len = skb->len - (data - skb->data);
+	err = nm_gcm(sa, false, esph->spi, seq, esph->enc_data, data, len);
+	if (err == -EBADMSG) {
+		nm_inc(priv, NM_RX_CRYPTO_AUTH_FAIL);
+		*status = sa->tunnel ? CRYPTO_TUNNEL_ESP_AUTH_FAILED :
+				       CRYPTO_TRANSPORT_ESP_AUTH_FAILED;
+	} else if (err) {
+		goto drop;
+	} else {
+		padlen = data[len - NM_ICV_LEN - 2];
+		if (padlen + 2 > len - NM_ICV_LEN) {
+			nm_inc(priv, NM_RX_CRYPTO_BAD_TRAILER);
+			*status = CRYPTO_INVALID_PACKET_SYNTAX;
+		} else {
+			nm_inc(priv, NM_RX_CRYPTO_PACKETS);
+			nm_add(priv, NM_RX_CRYPTO_BYTES, skb->len);
+			*status = CRYPTO_SUCCESS;
+		}
+	}
+	if (!refcount_inc_not_zero(&sa->x->refcnt))
+		goto drop;
+	*xp = sa->x;
+	return skb;
+drop:
+	nm_inc(priv, NM_RX_DROP_MALFORMED);
+	kfree_skb(skb);
+	return NULL;
+}
+
 struct sk_buff *nm_esp_rx(struct nm_priv *priv, struct sk_buff *skb,
-			  struct xfrm_state **xp)
+			  struct xfrm_state **xp, u8 *status)
 {
 	enum nm_stat why = NM_RX_DROP_MALFORMED;
 	struct ip_esp_hdr *esph;
@@ -181,6 +241,8 @@ struct sk_buff *nm_esp_rx(struct nm_priv *priv, struct sk_buff *skb,
 		nm_inc(priv, NM_RX_ESP_NO_SA);
 		return skb;
 	}
+	if (sa->crypto)
+		return nm_crypto_rx(priv, skb, &fl, sa, xp, status);
 	if (nm_sa_hard_expired(sa)) {
 		why = NM_RX_DROP_HARD_LIMIT;
 		goto drop;
@@ -228,6 +290,7 @@ struct sk_buff *nm_esp_rx(struct nm_priv *priv, struct sk_buff *skb,
 	nm_inc(priv, NM_RX_IPSEC_PACKETS);
 	nm_add(priv, NM_RX_IPSEC_BYTES, skb->len);
 	*xp = sa->x;
+	*status = CRYPTO_SUCCESS;
 	return skb;
 drop:
 	nm_inc(priv, why);

@@ -7,6 +7,8 @@
  * not even a valid Ethernet header: xfrm_dev_direct_output only pushes
  * room for one), so the port builds the whole outer frame itself. The
  * IV is the 64-bit sequence number, unique per key as RFC 4106 requires.
+ * Crypto offload (nm_crypto_tx, at the end) only encrypts what the stack
+ * built.
  */
 #include <linux/etherdevice.h>
 #include <linux/ip.h>
@@ -224,4 +226,62 @@ struct sk_buff *nm_esp_encrypt(struct nm_priv *priv, struct nm_sa *sa,
 	nm_inc(priv, NM_TX_IPSEC_PACKETS);
 	nm_add(priv, NM_TX_IPSEC_BYTES, total);
 	return out;
+}
+
+/*
+ * nm_crypto_tx is the device's half of crypto offload on transmit. The
+ * stack has built the whole ESP packet (esp4/esp6 offload's esp_xmit,
+ * after validate_xmit_xfrm): outer headers, the ESP header with SPI and
+ * sequence number at the transport header, room for the IV, the payload
+ * with its trailer (padding, pad length, next header) and room for the
+ * ICV at the end, and it left the SA in the secpath with xfrm_offload
+ * marked XFRM_XMIT. The device writes the IV (the 64-bit sequence number,
+ * as mlx5's driver does) and encrypts in place with the SA's key.
+ *
+ * Returns 0 when the frame carries no crypto offload for this port, 1
+ * when it was encrypted (it must not meet the packet-offload policy
+ * table again), or a negative errno: drop it (counted).
+ */
+int nm_crypto_tx(struct nm_priv *priv, struct sk_buff *skb)
+{
+	struct xfrm_offload *xo = xfrm_offload(skb);
+	struct ip_esp_hdr *esph;
+	struct xfrm_state *x;
+	struct sec_path *sp;
+	struct nm_sa *sa;
+	unsigned int off, len;
+	__be64 iv;
+	u8 *data;
+	u64 seq;
+
+	if (!xo || !(xo->flags & XFRM_XMIT))
+		return 0;
+	sp = skb_sec_path(skb);
+	x = sp->xvec[sp->len - 1];
+	if (x->xso.type != XFRM_DEV_OFFLOAD_CRYPTO || x->xso.dev != priv->dev)
+		return 0;
+	sa = (struct nm_sa *)x->xso.offload_handle;
+	off = skb_transport_offset(skb);
+	if (!sa || !sa->out || off < ETH_HLEN ||
+	    off + sizeof(*esph) + NM_IV_LEN + 2 + NM_ICV_LEN > skb->len ||
+	    skb_ensure_writable(skb, skb->len))
+		goto err;
+	esph = (struct ip_esp_hdr *)(skb->data + off);
+	if (esph->spi != sa->spi)
+		goto err;
+	seq = ntohl(esph->seq_no);
+	if (sa->esn)
+		seq |= (u64)xo->seq.hi << 32;
+	iv = cpu_to_be64(seq);
+	memcpy(esph->enc_data, &iv, NM_IV_LEN);
+	data = esph->enc_data + NM_IV_LEN;
+	len = skb->len - (data - skb->data) - NM_ICV_LEN;
+	if (nm_gcm(sa, true, sa->spi, seq, (u8 *)&iv, data, len))
+		goto err;
+	nm_inc(priv, NM_TX_CRYPTO_PACKETS);
+	nm_add(priv, NM_TX_CRYPTO_BYTES, skb->len);
+	return 1;
+err:
+	nm_inc(priv, NM_TX_CRYPTO_DROP_ERROR);
+	return -EINVAL;
 }

@@ -35,6 +35,13 @@ const char nm_stat_names[NM_STAT_COUNT][ETH_GSTRING_LEN] = {
 	[NM_RX_DROP_QUEUE_FULL] = "rx_drop_queue_full",
 	[NM_RX_CLEARTEXT_PACKETS] = "rx_cleartext_packets",
 	[NM_RX_NON_IP_PACKETS] = "rx_non_ip_packets",
+	[NM_TX_CRYPTO_PACKETS] = "tx_ipsec_crypto_packets",
+	[NM_TX_CRYPTO_BYTES] = "tx_ipsec_crypto_bytes",
+	[NM_TX_CRYPTO_DROP_ERROR] = "tx_ipsec_crypto_drop_error",
+	[NM_RX_CRYPTO_PACKETS] = "rx_ipsec_crypto_packets",
+	[NM_RX_CRYPTO_BYTES] = "rx_ipsec_crypto_bytes",
+	[NM_RX_CRYPTO_AUTH_FAIL] = "rx_ipsec_crypto_auth_fail",
+	[NM_RX_CRYPTO_BAD_TRAILER] = "rx_ipsec_crypto_bad_trailer",
 	[NM_XDP_PASS] = "xdp_pass",
 	[NM_XDP_DROP] = "xdp_drop",
 	[NM_XDP_TX] = "xdp_tx",
@@ -47,6 +54,9 @@ const char nm_stat_names[NM_STAT_COUNT][ETH_GSTRING_LEN] = {
 	[NM_RX_BYTES] = "rx_bytes",
 	[NM_TX_DROPPED] = "tx_dropped",
 	[NM_RX_DROPPED] = "rx_dropped",
+	[NM_RX_TC_HITS] = "rx_tc_hits",
+	[NM_RX_TC_REDIRECT] = "rx_tc_redirect",
+	[NM_RX_TC_DROP] = "rx_tc_drop",
 };
 
 /* Gauges after the counters. */
@@ -88,7 +98,7 @@ static void nm_get_ethtool_stats(struct net_device *dev,
 
 	for (i = 0; i < NM_STAT_COUNT; i++)
 		data[i] = atomic64_read(&priv->stats[i]);
-	data[i++] = READ_ONCE(priv->n_sa);
+	data[i++] = READ_ONCE(priv->n_sa) + READ_ONCE(priv->n_crypto);
 	data[i++] = READ_ONCE(priv->n_pol);
 	data[i++] = READ_ONCE(priv->n_tc);
 }

@@ -3,10 +3,12 @@
  * nicmodel: xfrmdev_ops, the contract between the xfrm core and a NIC
  * (Documentation/networking/xfrm_device.rst).
  *
- * The model takes packet offload only. It refuses what mlx5 documents it
- * refuses (each with an extack message), plus a per-port SA budget
- * standing in for flow-steering capacity. Crypto offload requests get
- * -EOPNOTSUPP, on which the xfrm core keeps the SA in software.
+ * The model takes packet and crypto offload. It refuses what mlx5
+ * documents it refuses (each with an extack message), plus a per-port SA
+ * budget, shared by both kinds, standing in for flow-steering capacity.
+ * Crypto-offloaded SAs are only keys to the device: the stack builds and
+ * parses ESP, counts, keeps sequence numbers and replay windows
+ * (esp_tx.c/esp_rx.c do the AES-GCM in between).
  */
 #include <linux/module.h>
 #include <net/xfrm.h>
@@ -14,6 +16,15 @@
 #include "nicmodel.h"
 
 static struct workqueue_struct *nm_wq;
+
+/*
+ * A NIC whose driver answers crypto offload with EOPNOTSUPP (no crypto
+ * capability): the xfrm core then installs the SA in software and reports
+ * success (xfrm_dev_state_add), which a probe must notice.
+ */
+static bool nm_crypto_offload = true;
+module_param_named(crypto_offload, nm_crypto_offload, bool, 0644);
+MODULE_PARM_DESC(crypto_offload, "accept crypto offload (0: answer EOPNOTSUPP, the kernel keeps such SAs in software)");
 
 int nm_ipsec_module_init(void)
 {
@@ -103,8 +114,14 @@ static int nm_validate_state(struct xfrm_state *x,
 		NL_SET_ERR_MSG_MOD(extack, "Only transport and tunnel xfrm states may be offloaded");
 		return -EINVAL;
 	}
-	if (x->xso.type != XFRM_DEV_OFFLOAD_PACKET) {
-		NL_SET_ERR_MSG_MOD(extack, "The model offloads packet mode only; crypto offload stays in software");
+	/* Crypto offload: the stack keeps sequence numbers, replay windows
+	 * and lifetimes; the device only needs the key (mlx5 checks nothing
+	 * more for it either).
+	 */
+	if (x->xso.type == XFRM_DEV_OFFLOAD_CRYPTO) {
+		if (READ_ONCE(nm_crypto_offload))
+			return 0;
+		NL_SET_ERR_MSG_MOD(extack, "crypto offload switched off (nicmodel crypto_offload=0); the SA stays in software");
 		return -EOPNOTSUPP;
 	}
 	if (x->xso.dir == XFRM_DEV_OFFLOAD_IN && !nm_window_ok(window)) {
@@ -208,6 +225,7 @@ static int nm_state_add(struct xfrm_state *x, struct netlink_ext_ack *extack)
 	sa->x = x;
 	sa->priv = priv;
 	sa->out = x->xso.dir == XFRM_DEV_OFFLOAD_OUT;
+	sa->crypto = x->xso.type == XFRM_DEV_OFFLOAD_CRYPTO;
 	sa->esn = x->props.flags & XFRM_STATE_ESN;
 	sa->tunnel = x->props.mode == XFRM_MODE_TUNNEL;
 	sa->family = x->props.family;
@@ -229,20 +247,27 @@ static int nm_state_add(struct xfrm_state *x, struct netlink_ext_ack *extack)
 	}
 
 	spin_lock_bh(&priv->tbl_lock);
-	if (priv->n_tc) {
+	/* mlx5 blocks tc against packet offload only (ipsec_fs.c). */
+	if (priv->n_tc && !sa->crypto) {
 		err = -EBUSY;
 		NL_SET_ERR_MSG_MOD(extack, "Cannot offload IPsec while tc rules are offloaded to the device");
-	} else if (priv->n_sa >= nm_sa_budget) {
+	} else if (priv->n_sa + priv->n_crypto >= nm_sa_budget) {
 		err = -ENOSPC;
 		NL_SET_ERR_MSG_FMT_MOD(extack, "Device SA table is full (%u SAs; nicmodel sa_budget)", nm_sa_budget);
 	} else {
 		sa->add_seq = ++priv->sa_seq;
-		if (sa->out)
-			list_add_tail_rcu(&sa->node, &priv->sa_out);
-		else
+		/* Crypto OUT SAs are found through the skb's secpath, never
+		 * by a policy template: they stay out of sa_out.
+		 */
+		if (!sa->out)
 			hash_add_rcu(priv->sa_in, &sa->hnode, (__force u32)sa->spi);
+		else if (!sa->crypto)
+			list_add_tail_rcu(&sa->node, &priv->sa_out);
 		sa->linked = true;
-		WRITE_ONCE(priv->n_sa, priv->n_sa + 1);
+		if (sa->crypto)
+			WRITE_ONCE(priv->n_crypto, priv->n_crypto + 1);
+		else
+			WRITE_ONCE(priv->n_sa, priv->n_sa + 1);
 	}
 	spin_unlock_bh(&priv->tbl_lock);
 	if (err) {
@@ -260,12 +285,15 @@ static void nm_sa_unlink(struct nm_sa *sa)
 
 	spin_lock_bh(&priv->tbl_lock);
 	if (sa->linked) {
-		if (sa->out)
-			list_del_rcu(&sa->node);
-		else
+		if (!sa->out)
 			hash_del_rcu(&sa->hnode);
+		else if (!sa->crypto)
+			list_del_rcu(&sa->node);
 		sa->linked = false;
-		WRITE_ONCE(priv->n_sa, priv->n_sa - 1);
+		if (sa->crypto)
+			WRITE_ONCE(priv->n_crypto, priv->n_crypto - 1);
+		else
+			WRITE_ONCE(priv->n_sa, priv->n_sa - 1);
 	}
 	spin_unlock_bh(&priv->tbl_lock);
 }
@@ -297,16 +325,30 @@ static bool nm_offload_ok(struct sk_buff *skb, struct xfrm_state *x)
 	return ipv6_hdr(skb)->nexthdr != NEXTHDR_HOP;
 }
 
+/*
+ * nm_state_advance_esn: the xfrm core moved a crypto-offloaded IN SA's
+ * replay window (xfrm_replay_advance_esn). The "hardware" keeps the top
+ * of the window to infer the high half of the next sequence numbers for
+ * the AAD, as mlx5 reprograms its ESN state here. Packet-offload SAs keep
+ * their own window; TX takes the high half from the skb (xo->seq.hi).
+ */
 static void nm_state_advance_esn(struct xfrm_state *x)
 {
-	/* Crypto offload only; the model keeps packet-offload ESN itself. */
+	struct nm_sa *sa = (struct nm_sa *)x->xso.offload_handle;
+
+	if (!sa || !sa->crypto || sa->out || !x->replay_esn)
+		return;
+	spin_lock_bh(&sa->lock);
+	sa->top = (u64)x->replay_esn->seq_hi << 32 | x->replay_esn->seq;
+	spin_unlock_bh(&sa->lock);
 }
 
 static void nm_state_update_stats(struct xfrm_state *x)
 {
 	struct nm_sa *sa = (struct nm_sa *)x->xso.offload_handle;
 
-	if (!sa)
+	/* Crypto offload: the stack counts its own packets. */
+	if (!sa || sa->crypto)
 		return;
 	x->curlft.packets = atomic64_read(&sa->packets);
 	x->curlft.bytes = atomic64_read(&sa->bytes);

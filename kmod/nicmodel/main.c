@@ -161,6 +161,12 @@ static void nm_setup(struct net_device *dev)
 	 */
 	dev->features |= NETIF_F_HW_ESP | NETIF_F_HW_TC;
 	dev->hw_features |= NETIF_F_HW_ESP | NETIF_F_HW_TC;
+	/*
+	 * Crypto offload: xfrm_output marks the skb encapsulated, so
+	 * netif_skb_features keeps only hw_enc_features; without HW_ESP
+	 * there, esp_xmit falls back to software (CRYPTO_FALLBACK).
+	 */
+	dev->hw_enc_features |= NETIF_F_HW_ESP;
 	dev->xdp_features = NETDEV_XDP_ACT_BASIC | NETDEV_XDP_ACT_REDIRECT |
 			    NETDEV_XDP_ACT_NDO_XMIT;
 

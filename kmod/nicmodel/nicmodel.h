@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * nicmodel: a model of a NIC with IPsec packet offload, for tests.
+ * nicmodel: a model of a NIC with IPsec packet and crypto offload, for
+ * tests.
  *
  * Ports come in pairs joined by a "wire": what one port transmits, the
  * other receives. Each port models the hardware's part of IPsec packet
  * offload: it keeps the SAs and policies the kernel offloads to it,
  * encrypts on transmit what its OUT policies select, and decrypts on
- * receive the ESP of its IN SAs. See README.md for what it models and
- * what it does not.
+ * receive the ESP of its IN SAs. For crypto offload it only runs AES-GCM
+ * over the ESP the stack built or will parse. See README.md for what it
+ * models and what it does not.
  */
 #ifndef NICMODEL_H
 #define NICMODEL_H
@@ -55,6 +57,13 @@ enum nm_stat {
 	NM_RX_DROP_QUEUE_FULL,
 	NM_RX_CLEARTEXT_PACKETS,
 	NM_RX_NON_IP_PACKETS,
+	NM_TX_CRYPTO_PACKETS,
+	NM_TX_CRYPTO_BYTES,
+	NM_TX_CRYPTO_DROP_ERROR,
+	NM_RX_CRYPTO_PACKETS,
+	NM_RX_CRYPTO_BYTES,
+	NM_RX_CRYPTO_AUTH_FAIL,
+	NM_RX_CRYPTO_BAD_TRAILER,
 	NM_XDP_PASS,
 	NM_XDP_DROP,
 	NM_XDP_TX,
@@ -67,6 +76,9 @@ enum nm_stat {
 	NM_RX_BYTES,
 	NM_TX_DROPPED,
 	NM_RX_DROPPED,
+	NM_RX_TC_HITS,			/* frames a hardware flower rule matched */
+	NM_RX_TC_REDIRECT,		/* ... and sent out of a port */
+	NM_RX_TC_DROP,			/* ... and dropped */
 	NM_STAT_COUNT,
 };
 
@@ -82,6 +94,7 @@ struct nm_sa {
 	struct nm_priv *priv;
 	struct crypto_aead *tfm;
 	bool out;
+	bool crypto;			/* XFRM_DEV_OFFLOAD_CRYPTO: the stack does ESP */
 	bool esn;
 	bool tunnel;
 	bool linked;
@@ -133,10 +146,11 @@ struct nm_priv {
 	struct list_head sa_out;	/* RCU */
 	struct list_head pol_out;	/* RCU, by priority */
 	struct list_head pol_in;	/* RCU, by priority */
-	unsigned int n_sa, n_pol;
+	unsigned int n_sa, n_pol;	/* packet offload (tc.c refuses beside them) */
+	unsigned int n_crypto;		/* crypto-offloaded SAs */
 	unsigned long sa_seq;
-	unsigned int n_tc;		/* tc rules "in hardware" */
-	struct list_head tc_rules;
+	unsigned int n_tc;		/* tc rules in "hardware" */
+	struct list_head tc_rules;	/* RCU, by preference (tc_flower.c) */
 
 	atomic64_t stats[NM_STAT_COUNT];
 };
@@ -186,6 +200,11 @@ extern const struct ethtool_ops nm_ethtool_ops;
 int nm_setup_tc(struct net_device *dev, enum tc_setup_type type,
 		void *type_data);
 
+/* tc_flower.c */
+struct flow_cls_offload;
+int nm_flower(struct nm_priv *priv, struct flow_cls_offload *f);
+struct sk_buff *nm_tc_rx(struct nm_priv *priv, struct sk_buff *skb);
+
 /* ipsec.c */
 extern const struct xfrmdev_ops nm_xfrmdev_ops;
 void nm_ipsec_init(struct nm_priv *priv);
@@ -209,9 +228,11 @@ struct sk_buff *nm_esp_encrypt(struct nm_priv *priv, struct nm_sa *sa,
 int nm_gcm(struct nm_sa *sa, bool enc, __be32 spi, u64 seq,
 	   const u8 *iv, u8 *data, unsigned int len);
 
+int nm_crypto_tx(struct nm_priv *priv, struct sk_buff *skb);
+
 /* esp_rx.c */
 struct sk_buff *nm_esp_rx(struct nm_priv *priv, struct sk_buff *skb,
-			  struct xfrm_state **xp);
-void nm_mark_offloaded(struct sk_buff *skb, struct xfrm_state *x);
+			  struct xfrm_state **xp, u8 *status);
+void nm_mark_offloaded(struct sk_buff *skb, struct xfrm_state *x, u8 status);
 
 #endif

@@ -8,63 +8,16 @@
  * while flower rules are offloaded, adding a packet-offloaded SA or
  * policy fails with EBUSY, and while such SAs or policies exist, adding a
  * flower rule fails with EBUSY. Whichever comes first wins. mlx5 says
- * nothing more; the model's extack says why. The model accepts and counts flower
- * rules (ethtool -S tc_rule_count) but does not execute them: a skip_sw
- * rule on the model forwards nothing.
+ * nothing more; the model's extack says why. nm_flower (tc_flower.c)
+ * checks it before it parses the rule, so a port with IPsec offload
+ * answers EBUSY to any rule; the rules a port accepts are executed on its
+ * receive path (tc_flower.c; ethtool -S tc_rule_count counts them).
  */
 #include <net/flow_offload.h>
 #include <net/pkt_cls.h>
 #include "nicmodel.h"
 
 static LIST_HEAD(nm_block_cb_list);
-
-struct nm_tc_rule {
-	struct list_head node;
-	unsigned long cookie;
-};
-
-static int nm_flower(struct nm_priv *priv, struct flow_cls_offload *f)
-{
-	struct nm_tc_rule *r, *tmp;
-	int err = 0;
-
-	switch (f->command) {
-	case FLOW_CLS_REPLACE:
-		r = kzalloc(sizeof(*r), GFP_KERNEL);
-		if (!r)
-			return -ENOMEM;
-		r->cookie = f->cookie;
-		spin_lock_bh(&priv->tbl_lock);
-		if (priv->n_sa || priv->n_pol) {
-			err = -EBUSY;
-			NL_SET_ERR_MSG_MOD(f->common.extack,
-					   "Cannot offload tc rules while IPsec offload is active on the device");
-		} else {
-			list_add(&r->node, &priv->tc_rules);
-			WRITE_ONCE(priv->n_tc, priv->n_tc + 1);
-		}
-		spin_unlock_bh(&priv->tbl_lock);
-		if (err)
-			kfree(r);
-		return err;
-	case FLOW_CLS_DESTROY:
-		spin_lock_bh(&priv->tbl_lock);
-		list_for_each_entry_safe(r, tmp, &priv->tc_rules, node) {
-			if (r->cookie != f->cookie)
-				continue;
-			list_del(&r->node);
-			WRITE_ONCE(priv->n_tc, priv->n_tc - 1);
-			kfree(r);
-			break;
-		}
-		spin_unlock_bh(&priv->tbl_lock);
-		return 0;
-	case FLOW_CLS_STATS:
-		return 0;
-	default:
-		return -EOPNOTSUPP;
-	}
-}
 
 static int nm_block_cb(enum tc_setup_type type, void *type_data,
 		       void *cb_priv)

@@ -86,12 +86,10 @@ drop:
 /* nm_tx sends a frame (skb->data at the Ethernet header) on the wire.
  * Called with BH disabled (xmit, XDP_TX, ndo_xdp_xmit).
  */
+static void nm_wire(struct nm_priv *priv, struct sk_buff *skb);
+
 void nm_tx(struct nm_priv *priv, struct sk_buff *skb)
 {
-	struct net_device *peer;
-	struct nm_priv *pp;
-	unsigned int len;
-
 	rcu_read_lock();
 	skb = nm_tx_ipsec(priv, skb);
 	rcu_read_unlock();
@@ -99,6 +97,16 @@ void nm_tx(struct nm_priv *priv, struct sk_buff *skb)
 		nm_inc(priv, NM_TX_DROPPED);
 		return;
 	}
+	nm_wire(priv, skb);
+}
+
+/* nm_wire puts a finished frame on the wire to the peer. */
+static void nm_wire(struct nm_priv *priv, struct sk_buff *skb)
+{
+	struct net_device *peer;
+	struct nm_priv *pp;
+	unsigned int len;
+
 	len = skb->len;
 	if (len > priv->dev->mtu + ETH_HLEN + VLAN_HLEN) {
 		/* The MAC would not send a frame above the port's MTU. */
@@ -144,7 +152,20 @@ netdev_tx_t nm_start_xmit(struct sk_buff *skb, struct net_device *dev)
 		kfree_skb(skb);
 		return NETDEV_TX_OK;
 	}
-	nm_tx(priv, skb);
+	/* ESP the stack built for a crypto-offloaded SA: encrypted here,
+	 * then straight to the wire (it is not the policy table's).
+	 */
+	switch (nm_crypto_tx(priv, skb)) {
+	case 0:
+		nm_tx(priv, skb);
+		break;
+	case 1:
+		nm_wire(priv, skb);
+		break;
+	default:
+		nm_inc(priv, NM_TX_DROPPED);
+		kfree_skb(skb);
+	}
 	return NETDEV_TX_OK;
 }
 
@@ -155,12 +176,21 @@ static void nm_rx_one(struct nm_priv *priv, struct sk_buff *skb,
 	struct xfrm_state *x = NULL;
 	struct bpf_prog *prog;
 	unsigned int len;
+	u8 status = 0;
 
 	if (skb->len > priv->dev->mtu + ETH_HLEN + VLAN_HLEN) {
 		nm_inc(priv, NM_RX_DROP_OVERSIZE);
 		goto drop;
 	}
-	skb = nm_esp_rx(priv, skb, &x);
+	/* Hardware flower rules first. A port holds them only without IPsec
+	 * packet offload (tc.c); beside crypto offload, which mlx5 allows,
+	 * running them before decryption is the model's choice, not an order
+	 * read from mlx5 (sluice's tier puts no rule on an ESP port).
+	 */
+	skb = nm_tc_rx(priv, skb);
+	if (!skb)
+		return;
+	skb = nm_esp_rx(priv, skb, &x, &status);
 	if (!skb)
 		goto dropped;
 
@@ -179,7 +209,7 @@ static void nm_rx_one(struct nm_priv *priv, struct sk_buff *skb,
 	len = skb->len;
 	skb->protocol = eth_type_trans(skb, priv->dev);
 	if (x)
-		nm_mark_offloaded(skb, x);
+		nm_mark_offloaded(skb, x, status);
 	nm_inc(priv, NM_RX_PACKETS);
 	nm_add(priv, NM_RX_BYTES, len);
 	netif_receive_skb(skb);

@@ -5,8 +5,10 @@
 package vm
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -98,9 +100,16 @@ func TestGatewayPacketOffloadOnModel(t *testing.T) {
 		g.explainUntil(t, func(out string) bool { return strings.Contains(out, "forward-out") },
 			"--iface", "lan0", "src", "10.0.0.1", "dst", "48.0.1.1", "proto", "icmp", "type", "8")
 	})
-	step(t, "inbound: forward takes the model's decrypted replies", func(t *testing.T) {
-		g.explainUntil(t, func(out string) bool { return strings.Contains(out, "forward-in") },
+	step(t, "inbound: forward takes the model's decrypted replies, to where the kernel would", func(t *testing.T) {
+		out := g.explainUntil(t, func(out string) bool { return strings.Contains(out, "forward-in") },
 			"--iface", nmD, "src", "48.0.1.1", "dst", "10.0.0.1", "proto", "icmp", "type", "0")
+		// The kernel forwards what the model decrypted on the secpath mark
+		// without a policy check (its FWD policy is never consulted), by
+		// its route: XDP's egress must be the route's device.
+		kern := run(t, "ip", "-n", dut, "route", "get", "10.0.0.1", "from", "48.0.1.1", "iif", nmD)
+		if !strings.Contains(out, "egress:  lan0") || !strings.Contains(kern, "dev lan0") {
+			t.Errorf("XDP and the kernel disagree on the decrypted reply's egress:\nexplain:\n%s\nkernel: %s", out, kern)
+		}
 	})
 	step(t, "XDP forwards, the model encrypts, the peer decrypts, the wire is ESP only", func(t *testing.T) {
 		d0, p0 := ethStats(t, dut, nmD), ethStats(t, peer, nmP)
@@ -121,6 +130,9 @@ func TestGatewayPacketOffloadOnModel(t *testing.T) {
 		if n, failed, out := saStats(t, peer, "123.0.0.1", "123.0.0.254", "0x1001"); n < 5 || failed != 0 {
 			t.Errorf("peer's kernel decrypted %d (failed %d), want >= 5:\n%s", n, failed, out)
 		}
+	})
+	step(t, "overrun the mirror: more shapes than its tables hold, the kernel takes over, no cleartext", func(t *testing.T) {
+		overrunMirror(t, g, gen, dut, nmD, wire)
 	})
 	step(t, "rekey, SA deleted, daemon killed mid-stream: no cleartext on the wire", func(t *testing.T) {
 		flood := exec.Command("ip", "netns", "exec", gen, "ping", "-q", "-i", "0.02", "-w", "40", "48.0.1.1")
@@ -170,4 +182,79 @@ func TestGatewayPacketOffloadOnModel(t *testing.T) {
 		t.Logf("dut %s: xdp_xmit %d, tx_ipsec %d, tx_ipsec_drop_no_state %d, tx_cleartext %d",
 			nmD, st["xdp_xmit"], st["tx_ipsec_packets"], st["tx_ipsec_drop_no_state"], st["tx_cleartext_packets"])
 	})
+}
+
+// overrunMirror gives the mirror more policy shapes than the fast path's
+// tables hold (fastpath.MaxTuples per family) under a 50 pps stream, then
+// takes them away. While the set is refused the program must be closed:
+// XDP forwards nothing, neither the cleartext out nor the model's
+// decrypted replies in, and the kernel does both (its packet-offload
+// path still goes through the model, so the traffic stays encrypted and
+// the replies arrive). Then the fast path must reopen on its own.
+func overrunMirror(t *testing.T, g *gateway, gen, dut, nmD string, wire func() uint64) {
+	flood := exec.Command("ip", "netns", "exec", gen, "ping", "-q", "-i", "0.02", "-w", "60", "48.0.1.1")
+	var flooded strings.Builder
+	flood.Stdout = &flooded
+	if err := flood.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = flood.Process.Kill(); _ = flood.Wait() }()
+	// 66 shapes (source /24 and /25, destination /0../32) that select
+	// none of the test's traffic (sources 192.168.77-78.x).
+	var add, del strings.Builder
+	for n := 0; n <= 32; n++ {
+		for _, src := range []string{"192.168.77.0/24", "192.168.78.0/25"} {
+			fmt.Fprintf(&add, "xfrm policy add src %s dst 0.0.0.0/%d dir out action block\n", src, n)
+			fmt.Fprintf(&del, "xfrm policy delete src %s dst 0.0.0.0/%d dir out\n", src, n)
+		}
+	}
+	dir := t.TempDir()
+	addF, delF := filepath.Join(dir, "add"), filepath.Join(dir, "del")
+	for f, b := range map[string]string{addF: add.String(), delF: del.String()} {
+		if err := os.WriteFile(f, []byte(b), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out := []string{"--iface", "lan0", "src", "10.0.0.1", "dst", "48.0.1.1", "proto", "icmp", "type", "8"}
+	w0 := wire()
+	run(t, "ip", "-n", dut, "-batch", addF)
+	g.explainUntil(t, func(o string) bool { return strings.Contains(o, "not-ready") }, out...)
+	// Closed: count until the kernel alone has encrypted 20 more packets
+	// and the model decrypted 20 more replies.
+	s0 := ethStats(t, dut, nmD)
+	var d map[string]uint64
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		d = statDelta(s0, ethStats(t, dut, nmD), "tx_ipsec_packets", "rx_ipsec_packets", "xdp_xmit", "xdp_redirect")
+		if d["tx_ipsec_packets"] >= 20 && d["rx_ipsec_packets"] >= 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("with the fast path closed the kernel did not carry the stream: %s %v", nmD, d)
+		}
+	}
+	if d["xdp_xmit"] != 0 || d["xdp_redirect"] != 0 {
+		t.Errorf("the fast path forwarded while the policy set was refused: %v", d)
+	}
+	t.Logf("closed: %s %v", nmD, d)
+	run(t, "ip", "-n", dut, "-batch", delF)
+	g.explainUntil(t, func(o string) bool { return strings.Contains(o, "forward-out") }, out...)
+	s1 := ethStats(t, dut, nmD)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		d = statDelta(s1, ethStats(t, dut, nmD), "xdp_xmit", "xdp_redirect")
+		if d["xdp_xmit"] > 0 && d["xdp_redirect"] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the fast path reopened but XDP forwards nothing: %s %v", nmD, d)
+		}
+	}
+	if n := wire() - w0; n != 0 {
+		t.Errorf("%d cleartext IP packets crossed the wire while the mirror was overrun", n)
+	}
+	_ = flood.Process.Signal(syscall.SIGINT)
+	_ = flood.Wait()
+	if !strings.Contains(flooded.String(), "received") || strings.Contains(flooded.String(), " 100% packet loss") {
+		t.Errorf("the stream did not get through: %s", flooded.String())
+	}
+	t.Logf("stream: %s", strings.TrimSpace(flooded.String()))
 }

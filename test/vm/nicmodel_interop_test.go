@@ -123,6 +123,9 @@ type nmSetup struct {
 	bOutX, bInX      []string
 	skipAOutPolicy   bool
 	replayWindowSize string
+	// crypto offloads A's SAs in crypto mode (`offload crypto`): the
+	// model only encrypts and decrypts; A's policies stay the kernel's.
+	crypto bool
 }
 
 func (h nmHosts) install(t *testing.T, ip, nsA, devA, nsB string, s nmSetup) {
@@ -131,7 +134,11 @@ func (h nmHosts) install(t *testing.T, ip, nsA, devA, nsB string, s nmSetup) {
 		s.replayWindowSize = "64"
 	}
 	rw := []string{"replay-window", s.replayWindowSize}
-	off := func(dir string) []string { return []string{"offload", "packet", "dev", devA, "dir", dir} }
+	mode := "packet"
+	if s.crypto {
+		mode = "crypto"
+	}
+	off := func(dir string) []string { return []string{"offload", mode, "dev", devA, "dir", dir} }
 	a, b := h.linkA, h.linkB
 	// The kernel refuses a replay window on an SA with dir out.
 	run(t, ip, append(append([]string{"-n", nsA}, h.stateArgs(nmSA{a, b, "0x1001", "1", s.keyAB, s.aOutX})...), off("out")...)...)
@@ -153,7 +160,7 @@ func (h nmHosts) install(t *testing.T, ip, nsA, devA, nsB string, s nmSetup) {
 	pol := func(ns string, sel []string, dir string, tmpl []string, offload bool) {
 		args := append(append([]string{"-n", ns, "xfrm", "policy", "add"}, sel...), "dir", dir)
 		args = append(args, tmpl...)
-		if offload {
+		if offload && !s.crypto {
 			args = append(args, "offload", "packet", "dev", devA)
 		}
 		run(t, ip, args...)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"sluice/internal/diag"
 	"sluice/internal/kernel/xfrm"
 )
 
@@ -147,6 +148,29 @@ func TestNicmodelRefusals(t *testing.T) {
 		refuse(t, "SA table is full", sa("0x22", gcm...)...)
 		run(t, ip, "-n", nsA, "xfrm", "state", "flush")
 	})
+	// Crypto offload meets the same algorithm checks and the same SA
+	// table; mlx5 keeps it apart from tc only in packet mode.
+	crypto := func(spi string, extra ...string) []string {
+		a := []string{"-n", nsA, "xfrm", "state", "add", "src", "192.168.70.1", "dst", "192.168.70.2", "proto", "esp",
+			"spi", spi, "mode", "tunnel"}
+		return append(append(a, extra...), "offload", "crypto", "dev", devA, "dir", "out")
+	}
+	step(t, "crypto-icv-96", func(t *testing.T) {
+		refuse(t, "ICV length other than 128bit", crypto("0x40", "aead", "rfc4106(gcm(aes))", nmKeyAB, "96")...)
+	})
+	step(t, "crypto-cbc-hmac", func(t *testing.T) {
+		refuse(t, "Cannot offload authenticated xfrm states", crypto("0x41",
+			"enc", "cbc(aes)", "0x000102030405060708090a0b0c0d0e0f", "auth", "hmac(sha256)", nmKeyAB)...)
+	})
+	step(t, "crypto-sa-budget", func(t *testing.T) {
+		old := strings.TrimSpace(run(t, "cat", "/sys/module/nicmodel/parameters/sa_budget"))
+		run(t, "sh", "-c", "echo 2 > /sys/module/nicmodel/parameters/sa_budget")
+		defer run(t, "sh", "-c", "echo "+old+" > /sys/module/nicmodel/parameters/sa_budget")
+		run(t, ip, sa("0x42", gcm...)...)
+		run(t, ip, crypto("0x43", gcm...)...)
+		refuse(t, "SA table is full", crypto("0x44", gcm...)...)
+		run(t, ip, "-n", nsA, "xfrm", "state", "flush")
+	})
 	step(t, "ipsec-then-tc-ebusy", func(t *testing.T) {
 		run(t, ip, sa("0x30", gcm...)...)
 		run(t, "tc", "-n", nsA, "qdisc", "add", "dev", devA, "clsact")
@@ -159,35 +183,51 @@ func TestNicmodelRefusals(t *testing.T) {
 	step(t, "tc-then-ipsec-ebusy", func(t *testing.T) {
 		run(t, "tc", "-n", nsA, "filter", "add", "dev", devA, "ingress", "protocol", "ip", "flower", "skip_sw", "action", "drop")
 		refuse(t, "while tc rules are offloaded", sa("0x31", gcm...)...)
+		// mlx5 blocks tc only against packet offload.
+		run(t, ip, crypto("0x32", gcm...)...)
 		run(t, "tc", "-n", nsA, "filter", "del", "dev", devA, "ingress")
 		run(t, ip, sa("0x31", gcm...)...)
 	})
 }
 
 // TestNicmodelOffloadProbe: doctor's offload probe (xfrm.ProbeOffload)
-// meets a device that does packet offload for real. Every packet-offload
-// combination must be accepted. Crypto offload the model declines with
-// EOPNOTSUPP, on which the kernel keeps the SA in software and reports
-// success: the probe must read the installed SA to see that (it reported
-// the crypto offload as accepted before it did).
+// meets a device that does packet and crypto offload for real: every
+// combination must be accepted, and doctor says so (it failed the port,
+// "refused every crypto-offload SA", while the model declined them). Then the model is made to decline crypto
+// offload with EOPNOTSUPP (crypto_offload=0), on which the kernel keeps
+// the SA in software and reports success: the probe must read the
+// installed SA to see that (it reported such crypto offload as accepted
+// before it did).
 func TestNicmodelOffloadProbe(t *testing.T) {
 	l := newLab(t)
 	nsA, nsB := l.netns(t), l.netns(t)
 	devA, _ := l.nicPair(t, nsA, nsB)
-	var p xfrm.OffloadProbe
-	var err error
-	inNetns(t, nsA, func() { p, err = xfrm.ProbeOffload(devA) })
-	if err != nil {
-		t.Fatal(err)
+	probe := func() xfrm.OffloadProbe {
+		var p xfrm.OffloadProbe
+		var err error
+		inNetns(t, nsA, func() { p, err = xfrm.ProbeOffload(devA) })
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
 	}
-	for _, mode := range []string{"transport", "tunnel"} {
-		for _, dir := range []string{"out", "in"} {
-			if r := p.Caps[xfrm.ProbeCap("packet", mode, dir)]; r != "" {
-				t.Errorf("packet %s %s refused by the model: %s", mode, dir, r)
+	p := probe()
+	for _, off := range []string{"packet", "crypto"} {
+		for _, mode := range []string{"transport", "tunnel"} {
+			for _, dir := range []string{"out", "in"} {
+				if r := p.Caps[xfrm.ProbeCap(off, mode, dir)]; r != "" {
+					t.Errorf("%s %s %s refused by the model: %s", off, mode, dir, r)
+				}
 			}
 		}
 	}
-	if !strings.Contains(p.Crypto, "declined by the device") {
-		t.Errorf("crypto probe on the model, which declines crypto offload: %q, want it declined", p.Crypto)
+	// doctor's verdict on the same port: a device that offloads both.
+	r, _ := doctor(t, nsA, "--check", "offload-probe")
+	wantVerdict(t, result(t, r, "offload-probe", devA), diag.OK, "crypto- and packet-offload SAs accepted in both modes and directions")
+	const param = "/sys/module/nicmodel/parameters/crypto_offload"
+	run(t, "sh", "-c", "echo 0 > "+param)
+	l.undo("sh", "-c", "echo 1 > "+param)
+	if p := probe(); !strings.Contains(p.Crypto, "declined by the device") || p.Packet != "" {
+		t.Errorf("probe on a model that declines crypto offload: crypto %q, packet %q; want crypto declined, packet accepted", p.Crypto, p.Packet)
 	}
 }

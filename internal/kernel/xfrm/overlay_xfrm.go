@@ -5,6 +5,7 @@ package xfrm
 import (
 	"crypto/sha256"
 	"fmt"
+	"math"
 	"net"
 	"net/netip"
 
@@ -35,6 +36,10 @@ type OvSA struct {
 	KeyDigest [32]byte
 	// Packets and Bytes are the SA's lifetime counters.
 	Packets, Bytes uint64
+	// OSeq is the last sequence number sent, Seq the highest received
+	// (XFRMA_REPLAY_ESN_VAL, else XFRMA_REPLAY_VAL; 64-bit with ESN). For
+	// a packet-offloaded SA the device counts, and they may stay 0.
+	OSeq, Seq uint64
 }
 
 // KeyDigest is the digest OvSA.KeyDigest holds for key.
@@ -66,6 +71,11 @@ func parseOvSA(b []byte) (OvSA, error) {
 	}
 	if v, ok := a[nl.XFRMA_REPLAY_ESN_VAL]; ok && len(v) >= 24 {
 		sa.ReplayWindow = ne.Uint32(v[20:])
+		// struct xfrm_replay_state_esn: bmp_len, oseq, seq, oseq_hi, seq_hi, replay_window.
+		sa.OSeq = uint64(ne.Uint32(v[12:]))<<32 | uint64(ne.Uint32(v[4:]))
+		sa.Seq = uint64(ne.Uint32(v[16:]))<<32 | uint64(ne.Uint32(v[8:]))
+	} else if v, ok := a[nl.XFRMA_REPLAY_VAL]; ok && len(v) >= 8 {
+		sa.OSeq, sa.Seq = uint64(ne.Uint32(v[0:])), uint64(ne.Uint32(v[4:]))
 	}
 	if v, ok := a[nl.XFRMA_ALG_AEAD]; ok && len(v) >= 72 {
 		sa.AEAD = unix.ByteSliceToString(v[:64])
@@ -92,6 +102,11 @@ type OvSAConfig struct {
 	// Offload, when not nil, binds the SA to a device (crypto or packet,
 	// in or out).
 	Offload *Offload
+	// OSeq and Seq start the SA's sequence numbers (last sent, highest
+	// received) where an SA it replaces left them, so a key installed
+	// again never repeats a sequence number (with AES-GCM, a nonce).
+	// Beyond 32 bits they need ESN.
+	OSeq, Seq uint64
 }
 
 // SAAdd installs an SA (`ip xfrm state add`).
@@ -105,6 +120,12 @@ func SAAdd(c OvSAConfig) error {
 		Proto: netlink.XFRM_PROTO_ESP, Mode: mode, Spi: int(c.SPI), Reqid: int(c.Reqid),
 		ReplayWindow: c.ReplayWindow, ESN: c.ESN,
 		Aead: &netlink.XfrmStateAlgo{Name: c.AEAD, Key: c.Key, ICVLen: c.ICVBits},
+	}
+	if c.OSeq != 0 || c.Seq != 0 {
+		if c.OSeq > math.MaxUint32 || c.Seq > math.MaxUint32 {
+			return fmt.Errorf("xfrm state add spi %#x: carrying over sequence number %d/%d needs its upper 32 bits, which sluice does not send: use a new key", c.SPI, c.OSeq, c.Seq)
+		}
+		st.Replay = &netlink.XfrmReplayState{OSeq: uint32(c.OSeq), Seq: uint32(c.Seq)}
 	}
 	return StateAdd(st, c.Offload)
 }

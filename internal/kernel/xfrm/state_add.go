@@ -117,6 +117,10 @@ func encodeNewSA(st *netlink.XfrmState, off *Offload) ([]byte, error) {
 		v := make([]byte, 24+4*((st.ReplayWindow+31)/32)) // xfrm_replay_state_esn + bitmap
 		ne.PutUint32(v, uint32((st.ReplayWindow+31)/32))
 		ne.PutUint32(v[20:], uint32(st.ReplayWindow))
+		if r := st.Replay; r != nil { // where the sequence numbers start: oseq, seq
+			ne.PutUint32(v[4:], r.OSeq)
+			ne.PutUint32(v[8:], r.Seq)
+		}
 		b = putAttr(b, nl.XFRMA_REPLAY_ESN_VAL, v)
 	}
 	if m := st.OutputMark; m != nil {

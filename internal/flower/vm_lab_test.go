@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: Apache-2.0
+
+//go:build vmtest
+
+package flower_test
+
+import (
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netns"
+
+	"sluice/internal/fastpath"
+	"sluice/internal/flower"
+	"sluice/internal/kernel/xfrm"
+	"sluice/internal/testutil"
+)
+
+// flowerLab is seed 004's port layout in namespaces, on the NIC model
+// (kmod/nicmodel): lan host `a` sends cleartext tagged with VLAN 502 to the
+// gateway's p0 (p0.502 is the VLAN child); the gateway's wan0 is a model
+// port wired to b's wan0. The gateway's kernel holds two real tunnels (IPv4
+// and IPv6 inside, IPv4 outside), their OUT policies and SAs
+// packet-offloaded on wan0 (`ip xfrm ... offload packet dev wan0`), their
+// FWD policies the kernel's (never offloaded); b decrypts in software and
+// owns 48.0.0.1 and 2001:db8:48::1. The gateway does not forward in
+// software (forwarding off, no XDP): only flower rules (skip_hw on the veth
+// p0, which takes no hardware rules) move packets from p0 into wan0, where
+// the model encrypts what its offloaded policies select and sends the rest
+// as it is, like a NIC. b's wan0 holds no offloaded SA, so its
+// rx_cleartext_packets counts every non-ESP IP packet that crossed the
+// wire (a capture on b would also show b's own decrypted packets).
+//
+//	a lan.502 -- p0.502 [gw: flower p0 -> wan0] wan0 ==model wire== wan0 [b: esp4] lo 48.0.0.1
+type flowerLab struct {
+	owner          *testing.T // the top-level test: resources outlive steps
+	a, gw, b       string
+	ip             string // an ip(8) that knows "offload packet"
+	p0, p0vl, wan  int
+	gwWanMAC, bMAC net.HardwareAddr
+	router         staticRouter
+	ports          []flower.Port
+	snap           fastpath.Snapshot // the gateway's kernel, as the mirror reads it
+	tier           *flower.Tier      // when a test runs one: its skips explain a wait that failed
+}
+
+// The lab's tunnels: reqid, first SPI, selector.
+var labTunnels = []struct {
+	reqid, spi int
+	src, dst   string
+}{
+	{10, 0x100a, "10.0.0.0/24", "48.0.0.0/16"},
+	{20, 0x1014, "2001:db8:16::/64", "2001:db8:48::/48"},
+}
+
+const labKey = "0x0102030405060708090a0b0c0d0e0f1011121314"
+
+func newFlowerLab(t *testing.T, l *lab) *flowerLab { t.Helper(); return newFlowerLabOn(t, l, false) }
+
+// newFlowerLabOn builds the lab; with hwLAN, a's lan and the gateway's p0
+// are a pair of model ports too, so p0 takes hardware (skip_sw) rules.
+func newFlowerLabOn(t *testing.T, l *lab, hwLAN bool) *flowerLab {
+	t.Helper()
+	f := &flowerLab{owner: l.owner, ip: testutil.IPPacket(t)}
+	step(t, "topology", func(t *testing.T) {
+		f.a, f.gw, f.b = l.netns(t), l.netns(t), l.netns(t)
+		if hwLAN {
+			testutil.NicPair(t, f.gw, "p0", f.a, "lanx")
+			run(t, "ip", "-n", f.a, "link", "set", "lanx", "down")
+			run(t, "ip", "-n", f.a, "link", "set", "lanx", "name", "lan")
+			run(t, "ip", "-n", f.a, "link", "set", "lan", "up")
+		} else {
+			veth(t, f.a, "lan", "", f.gw, "p0", "")
+		}
+		testutil.NicPair(t, f.gw, "wan0", f.b, "wanb")
+		run(t, "ip", "-n", f.b, "link", "set", "wanb", "down")
+		run(t, "ip", "-n", f.b, "link", "set", "wanb", "name", "wan0")
+		// No ND or MLD from the gateway: b's counters are the leak check
+		// (b keeps IPv6: it delivers the decrypted IPv6 tunnel's packets).
+		nsRun(t, f.gw, "sysctl", "-qw", "net.ipv6.conf.wan0.disable_ipv6=1")
+		for _, e := range [][3]string{{f.gw, "wan0", "123.0.0.1/24"}, {f.b, "wan0", "123.0.0.2/24"}} {
+			run(t, "ip", "-n", e[0], "addr", "add", e[2], "dev", e[1])
+			run(t, "ip", "-n", e[0], "link", "set", e[1], "up")
+		}
+		run(t, "ip", "-n", f.a, "link", "add", "link", "lan", "name", "lan.502", "type", "vlan", "id", "502")
+		run(t, "ip", "-n", f.gw, "link", "add", "link", "p0", "name", "p0.502", "type", "vlan", "id", "502")
+		for _, e := range [][3]string{{f.a, "lan.502", "10.0.0.1/24"}, {f.gw, "p0.502", "10.0.0.254/24"}} {
+			run(t, "ip", "-n", e[0], "addr", "add", e[2], "dev", e[1])
+			run(t, "ip", "-n", e[0], "addr", "add", strings.Replace(strings.Replace(e[2], "10.0.0.", "2001:db8:16::", 1), "/24", "/64", 1), "dev", e[1], "nodad")
+			run(t, "ip", "-n", e[0], "link", "set", e[1], "up")
+		}
+		run(t, "ip", "-n", f.a, "route", "add", "48.0.0.0/8", "via", "10.0.0.254")
+		run(t, "ip", "-n", f.a, "route", "add", "2001:db8:48::/48", "via", "2001:db8:16::254")
+		run(t, "ip", "-n", f.b, "addr", "add", "48.0.0.1/32", "dev", "lo")
+		run(t, "ip", "-n", f.b, "addr", "add", "2001:db8:48::1/128", "dev", "lo")
+		nsRun(t, f.gw, "sysctl", "-qw", "net.ipv4.ip_forward=0", "net.ipv6.conf.all.forwarding=0")
+		// a resolves the gateway's MAC the ordinary way.
+		nsRun(t, f.a, "ping", "-c", "1", "-W", "3", "10.0.0.254")
+		nsRun(t, f.a, "ping", "-c", "1", "-W", "3", "2001:db8:16::254")
+		f.p0, _ = link(t, f.gw, "p0")
+		var vlMAC net.HardwareAddr
+		f.p0vl, vlMAC = link(t, f.gw, "p0.502")
+		f.wan, f.gwWanMAC = link(t, f.gw, "wan0")
+		_, f.bMAC = link(t, f.b, "wan0")
+		nh := flower.NextHop{Ifindex: f.wan, Name: "wan0", DstMAC: f.bMAC, SrcMAC: f.gwWanMAC, MTU: 1500}
+		f.router = staticRouter{netip.MustParsePrefix("48.0.0.0/8"): nh, netip.MustParsePrefix("2001:db8:48::/48"): nh}
+		f.ports = []flower.Port{
+			{Name: "p0.502", Ifindex: f.p0vl, MAC: vlMAC, ParentIfindex: f.p0, ParentName: "p0", VLANID: 502, Outbound: true, TTL: true},
+			{Name: "wan0", Ifindex: f.wan, L2FIB: true},
+		}
+	})
+	step(t, "tunnels: packet-offloaded on the gateway's model port, software ESP at b", func(t *testing.T) {
+		var gw, b [][]string
+		for _, tu := range labTunnels {
+			tmpl := fmt.Sprintf("tmpl src 123.0.0.1 dst 123.0.0.2 proto esp reqid %d mode tunnel", tu.reqid)
+			gw = append(gw, policyArgs(t, tu.reqid, "add"), saArgs(t, "add", tu.reqid, tu.spi),
+				// strongSwan's fwd-out policy: an optional template.
+				append([]string{"xfrm", "policy", "add", "src", tu.src, "dst", tu.dst, "dir", "fwd", "priority", "100"}, strings.Fields(tmpl+" level use")...))
+			b = append(b, append([]string{"xfrm", "policy", "add", "src", tu.src, "dst", tu.dst, "dir", "in"}, strings.Fields(tmpl)...),
+				peerSAArgs(t, tu.reqid, tu.spi))
+		}
+		batch(t, f.ip, f.gw, gw)
+		batch(t, "ip", f.b, b)
+		f.snap = f.kernelSnap(t)
+		for _, st := range f.snap.States {
+			if st.Offload == nil || st.Offload.Ifindex != f.wan || st.Offload.Flags&xfrm.OffloadPacket == 0 {
+				t.Fatalf("the kernel's SA is not packet-offloaded on wan0: %+v", st)
+			}
+		}
+	})
+	step(t, "clsact on the ports", func(t *testing.T) {
+		run(t, "tc", "-n", f.gw, "qdisc", "add", "dev", "p0", "clsact")
+		run(t, "tc", "-n", f.b, "qdisc", "add", "dev", "wan0", "clsact")
+		// What b receives through the rules and decrypts: b's kernel
+		// re-injects the inner packet on wan0 under the outer MACs (the
+		// model writes the gateway port's and the wire peer's), TTL /
+		// hop limit 63 (a sends 64).
+		for _, pr := range []struct{ pref, proto string }{{"10", "ip"}, {"11", "ipv6"}} {
+			run(t, "tc", "-n", f.b, "filter", "add", "dev", "wan0", "ingress", "protocol", pr.proto, "pref", pr.pref,
+				"flower", "skip_hw", "dst_mac", f.bMAC.String(), "src_mac", f.gwWanMAC.String(), "ip_proto", "udp", "ip_ttl", "63", "action", "pass")
+		}
+	})
+	return f
+}
+
+// sa adds (or deletes, or updates) the gateway's outbound SA of a tunnel,
+// packet-offloaded on wan0.
+func (f *flowerLab) sa(t *testing.T, verb string, reqid, spi int, extra ...string) {
+	t.Helper()
+	run(t, f.ip, append([]string{"-n", f.gw}, saArgs(t, verb, reqid, spi, extra...)...)...)
+}
+
+func saArgs(t *testing.T, verb string, reqid, spi int, extra ...string) []string {
+	args := []string{"xfrm", "state", verb, "src", "123.0.0.1", "dst", "123.0.0.2", "proto", "esp", "spi", fmt.Sprint(spi)}
+	if verb != "delete" {
+		src, dst := labSel(t, reqid)
+		args = append(args, "reqid", fmt.Sprint(reqid), "mode", "tunnel", "aead", "rfc4106(gcm(aes))", labKey, "128", "sel", "src", src, "dst", dst)
+		args = append(args, extra...)
+		args = append(args, "offload", "packet", "dev", "wan0", "dir", "out")
+	}
+	return args
+}
+
+// peerSA adds b's inbound software SA for a tunnel's SPI.
+func (f *flowerLab) peerSA(t *testing.T, reqid, spi int) {
+	t.Helper()
+	run(t, "ip", append([]string{"-n", f.b}, peerSAArgs(t, reqid, spi)...)...)
+}
+
+func peerSAArgs(t *testing.T, reqid, spi int) []string {
+	src, dst := labSel(t, reqid)
+	return []string{"xfrm", "state", "add", "src", "123.0.0.1", "dst", "123.0.0.2", "proto", "esp", "spi", fmt.Sprint(spi),
+		"reqid", fmt.Sprint(reqid), "mode", "tunnel", "replay-window", "64", "aead", "rfc4106(gcm(aes))", labKey, "128", "sel", "src", src, "dst", dst}
+}
+
+// policy adds or deletes the gateway's OUT policy of a tunnel,
+// packet-offloaded on wan0.
+func (f *flowerLab) policy(t *testing.T, reqid int, verb string) {
+	t.Helper()
+	run(t, f.ip, append([]string{"-n", f.gw}, policyArgs(t, reqid, verb)...)...)
+}
+
+func policyArgs(t *testing.T, reqid int, verb string) []string {
+	src, dst := labSel(t, reqid)
+	args := []string{"xfrm", "policy", verb, "src", src, "dst", dst, "dir", "out"}
+	if verb != "delete" {
+		args = append(args, strings.Fields(fmt.Sprintf("priority 100 tmpl src 123.0.0.1 dst 123.0.0.2 proto esp reqid %d mode tunnel offload packet dev wan0", reqid))...)
+	}
+	return args
+}
+
+// batch runs ip(8) commands (argument lists) in one process: a process
+// costs about a second in the loaded TCG guest.
+func batch(t *testing.T, ip, ns string, cmds [][]string) {
+	t.Helper()
+	var b strings.Builder
+	for _, c := range cmds {
+		b.WriteString(strings.Join(c, " ") + "\n")
+	}
+	file := filepath.Join(t.TempDir(), "ip.batch")
+	if err := os.WriteFile(file, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run(t, ip, "-n", ns, "-batch", file)
+}
+
+func labSel(t *testing.T, reqid int) (string, string) {
+	for _, tu := range labTunnels {
+		if tu.reqid == reqid {
+			return tu.src, tu.dst
+		}
+	}
+	t.Fatalf("no lab tunnel with reqid %d", reqid)
+	return "", ""
+}
+
+// source is the gateway's XFRM database as the mirror reads it; its
+// namespace handle lives as long as the whole test (a mirror started in
+// one step runs through the next ones).
+func (f *flowerLab) source(t *testing.T) fastpath.KernelSource {
+	t.Helper()
+	h, err := netns.GetFromName(f.gw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.owner.Cleanup(func() { h.Close() })
+	return fastpath.KernelSource{X: xfrm.XFRMAt(h)}
+}
+
+// kernelSnap dumps the gateway's real policies and SAs and the route MTU
+// under each SA, as the mirror's first publish holds them.
+func (f *flowerLab) kernelSnap(t *testing.T) fastpath.Snapshot {
+	t.Helper()
+	src := f.source(t)
+	snap, err := src.Dump()
+	if err != nil {
+		t.Fatal(err)
+	}
+	fastpath.FillRouteMTU(&snap, src.PathMTU)
+	return snap
+}
+
+// wireCleartext is the number of cleartext IP packets that crossed the
+// model's wire to b so far.
+func (f *flowerLab) wireCleartext(t *testing.T) uint64 {
+	t.Helper()
+	return testutil.EthStats(t, f.b, "wan0")["rx_cleartext_packets"]
+}
+
+// encrypted is the number of packets the gateway's model port encrypted.
+func (f *flowerLab) encrypted(t *testing.T) uint64 {
+	t.Helper()
+	return testutil.EthStats(t, f.gw, "wan0")["tx_ipsec_packets"]
+}
+
+func (f *flowerLab) derive() flower.Result {
+	return flower.Derive(flower.Input{Views: fastpath.PolicyViews(f.snap), Ports: f.ports, Router: f.router, InboundChain: 1})
+}
