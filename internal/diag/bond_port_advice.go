@@ -68,5 +68,6 @@ func BondPacketFailoverFix(bond, active string) string {
 	}
 	return fmt.Sprintf("in sluice's host file set offload: packet with offload-dev: %s (packet offload then goes to %s's active port) "+
 		"and run sluice apply after every failover: it moves the SAs and policies to %s without a cleartext packet; until it runs, "+
-		"the traffic leaves in cleartext. offload: none has no such window", bond, bond, to)
+		"the traffic leaves in cleartext. No such window: offload: crypto on the port (it decrypts while its port is active; "+
+		"transmit through the bond is encrypted in software, so a failover leaks nothing) or offload: none", bond, bond, to)
 }
