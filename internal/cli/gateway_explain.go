@@ -150,7 +150,7 @@ func explainDatapath(a explainFlags) (*fastpath.Datapath, []xfrm.Policy, error) 
 	if err != nil {
 		return nil, nil, err
 	}
-	snap, err := fastpath.KernelSource{X: &xfrm.XFRM{}}.Dump()
+	snap, err := fastpath.KernelSource{X: &xfrm.Handle{}}.Dump()
 	if err != nil {
 		snap.Policies = nil // explain still works; only the selector text is missing
 	}

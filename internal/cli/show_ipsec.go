@@ -256,7 +256,7 @@ type ipsecStatsResult struct {
 }
 
 func runShowIPsecStats(cmd *cobra.Command, f showIPsecStatsFlags) error {
-	st, err := xfrm.XFRMStats()
+	st, err := xfrm.Stats()
 	if err != nil {
 		return fmt.Errorf("reading /proc/net/xfrm_stat (is XFRM built into this kernel?): %w", err)
 	}

@@ -5,14 +5,12 @@ package diag
 import (
 	"fmt"
 	"sort"
-
-	"sluice/internal/kernel"
 )
 
 // checkBondPortOffload finds SAs offloaded to one port of an
 // active-backup bond (the ConnectX-6 SR-IOV guide's "offload packet dev PF0" with PF0 in
 // bond0): the bond does not move them at failover, and through the bond
-// crypto offload never encrypts on transmit (kernel.BondPortOffloadWhy).
+// crypto offload never encrypts on transmit (BondPortOffloadWhy).
 func checkBondPortOffload(f *Facts, _ *DoctorOptions) []Result {
 	count := map[string]int{}
 	packet := map[string]int{}
@@ -50,12 +48,12 @@ func checkBondPortOffload(f *Facts, _ *DoctorOptions) []Result {
 			rs = append(rs, Result{Verdict: Fail, Subject: p,
 				Summary: fmt.Sprintf("%d packet-offloaded SA(s) on %s, but %s's active port is %s: the bond moved none of them at the failover, "+
 					"so the traffic leaves %s in cleartext (the kernel hands it to the bond unencrypted; %s holds no policy)", packet[p], p, bond.Name, bond.ActiveSlave, bond.ActiveSlave, bond.ActiveSlave),
-				Evidence: ev, Fix: kernel.BondPacketFailoverFix(bond.Name, bond.ActiveSlave)})
+				Evidence: ev, Fix: BondPacketFailoverFix(bond.Name, bond.ActiveSlave)})
 			continue
 		}
 		rs = append(rs, Result{Verdict: Warn, Subject: p,
-			Summary:  fmt.Sprintf("%d SA(s) offloaded to %s, a port of active-backup bond %s: %s", count[p], p, bond.Name, kernel.BondPortOffloadWhy(p, bond.Name)),
-			Evidence: ev, Fix: kernel.BondPortOffloadFix(bond.Name, release)})
+			Summary:  fmt.Sprintf("%d SA(s) offloaded to %s, a port of active-backup bond %s: %s", count[p], p, bond.Name, BondPortOffloadWhy(p, bond.Name)),
+			Evidence: ev, Fix: BondPortOffloadFix(bond.Name, release)})
 	}
 	if len(rs) == 0 {
 		return []Result{{Verdict: OK, Summary: "no SA offloaded to a port of an active-backup bond"}}

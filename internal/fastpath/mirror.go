@@ -23,11 +23,11 @@ type Source interface {
 	// changes (static lab policies). Each call is a fresh subscription,
 	// started before the Dump it goes with so that no change falls
 	// between the two.
-	Watch(ctx context.Context) (*xfrm.XFRMWatch, error)
+	Watch(ctx context.Context) (*xfrm.Watch, error)
 }
 
 // KernelSource reads the kernel's XFRM database (of one namespace).
-type KernelSource struct{ X *xfrm.XFRM }
+type KernelSource struct{ X *xfrm.Handle }
 
 // Dump implements Source.
 func (k KernelSource) Dump() (Snapshot, error) {
@@ -50,7 +50,7 @@ func (k KernelSource) Dump() (Snapshot, error) {
 }
 
 // Watch implements Source.
-func (k KernelSource) Watch(ctx context.Context) (*xfrm.XFRMWatch, error) {
+func (k KernelSource) Watch(ctx context.Context) (*xfrm.Watch, error) {
 	return k.X.Watch(ctx)
 }
 
@@ -67,7 +67,7 @@ type StaticSource struct{ Snap Snapshot }
 func (s StaticSource) Dump() (Snapshot, error) { return s.Snap, nil }
 
 // Watch implements Source.
-func (StaticSource) Watch(context.Context) (*xfrm.XFRMWatch, error) { return nil, nil }
+func (StaticSource) Watch(context.Context) (*xfrm.Watch, error) { return nil, nil }
 
 // Mirror states, as MirrorStatus.State reports them.
 const (
@@ -130,7 +130,7 @@ type Mirror struct {
 	byIndex map[uint32]xfrm.Policy // what the tables were last built from
 
 	copy   mirrorCopy
-	watch  *xfrm.XFRMWatch
+	watch  *xfrm.Watch
 	unsub  context.CancelFunc
 	state  string
 	seq    uint32        // last marker sent
@@ -224,7 +224,7 @@ func (m *Mirror) Run(ctx context.Context) error {
 	mtuTick := time.NewTicker(routeMTUCheck)
 	defer mtuTick.Stop()
 	for {
-		var events <-chan xfrm.XFRMEvent
+		var events <-chan xfrm.Event
 		if m.watch != nil {
 			events = m.watch.Events
 		}

@@ -54,7 +54,7 @@ func (c *mirrorCopy) snapshot() Snapshot {
 	return snap
 }
 
-func (c *mirrorCopy) apply(ev xfrm.XFRMEvent) {
+func (c *mirrorCopy) apply(ev xfrm.Event) {
 	switch ev.Kind {
 	case xfrm.PolicyNew, xfrm.PolicyUpd:
 		c.policies[ev.Policy.Index] = *ev.Policy
@@ -106,7 +106,7 @@ func newVerification(snap Snapshot) *verification {
 	return v
 }
 
-func (v *verification) touch(ev xfrm.XFRMEvent) {
+func (v *verification) touch(ev xfrm.Event) {
 	switch {
 	case ev.Kind == xfrm.PolicyFlush || ev.Kind == xfrm.StateFlush || ev.Kind == xfrm.PolicyDefault:
 		v.inconclusive = true

@@ -41,7 +41,7 @@ func newMirrorEnvBuf(t *testing.T, rcvbuf int) *mirrorEnv {
 	if err := dp.SetIfaces([]Iface{{Ifindex: 1}}); err != nil {
 		t.Fatal(err)
 	}
-	x := xfrm.XFRMAt(ns)
+	x := xfrm.HandleAt(ns)
 	x.RcvBuf = rcvbuf
 	m := &Mirror{DP: dp, Src: KernelSource{X: x}}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -23,7 +23,7 @@ type EventTier interface {
 
 // XFRMChange is one XFRM event with what the mirror knew before it.
 type XFRMChange struct {
-	xfrm.XFRMEvent
+	xfrm.Event
 	// Prev is the policy with the event's index before the event (nil: it
 	// was not mirrored), for policy events.
 	Prev *xfrm.Policy
@@ -51,8 +51,8 @@ func OffloadDevice(p *xfrm.Policy, states []xfrm.State) int {
 }
 
 // applyEvent applies one event to the copy and hands it to an EventTier.
-func (m *Mirror) applyEvent(ev xfrm.XFRMEvent) {
-	c := XFRMChange{XFRMEvent: ev, PrevFwdBlock: m.copy.fwdBlock}
+func (m *Mirror) applyEvent(ev xfrm.Event) {
+	c := XFRMChange{Event: ev, PrevFwdBlock: m.copy.fwdBlock}
 	if ev.Policy != nil {
 		if p, ok := m.copy.policies[ev.Policy.Index]; ok {
 			c.Prev = &p

@@ -41,15 +41,15 @@ func TestMirrorCopyIndexesStatesByTemplate(t *testing.T) {
 		}
 	}
 	check("load")
-	c.apply(xfrm.XFRMEvent{Kind: xfrm.StateNew, State: sa(peer, 4, 7)})
+	c.apply(xfrm.Event{Kind: xfrm.StateNew, State: sa(peer, 4, 7)})
 	check("new")
-	c.apply(xfrm.XFRMEvent{Kind: xfrm.StateUpd, State: sa(peer, 1, 9)}) // its reqid changed
+	c.apply(xfrm.Event{Kind: xfrm.StateUpd, State: sa(peer, 1, 9)}) // its reqid changed
 	check("update")
-	c.apply(xfrm.XFRMEvent{Kind: xfrm.StateDel, State: sa(peer, 2, 0)})
+	c.apply(xfrm.Event{Kind: xfrm.StateDel, State: sa(peer, 2, 0)})
 	check("delete")
-	c.apply(xfrm.XFRMEvent{Kind: xfrm.StateExpire, Hard: true, State: sa(other, 3, 7)})
+	c.apply(xfrm.Event{Kind: xfrm.StateExpire, Hard: true, State: sa(other, 3, 7)})
 	check("hard expire")
-	c.apply(xfrm.XFRMEvent{Kind: xfrm.StateFlush, State: &xfrm.State{}})
+	c.apply(xfrm.Event{Kind: xfrm.StateFlush, State: &xfrm.State{}})
 	check("flush")
 	if len(c.byBucket) != 0 {
 		t.Fatalf("buckets left after a flush: %v", c.byBucket)
@@ -78,8 +78,8 @@ func TestMirrorHandsEventsToTheTier(t *testing.T) {
 	tier := &eventTier{}
 	m := &Mirror{Tier: tier}
 	m.copy.load(Snapshot{Policies: []xfrm.Policy{p}, States: []xfrm.State{sa}})
-	m.applyEvent(xfrm.XFRMEvent{Kind: xfrm.PolicyUpd, Policy: &upd})
-	m.applyEvent(xfrm.XFRMEvent{Kind: xfrm.StateDel, State: &sa})
+	m.applyEvent(xfrm.Event{Kind: xfrm.PolicyUpd, Policy: &upd})
+	m.applyEvent(xfrm.Event{Kind: xfrm.StateDel, State: &sa})
 	if len(tier.changes) != 2 || tier.changes[0].Prev == nil || tier.changes[0].Prev.Priority != 100 {
 		t.Fatalf("changes %+v", tier.changes)
 	}

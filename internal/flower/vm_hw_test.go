@@ -27,10 +27,10 @@ import (
 func TestFlowerHardwareRulesOnModel(t *testing.T) {
 	l := newLab(t)
 	f := newFlowerLabOn(t, l, true)
-	var fs *tcflower.FlowerSocket
+	var fs *tcflower.Socket
 	inNetns(t, f.gw, func() {
 		var err error
-		if fs, err = tcflower.OpenFlowerSocket(); err != nil {
+		if fs, err = tcflower.Open(); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -226,7 +226,7 @@ func (f *flowerLab) source(t *testing.T) fastpath.KernelSource {
 		t.Fatal(err)
 	}
 	f.owner.Cleanup(func() { h.Close() })
-	return fastpath.KernelSource{X: xfrm.XFRMAt(h)}
+	return fastpath.KernelSource{X: xfrm.HandleAt(h)}
 }
 
 // kernelSnap dumps the gateway's real policies and SAs and the route MTU

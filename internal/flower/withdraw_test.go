@@ -73,31 +73,31 @@ func TestWithdrawOnlyWhatLostItsGround(t *testing.T) {
 		cur  liveStates // the mirror's SAs after the event
 		want []uint32
 	}{
-		{"rekey: new offloaded SA added", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateNew, State: &rekeyed}},
+		{"rekey: new offloaded SA added", fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.StateNew, State: &rekeyed}},
 			liveStates{saA, rekeyed, saB}, nil},
-		{"rekey: old SA deleted, the new one serves", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateDel, State: &saA}},
+		{"rekey: old SA deleted, the new one serves", fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.StateDel, State: &saA}},
 			liveStates{rekeyed, saB}, nil},
-		{"last SA deleted", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateDel, State: &saA}},
+		{"last SA deleted", fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.StateDel, State: &saA}},
 			liveStates{saB}, []uint32{outA.Index}},
-		{"SA hard-expired", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateExpire, Hard: true, State: &saA}},
+		{"SA hard-expired", fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.StateExpire, Hard: true, State: &saA}},
 			liveStates{saB}, []uint32{outA.Index}},
-		{"SA soft-expired: nothing", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateExpire, State: &saA}},
+		{"SA soft-expired: nothing", fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.StateExpire, State: &saA}},
 			liveStates{saA, saB}, nil},
-		{"software SA beside the offloaded one", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateNew, State: &software}},
+		{"software SA beside the offloaded one", fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.StateNew, State: &software}},
 			liveStates{saA, software, saB}, []uint32{outA.Index}},
-		{"SA on another device", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateUpd, State: &otherDev}},
+		{"SA on another device", fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.StateUpd, State: &otherDev}},
 			liveStates{saA, otherDev, saB}, []uint32{outA.Index}},
-		{"OUT policy deleted", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.PolicyDel, Policy: &outA}},
+		{"OUT policy deleted", fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.PolicyDel, Policy: &outA}},
 			liveStates{saA, saB}, []uint32{outA.Index}},
-		{"fwd-out policy hard-expired", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.PolicyExpire, Hard: true, Policy: &fwdA}},
+		{"fwd-out policy hard-expired", fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.PolicyExpire, Hard: true, Policy: &fwdA}},
 			liveStates{saA, saB}, []uint32{outA.Index}},
-		{"policy updated unchanged (strongSwan after a rekey)", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.PolicyUpd, Policy: &outB}, Prev: &outB},
+		{"policy updated unchanged (strongSwan after a rekey)", fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.PolicyUpd, Policy: &outB}, Prev: &outB},
 			liveStates{saA, saB}, nil},
-		{"policy updated with a new priority", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.PolicyUpd, Policy: &changed}, Prev: &outA},
+		{"policy updated with a new priority", fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.PolicyUpd, Policy: &changed}, Prev: &outA},
 			liveStates{saA, saB}, []uint32{outA.Index}},
-		{"FWD default turned to block", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.PolicyDefault, Default: &block}},
+		{"FWD default turned to block", fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.PolicyDefault, Default: &block}},
 			liveStates{saA, saB}, []uint32{outA.Index, outB.Index}},
-		{"SA flush", fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateFlush, State: &xfrm.State{}}},
+		{"SA flush", fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.StateFlush, State: &xfrm.State{}}},
 			nil, []uint32{outA.Index, outB.Index}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -111,7 +111,7 @@ func TestWithdrawOnlyWhatLostItsGround(t *testing.T) {
 		w, _, _ := withdrawLab(t)
 		in := xfrm.Policy{Index: 999, Dir: xfrm.DirIn, Priority: 1, Action: xfrm.ActionAllow,
 			Sel: xfrm.Selector{Src: netip.MustParsePrefix("16.1.2.0/24"), Dst: netip.MustParsePrefix("48.1.0.0/24")}}
-		if got := hitsOf(w, fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.PolicyNew, Policy: &in}}, nil); !slices.Equal(got, []uint32{outB.Index}) {
+		if got := hitsOf(w, fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.PolicyNew, Policy: &in}}, nil); !slices.Equal(got, []uint32{outB.Index}) {
 			t.Fatalf("withdrew %v, want B's OUT policy %d", got, outB.Index)
 		}
 	})
@@ -128,8 +128,8 @@ func TestWithdrawReplaysEventsNewerThanTheSnapshot(t *testing.T) {
 	// The old SA goes while the worker is busy; the rekeyed SA serves.
 	rekeyed := saA
 	rekeyed.SPI = 0x7777
-	hitsOf(w, fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateNew, State: &rekeyed}}, liveStates{saA, rekeyed})
-	hitsOf(w, fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.StateDel, State: &saA}}, liveStates{rekeyed})
+	hitsOf(w, fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.StateNew, State: &rekeyed}}, liveStates{saA, rekeyed})
+	hitsOf(w, fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.StateDel, State: &saA}}, liveStates{rekeyed})
 	var skips []Skip
 	views := fastpath.PolicyViews(snap)
 	if got := w.prepare(&Installer{}, slices.Clone(rules), views, gen, &skips); len(got) != len(rules) {
@@ -137,7 +137,7 @@ func TestWithdrawReplaysEventsNewerThanTheSnapshot(t *testing.T) {
 	}
 	// Then the OUT policy goes: a re-derive of the same snapshot (a route
 	// change) must not bring its rule back.
-	hitsOf(w, fastpath.XFRMChange{XFRMEvent: xfrm.XFRMEvent{Kind: xfrm.PolicyDel, Policy: &outA}}, nil)
+	hitsOf(w, fastpath.XFRMChange{Event: xfrm.Event{Kind: xfrm.PolicyDel, Policy: &outA}}, nil)
 	skips = nil
 	got := w.prepare(&Installer{}, slices.Clone(rules), views, gen, &skips)
 	for _, r := range got {

@@ -94,7 +94,7 @@ func FromConfig(g *config.Gateway, build api.Build) (Options, error) {
 		}
 		o.Source = fastpath.StaticSource{Snap: snap}
 	} else {
-		o.Source = fastpath.KernelSource{X: &xfrm.XFRM{}}
+		o.Source = fastpath.KernelSource{X: &xfrm.Handle{}}
 	}
 	return o, nil
 }

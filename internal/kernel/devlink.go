@@ -3,12 +3,21 @@
 package kernel
 
 import (
+	"errors"
 	"fmt"
 	"sort"
+	"syscall"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 )
+
+// devlink through vishvananda/netlink's devlink support (eswitch mode,
+// device parameters): it is already sluice's netlink library, is used by
+// the SR-IOV network operator for exactly these calls, and speaks the
+// generic netlink family directly, so no devlink binary is needed. The one
+// thing it lacks, port function capabilities (mlx5's ipsec_crypto and
+// ipsec_packet, Linux 6.6+), is encoded in devlink_port.go.
 
 // DevlinkFacts is what devlink says about one device: its eswitch mode
 // and the runtime value of its parameters (`devlink dev param show`).
@@ -57,6 +66,43 @@ func DevlinkSetEswitch(bus, device, mode string) error {
 	}
 	if err := netlink.DevLinkSetEswitchMode(d, mode); err != nil {
 		return fmt.Errorf("devlink dev eswitch set %s/%s mode %s: %w", bus, device, mode, err)
+	}
+	return nil
+}
+
+// DevlinkEswitchMode is `devlink dev eswitch show BUS/DEV`.
+func DevlinkEswitchMode(bus, dev string) (string, error) {
+	d, err := netlink.DevLinkGetDeviceByName(bus, dev)
+	if err != nil {
+		return "", fmt.Errorf("devlink dev eswitch show %s/%s: %w", bus, dev, err)
+	}
+	return d.Attrs.Eswitch.Mode, nil
+}
+
+// DevlinkParam reads the runtime value of a device parameter (`devlink
+// dev param show BUS/DEV name NAME`); found is false when the device has no
+// such parameter.
+func DevlinkParam(bus, dev, name string) (value string, found bool, err error) {
+	p, err := netlink.DevlinkGetDeviceParamByName(bus, dev, name)
+	if err != nil {
+		if errors.Is(err, syscall.EINVAL) || errors.Is(err, syscall.ENOENT) || errors.Is(err, syscall.EOPNOTSUPP) {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("devlink dev param show %s/%s name %s: %w", bus, dev, name, err)
+	}
+	for _, v := range p.Values {
+		if v.CMODE == nl.DEVLINK_PARAM_CMODE_RUNTIME {
+			return fmt.Sprint(v.Data), true, nil
+		}
+	}
+	return "", true, nil
+}
+
+// DevlinkSetParam sets a string parameter's runtime value (`devlink dev
+// param set BUS/DEV name NAME value V cmode runtime`).
+func DevlinkSetParam(bus, dev, name, value string) error {
+	if err := netlink.DevlinkSetDeviceParam(bus, dev, name, nl.DEVLINK_PARAM_CMODE_RUNTIME, value); err != nil {
+		return fmt.Errorf("devlink dev param set %s/%s name %s value %s cmode runtime: %w", bus, dev, name, value, err)
 	}
 	return nil
 }

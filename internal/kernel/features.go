@@ -9,9 +9,12 @@ import (
 	"sort"
 	"strings"
 
+	"sluice/internal/kernel/xfrm"
+
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -91,11 +94,11 @@ func ProbeFeatures() *Features {
 		set(FeatureNetdevsim, no("/sys/bus/netdevsim missing (module not loaded or not built)"))
 	}
 
-	err := inThrowawayNetns(func(h *netlink.Handle) {
-		esp, gcm, xfrm := probeXFRM(h)
+	err := inThrowawayNetns(func(ns netns.NsHandle, h *netlink.Handle) {
+		esp, gcm, x := probeXFRM(xfrm.HandleAt(ns))
 		set(FeatureESP, esp)
 		set(FeatureGCM, gcm)
-		set(FeatureXFRM, xfrm)
+		set(FeatureXFRM, x)
 		set(FeatureBonding, probeLink(h, &netlink.Bond{LinkAttrs: netlink.LinkAttrs{Name: "probe-bond"}, Mode: netlink.BOND_MODE_ACTIVE_BACKUP}))
 		set(FeatureVXLAN, probeLink(h, &netlink.Vxlan{LinkAttrs: netlink.LinkAttrs{Name: "probe-vxlan"}, VxlanId: 42, Port: 4789}))
 		set(FeatureGeneve, probeLink(h, &netlink.Geneve{LinkAttrs: netlink.LinkAttrs{Name: "probe-geneve"}, ID: 42, Remote: net.IPv4(192, 0, 2, 1)}))
@@ -128,9 +131,10 @@ func probeBTF() probeResult {
 	return yes("/sys/kernel/btf/vmlinux exists")
 }
 
-// inThrowawayNetns runs fn with a netlink handle bound to a fresh network
-// namespace. The namespace disappears when the handle and fd are closed.
-func inThrowawayNetns(fn func(h *netlink.Handle)) error {
+// inThrowawayNetns runs fn with a fresh network namespace and a netlink
+// handle bound to it. The namespace disappears when the handle and fd are
+// closed.
+func inThrowawayNetns(fn func(ns netns.NsHandle, h *netlink.Handle)) error {
 	ns, err := NewNetns(nil)
 	if err != nil {
 		return err
@@ -141,21 +145,22 @@ func inThrowawayNetns(fn func(h *netlink.Handle)) error {
 		return err
 	}
 	defer h.Close()
-	fn(h)
+	fn(ns, h)
 	return nil
 }
 
 // probeXFRM installs throwaway SAs. The kernel checks the algorithm before
 // it resolves the ESP type, so "AEAD not found" (ENOSYS) means no GCM and
 // says nothing about ESP, while "type not found" (EPROTONOSUPPORT) means the
-// algorithm exists but ESP does not.
-func probeXFRM(h *netlink.Handle) (esp, gcm, xfrm probeResult) {
+// algorithm exists but ESP does not. The SAs go in through xfrm.StateAdd,
+// the encoder `sluice apply` uses.
+func probeXFRM(x *xfrm.Handle) (esp, gcm, xfrmOK probeResult) {
 	src, dst := net.IPv4(192, 0, 2, 1), net.IPv4(192, 0, 2, 2)
 	gcmSA := &netlink.XfrmState{
 		Src: src, Dst: dst, Proto: netlink.XFRM_PROTO_ESP, Mode: netlink.XFRM_MODE_TRANSPORT, Spi: 0x100,
 		Aead: &netlink.XfrmStateAlgo{Name: "rfc4106(gcm(aes))", Key: make([]byte, 20), ICVLen: 128},
 	}
-	err := h.XfrmStateAdd(gcmSA)
+	err := x.StateAdd(gcmSA, nil)
 	switch {
 	case err == nil:
 		return yes("installed an ESP SA with rfc4106(gcm(aes))"), yes("rfc4106(gcm(aes)) accepted for ESP"), yes("XFRM netlink answers")
@@ -175,7 +180,7 @@ func probeXFRM(h *netlink.Handle) (esp, gcm, xfrm probeResult) {
 		Crypt: &netlink.XfrmStateAlgo{Name: "cbc(aes)", Key: make([]byte, 16)},
 		Auth:  &netlink.XfrmStateAlgo{Name: "hmac(sha256)", Key: make([]byte, 32), TruncateLen: 128},
 	}
-	err = h.XfrmStateAdd(cbcSA)
+	err = x.StateAdd(cbcSA, nil)
 	switch {
 	case err == nil:
 		return yes("installed an ESP SA with cbc(aes)+hmac(sha256)"), gcm, yes("XFRM netlink answers")

@@ -127,7 +127,7 @@ func offloadFor(m, dev, dir string, policy bool) (*xfrm.Offload, error) {
 
 // liveOffload reads back what the kernel made of an SA.
 func liveOffload(w wantSA) (string, string, error) {
-	sas, err := xfrm.OverlaySAs()
+	sas, err := xfrm.StateDetails(false)
 	if err != nil {
 		return "", "", err
 	}
@@ -176,7 +176,7 @@ func (r *runner) addSA(w wantSA) error {
 		if err != nil {
 			return err
 		}
-		err = xfrm.SAAdd(xfrm.OvSAConfig{Src: w.src, Dst: w.dst, SPI: w.spi, Reqid: w.reqid, Tunnel: pr.Mode == config.ModeTunnel,
+		err = xfrm.StateAddESP(xfrm.ESPState{Src: w.src, Dst: w.dst, SPI: w.spi, Reqid: w.reqid, Tunnel: pr.Mode == config.ModeTunnel,
 			AEAD: AEAD, Key: w.key.Bytes(), ICVBits: ICVBits, ESN: pr.ESN, ReplayWindow: pr.ReplayWindow, Offload: off, OSeq: w.oseq, Seq: w.seq})
 		if err != nil {
 			if w.offload == config.OffloadModeAuto && m != config.OffloadModeNone {
@@ -190,7 +190,7 @@ func (r *runner) addSA(w wantSA) error {
 			return err
 		}
 		if got != m {
-			_ = xfrm.SADelete(w.dst, w.spi)
+			_ = xfrm.StateDelete(w.dst, w.spi)
 			why := fmt.Sprintf("%s accepted but installed with offload %s: %s has no ESP offload for it (no xfrmdev_ops, or the driver declined)", m, got, pr.OffloadDev)
 			if w.offload == config.OffloadModeAuto {
 				refused = append(refused, why)
@@ -245,7 +245,7 @@ func trimErr(err error) string {
 
 // addPolicy installs (or updates) one policy; packet offload follows what
 // the SA obtained for offload auto.
-func (r *runner) addPolicy(w wantSA, pol xfrm.OvPolicy, update bool) error {
+func (r *runner) addPolicy(w wantSA, pol xfrm.ESPPolicy, update bool) error {
 	pr := w.peer
 	packet := w.offload == config.OffloadModePacket
 	if w.offload == config.OffloadModeAuto {

@@ -19,9 +19,9 @@ import (
 type Live struct {
 	// Release is the kernel release (uname -r).
 	Release  string
-	Links    []kernel.OvLink
-	Routes   []kernel.OvRoute
-	SAs      []xfrm.OvSA
+	Links    []kernel.LinkConfig
+	Routes   []kernel.Route
+	SAs      []xfrm.StateDetail
 	Policies []xfrm.Policy
 	// Features holds `ethtool -k` of the devices that matter (offload
 	// devices), by name.
@@ -51,7 +51,7 @@ type Live struct {
 }
 
 // link returns the link called name, or nil.
-func (l *Live) link(name string) *kernel.OvLink {
+func (l *Live) link(name string) *kernel.LinkConfig {
 	for i := range l.Links {
 		if l.Links[i].Name == name {
 			return &l.Links[i]
@@ -60,7 +60,7 @@ func (l *Live) link(name string) *kernel.OvLink {
 	return nil
 }
 
-func (l *Live) linkByIndex(idx int) *kernel.OvLink {
+func (l *Live) linkByIndex(idx int) *kernel.LinkConfig {
 	for i := range l.Links {
 		if l.Links[i].Index == idx {
 			return &l.Links[i]
@@ -91,7 +91,7 @@ func (l *Live) resolve(port string) (string, error) {
 	return "", fmt.Errorf("PCI device %s has no network interface in this namespace (lspci -s %s; check that its driver is bound)", port, port)
 }
 
-func devlinkHandle(k *kernel.OvLink) string {
+func devlinkHandle(k *kernel.LinkConfig) string {
 	if k == nil || k.Bus == "" {
 		return ""
 	}
@@ -105,14 +105,14 @@ func ReadLive(h *config.Host) (*Live, error) {
 		PrivFlags: map[string]map[string]bool{}, NumVFs: map[string]int{}, Eswitch: map[string]string{},
 		Params: map[string]map[string]string{}, VFCaps: map[string]kernel.VFPort{}, PCI: map[string]string{}}
 	var err error
-	if l.Links, err = kernel.OverlayLinks(); err != nil {
+	if l.Links, err = kernel.LinkConfigs(); err != nil {
 		return nil, err
 	}
-	if l.Routes, err = kernel.OverlayRoutes(); err != nil {
+	if l.Routes, err = kernel.Routes(); err != nil {
 		return nil, err
 	}
 	if h.IPsec != nil {
-		if l.SAs, err = xfrm.OverlaySAs(); err != nil {
+		if l.SAs, err = xfrm.StateDetails(false); err != nil {
 			return nil, err
 		}
 		if l.Policies, err = xfrm.DumpPolicies(); err != nil {
@@ -214,7 +214,7 @@ func hasCaps(s config.SRIOV) bool {
 }
 
 // sa returns the live ESP SA (dst, spi), or nil.
-func (l *Live) sa(dst netip.Addr, spi uint32) *xfrm.OvSA {
+func (l *Live) sa(dst netip.Addr, spi uint32) *xfrm.StateDetail {
 	for i := range l.SAs {
 		s := &l.SAs[i]
 		if s.Dst == dst && s.SPI == spi && s.Proto == protoESP {
@@ -237,7 +237,7 @@ func (l *Live) policy(dir xfrm.Dir, src, dst netip.Prefix) *xfrm.Policy {
 	return nil
 }
 
-func (l *Live) route(dst netip.Prefix) *kernel.OvRoute {
+func (l *Live) route(dst netip.Prefix) *kernel.Route {
 	for i := range l.Routes {
 		if l.Routes[i].Dst == dst {
 			return &l.Routes[i]
@@ -249,7 +249,7 @@ func (l *Live) route(dst netip.Prefix) *kernel.OvRoute {
 const protoESP = 50
 
 // hasAddr reports whether link k carries address a (any prefix length).
-func hasAddr(k *kernel.OvLink, a netip.Prefix) bool {
+func hasAddr(k *kernel.LinkConfig, a netip.Prefix) bool {
 	if k == nil {
 		return false
 	}

@@ -575,7 +575,7 @@ func (p *planner) setMTUOwned(section, dev string, old, mtu int) {
 
 // vtepDiff says how the live device differs in what cannot be changed in
 // place ("" when it matches).
-func vtepDiff(v *config.VTEP, k *kernel.OvLink) string {
+func vtepDiff(v *config.VTEP, k *kernel.LinkConfig) string {
 	var d []string
 	switch {
 	case k.Kind != v.Type:

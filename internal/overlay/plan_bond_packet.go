@@ -116,9 +116,9 @@ func verifyBondPort(r *VerifyReport, live *Live, pr *config.Peer, w wantSA, st S
 		return true
 	}
 	active := orNoPort(live.nameOf(b.Bond.Active))
-	fix := fmt.Sprintf("set offload-dev: %s (packet offload then follows the active port) and run sluice apply, which moves them to %s; or use offload: none", b.Name, active)
+	fix := fmt.Sprintf("set offload-dev: %s (packet offload then follows the active port) and run sluice apply, which moves them to %s; or, with no cleartext window at a failover, offload: crypto on the port or offload: none", b.Name, active)
 	if pr.OffloadDev == b.Name {
-		fix = fmt.Sprintf("run sluice apply: it moves them to %s", active)
+		fix = fmt.Sprintf("run sluice apply: it moves them to %s (after every failover; offload: crypto on a port, or none, has no such window)", active)
 	}
 	what := fmt.Sprintf("its traffic leaves %s in cleartext (the kernel hands packet-offloaded traffic to the bond unencrypted and %s holds no policy)", active, active)
 	if w.dir == "in" {
@@ -154,7 +154,7 @@ const seqMargin = 1 << 20
 // are not accepted again; no margin, or the peer's next packets would be
 // dropped.
 func carrySeq(w *wantSA) error {
-	sas, err := xfrm.OverlaySAs()
+	sas, err := xfrm.StateDetails(false)
 	if err != nil {
 		return err
 	}

@@ -40,11 +40,11 @@ guests:
 func guestLive(t *testing.T) *Live {
 	l := matchingLive(t)
 	l.Links = l.Links[:len(l.Links)-1] // OVS carries vxlan1: no Linux device
-	l.Links[1].VFs = []kernel.OvVF{{Index: 0, MAC: "00:00:00:00:00:00", SpoofChk: true}, {Index: 1}}
+	l.Links[1].VFs = []kernel.VFConfig{{Index: 0, MAC: "00:00:00:00:00:00", SpoofChk: true}, {Index: 1}}
 	l.NumVFs = map[string]int{"p0": 2}
 	l.Links[1].Bus, l.Links[1].Device = "pci", "0000:03:00.0"
 	l.Eswitch = map[string]string{"pci/0000:03:00.0": "switchdev"}
-	l.Links = append(l.Links, kernel.OvLink{Name: "p0_0", Index: 9, MTU: 1500})
+	l.Links = append(l.Links, kernel.LinkConfig{Name: "p0_0", Index: 9, MTU: 1500})
 	l.Guests = &GuestLive{Bridges: map[string][]string{}, Ifaces: map[string]OVSIface{}, Domains: map[string]bool{},
 		VFs: map[string]VFLive{"p0/0": {PCI: "0000:03:00.2", Driver: "mlx5_core", IOMMUGroup: "12", Representor: "p0_0"}}}
 	l.Topology = &diag.Topology{Nodes: []diag.NUMANode{
@@ -127,7 +127,7 @@ func TestPlanGuestsAppliedIsEmpty(t *testing.T) {
 	l.Guests.HWOffload = "true"
 	l.Guests.Bridges["br-ovs"] = []string{"vxlan1", "p0_0"}
 	l.Guests.Ifaces["vxlan1"] = OVSIface{Type: "vxlan", Options: map[string]string{"dst_port": "4789", "key": "1024", "local_ip": "192.168.80.2", "remote_ip": "192.168.80.3"}}
-	l.Links[1].VFs[0] = kernel.OvVF{Index: 0, MAC: "02:00:00:00:00:01", Trust: true}
+	l.Links[1].VFs[0] = kernel.VFConfig{Index: 0, MAC: "02:00:00:00:00:01", Trust: true}
 	l.Links[len(l.Links)-1].MTU, l.Links[len(l.Links)-1].Up = 3986, true
 	vf := l.Guests.VFs["p0/0"]
 	vf.Driver = "vfio-pci"
@@ -168,7 +168,7 @@ guests:
 	h, ks := load(t, body)
 	l := matchingLive(t)
 	l.Links[len(l.Links)-1].MTU = 9132
-	l.Links = append(l.Links, kernel.OvLink{Name: "veth-g1", Index: 10, Kind: "veth", MTU: 1500})
+	l.Links = append(l.Links, kernel.LinkConfig{Name: "veth-g1", Index: 10, Kind: "veth", MTU: 1500})
 	l.Topology = guestLive(t).Topology
 	p, err := NewPlan(h, ks, l)
 	if err != nil {

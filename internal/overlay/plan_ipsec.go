@@ -226,7 +226,7 @@ func saCommand(w wantSA, m string) string {
 }
 
 // saDiff says how a live SA differs from w ("" when it matches).
-func (p *planner) saDiff(w wantSA, l *xfrm.OvSA) string {
+func (p *planner) saDiff(w wantSA, l *xfrm.StateDetail) string {
 	pr := w.peer
 	var d []string
 	if l.Src != w.src {
@@ -242,15 +242,15 @@ func (p *planner) saDiff(w wantSA, l *xfrm.OvSA) string {
 	if l.Reqid != w.reqid {
 		d = append(d, fmt.Sprintf("reqid %d, want %d", l.Reqid, w.reqid))
 	}
-	if l.AEAD != AEAD || l.ICVBits != ICVBits {
-		d = append(d, fmt.Sprintf("algorithm %q/%d, want %s/%d", l.AEAD, l.ICVBits, AEAD, ICVBits))
+	if l.Alg.AEAD != AEAD || l.Alg.ICVBits != ICVBits {
+		d = append(d, fmt.Sprintf("algorithm %q/%d, want %s/%d", l.Alg.AEAD, l.Alg.ICVBits, AEAD, ICVBits))
 	} else if int(l.KeyBits) != pr.KeyBits+32 {
 		d = append(d, fmt.Sprintf("%d-bit key, want %d", l.KeyBits-32, pr.KeyBits))
 	} else if l.KeyDigest != xfrm.KeyDigest(w.key.Bytes()) {
 		d = append(d, "a different key")
 	}
-	if l.ESN != pr.ESN {
-		d = append(d, fmt.Sprintf("esn %v, want %v", l.ESN, pr.ESN))
+	if l.Alg.ESN != pr.ESN {
+		d = append(d, fmt.Sprintf("esn %v, want %v", l.Alg.ESN, pr.ESN))
 	}
 	if int(l.ReplayWindow) != pr.ReplayWindow {
 		d = append(d, fmt.Sprintf("replay window %d, want %d", l.ReplayWindow, pr.ReplayWindow))
@@ -300,7 +300,7 @@ func (p *planner) sa(w wantSA) {
 			if err := carrySeq(&w); err != nil {
 				return err
 			}
-			if err := xfrm.SADelete(w.dst, w.spi); err != nil && !kernel.IsNotExist(err) {
+			if err := xfrm.StateDelete(w.dst, w.spi); err != nil && !kernel.IsNotExist(err) {
 				return err
 			}
 		}
@@ -310,9 +310,9 @@ func (p *planner) sa(w wantSA) {
 
 // policySpecs are the policies one SA direction needs: out (transport or
 // tunnel), or in (+ fwd in tunnel mode).
-func policySpecs(w wantSA) []xfrm.OvPolicy {
+func policySpecs(w wantSA) []xfrm.ESPPolicy {
 	pr := w.peer
-	var out []xfrm.OvPolicy
+	var out []xfrm.ESPPolicy
 	sels := [][2]netip.Prefix{{hostPrefix(pr.Local), hostPrefix(pr.Remote)}}
 	if pr.Mode == config.ModeTunnel && len(pr.Selectors) > 0 {
 		sels = nil
@@ -322,7 +322,7 @@ func policySpecs(w wantSA) []xfrm.OvPolicy {
 	}
 	tunnel := pr.Mode == config.ModeTunnel
 	for _, s := range sels {
-		base := xfrm.OvPolicy{Priority: pr.Priority, Reqid: w.reqid, Tunnel: tunnel}
+		base := xfrm.ESPPolicy{Priority: pr.Priority, Reqid: w.reqid, Tunnel: tunnel}
 		if tunnel {
 			base.TmplSrc, base.TmplDst = w.src, w.dst
 		}
@@ -344,7 +344,7 @@ func policySpecs(w wantSA) []xfrm.OvPolicy {
 	return out
 }
 
-func policyCommand(pol xfrm.OvPolicy, verb, dev string, packet bool) string {
+func policyCommand(pol xfrm.ESPPolicy, verb, dev string, packet bool) string {
 	c := fmt.Sprintf("ip xfrm policy %s src %s dst %s dir %s", verb, pol.Src, pol.Dst, pol.Dir)
 	if pol.Priority != 0 {
 		c += fmt.Sprintf(" priority %d", pol.Priority)
@@ -366,7 +366,7 @@ func policyCommand(pol xfrm.OvPolicy, verb, dev string, packet bool) string {
 
 // policyDiff says how a live policy differs ("" when it matches);
 // wantPacket is whether it must be packet-offloaded on dev.
-func (p *planner) policyDiff(pol xfrm.OvPolicy, l *xfrm.Policy, wantPacket bool, dev string) string {
+func (p *planner) policyDiff(pol xfrm.ESPPolicy, l *xfrm.Policy, wantPacket bool, dev string) string {
 	var d []string
 	if l.Action != xfrm.ActionAllow {
 		d = append(d, "action block")

@@ -95,18 +95,18 @@ func (p *planner) bondOf(dev string) string {
 
 // bondPortOffload warns when the SAs go to one port of a bond (the
 // ConnectX-6 SR-IOV guide's offload dev PF0): a failover leaves them behind
-// (kernel.BondPortOffloadWhy).
+// (diag.BondPortOffloadWhy).
 func (p *planner) bondPortOffload(path string, pr *config.Peer, modes map[string]string) {
 	bond := p.bondOf(pr.OffloadDev)
 	if bond == "" {
 		return
 	}
-	fix := kernel.BondPortOffloadFix(bond, p.live.Release)
+	fix := diag.BondPortOffloadFix(bond, p.live.Release)
 	if modes["out"] == config.OffloadModePacket || modes["in"] == config.OffloadModePacket {
-		fix = kernel.BondPacketFailoverFix(bond, "")
+		fix = diag.BondPacketFailoverFix(bond, "")
 	}
 	p.note("%s: offload-dev %s is a port of active-backup bond %s: %s. Fix: %s", path, pr.OffloadDev, bond,
-		kernel.BondPortOffloadWhy(pr.OffloadDev, bond), fix)
+		diag.BondPortOffloadWhy(pr.OffloadDev, bond), fix)
 }
 
 // saBudget counts the offloaded SAs the file adds per SA table, with

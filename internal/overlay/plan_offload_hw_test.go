@@ -69,7 +69,7 @@ func TestPlanSABudget(t *testing.T) {
 			if inbound {
 				o.Flags = xfrm.OffloadInbound
 			}
-			l.SAs = append(l.SAs, xfrm.OvSA{State: xfrm.State{Src: netip.MustParseAddr("10.9.0.1"), Dst: netip.MustParseAddr("10.9.0.2"),
+			l.SAs = append(l.SAs, xfrm.StateDetail{State: xfrm.State{Src: netip.MustParseAddr("10.9.0.1"), Dst: netip.MustParseAddr("10.9.0.2"),
 				Proto: 50, SPI: uint32(0x9000 + i), Offload: o}})
 		}
 	}
@@ -100,7 +100,7 @@ func TestPlanSABudget(t *testing.T) {
 	}
 	// ixgbe: a VF's inbound SAs fill its PF's Rx table.
 	l := bareLive("6.12.95")
-	l.Links = append(l.Links, kernel.OvLink{Name: "vf0", Index: 9})
+	l.Links = append(l.Links, kernel.LinkConfig{Name: "vf0", Index: 9})
 	l.OffloadHW = map[string]OffloadHW{"p1": {Driver: "ixgbe", Family: "PF 0000:03:00.0"}, "vf0": {Driver: "ixgbevf", Family: "PF 0000:03:00.0"}}
 	installed(l, 9, 1024, true)
 	if got := notes(l); !strings.Contains(got, "SA budget over the limit") || !strings.Contains(got, "PF 0000:03:00.0 (ixgbe, shared by the PF and all its VFs") ||

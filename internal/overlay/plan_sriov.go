@@ -149,7 +149,7 @@ func (p *planner) numVFs(pf string, from, to int, why string) {
 
 // eswitch sets the eswitch mode; ensure makes the step check the mode
 // when it runs and do nothing if it is already right.
-func (p *planner) eswitch(handle string, k *kernel.OvLink, from, to, why string, ensure bool) {
+func (p *planner) eswitch(handle string, k *kernel.LinkConfig, from, to, why string, ensure bool) {
 	bus, dev := k.Bus, k.Device
 	action := "change"
 	if ensure {
@@ -170,7 +170,7 @@ func (p *planner) eswitch(handle string, k *kernel.OvLink, from, to, why string,
 		}})
 }
 
-func (p *planner) param(handle string, k *kernel.OvLink, name, from, to string) {
+func (p *planner) param(handle string, k *kernel.LinkConfig, name, from, to string) {
 	bus, dev := k.Bus, k.Device
 	p.add(Step{Section: "sriov", Action: "change", Object: "devlink " + handle, Why: fmt.Sprintf("%s %s, want %s", name, from, to),
 		Commands: []string{fmt.Sprintf("devlink dev param set %s name %s value %s cmode runtime", handle, name, to)}, run: func(r *runner) error {
@@ -182,8 +182,8 @@ func (p *planner) param(handle string, k *kernel.OvLink, name, from, to string) 
 		}})
 }
 
-func (p *planner) vfSettings(pf string, k *kernel.OvLink, vf config.VFConfig, fresh bool) {
-	var live *kernel.OvVF
+func (p *planner) vfSettings(pf string, k *kernel.LinkConfig, vf config.VFConfig, fresh bool) {
+	var live *kernel.VFConfig
 	if !fresh {
 		for i := range k.VFs {
 			if k.VFs[i].Index == vf.Index {
@@ -266,7 +266,7 @@ func capArgs(caps []string) []string {
 	return out
 }
 
-func (p *planner) vfCaps(path, handle string, k *kernel.OvLink, vf config.VFConfig, fresh bool) {
+func (p *planner) vfCaps(path, handle string, k *kernel.LinkConfig, vf config.VFConfig, fresh bool) {
 	var want uint32
 	for _, c := range vf.IPsec {
 		want |= capNames[c]

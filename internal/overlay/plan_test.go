@@ -81,7 +81,7 @@ func load(t *testing.T, body string) (*config.Host, *config.Keys) {
 
 // bareLive is a host with two idle ports and lo.
 func bareLive(release string) *Live {
-	return &Live{Release: release, Links: []kernel.OvLink{
+	return &Live{Release: release, Links: []kernel.LinkConfig{
 		{Name: "lo", Index: 1, MTU: 65536, Up: true, Addrs: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/8")}},
 		{Name: "p0", Index: 2, MTU: 1500},
 		{Name: "p1", Index: 3, MTU: 1500},
@@ -96,19 +96,19 @@ func matchingLive(t *testing.T) *Live {
 	l.Links[2].Master, l.Links[2].Up, l.Links[2].MTU = 4, true, 9216
 	l.Links[0].Addrs = append(l.Links[0].Addrs, netip.MustParsePrefix("192.168.80.2/32"))
 	l.Links = append(l.Links,
-		kernel.OvLink{Name: "bond0", Index: 4, Kind: "bond", MTU: 9216, Up: true, Addrs: []netip.Prefix{netip.MustParsePrefix("192.168.70.2/24")},
-			Bond: &kernel.OvBond{Mode: "active-backup", MIIMon: 100, Primary: 2, Active: 2}},
-		kernel.OvLink{Name: "vxlan1", Index: 5, Kind: "vxlan", MTU: 3986, Up: true,
-			VXLAN: &kernel.OvVXLAN{VNI: 1024, Local: netip.MustParseAddr("192.168.80.2"), Remote: netip.MustParseAddr("192.168.80.3"), Port: 4789}},
+		kernel.LinkConfig{Name: "bond0", Index: 4, Kind: "bond", MTU: 9216, Up: true, Addrs: []netip.Prefix{netip.MustParsePrefix("192.168.70.2/24")},
+			Bond: &kernel.BondConfig{Mode: "active-backup", MIIMon: 100, Primary: 2, Active: 2}},
+		kernel.LinkConfig{Name: "vxlan1", Index: 5, Kind: "vxlan", MTU: 3986, Up: true,
+			VXLAN: &kernel.VXLANConfig{VNI: 1024, Local: netip.MustParseAddr("192.168.80.2"), Remote: netip.MustParseAddr("192.168.80.3"), Port: 4789}},
 	)
-	l.Routes = []kernel.OvRoute{{Dst: netip.MustParsePrefix("192.168.80.3/32"), Via: netip.MustParseAddr("192.168.70.3"), Src: netip.MustParseAddr("192.168.80.2"), Dev: 4}}
+	l.Routes = []kernel.Route{{Dst: netip.MustParsePrefix("192.168.80.3/32"), Via: netip.MustParseAddr("192.168.70.3"), Src: netip.MustParseAddr("192.168.80.2"), Dev: 4}}
 	a, b := netip.MustParseAddr("192.168.80.2"), netip.MustParseAddr("192.168.80.3")
-	sa := func(src, dst netip.Addr, spi uint32, key string) xfrm.OvSA {
+	sa := func(src, dst netip.Addr, spi uint32, key string) xfrm.StateDetail {
 		k, _ := hexKey(key)
-		return xfrm.OvSA{State: xfrm.State{Src: src, Dst: dst, Proto: 50, SPI: spi, Reqid: spi},
-			ESN: true, ReplayWindow: 64, AEAD: AEAD, ICVBits: 128, KeyBits: 160, KeyDigest: xfrm.KeyDigest(k)}
+		return xfrm.StateDetail{State: xfrm.State{Src: src, Dst: dst, Proto: 50, SPI: spi, Reqid: spi,
+			Alg: xfrm.StateAlg{ESN: true, AEAD: AEAD, ICVBits: 128}}, ReplayWindow: 64, KeyBits: 160, KeyDigest: xfrm.KeyDigest(k)}
 	}
-	l.SAs = []xfrm.OvSA{sa(a, b, 0x1001, testKeyOut), sa(b, a, 0x1002, testKeyIn)}
+	l.SAs = []xfrm.StateDetail{sa(a, b, 0x1001, testKeyOut), sa(b, a, 0x1002, testKeyIn)}
 	pol := func(dir xfrm.Dir, src, dst netip.Addr, reqid uint32) xfrm.Policy {
 		return xfrm.Policy{Dir: dir, Sel: xfrm.Selector{Src: netip.PrefixFrom(src, 32), Dst: netip.PrefixFrom(dst, 32)},
 			Tmpls: []xfrm.Tmpl{{Proto: 50, Reqid: reqid}}}
@@ -210,7 +210,7 @@ func TestPlanDrift(t *testing.T) {
 		want   []string // substrings of "action object: why"
 	}{
 		{"changed key", func(l *Live) { l.SAs[0].KeyDigest[0] ^= 1 }, []string{"replace SA out 192.168.80.2->192.168.80.3 spi 0x1001: a different key"}},
-		{"replay window and ESN", func(l *Live) { l.SAs[1].ESN, l.SAs[1].ReplayWindow = false, 32 },
+		{"replay window and ESN", func(l *Live) { l.SAs[1].Alg.ESN, l.SAs[1].ReplayWindow = false, 32 },
 			[]string{"replace SA in 192.168.80.3->192.168.80.2 spi 0x1002: esn false, want true, replay window 32, want 64"}},
 		{"SA offloaded, file says none", func(l *Live) { l.SAs[0].Offload = &xfrm.Offload{Ifindex: 4} },
 			[]string{"replace SA out 192.168.80.2->192.168.80.3 spi 0x1001: offload crypto, want none"}},
@@ -367,17 +367,17 @@ func TestPlanRefusals(t *testing.T) {
 		t.Errorf("missing port: %s", msg)
 	}
 	l = bareLive("6.12.95")
-	l.Links = append(l.Links, kernel.OvLink{Name: "bond0", Index: 9, Kind: "veth"})
+	l.Links = append(l.Links, kernel.LinkConfig{Name: "bond0", Index: 9, Kind: "veth"})
 	if msg := planErr(t, h, ks, l); !strings.Contains(msg, "bond0 exists and is a veth device, not a bond") {
 		t.Errorf("bond0 a veth: %s", msg)
 	}
 	l = bareLive("6.12.95")
-	l.Links = append(l.Links, kernel.OvLink{Name: "bond0", Index: 9, Kind: "bond", Bond: &kernel.OvBond{Mode: "802.3ad"}})
+	l.Links = append(l.Links, kernel.LinkConfig{Name: "bond0", Index: 9, Kind: "bond", Bond: &kernel.BondConfig{Mode: "802.3ad"}})
 	if msg := planErr(t, h, ks, l); !strings.Contains(msg, "exists in mode 802.3ad") {
 		t.Errorf("LACP bond: %s", msg)
 	}
 	l = bareLive("6.12.95")
-	l.Links = append(l.Links, kernel.OvLink{Name: "br9", Index: 9, Kind: "bridge"})
+	l.Links = append(l.Links, kernel.LinkConfig{Name: "br9", Index: 9, Kind: "bridge"})
 	l.Links[1].Master = 9
 	if msg := planErr(t, h, ks, l); !strings.Contains(msg, "p0 is already enslaved to br9") {
 		t.Errorf("enslaved port: %s", msg)
@@ -398,8 +398,8 @@ func TestPlanSRIOVOrder(t *testing.T) {
 	h, _ := load(t, body)
 	base := func(mode string) *Live {
 		l := bareLive("6.12.95")
-		l.Links = append(l.Links, kernel.OvLink{Name: "pf0", Index: 7, Bus: "pci", Device: "0000:03:00.0",
-			VFs: []kernel.OvVF{{Index: 0, MAC: "00:00:00:00:00:00"}, {Index: 1}}})
+		l.Links = append(l.Links, kernel.LinkConfig{Name: "pf0", Index: 7, Bus: "pci", Device: "0000:03:00.0",
+			VFs: []kernel.VFConfig{{Index: 0, MAC: "00:00:00:00:00:00"}, {Index: 1}}})
 		l.NumVFs = map[string]int{"pf0": 2}
 		l.Eswitch = map[string]string{"pci/0000:03:00.0": mode}
 		l.Params = map[string]map[string]string{"pci/0000:03:00.0": {"flow_steering_mode": "smfs"}}
@@ -447,7 +447,7 @@ func TestPlanSRIOVOrder(t *testing.T) {
 	})
 	// Everything right: nothing.
 	l.NumVFs["pf0"] = 4
-	l.Links[len(l.Links)-1].VFs[0] = kernel.OvVF{Index: 0, MAC: "02:00:00:00:00:01", VLAN: 10, Trust: true}
+	l.Links[len(l.Links)-1].VFs[0] = kernel.VFConfig{Index: 0, MAC: "02:00:00:00:00:01", VLAN: 10, Trust: true}
 	check(l, nil)
 	// A NIC without the parameter.
 	delete(l.Params, "pci/0000:03:00.0")

@@ -203,7 +203,7 @@ func (t *tearer) ipsec() {
 		}
 		t.add(Step{Section: "ipsec", Action: "delete", Object: w.String(), Why: "declared by the file",
 			Commands: []string{fmt.Sprintf("ip xfrm state delete src %s dst %s proto esp spi %#x", w.src, w.dst, w.spi)}, run: func(r *runner) error {
-				if err := xfrm.SADelete(w.dst, w.spi); err != nil && !kernel.IsNotExist(err) {
+				if err := xfrm.StateDelete(w.dst, w.spi); err != nil && !kernel.IsNotExist(err) {
 					return err
 				}
 				r.j.dropCreated(entry{Kind: kindSA, Dst: w.dst.String(), SPI: w.spi, Src: w.src.String()})

@@ -141,7 +141,7 @@ func VerifyTraffic(h *config.Host, r *VerifyReport, window time.Duration, genera
 			devs[st.Dev] = true
 		}
 	}
-	before, err := xfrm.OverlaySAs()
+	before, err := xfrm.StateDetails(false)
 	if err != nil {
 		return err
 	}
@@ -155,12 +155,12 @@ func VerifyTraffic(h *config.Host, r *VerifyReport, window time.Duration, genera
 	if generate != nil {
 		genErr = <-done
 	}
-	after, err := xfrm.OverlaySAs()
+	after, err := xfrm.StateDetails(false)
 	if err != nil {
 		return err
 	}
 	ea := ethtoolIPsec(devs)
-	count := func(sas []xfrm.OvSA, st SAStatus, dst string) (uint64, bool) {
+	count := func(sas []xfrm.StateDetail, st SAStatus, dst string) (uint64, bool) {
 		for _, s := range sas {
 			if s.SPI == st.SPI && s.Dst.String() == dst && s.Proto == protoESP {
 				return s.Packets, true

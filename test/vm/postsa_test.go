@@ -140,7 +140,7 @@ func TestPostSAAgainstKernel(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer h.Close()
-			snap, err := fastpath.KernelSource{X: xfrm.XFRMAt(h)}.Dump()
+			snap, err := fastpath.KernelSource{X: xfrm.HandleAt(h)}.Dump()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -11,10 +11,10 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// XFRM is the IPsec database (policies and SAs) of one network namespace.
+// Handle is the IPsec database (policies and SAs) of one network namespace.
 // The zero value, and the package-level functions, use the namespace of the
 // calling thread.
-type XFRM struct {
+type Handle struct {
 	ns    netns.NsHandle
 	hasNS bool
 	// RcvBuf is the monitor socket's receive buffer in bytes (0: 32 MiB).
@@ -22,16 +22,16 @@ type XFRM struct {
 	RcvBuf int
 }
 
-// XFRMAt returns the XFRM database of ns. Sockets are opened inside ns
+// HandleAt returns the XFRM database of ns. Sockets are opened inside ns
 // (thread locked, setns, socket, setns back) and stay bound to it, so the
 // caller's thread never lingers in ns. The caller keeps ns open while using
 // the result.
-func XFRMAt(ns netns.NsHandle) *XFRM { return &XFRM{ns: ns, hasNS: true} }
+func HandleAt(ns netns.NsHandle) *Handle { return &Handle{ns: ns, hasNS: true} }
 
 // Netns is the namespace x reads (netns.None(): the calling thread's).
-func (x *XFRM) Netns() netns.NsHandle { return x.target() }
+func (x *Handle) Netns() netns.NsHandle { return x.target() }
 
-func (x *XFRM) target() netns.NsHandle {
+func (x *Handle) target() netns.NsHandle {
 	if x == nil || !x.hasNS {
 		return netns.None()
 	}
@@ -52,7 +52,7 @@ func xfrmRequest(typ, flags int, body []byte) *nl.NetlinkRequest {
 
 // execute sends req and hands every reply of type resType to f. A fresh
 // socket per request keeps this safe for concurrent callers.
-func (x *XFRM) execute(req *nl.NetlinkRequest, resType uint16, f func([]byte) bool) error {
+func (x *Handle) execute(req *nl.NetlinkRequest, resType uint16, f func([]byte) bool) error {
 	s, err := nl.GetNetlinkSocketAt(x.target(), netns.None(), unix.NETLINK_XFRM)
 	if err != nil {
 		return fmt.Errorf("xfrm netlink socket: %w", err)
@@ -68,7 +68,7 @@ func (x *XFRM) execute(req *nl.NetlinkRequest, resType uint16, f func([]byte) bo
 }
 
 // xfrmDump runs an NLM_F_DUMP request and decodes each reply with parse.
-func xfrmDump[T any](x *XFRM, typ int, resType uint16, parse func([]byte) (T, error)) ([]T, error) {
+func xfrmDump[T any](x *Handle, typ int, resType uint16, parse func([]byte) (T, error)) ([]T, error) {
 	var out []T
 	var perr error
 	err := x.execute(xfrmRequest(typ, unix.NLM_F_DUMP, nil), resType, func(b []byte) bool {
@@ -88,7 +88,7 @@ func xfrmDump[T any](x *XFRM, typ int, resType uint16, parse func([]byte) (T, er
 
 // DumpPolicies lists every XFRM policy (main and sub type, all directions;
 // per-socket policies are not included by the kernel).
-func (x *XFRM) DumpPolicies() ([]Policy, error) {
+func (x *Handle) DumpPolicies() ([]Policy, error) {
 	ps, err := xfrmDump(x, nl.XFRM_MSG_GETPOLICY, nl.XFRM_MSG_NEWPOLICY, parsePolicyMsg)
 	if err != nil {
 		return nil, fmt.Errorf("dump xfrm policies: %w", err)
@@ -97,7 +97,7 @@ func (x *XFRM) DumpPolicies() ([]Policy, error) {
 }
 
 // DumpStates lists every XFRM SA, without key material.
-func (x *XFRM) DumpStates() ([]State, error) {
+func (x *Handle) DumpStates() ([]State, error) {
 	ss, err := xfrmDump(x, nl.XFRM_MSG_GETSA, nl.XFRM_MSG_NEWSA, parseStateMsg)
 	if err != nil {
 		return nil, fmt.Errorf("dump xfrm states: %w", err)
@@ -118,9 +118,10 @@ var ErrNoPolicyDefaults = errors.New("the kernel has no XFRM policy defaults (be
 // XFRM_MSG_MAX, see xfrm_user_rcv_msg) gives ErrNoPolicyDefaults; any other
 // failure (EPERM, ENOBUFS, a short reply) is an error, since "accept" would
 // then be a guess.
-func (x *XFRM) PolicyDefaults() (PolicyDefaults, error) {
+func (x *Handle) PolicyDefaults() (PolicyDefaults, error) {
 	var got []byte
-	// The kernel wants a struct xfrm_userpolicy_default body even here.
+	// The kernel wants a struct xfrm_userpolicy_default body even here
+	// (its 3 bytes padded to 4, as netlink aligns them).
 	err := x.execute(xfrmRequest(xfrmMsgGetDefault, 0, make([]byte, 4)), xfrmMsgGetDefault, func(b []byte) bool {
 		got = b
 		return false
@@ -142,11 +143,11 @@ func (x *XFRM) PolicyDefaults() (PolicyDefaults, error) {
 
 // parsePolicyDefaults reads struct xfrm_userpolicy_default {u8 in, fwd, out}.
 func parsePolicyDefaults(b []byte) (PolicyDefaults, error) {
-	if len(b) < 3 {
-		return PolicyDefaults{}, fmt.Errorf("xfrm_userpolicy_default: %d bytes, want 3", len(b))
+	if len(b) < xfrmPolicyDefLen {
+		return PolicyDefaults{}, fmt.Errorf("xfrm_userpolicy_default: %d bytes, want %d", len(b), xfrmPolicyDefLen)
 	}
 	var acts [3]Action
-	for i, v := range b[:3] {
+	for i, v := range b[:xfrmPolicyDefLen] {
 		switch v {
 		case 0, 2: // XFRM_USERPOLICY_UNSPEC (never set: accept), _ACCEPT
 			acts[i] = ActionAllow
@@ -160,7 +161,7 @@ func parsePolicyDefaults(b []byte) (PolicyDefaults, error) {
 }
 
 // DumpPolicies lists the current namespace's XFRM policies.
-func DumpPolicies() ([]Policy, error) { return (&XFRM{}).DumpPolicies() }
+func DumpPolicies() ([]Policy, error) { return (&Handle{}).DumpPolicies() }
 
 // DumpStates lists the current namespace's XFRM SAs, without keys.
-func DumpStates() ([]State, error) { return (&XFRM{}).DumpStates() }
+func DumpStates() ([]State, error) { return (&Handle{}).DumpStates() }

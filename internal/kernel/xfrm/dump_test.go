@@ -67,7 +67,7 @@ func TestDumpPolicies(t *testing.T) {
 	for _, c := range cases {
 		testutil.IP(t, ns, append([]string{"xfrm", "policy", "add"}, strings.Fields(c.cmd)...)...)
 	}
-	got, err := XFRMAt(h).DumpPolicies()
+	got, err := HandleAt(h).DumpPolicies()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +104,7 @@ func TestPolicyAttrsOnKernelBytes(t *testing.T) {
 	ns, h := testutil.NewNetNS(t)
 	testutil.IP(t, ns, "xfrm", "policy", "add", "src", "10.0.0.0/8", "dst", "10.1.0.0/16", "dir", "out", "tmpl", "proto", "esp")
 	var raw [][]byte
-	err := XFRMAt(h).execute(xfrmRequest(nl.XFRM_MSG_GETPOLICY, unix.NLM_F_DUMP, nil), nl.XFRM_MSG_NEWPOLICY, func(b []byte) bool {
+	err := HandleAt(h).execute(xfrmRequest(nl.XFRM_MSG_GETPOLICY, unix.NLM_F_DUMP, nil), nl.XFRM_MSG_NEWPOLICY, func(b []byte) bool {
 		raw = append(raw, append([]byte(nil), b...))
 		return true
 	})
@@ -135,7 +135,7 @@ func TestPolicyAttrsOnKernelBytes(t *testing.T) {
 
 func TestPolicyDefaults(t *testing.T) {
 	ns, h := testutil.NewNetNS(t)
-	x := XFRMAt(h)
+	x := HandleAt(h)
 	d, err := x.PolicyDefaults()
 	if err != nil || d != (PolicyDefaults{ActionAllow, ActionAllow, ActionAllow}) {
 		t.Fatalf("fresh namespace: %+v err=%v, want all allow", d, err)
@@ -151,7 +151,7 @@ func TestPolicyDefaults(t *testing.T) {
 // SAs (no ESP here); the VM tests dump real SAs.
 func TestDumpStatesEmpty(t *testing.T) {
 	_, h := testutil.NewNetNS(t)
-	states, err := XFRMAt(h).DumpStates()
+	states, err := HandleAt(h).DumpStates()
 	if err != nil || len(states) != 0 {
 		t.Fatalf("states %+v, err %v", states, err)
 	}
@@ -174,7 +174,7 @@ func TestDumpPoliciesScale(t *testing.T) {
 	testutil.IPBatch(t, ns, lines)
 	t.Logf("ip -batch installed %d policies in %v", n, time.Since(start).Round(time.Millisecond))
 	start = time.Now()
-	got, err := XFRMAt(h).DumpPolicies()
+	got, err := HandleAt(h).DumpPolicies()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -199,7 +199,7 @@ func TestDumpPoliciesScale(t *testing.T) {
 // namespace) must be an error, not a guess.
 func TestPolicyDefaultsRefusedIsAnError(t *testing.T) {
 	if os.Getenv("SLUICE_POLICY_DEFAULTS_HELPER") == "1" {
-		_, err := (&XFRM{}).PolicyDefaults()
+		_, err := (&Handle{}).PolicyDefaults()
 		switch {
 		case err == nil:
 			fmt.Println("RESULT no error")

@@ -30,7 +30,7 @@ const (
 	Resync                             // events were lost: dump everything again
 	MonitorFailed                      // the monitor stopped (Err); the channel closes next
 	PolicyDefault                      // `ip xfrm policy setdefault`: Default holds all three
-	Marker                             // a Mark with Seq came through (see XFRMWatch.Mark)
+	Marker                             // a Mark with Seq came through (see Watch.Mark)
 )
 
 var eventKindNames = [...]string{"?", "policy-new", "policy-upd", "policy-del", "policy-flush",
@@ -44,9 +44,9 @@ func (k EventKind) String() string {
 	return "?"
 }
 
-// XFRMEvent is one change to the kernel's policies or SAs. Policy or State
+// Event is one change to the kernel's policies or SAs. Policy or State
 // is set according to Kind; Err explains a Resync or MonitorFailed.
-type XFRMEvent struct {
+type Event struct {
 	Kind   EventKind
 	Policy *Policy
 	State  *State
@@ -66,15 +66,15 @@ const defaultMonitorRcvBuf = 32 << 20
 // sends on the XFRM groups (those are XFRM_MSG_*, 0x10-0x28).
 const markerType = 0x3e0
 
-// XFRMWatch is one subscription to the kernel's policy, SA and expire
+// Watch is one subscription to the kernel's policy, SA and expire
 // notifications (and policy-default changes). Each Watch has its own
 // socket: after a Resync, drop the watch (cancel its context) and start a
 // new one before dumping, so that nothing queued before the overrun is
 // applied on top of the dump.
-type XFRMWatch struct {
+type Watch struct {
 	// Events is closed when the watch's context ends or after a
 	// MonitorFailed event.
-	Events <-chan XFRMEvent
+	Events <-chan Event
 
 	portid uint32            // the subscribed socket's netlink port
 	marker *nl.NetlinkSocket // sends Marks from markerPid
@@ -87,7 +87,7 @@ type XFRMWatch struct {
 // arrives, every change the kernel announced before Mark was called has
 // been delivered (or reported lost with Resync). It fails with EAGAIN
 // when the socket is full.
-func (w *XFRMWatch) Mark(seq uint32) error {
+func (w *Watch) Mark(seq uint32) error {
 	b := make([]byte, unix.NLMSG_HDRLEN)
 	h := (*unix.NlMsghdr)(unsafe.Pointer(&b[0]))
 	h.Len, h.Type, h.Seq, h.Pid = unix.NLMSG_HDRLEN, markerType, seq, w.mpid
@@ -105,14 +105,14 @@ func (w *XFRMWatch) Mark(seq uint32) error {
 // behind until the kernel overruns the socket, the kernel says ENOBUFS and
 // the consumer receives Resync, after which it must start a new watch and
 // dump again.
-func (x *XFRM) Watch(ctx context.Context) (*XFRMWatch, error) {
+func (x *Handle) Watch(ctx context.Context) (*Watch, error) {
 	s, err := nl.SubscribeAt(x.target(), netns.None(), unix.NETLINK_XFRM,
 		nl.XFRMNLGRP_POLICY, nl.XFRMNLGRP_SA, nl.XFRMNLGRP_EXPIRE)
 	if err != nil {
 		return nil, fmt.Errorf("xfrm monitor: subscribe: %w", err)
 	}
-	w := &XFRMWatch{}
-	fail := func(what string, err error) (*XFRMWatch, error) {
+	w := &Watch{}
+	fail := func(what string, err error) (*Watch, error) {
 		s.Close()
 		if w.marker != nil {
 			w.marker.Close()
@@ -147,7 +147,7 @@ func (x *XFRM) Watch(ctx context.Context) (*XFRMWatch, error) {
 	}
 	_ = w.lookup.SetExtAck(true)
 	lookup := func(p *Policy) (Policy, error) { return lookupPolicyOn(w.lookup, p) }
-	ch := make(chan XFRMEvent, 64)
+	ch := make(chan Event, 64)
 	w.Events = ch
 	stopped := make(chan struct{})
 	go func() { // Close unblocks Receive (the socket is in Go's poller)
@@ -162,7 +162,7 @@ func (x *XFRM) Watch(ctx context.Context) (*XFRMWatch, error) {
 	go func() {
 		defer close(ch)
 		defer close(stopped)
-		send := func(ev XFRMEvent) bool {
+		send := func(ev Event) bool {
 			select {
 			case ch <- ev:
 				return true
@@ -176,16 +176,16 @@ func (x *XFRM) Watch(ctx context.Context) (*XFRMWatch, error) {
 			case ctx.Err() != nil:
 				return
 			case errors.Is(err, unix.ENOBUFS):
-				if !send(XFRMEvent{Kind: Resync, Err: fmt.Errorf("xfrm monitor: socket overrun: %w", err)}) {
+				if !send(Event{Kind: Resync, Err: fmt.Errorf("xfrm monitor: socket overrun: %w", err)}) {
 					return
 				}
 				continue
 			case err != nil:
-				send(XFRMEvent{Kind: MonitorFailed, Err: fmt.Errorf("xfrm monitor: %w", err)})
+				send(Event{Kind: MonitorFailed, Err: fmt.Errorf("xfrm monitor: %w", err)})
 				return
 			case from.Pid == w.mpid:
 				for _, m := range msgs {
-					if m.Header.Type == markerType && !send(XFRMEvent{Kind: Marker, Seq: m.Header.Seq}) {
+					if m.Header.Type == markerType && !send(Event{Kind: Marker, Seq: m.Header.Seq}) {
 						return
 					}
 				}
@@ -197,7 +197,7 @@ func (x *XFRM) Watch(ctx context.Context) (*XFRMWatch, error) {
 				ev, ok, err := decodeXFRMEvent(m.Header.Type, m.Data)
 				if err != nil {
 					// A message we cannot read is a lost event.
-					ev, ok = XFRMEvent{Kind: Resync, Err: fmt.Errorf("xfrm monitor: message type %d: %w", m.Header.Type, err)}, true
+					ev, ok = Event{Kind: Resync, Err: fmt.Errorf("xfrm monitor: message type %d: %w", m.Header.Type, err)}, true
 				} else if ok {
 					// Notifications leave out the security context.
 					ev = lookupPolicyEvent(ev, lookup)
@@ -213,7 +213,7 @@ func (x *XFRM) Watch(ctx context.Context) (*XFRMWatch, error) {
 
 // decodeXFRMEvent turns one notification into an event; ok is false for
 // message types the mirror does not care about (acquire, aevents, ...).
-func decodeXFRMEvent(typ uint16, b []byte) (ev XFRMEvent, ok bool, err error) {
+func decodeXFRMEvent(typ uint16, b []byte) (ev Event, ok bool, err error) {
 	switch typ {
 	case nl.XFRM_MSG_NEWPOLICY, nl.XFRM_MSG_UPDPOLICY:
 		ev.Kind = PolicyNew
@@ -233,7 +233,7 @@ func decodeXFRMEvent(typ uint16, b []byte) (ev XFRMEvent, ok bool, err error) {
 		}
 		var p Policy
 		p, err = withAttrs(parsePolicyInfo, applyPolicyAttrs, b[:xfrmPolicyInfoLen], b[xfrmPolExpireLen:])
-		ev.Policy, ev.Hard = &p, b[xfrmPolicyInfoLen] != 0
+		ev.Policy, ev.Hard = &p, b[polExpireHard] != 0
 	case nl.XFRM_MSG_FLUSHPOLICY:
 		// No body; XFRMA_POLICY_TYPE only on kernels with sub policies.
 		ev.Kind, ev.Policy = PolicyFlush, &Policy{}
@@ -256,7 +256,7 @@ func decodeXFRMEvent(typ uint16, b []byte) (ev XFRMEvent, ok bool, err error) {
 		}
 		var s State
 		s, err = withAttrs(parseStateInfo, applyStateAttrs, b[:xfrmSAInfoLen], b[xfrmExpireLen:])
-		ev.State, ev.Hard = &s, b[xfrmSAInfoLen] != 0
+		ev.State, ev.Hard = &s, b[expireHard] != 0
 	case xfrmMsgGetDefault:
 		// The kernel announces `setdefault` with the GETDEFAULT type.
 		var d PolicyDefaults
@@ -268,7 +268,7 @@ func decodeXFRMEvent(typ uint16, b []byte) (ev XFRMEvent, ok bool, err error) {
 		}
 		// IPSEC_PROTO_ANY (255, what strongSwan sends) means AH, ESP and
 		// IPcomp: report it as 0, "all", like iproute2's plain flush.
-		proto := b[0]
+		proto := b[flushProto]
 		if proto == 255 {
 			proto = 0
 		}
@@ -316,7 +316,7 @@ func parseDelPolicy(b []byte) (*Policy, error) {
 		if p.Sel, err = parseSelector(b); err != nil {
 			return nil, err
 		}
-		p.Index, p.Dir = ne.Uint32(b[56:]), Dir(b[60])
+		p.Index, p.Dir = ne.Uint32(b[polIDIndex:]), Dir(b[polIDDir])
 	}
 	return &p, applyPolicyAttrs(&p, a)
 }
@@ -337,10 +337,10 @@ func parseDelState(b []byte) (*State, error) {
 			return nil, err
 		}
 	} else {
-		if s.Dst, err = xfrmEndpoint(b[0:16], ne.Uint16(b[20:])); err != nil {
+		if s.Dst, err = xfrmEndpoint(b[saIDDaddr:], ne.Uint16(b[saIDFamily:])); err != nil {
 			return nil, err
 		}
-		s.SPI, s.Proto = be.Uint32(b[16:]), b[22]
+		s.SPI, s.Proto = be.Uint32(b[saIDSPI:]), b[saIDProto]
 	}
 	return &s, applyStateAttrs(&s, a)
 }

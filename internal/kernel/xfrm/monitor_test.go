@@ -14,7 +14,7 @@ import (
 )
 
 // nextEvent waits for one event, failing the test after a few seconds.
-func nextEvent(t *testing.T, ch <-chan XFRMEvent) XFRMEvent {
+func nextEvent(t *testing.T, ch <-chan Event) Event {
 	t.Helper()
 	select {
 	case ev, ok := <-ch:
@@ -25,7 +25,7 @@ func nextEvent(t *testing.T, ch <-chan XFRMEvent) XFRMEvent {
 	case <-time.After(5 * time.Second):
 		t.Fatal("no event within 5s")
 	}
-	return XFRMEvent{}
+	return Event{}
 }
 
 func TestMonitorPolicyEvents(t *testing.T) {
@@ -99,7 +99,7 @@ func TestMonitorOverrunResyncs(t *testing.T) {
 	ns, h := testutil.NewNetNS(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	x := XFRMAt(h)
+	x := HandleAt(h)
 	x.RcvBuf = 4096
 	w, err := x.Watch(ctx)
 	if err != nil {
@@ -188,11 +188,11 @@ func TestWatchPolicyDefault(t *testing.T) {
 
 // watchXFRM watches the namespace's XFRM notifications until the test ends
 // or cancel is called.
-func watchXFRM(t *testing.T, h netns.NsHandle) (*XFRMWatch, context.CancelFunc) {
+func watchXFRM(t *testing.T, h netns.NsHandle) (*Watch, context.CancelFunc) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	w, err := XFRMAt(h).Watch(ctx)
+	w, err := HandleAt(h).Watch(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,11 +4,6 @@ package xfrm
 
 import "fmt"
 
-// xfrmOffloadLen is sizeof(struct xfrm_user_offload): int ifindex, __u8
-// flags, then 3 bytes of padding the kernel insists on (its attribute
-// policy requires the full 8 bytes).
-const xfrmOffloadLen = 8
-
 // offloadKnownFlags are the flags the kernel accepts on input.
 const offloadKnownFlags = OffloadIPv6 | OffloadInbound | OffloadPacket
 
@@ -19,8 +14,8 @@ const offloadKnownFlags = OffloadIPv6 | OffloadInbound | OffloadPacket
 // family from the SA): leave it clear.
 func (o Offload) MarshalAttr() []byte {
 	b := make([]byte, xfrmOffloadLen)
-	ne.PutUint32(b, uint32(int32(o.Ifindex)))
-	b[4] = o.Flags
+	ne.PutUint32(b[offloadIfindex:], uint32(int32(o.Ifindex)))
+	b[offloadFlags] = o.Flags
 	return b
 }
 
@@ -44,7 +39,7 @@ func ParseOffload(b []byte) (*Offload, error) {
 	if len(b) < xfrmOffloadLen {
 		return nil, fmt.Errorf("XFRMA_OFFLOAD_DEV: %d bytes, want %d", len(b), xfrmOffloadLen)
 	}
-	o := &Offload{Ifindex: int(int32(ne.Uint32(b))), Flags: b[4]}
+	o := &Offload{Ifindex: int(int32(ne.Uint32(b[offloadIfindex:]))), Flags: b[offloadFlags]}
 	if o.Ifindex <= 0 {
 		return nil, fmt.Errorf("XFRMA_OFFLOAD_DEV: ifindex %d", o.Ifindex)
 	}

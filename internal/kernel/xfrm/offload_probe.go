@@ -6,7 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
-	"net"
+	"net/netip"
 
 	"github.com/vishvananda/netlink"
 )
@@ -40,31 +40,29 @@ func ProbeOffload(ifname string) (OffloadProbe, error) {
 	if err != nil {
 		return OffloadProbe{}, fmt.Errorf("interface %q: %w", ifname, err)
 	}
-	local, remote := net.IPv4(192, 0, 2, 1), net.IPv4(198, 51, 100, 1)
-	try := func(flags uint8, mode netlink.Mode, inbound bool) string {
+	local, remote := netip.AddrFrom4([4]byte{192, 0, 2, 1}), netip.AddrFrom4([4]byte{198, 51, 100, 1})
+	try := func(flags uint8, tunnel bool, inbound bool) string {
 		var b [4]byte
 		_, _ = rand.Read(b[:])
-		spi := int(binary.BigEndian.Uint32(b[:])&0x0fffffff | 0x10000000)
-		st := &netlink.XfrmState{
-			Src: local, Dst: remote, Proto: netlink.XFRM_PROTO_ESP,
-			Mode: mode, Spi: spi, Reqid: spi,
-			Aead: &netlink.XfrmStateAlgo{Name: "rfc4106(gcm(aes))", Key: make([]byte, 20), ICVLen: 128},
-		}
+		spi := binary.BigEndian.Uint32(b[:])&0x0fffffff | 0x10000000
+		st := ESPState{Src: local, Dst: remote, SPI: spi, Reqid: spi, Tunnel: tunnel,
+			AEAD: "rfc4106(gcm(aes))", Key: make([]byte, 20), ICVBits: 128}
 		if inbound {
 			st.Src, st.Dst = remote, local
 			flags |= OffloadInbound
 		}
-		if err := StateAdd(st, &Offload{Ifindex: l.Attrs().Index, Flags: flags}); err != nil {
+		st.Offload = &Offload{Ifindex: l.Attrs().Index, Flags: flags}
+		if err := StateAddESP(st); err != nil {
 			return err.Error()
 		}
 		// A driver that answers a crypto-offload request with EOPNOTSUPP
 		// gets the SA kept in software and the add reported as a success
 		// (xfrm_dev_state_add): only the installed SA tells.
 		res := ""
-		if !stateOffloaded(uint32(spi)) {
+		if !stateOffloaded(spi) {
 			res = "declined by the device: the kernel installed the SA without offload"
 		}
-		if err := netlink.XfrmStateDel(st); err != nil {
+		if err := StateDelete(st.Dst, spi); err != nil {
 			return "accepted, but removing it failed: " + err.Error()
 		}
 		return res
@@ -75,11 +73,11 @@ func ProbeOffload(ifname string) (OffloadProbe, error) {
 		flags uint8
 	}{{"crypto", 0}, {"packet", OffloadPacket}} {
 		for _, m := range []struct {
-			name string
-			mode netlink.Mode
-		}{{"transport", netlink.XFRM_MODE_TRANSPORT}, {"tunnel", netlink.XFRM_MODE_TUNNEL}} {
+			name   string
+			tunnel bool
+		}{{"transport", false}, {"tunnel", true}} {
 			for _, dir := range []string{"out", "in"} {
-				p.Caps[ProbeCap(o.name, m.name, dir)] = try(o.flags, m.mode, dir == "in")
+				p.Caps[ProbeCap(o.name, m.name, dir)] = try(o.flags, m.tunnel, dir == "in")
 			}
 		}
 	}
@@ -90,7 +88,7 @@ func ProbeOffload(ifname string) (OffloadProbe, error) {
 // stateOffloaded reports whether the SA with spi is installed with an
 // offload device.
 func stateOffloaded(spi uint32) bool {
-	sas, err := OverlaySAs()
+	sas, err := DumpStates()
 	if err != nil {
 		return false
 	}

@@ -38,7 +38,7 @@ import (
 // deletion removes it. Any other failure means the lookups cannot be trusted
 // and becomes a Resync, so the mirror closes and dumps (the dump carries
 // contexts).
-func lookupPolicyEvent(ev XFRMEvent, lookup func(*Policy) (Policy, error)) XFRMEvent {
+func lookupPolicyEvent(ev Event, lookup func(*Policy) (Policy, error)) Event {
 	if (ev.Kind != PolicyNew && ev.Kind != PolicyUpd) || ev.Policy == nil {
 		return ev
 	}
@@ -50,7 +50,7 @@ func lookupPolicyEvent(ev XFRMEvent, lookup func(*Policy) (Policy, error)) XFRME
 	case errors.Is(err, unix.ENOENT):
 		p.Unconfirmed = true
 	default:
-		return XFRMEvent{Kind: Resync, Err: fmt.Errorf("xfrm monitor: looking up policy %d (%s): %w", p.Index, p.Dir, err)}
+		return Event{Kind: Resync, Err: fmt.Errorf("xfrm monitor: looking up policy %d (%s): %w", p.Index, p.Dir, err)}
 	}
 	ev.Policy = &p
 	return ev
@@ -62,13 +62,10 @@ func lookupPolicyEvent(ev XFRMEvent, lookup func(*Policy) (Policy, error)) XFRME
 // them.
 func policyByIndexRequest(p *Policy) *nl.NetlinkRequest {
 	id := make([]byte, xfrmPolicyIDLen) // struct xfrm_userpolicy_id: selector unused
-	ne.PutUint32(id[56:], p.Index)
-	id[60] = byte(p.Dir)
+	ne.PutUint32(id[polIDIndex:], p.Index)
+	id[polIDDir] = byte(p.Dir)
 	if p.Mark != 0 || p.MarkMask != 0 {
-		v := make([]byte, 8)
-		ne.PutUint32(v, p.Mark)
-		ne.PutUint32(v[4:], p.MarkMask)
-		id = putAttr(id, nl.XFRMA_MARK, v)
+		id = putAttr(id, nl.XFRMA_MARK, marshalMark(p.Mark, p.MarkMask))
 	}
 	if p.IfID != 0 {
 		v := make([]byte, 4)
@@ -76,8 +73,9 @@ func policyByIndexRequest(p *Policy) *nl.NetlinkRequest {
 		id = putAttr(id, nl.XFRMA_IF_ID, v)
 	}
 	if p.Sub {
-		// struct xfrm_userpolicy_type {u8 type; u16; u8}: 6 bytes.
-		id = putAttr(id, nl.XFRMA_POLICY_TYPE, []byte{xfrmPolicyTypeSub, 0, 0, 0, 0, 0})
+		t := make([]byte, xfrmPolicyTypeLen)
+		t[policyTypeType] = xfrmPolicyTypeSub
+		id = putAttr(id, nl.XFRMA_POLICY_TYPE, t)
 	}
 	return xfrmRequest(nl.XFRM_MSG_GETPOLICY, 0, id)
 }

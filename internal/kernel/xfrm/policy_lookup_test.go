@@ -109,7 +109,7 @@ func TestWatchPolicyEventsMatchDump(t *testing.T) {
 		lines = append(lines, fmt.Sprintf("xfrm policy delete src 10.%d.%d.0/24 dst 10.200.0.0/24 dir %s %s", i/256, i%256, dir, extra))
 	}
 	testutil.IPBatch(t, ns, lines)
-	dump, err := XFRMAt(h).DumpPolicies()
+	dump, err := HandleAt(h).DumpPolicies()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +165,7 @@ func BenchmarkPolicyLookup(b *testing.B) {
 		lines = append(lines, fmt.Sprintf("xfrm policy add src 10.%d.%d.0/24 dst 10.200.0.0/24 dir out tmpl src 192.0.2.1 dst 192.0.2.2 proto esp reqid 1 mode tunnel", i/256, i%256))
 	}
 	testutil.IPBatch(b, ns, lines)
-	x := XFRMAt(h)
+	x := HandleAt(h)
 	pols, err := x.DumpPolicies()
 	if err != nil {
 		b.Fatal(err)

@@ -44,7 +44,7 @@ func TestSocketPolicyDirection(t *testing.T) {
 		uintptr(unsafe.Pointer(&pol[0])), uintptr(len(pol)), 0); e != 0 {
 		t.Fatalf("setsockopt IP_XFRM_POLICY: %v", e)
 	}
-	ps, err := XFRMAt(ns).DumpPolicies()
+	ps, err := HandleAt(ns).DumpPolicies()
 	if err != nil {
 		t.Fatal(err)
 	}

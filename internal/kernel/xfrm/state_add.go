@@ -4,7 +4,9 @@ package xfrm
 
 import (
 	"fmt"
+	"math"
 	"net"
+	"net/netip"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
@@ -12,10 +14,11 @@ import (
 )
 
 // StateAdd installs the SA st (`ip xfrm state add`), bound to the device in
-// off when off is not nil: XFRMA_OFFLOAD_DEV is the one attribute
+// off when off is not nil; it is the one way sluice installs an SA (apply,
+// the offload and feature probes). XFRMA_OFFLOAD_DEV is the one attribute
 // vishvananda/netlink cannot send. Everything else follows its XfrmStateAdd;
 // fields it cannot express (Pcpunum) are refused rather than dropped.
-func (x *XFRM) StateAdd(st *netlink.XfrmState, off *Offload) error {
+func (x *Handle) StateAdd(st *netlink.XfrmState, off *Offload) error {
 	req, err := newSARequest(st, off)
 	if err != nil {
 		return err
@@ -26,8 +29,58 @@ func (x *XFRM) StateAdd(st *netlink.XfrmState, off *Offload) error {
 	return nil
 }
 
-// StateAdd installs an SA in the current namespace; see XFRM.StateAdd.
-func StateAdd(st *netlink.XfrmState, off *Offload) error { return (&XFRM{}).StateAdd(st, off) }
+// StateAdd installs an SA in the current namespace; see Handle.StateAdd.
+func StateAdd(st *netlink.XfrmState, off *Offload) error { return (&Handle{}).StateAdd(st, off) }
+
+// ESPState is an AEAD ESP SA as sluice's overlay installs it.
+type ESPState struct {
+	Src, Dst     netip.Addr
+	SPI, Reqid   uint32
+	Tunnel       bool
+	AEAD         string
+	Key          []byte
+	ICVBits      int
+	ESN          bool
+	ReplayWindow int
+	// Offload, when not nil, binds the SA to a device (crypto or packet,
+	// in or out).
+	Offload *Offload
+	// OSeq and Seq start the SA's sequence numbers (last sent, highest
+	// received) where an SA it replaces left them, so a key installed
+	// again never repeats a sequence number (with AES-GCM, a nonce).
+	// Beyond 32 bits they need ESN.
+	OSeq, Seq uint64
+}
+
+// StateAddESP installs s through StateAdd.
+func StateAddESP(s ESPState) error {
+	mode := netlink.XFRM_MODE_TRANSPORT
+	if s.Tunnel {
+		mode = netlink.XFRM_MODE_TUNNEL
+	}
+	st := &netlink.XfrmState{
+		Src: net.IP(s.Src.AsSlice()), Dst: net.IP(s.Dst.AsSlice()),
+		Proto: netlink.XFRM_PROTO_ESP, Mode: mode, Spi: int(s.SPI), Reqid: int(s.Reqid),
+		ReplayWindow: s.ReplayWindow, ESN: s.ESN,
+		Aead: &netlink.XfrmStateAlgo{Name: s.AEAD, Key: s.Key, ICVLen: s.ICVBits},
+	}
+	if s.OSeq != 0 || s.Seq != 0 {
+		if s.OSeq > math.MaxUint32 || s.Seq > math.MaxUint32 {
+			return fmt.Errorf("xfrm state add spi %#x: carrying over sequence number %d/%d needs its upper 32 bits, which sluice does not send: use a new key", s.SPI, s.OSeq, s.Seq)
+		}
+		st.Replay = &netlink.XfrmReplayState{OSeq: uint32(s.OSeq), Seq: uint32(s.Seq)}
+	}
+	return StateAdd(st, s.Offload)
+}
+
+// StateDelete removes the ESP SA (dst, spi) (`ip xfrm state delete`).
+func StateDelete(dst netip.Addr, spi uint32) error {
+	err := netlink.XfrmStateDel(&netlink.XfrmState{Dst: net.IP(dst.AsSlice()), Proto: netlink.XFRM_PROTO_ESP, Spi: int(spi)})
+	if err != nil {
+		return fmt.Errorf("xfrm state delete dst %s spi %#x: %w", dst, spi, err)
+	}
+	return nil
+}
 
 // newSARequest builds the XFRM_MSG_NEWSA request; flags as iproute2's.
 func newSARequest(st *netlink.XfrmState, off *Offload) (*nl.NetlinkRequest, error) {
@@ -65,26 +118,30 @@ func encodeNewSA(st *netlink.XfrmState, off *Offload) ([]byte, error) {
 	if st.Dst.To4() != nil {
 		family = unix.AF_INET
 	}
-	putAddr(b[56:], st.Dst)
-	be.PutUint32(b[72:], uint32(st.Spi))
-	b[76] = uint8(st.Proto)
-	putAddr(b[80:], st.Src)
-	lim := []uint64{st.Limits.ByteSoft, st.Limits.ByteHard, st.Limits.PacketSoft, st.Limits.PacketHard}
-	for i, v := range lim {
-		if v == 0 {
-			v = nl.XFRM_INF // as iproute2: no limit unless one is given
+	putAddr(b[saDaddr:], st.Dst)
+	be.PutUint32(b[saSPI:], uint32(st.Spi))
+	b[saProto] = uint8(st.Proto)
+	putAddr(b[saSaddr:], st.Src)
+	lft := b[saLft:]
+	for _, l := range [...]struct {
+		off int
+		v   uint64
+	}{{lftSoftByte, st.Limits.ByteSoft}, {lftHardByte, st.Limits.ByteHard}, {lftSoftPacket, st.Limits.PacketSoft}, {lftHardPacket, st.Limits.PacketHard}} {
+		if l.v == 0 {
+			l.v = nl.XFRM_INF // as iproute2: no limit unless one is given
 		}
-		ne.PutUint64(b[96+8*i:], v)
+		ne.PutUint64(lft[l.off:], l.v)
 	}
-	for i, v := range []uint64{st.Limits.TimeSoft, st.Limits.TimeHard, st.Limits.TimeUseSoft, st.Limits.TimeUseHard} {
-		ne.PutUint64(b[128+8*i:], v)
-	}
-	ne.PutUint32(b[208:], uint32(st.Reqid))
-	ne.PutUint16(b[212:], family)
-	b[214] = uint8(st.Mode)
-	b[215] = uint8(st.ReplayWindow)
+	ne.PutUint64(lft[lftSoftAdd:], st.Limits.TimeSoft)
+	ne.PutUint64(lft[lftHardAdd:], st.Limits.TimeHard)
+	ne.PutUint64(lft[lftSoftUse:], st.Limits.TimeUseSoft)
+	ne.PutUint64(lft[lftHardUse:], st.Limits.TimeUseHard)
+	ne.PutUint32(b[saReqid:], uint32(st.Reqid))
+	ne.PutUint16(b[saFamily:], family)
+	b[saMode] = uint8(st.Mode)
+	b[saReplayWindow] = uint8(st.ReplayWindow)
 	if st.ESN {
-		b[215], b[216] = 0, nl.XFRM_STATE_ESN // the window moves to XFRMA_REPLAY_ESN_VAL
+		b[saReplayWindow], b[saFlags] = 0, nl.XFRM_STATE_ESN // the window moves to XFRMA_REPLAY_ESN_VAL
 	}
 	if a := st.Auth; a != nil {
 		b = putAttr(b, nl.XFRMA_ALG_AUTH_TRUNC, algo(a.Name, a.Key, uint32(a.TruncateLen), true))
@@ -96,11 +153,11 @@ func encodeNewSA(st *netlink.XfrmState, off *Offload) ([]byte, error) {
 		b = putAttr(b, nl.XFRMA_ALG_AEAD, algo(a.Name, a.Key, uint32(a.ICVLen), true))
 	}
 	if e := st.Encap; e != nil {
-		v := make([]byte, nl.SizeofXfrmEncapTmpl) // type, sport, dport, pad, oa
-		ne.PutUint16(v, uint16(e.Type))
-		be.PutUint16(v[2:], uint16(e.SrcPort))
-		be.PutUint16(v[4:], uint16(e.DstPort))
-		putAddr(v[8:], e.OriginalAddress)
+		v := make([]byte, nl.SizeofXfrmEncapTmpl)
+		ne.PutUint16(v[encapType:], uint16(e.Type))
+		be.PutUint16(v[encapSport:], uint16(e.SrcPort))
+		be.PutUint16(v[encapDport:], uint16(e.DstPort))
+		putAddr(v[encapOA:], e.OriginalAddress)
 		b = putAttr(b, nl.XFRMA_ENCAP, v)
 	}
 	if off != nil {
@@ -111,15 +168,16 @@ func encodeNewSA(st *netlink.XfrmState, off *Offload) ([]byte, error) {
 		if mask == 0 {
 			mask = ^uint32(0) // vishvananda's convention: a bare mark matches exactly
 		}
-		b = putAttr(b, nl.XFRMA_MARK, ne.AppendUint32(ne.AppendUint32(nil, m.Value), mask))
+		b = putAttr(b, nl.XFRMA_MARK, marshalMark(m.Value, mask))
 	}
 	if st.ESN {
-		v := make([]byte, 24+4*((st.ReplayWindow+31)/32)) // xfrm_replay_state_esn + bitmap
-		ne.PutUint32(v, uint32((st.ReplayWindow+31)/32))
-		ne.PutUint32(v[20:], uint32(st.ReplayWindow))
-		if r := st.Replay; r != nil { // where the sequence numbers start: oseq, seq
-			ne.PutUint32(v[4:], r.OSeq)
-			ne.PutUint32(v[8:], r.Seq)
+		words := (st.ReplayWindow + 31) / 32
+		v := make([]byte, xfrmReplayESNLen+4*words) // the header, then the bitmap
+		ne.PutUint32(v[replayESNBmpLen:], uint32(words))
+		ne.PutUint32(v[replayESNWindow:], uint32(st.ReplayWindow))
+		if r := st.Replay; r != nil { // where the sequence numbers start
+			ne.PutUint32(v[replayESNOseq:], r.OSeq)
+			ne.PutUint32(v[replayESNSeq:], r.Seq)
 		}
 		b = putAttr(b, nl.XFRMA_REPLAY_ESN_VAL, v)
 	}
@@ -149,68 +207,4 @@ func encodeNewSA(st *netlink.XfrmState, off *Offload) ([]byte, error) {
 		b = putAttr(b, nl.XFRMA_IF_ID, ne.AppendUint32(nil, uint32(st.Ifid)))
 	}
 	return b, nil
-}
-
-// putSelector writes struct xfrm_selector the way vishvananda does (a
-// given port matches exactly), taking the family from whichever side is set.
-func putSelector(b []byte, p *netlink.XfrmPolicy) {
-	family := uint16(unix.AF_INET)
-	for _, n := range []*net.IPNet{p.Dst, p.Src} {
-		if n != nil && n.IP.To4() == nil {
-			family = unix.AF_INET6
-		}
-	}
-	if p.Dst != nil {
-		putAddr(b[0:], p.Dst.IP)
-		ones, _ := p.Dst.Mask.Size()
-		b[42] = uint8(ones)
-	}
-	if p.Src != nil {
-		putAddr(b[16:], p.Src.IP)
-		ones, _ := p.Src.Mask.Size()
-		b[43] = uint8(ones)
-	}
-	if p.DstPort != 0 {
-		be.PutUint16(b[32:], uint16(p.DstPort))
-		be.PutUint16(b[34:], 0xffff)
-	}
-	if p.SrcPort != 0 {
-		be.PutUint16(b[36:], uint16(p.SrcPort))
-		be.PutUint16(b[38:], 0xffff)
-	}
-	ne.PutUint16(b[40:], family)
-	b[44] = uint8(p.Proto)
-	ne.PutUint32(b[48:], uint32(int32(p.Ifindex)))
-}
-
-// putAddr writes an xfrm_address_t: IPv4 in the first 4 bytes.
-func putAddr(b []byte, ip net.IP) {
-	if v4 := ip.To4(); v4 != nil {
-		copy(b[:4], v4)
-	} else {
-		copy(b[:16], ip.To16())
-	}
-}
-
-// algo encodes struct xfrm_algo (name, key bits, key) or, with extra, the
-// _auth/_aead variants whose third field is the truncation/ICV length.
-func algo(name string, key []byte, extra uint32, hasExtra bool) []byte {
-	v := make([]byte, 64, 72+len(key))
-	copy(v[:63], name)
-	v = ne.AppendUint32(v, uint32(len(key)*8))
-	if hasExtra {
-		v = ne.AppendUint32(v, extra)
-	}
-	return append(v, key...)
-}
-
-// putAttr appends one netlink attribute, padded to 4 bytes.
-func putAttr(b []byte, typ uint16, v []byte) []byte {
-	b = ne.AppendUint16(b, uint16(unix.SizeofRtAttr+len(v)))
-	b = ne.AppendUint16(b, typ)
-	b = append(b, v...)
-	for len(b)%4 != 0 {
-		b = append(b, 0)
-	}
-	return b
 }

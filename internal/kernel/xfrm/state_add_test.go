@@ -119,7 +119,7 @@ func TestParseStateFromIproute2Bytes(t *testing.T) {
 // it must dump back. A malformed offload attribute must fail differently.
 func TestStateAddReachesKernel(t *testing.T) {
 	_, ns := testutil.NewNetNS(t)
-	x := XFRMAt(ns)
+	x := HandleAt(ns)
 	for _, tc := range iproute2NewSA {
 		err := x.StateAdd(tc.st, tc.off)
 		switch {

@@ -15,22 +15,10 @@ import (
 // bytes ourselves instead of going through vishvananda/netlink's XfrmPolicy
 // and XfrmState because those drop what the fast path needs (port masks,
 // template "optional", policy type, security context, offload device).
-// Offsets were checked with offsetof() against the installed header.
+// The offsets are named in layout.go.
 
-// Sizes of the uapi structs, padding included.
-const (
-	xfrmSelectorLen   = 56  // struct xfrm_selector
-	xfrmPolicyInfoLen = 168 // struct xfrm_userpolicy_info
-	xfrmPolicyIDLen   = 64  // struct xfrm_userpolicy_id
-	xfrmTmplLen       = 64  // struct xfrm_user_tmpl
-	xfrmSAInfoLen     = 224 // struct xfrm_usersa_info
-	xfrmSAIDLen       = 24  // struct xfrm_usersa_id
-	xfrmExpireLen     = 232 // struct xfrm_user_expire: usersa_info, hard, padding
-	xfrmPolExpireLen  = 176 // struct xfrm_user_polexpire: userpolicy_info, hard, padding
-
-	xfrmPolicyTypeSub = 1      // XFRM_POLICY_TYPE_SUB
-	nlaTypeMask       = 0x3fff // strips NLA_F_NESTED and NLA_F_NET_BYTEORDER
-)
+// nlaTypeMask strips NLA_F_NESTED and NLA_F_NET_BYTEORDER from a type.
+const nlaTypeMask = 0x3fff
 
 // Netlink carries host-order integers in native byte order; addresses,
 // ports and SPIs are big endian, as on the wire.
@@ -39,14 +27,14 @@ var (
 	be = binary.BigEndian
 )
 
-// xfrmAddr reads an xfrm_address_t (16 bytes) for the given family. An
+// xfrmAddr reads an xfrm_address_t (xfrmAddrLen bytes) for the given family. An
 // unspecified family yields the zero Addr: SA selectors may leave it unset.
 func xfrmAddr(b []byte, family uint16) (netip.Addr, error) {
 	switch family {
 	case unix.AF_INET:
 		return netip.AddrFrom4([4]byte(b[:4])), nil
 	case unix.AF_INET6:
-		return netip.AddrFrom16([16]byte(b[:16])), nil
+		return netip.AddrFrom16([xfrmAddrLen]byte(b[:xfrmAddrLen])), nil
 	case unix.AF_UNSPEC:
 		return netip.Addr{}, nil
 	}
@@ -67,23 +55,23 @@ func parseSelector(b []byte) (Selector, error) {
 	if len(b) < xfrmSelectorLen {
 		return Selector{}, fmt.Errorf("xfrm_selector: %d bytes, want %d", len(b), xfrmSelectorLen)
 	}
-	family := ne.Uint16(b[40:])
+	family := ne.Uint16(b[selFamily:])
 	s := Selector{
-		DPort:     be.Uint16(b[32:]),
-		DPortMask: be.Uint16(b[34:]),
-		SPort:     be.Uint16(b[36:]),
-		SPortMask: be.Uint16(b[38:]),
-		Proto:     b[44],
-		Ifindex:   int(int32(ne.Uint32(b[48:]))),
+		DPort:     be.Uint16(b[selDport:]),
+		DPortMask: be.Uint16(b[selDportMsk:]),
+		SPort:     be.Uint16(b[selSport:]),
+		SPortMask: be.Uint16(b[selSportMsk:]),
+		Proto:     b[selProto],
+		Ifindex:   int(int32(ne.Uint32(b[selIfindex:]))),
 	}
 	if family == unix.AF_UNSPEC {
 		return s, nil
 	}
 	var err error
-	if s.Dst, err = selPrefix(b[0:16], family, b[42]); err != nil {
+	if s.Dst, err = selPrefix(b[selDaddr:], family, b[selPlenD]); err != nil {
 		return s, fmt.Errorf("xfrm_selector dst: %w", err)
 	}
-	if s.Src, err = selPrefix(b[16:32], family, b[43]); err != nil {
+	if s.Src, err = selPrefix(b[selSaddr:], family, b[selPlenS]); err != nil {
 		return s, fmt.Errorf("xfrm_selector src: %w", err)
 	}
 	return s, nil
@@ -108,16 +96,16 @@ func parsePolicyInfo(b []byte) (Policy, error) {
 	if len(b) < xfrmPolicyInfoLen {
 		return Policy{}, fmt.Errorf("xfrm_userpolicy_info: %d bytes, want %d", len(b), xfrmPolicyInfoLen)
 	}
-	sel, err := parseSelector(b)
+	sel, err := parseSelector(b[polSel:])
 	if err != nil {
 		return Policy{}, err
 	}
 	return Policy{
 		Sel:      sel,
-		Priority: ne.Uint32(b[152:]),
-		Index:    ne.Uint32(b[156:]),
-		Dir:      Dir(b[160]),
-		Action:   Action(b[161]),
+		Priority: ne.Uint32(b[polPriority:]),
+		Index:    ne.Uint32(b[polIndex:]),
+		Dir:      Dir(b[polDir]),
+		Action:   Action(b[polAction]),
 	}, nil
 }
 
@@ -127,19 +115,19 @@ func parseTmpls(b []byte) ([]Tmpl, error) {
 	}
 	ts := make([]Tmpl, 0, len(b)/xfrmTmplLen)
 	for ; len(b) > 0; b = b[xfrmTmplLen:] {
-		family := ne.Uint16(b[24:])
-		dst, err := xfrmEndpoint(b[0:16], family)
+		family := ne.Uint16(b[tmplFamily:])
+		dst, err := xfrmEndpoint(b[tmplDaddr:], family)
 		if err != nil {
 			return nil, fmt.Errorf("xfrm_user_tmpl: %w", err)
 		}
-		src, _ := xfrmEndpoint(b[28:44], family)
+		src, _ := xfrmEndpoint(b[tmplSaddr:], family)
 		ts = append(ts, Tmpl{
 			Dst: dst, Src: src,
-			SPI:      be.Uint32(b[16:]),
-			Proto:    b[20],
-			Reqid:    ne.Uint32(b[44:]),
-			Mode:     b[48],
-			Optional: b[50] != 0,
+			SPI:      be.Uint32(b[tmplSPI:]),
+			Proto:    b[tmplProto],
+			Reqid:    ne.Uint32(b[tmplReqid:]),
+			Mode:     b[tmplMode],
+			Optional: b[tmplOptional] != 0,
 		})
 	}
 	return ts, nil
@@ -149,24 +137,24 @@ func parseStateInfo(b []byte) (State, error) {
 	if len(b) < xfrmSAInfoLen {
 		return State{}, fmt.Errorf("xfrm_usersa_info: %d bytes, want %d", len(b), xfrmSAInfoLen)
 	}
-	sel, err := parseSelector(b)
+	sel, err := parseSelector(b[saSel:])
 	if err != nil {
 		return State{}, err
 	}
-	family := ne.Uint16(b[212:])
-	dst, err := xfrmEndpoint(b[56:72], family)
+	family := ne.Uint16(b[saFamily:])
+	dst, err := xfrmEndpoint(b[saDaddr:], family)
 	if err != nil {
 		return State{}, fmt.Errorf("xfrm_usersa_info: %w", err)
 	}
-	src, _ := xfrmEndpoint(b[80:96], family)
+	src, _ := xfrmEndpoint(b[saSaddr:], family)
 	return State{
 		Dst: dst, Src: src,
-		SPI:   be.Uint32(b[72:]),
-		Proto: b[76],
-		Reqid: ne.Uint32(b[208:]),
-		Mode:  b[214],
+		SPI:   be.Uint32(b[saSPI:]),
+		Proto: b[saProto],
+		Reqid: ne.Uint32(b[saReqid:]),
+		Mode:  b[saMode],
 		Sel:   sel,
-		Alg:   StateAlg{ESN: b[216]&nl.XFRM_STATE_ESN != 0},
+		Alg:   StateAlg{ESN: b[saFlags]&nl.XFRM_STATE_ESN != 0},
 	}, nil
 }
 
@@ -189,10 +177,10 @@ func xfrmAttrs(b []byte) (map[uint16][]byte, error) {
 // markAndIfID reads XFRMA_MARK and XFRMA_IF_ID, shared by policies and SAs.
 func markAndIfID(a map[uint16][]byte) (mark, mask, ifid uint32, err error) {
 	if v, ok := a[nl.XFRMA_MARK]; ok {
-		if len(v) < 8 {
-			return 0, 0, 0, fmt.Errorf("XFRMA_MARK: %d bytes, want 8", len(v))
+		if len(v) < xfrmMarkLen {
+			return 0, 0, 0, fmt.Errorf("XFRMA_MARK: %d bytes, want %d", len(v), xfrmMarkLen)
 		}
-		mark, mask = ne.Uint32(v), ne.Uint32(v[4:])
+		mark, mask = ne.Uint32(v[markValue:]), ne.Uint32(v[markMask:])
 	}
 	if v, ok := a[nl.XFRMA_IF_ID]; ok {
 		if len(v) < 4 {
@@ -223,7 +211,7 @@ func applyPolicyAttrs(p *Policy, a map[uint16][]byte) (err error) {
 		if len(v) < 1 {
 			return fmt.Errorf("XFRMA_POLICY_TYPE: empty")
 		}
-		p.Sub = v[0] == xfrmPolicyTypeSub
+		p.Sub = v[policyTypeType] == xfrmPolicyTypeSub
 	}
 	_, p.SecCtx = a[nl.XFRMA_SEC_CTX]
 	p.Offload, err = offloadAttr(a)
@@ -236,21 +224,19 @@ func applyStateAttrs(s *State, a map[uint16][]byte) (err error) {
 	if s.Mark, s.MarkMask, s.IfID, err = markAndIfID(a); err != nil {
 		return err
 	}
-	// struct xfrm_algo_aead / xfrm_algo_auth: name[64], key_len, icv/trunc
-	// len; struct xfrm_algo: name[64], key_len.
-	if v, ok := a[nl.XFRMA_ALG_AEAD]; ok && len(v) >= 72 {
-		s.Alg.AEAD, s.Alg.ICVBits = unix.ByteSliceToString(v[:64]), int(ne.Uint32(v[68:]))
+	if v, ok := a[nl.XFRMA_ALG_AEAD]; ok && len(v) >= xfrmAlgoAEADLen {
+		s.Alg.AEAD, s.Alg.ICVBits = algoName(v), int(ne.Uint32(v[algoICVLen:]))
 	}
-	if v, ok := a[nl.XFRMA_ALG_CRYPT]; ok && len(v) >= 64 {
-		s.Alg.Crypt = unix.ByteSliceToString(v[:64])
+	if v, ok := a[nl.XFRMA_ALG_CRYPT]; ok && len(v) >= xfrmAlgoNameLen {
+		s.Alg.Crypt = algoName(v)
 	}
-	if v, ok := a[nl.XFRMA_ALG_AUTH_TRUNC]; ok && len(v) >= 72 {
-		s.Alg.Auth, s.Alg.AuthTruncBits = unix.ByteSliceToString(v[:64]), int(ne.Uint32(v[68:]))
-	} else if v, ok := a[nl.XFRMA_ALG_AUTH]; ok && len(v) >= 64 {
-		s.Alg.Auth = unix.ByteSliceToString(v[:64])
+	if v, ok := a[nl.XFRMA_ALG_AUTH_TRUNC]; ok && len(v) >= xfrmAlgoAEADLen {
+		s.Alg.Auth, s.Alg.AuthTruncBits = algoName(v), int(ne.Uint32(v[algoICVLen:]))
+	} else if v, ok := a[nl.XFRMA_ALG_AUTH]; ok && len(v) >= xfrmAlgoNameLen {
+		s.Alg.Auth = algoName(v)
 	}
-	if v, ok := a[nl.XFRMA_ENCAP]; ok && len(v) >= 2 {
-		s.Alg.Encap = ne.Uint16(v)
+	if v, ok := a[nl.XFRMA_ENCAP]; ok && len(v) >= encapType+2 {
+		s.Alg.Encap = ne.Uint16(v[encapType:])
 	}
 	s.Offload, err = offloadAttr(a)
 	return err
@@ -280,4 +266,9 @@ func parseStateMsg(b []byte) (State, error) {
 		err = applyStateAttrs(&s, a)
 	}
 	return s, err
+}
+
+// algoName reads the name of a struct xfrm_algo, _auth or _aead.
+func algoName(v []byte) string {
+	return unix.ByteSliceToString(v[algoNameOff : algoNameOff+xfrmAlgoNameLen])
 }

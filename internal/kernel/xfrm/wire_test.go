@@ -103,18 +103,18 @@ func TestDecodeStateEvents(t *testing.T) {
 		name string
 		typ  uint16
 		in   []byte
-		want XFRMEvent
+		want Event
 	}{
-		{"newsa", nl.XFRM_MSG_NEWSA, sa, XFRMEvent{Kind: StateNew, State: &full}},
-		{"updsa", nl.XFRM_MSG_UPDSA, sa, XFRMEvent{Kind: StateUpd, State: &full}},
+		{"newsa", nl.XFRM_MSG_NEWSA, sa, Event{Kind: StateNew, State: &full}},
+		{"updsa", nl.XFRM_MSG_UPDSA, sa, Event{Kind: StateUpd, State: &full}},
 		{"delsa with XFRMA_SA", nl.XFRM_MSG_DELSA, append(append(append([]byte(nil), id...), nlAttr(nl.XFRMA_SA, info)...), saAttrs...),
-			XFRMEvent{Kind: StateDel, State: &full}},
+			Event{Kind: StateDel, State: &full}},
 		{"delsa id only", nl.XFRM_MSG_DELSA, append(append([]byte(nil), id...), mark...),
-			XFRMEvent{Kind: StateDel, State: &State{Dst: full.Dst, SPI: 0x2000, Proto: unix.IPPROTO_ESP, Mark: 0x10, MarkMask: 0xff}}},
-		{"hard expire", nl.XFRM_MSG_EXPIRE, expire(1), XFRMEvent{Kind: StateExpire, State: &full, Hard: true}},
-		{"soft expire", nl.XFRM_MSG_EXPIRE, expire(0), XFRMEvent{Kind: StateExpire, State: &full}},
-		{"flush esp", nl.XFRM_MSG_FLUSHSA, []byte{unix.IPPROTO_ESP, 0, 0, 0}, XFRMEvent{Kind: StateFlush, State: &State{Proto: unix.IPPROTO_ESP}}},
-		{"flush any", nl.XFRM_MSG_FLUSHSA, []byte{255, 0, 0, 0}, XFRMEvent{Kind: StateFlush, State: &State{Proto: 0}}},
+			Event{Kind: StateDel, State: &State{Dst: full.Dst, SPI: 0x2000, Proto: unix.IPPROTO_ESP, Mark: 0x10, MarkMask: 0xff}}},
+		{"hard expire", nl.XFRM_MSG_EXPIRE, expire(1), Event{Kind: StateExpire, State: &full, Hard: true}},
+		{"soft expire", nl.XFRM_MSG_EXPIRE, expire(0), Event{Kind: StateExpire, State: &full}},
+		{"flush esp", nl.XFRM_MSG_FLUSHSA, []byte{unix.IPPROTO_ESP, 0, 0, 0}, Event{Kind: StateFlush, State: &State{Proto: unix.IPPROTO_ESP}}},
+		{"flush any", nl.XFRM_MSG_FLUSHSA, []byte{255, 0, 0, 0}, Event{Kind: StateFlush, State: &State{Proto: 0}}},
 	} {
 		got, ok, err := decodeXFRMEvent(tc.typ, tc.in)
 		if err != nil || !ok || !reflect.DeepEqual(got, tc.want) {
@@ -153,12 +153,12 @@ func TestDecodePolicyEventsFromBytes(t *testing.T) {
 		name string
 		typ  uint16
 		in   []byte
-		want XFRMEvent
+		want Event
 	}{
-		{"delete by index, no XFRMA_POLICY", nl.XFRM_MSG_DELPOLICY, byIndex, XFRMEvent{Kind: PolicyDel, Policy: &Policy{Index: 0x4321, Dir: DirFwd}}},
-		{"hard polexpire", nl.XFRM_MSG_POLEXPIRE, polexpire, XFRMEvent{Kind: PolicyExpire, Policy: &iproute2Policy, Hard: true}},
-		{"flush sub", nl.XFRM_MSG_FLUSHPOLICY, sub, XFRMEvent{Kind: PolicyFlush, Policy: &Policy{Sub: true}}},
-		{"flush main (no attribute)", nl.XFRM_MSG_FLUSHPOLICY, nil, XFRMEvent{Kind: PolicyFlush, Policy: &Policy{}}},
+		{"delete by index, no XFRMA_POLICY", nl.XFRM_MSG_DELPOLICY, byIndex, Event{Kind: PolicyDel, Policy: &Policy{Index: 0x4321, Dir: DirFwd}}},
+		{"hard polexpire", nl.XFRM_MSG_POLEXPIRE, polexpire, Event{Kind: PolicyExpire, Policy: &iproute2Policy, Hard: true}},
+		{"flush sub", nl.XFRM_MSG_FLUSHPOLICY, sub, Event{Kind: PolicyFlush, Policy: &Policy{Sub: true}}},
+		{"flush main (no attribute)", nl.XFRM_MSG_FLUSHPOLICY, nil, Event{Kind: PolicyFlush, Policy: &Policy{}}},
 	} {
 		got, ok, err := decodeXFRMEvent(tc.typ, tc.in)
 		if err != nil || !ok || !reflect.DeepEqual(got, tc.want) {

@@ -1,8 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package kernel
+package diag
 
-import "fmt"
+import (
+	"fmt"
+
+	"sluice/internal/kernel"
+)
 
 // What Linux (read in 6.12: drivers/net/bonding/bond_main.c,
 // net/xfrm/xfrm_device.c) does with an SA offloaded to one port of an
@@ -43,7 +47,7 @@ func BondPortOffloadWhy(port, bond string) string {
 
 // BondPortOffloadFix is what to do instead, on kernel release.
 func BondPortOffloadFix(bond, release string) string {
-	if BondOffloadBroken(release) {
+	if kernel.BondOffloadBroken(release) {
 		return fmt.Sprintf("on Linux %s offload through a bond is broken too (6.11-6.15): use offload: none for SAs carried by %s, "+
 			"or keep the port out of a bond; on 6.16+ offload to the bond itself (offload-dev: %s), which re-installs the SAs "+
 			"on the new active port at failover", release, bond, bond)
@@ -64,5 +68,6 @@ func BondPacketFailoverFix(bond, active string) string {
 	}
 	return fmt.Sprintf("in sluice's host file set offload: packet with offload-dev: %s (packet offload then goes to %s's active port) "+
 		"and run sluice apply after every failover: it moves the SAs and policies to %s without a cleartext packet; until it runs, "+
-		"the traffic leaves in cleartext. offload: none has no such window", bond, bond, to)
+		"the traffic leaves in cleartext. No such window: offload: crypto on the port (it decrypts while its port is active; "+
+		"transmit through the bond is encrypted in software, so a failover leaks nothing) or offload: none", bond, bond, to)
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package xfrm
+package xfrm_test
 
 import (
 	"net/netip"
@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"sluice/internal/kernel"
+	"sluice/internal/kernel/xfrm"
 	"sluice/internal/testutil"
 )
 
@@ -21,19 +22,19 @@ func TestPolicyAddMatchesIproute2(t *testing.T) {
 	p := netip.MustParsePrefix
 	a := netip.MustParseAddr
 	for _, tc := range []struct {
-		pol OvPolicy
+		pol xfrm.ESPPolicy
 		cmd string
 	}{
-		{OvPolicy{Dir: DirOut, Src: p("192.168.80.1/32"), Dst: p("192.168.80.2/32"), Reqid: 4097},
+		{xfrm.ESPPolicy{Dir: xfrm.DirOut, Src: p("192.168.80.1/32"), Dst: p("192.168.80.2/32"), Reqid: 4097},
 			"policy add src 192.168.80.1/32 dst 192.168.80.2/32 dir out tmpl proto esp reqid 4097 mode transport"},
-		{OvPolicy{Dir: DirIn, Src: p("10.1.0.0/24"), Dst: p("10.0.0.0/24"), Priority: 12, Reqid: 7, Tunnel: true, TmplSrc: a("192.0.2.2"), TmplDst: a("192.0.2.1")},
+		{xfrm.ESPPolicy{Dir: xfrm.DirIn, Src: p("10.1.0.0/24"), Dst: p("10.0.0.0/24"), Priority: 12, Reqid: 7, Tunnel: true, TmplSrc: a("192.0.2.2"), TmplDst: a("192.0.2.1")},
 			"policy add src 10.1.0.0/24 dst 10.0.0.0/24 dir in priority 12 tmpl src 192.0.2.2 dst 192.0.2.1 proto esp reqid 7 mode tunnel"},
-		{OvPolicy{Dir: DirFwd, Src: p("10.1.0.0/24"), Dst: p("10.0.0.0/24"), Priority: 12, Reqid: 7, Tunnel: true, TmplSrc: a("192.0.2.2"), TmplDst: a("192.0.2.1")},
+		{xfrm.ESPPolicy{Dir: xfrm.DirFwd, Src: p("10.1.0.0/24"), Dst: p("10.0.0.0/24"), Priority: 12, Reqid: 7, Tunnel: true, TmplSrc: a("192.0.2.2"), TmplDst: a("192.0.2.1")},
 			"policy add src 10.1.0.0/24 dst 10.0.0.0/24 dir fwd priority 12 tmpl src 192.0.2.2 dst 192.0.2.1 proto esp reqid 7 mode tunnel"},
-		{OvPolicy{Dir: DirOut, Src: p("2001:db8:80::1/128"), Dst: p("2001:db8:80::2/128"), Reqid: 9},
+		{xfrm.ESPPolicy{Dir: xfrm.DirOut, Src: p("2001:db8:80::1/128"), Dst: p("2001:db8:80::2/128"), Reqid: 9},
 			"policy add src 2001:db8:80::1/128 dst 2001:db8:80::2/128 dir out tmpl proto esp reqid 9 mode transport"},
 	} {
-		if err := kernel.InNetns(h, func() error { return PolicyAdd(tc.pol, false) }); err != nil {
+		if err := kernel.InNetns(h, func() error { return xfrm.PolicyAdd(tc.pol, false) }); err != nil {
 			t.Fatalf("%s: %v", tc.cmd, err)
 		}
 		testutil.IP(t, theirs, append([]string{"xfrm"}, strings.Fields(tc.cmd)...)...)
@@ -43,17 +44,17 @@ func TestPolicyAddMatchesIproute2(t *testing.T) {
 		t.Fatalf("policies differ from iproute2's:\nsluice:\n%s\niproute2:\n%s", got, want)
 	}
 	// Update replaces in place; a second add of the same selector fails.
-	up := OvPolicy{Dir: DirOut, Src: p("192.168.80.1/32"), Dst: p("192.168.80.2/32"), Reqid: 5000}
-	if err := kernel.InNetns(h, func() error { return PolicyAdd(up, false) }); err == nil {
+	up := xfrm.ESPPolicy{Dir: xfrm.DirOut, Src: p("192.168.80.1/32"), Dst: p("192.168.80.2/32"), Reqid: 5000}
+	if err := kernel.InNetns(h, func() error { return xfrm.PolicyAdd(up, false) }); err == nil {
 		t.Fatal("a second add of the same policy succeeded")
 	}
-	if err := kernel.InNetns(h, func() error { return PolicyAdd(up, true) }); err != nil {
+	if err := kernel.InNetns(h, func() error { return xfrm.PolicyAdd(up, true) }); err != nil {
 		t.Fatal(err)
 	}
 	if out := testutil.IP(t, mine, "xfrm", "policy", "get", "src", "192.168.80.1/32", "dst", "192.168.80.2/32", "dir", "out"); !strings.Contains(out, "reqid 5000") {
 		t.Fatalf("update did not replace the template:\n%s", out)
 	}
-	if err := kernel.InNetns(h, func() error { return PolicyDelete(DirOut, up.Src, up.Dst) }); err != nil {
+	if err := kernel.InNetns(h, func() error { return xfrm.PolicyDelete(xfrm.DirOut, up.Src, up.Dst) }); err != nil {
 		t.Fatal(err)
 	}
 	if out := testutil.IP(t, mine, "xfrm", "policy"); strings.Contains(out, "192.168.80.1/32") {
@@ -71,8 +72,8 @@ func TestPolicyAddMatchesIproute2(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		return PolicyAdd(OvPolicy{Dir: DirOut, Src: p("10.9.0.1/32"), Dst: p("10.9.0.2/32"), Reqid: 1,
-			Offload: &Offload{Ifindex: l.Ifindex, Flags: OffloadPacket}}, false)
+		return xfrm.PolicyAdd(xfrm.ESPPolicy{Dir: xfrm.DirOut, Src: p("10.9.0.1/32"), Dst: p("10.9.0.2/32"), Reqid: 1,
+			Offload: &xfrm.Offload{Ifindex: l.Ifindex, Flags: xfrm.OffloadPacket}}, false)
 	})
 	switch {
 	case offloadBuilt && (err == nil || !strings.Contains(err.Error(), "Policy offload is not supported")):

@@ -7,190 +7,15 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 )
 
-// The link, address, route and FDB operations of `sluice apply`, and the
-// snapshot the overlay planner compares the file with. Everything acts on
-// the calling thread's network namespace.
-
-// OvLink is one link as the overlay planner sees it.
-type OvLink struct {
-	Name   string
-	Index  int
-	Kind   string // "bond", "vxlan", "geneve", "veth", ... ("" for plain devices)
-	MTU    int
-	Up     bool
-	Master int // ifindex of the master (bond), 0 if none
-	Alias  string
-	Addrs  []netip.Prefix
-	Bond   *OvBond
-	VXLAN  *OvVXLAN
-	Geneve *OvGeneve
-	VFs    []OvVF
-	// Bus and Device name the device behind the netdev in sysfs (pci
-	// 0000:03:00.0, netdevsim netdevsim10); empty for virtual devices.
-	Bus, Device string
-}
-
-// OvBond is a bond's configuration.
-type OvBond struct {
-	Mode    string // "active-backup", "802.3ad", ...
-	MIIMon  int
-	Primary int // ifindex, 0 if none
-	Active  int // ifindex of the active slave, 0 if none
-}
-
-// OvVXLAN is a VXLAN device's configuration.
-type OvVXLAN struct {
-	VNI    uint32
-	Local  netip.Addr
-	Remote netip.Addr // the default destination, invalid if none
-	Port   uint16
-	Dev    int
-	// FDB holds the all-zeros entries' destinations (bridge fdb append
-	// 00:00:00:00:00:00 dst ...).
-	FDB []netip.Addr
-}
-
-// OvGeneve is a Geneve device's configuration.
-type OvGeneve struct {
-	VNI    uint32
-	Remote netip.Addr
-	Port   uint16
-}
-
-// OvVF is a VF's settings as its PF reports them.
-type OvVF struct {
-	Index    int
-	MAC      string
-	VLAN     int
-	Trust    bool
-	SpoofChk bool
-}
-
-// OvRoute is a main-table unicast route.
-type OvRoute struct {
-	Dst   netip.Prefix
-	Via   netip.Addr
-	Src   netip.Addr
-	Dev   int
-	Proto int
-}
-
-// prefixNet is p as vishvananda/netlink takes it, host bits cleared.
-func prefixNet(p netip.Prefix) *net.IPNet {
-	bits := 32
-	if !p.Addr().Is4() {
-		bits = 128
-	}
-	return &net.IPNet{IP: net.IP(p.Masked().Addr().AsSlice()), Mask: net.CIDRMask(p.Bits(), bits)}
-}
-
-func addrOf(ip net.IP) netip.Addr {
-	a, _ := netip.AddrFromSlice(ip)
-	return a.Unmap()
-}
-
-// OverlayLinks lists every link with what the overlay planner compares.
-func OverlayLinks() ([]OvLink, error) {
-	links, err := netlink.LinkList()
-	if err != nil {
-		return nil, fmt.Errorf("ip link show: %w", err)
-	}
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_ALL)
-	if err != nil {
-		return nil, fmt.Errorf("ip addr show: %w", err)
-	}
-	byIdx := map[int][]netip.Prefix{}
-	for _, a := range addrs {
-		ones, _ := a.Mask.Size()
-		byIdx[a.LinkIndex] = append(byIdx[a.LinkIndex], netip.PrefixFrom(addrOf(a.IP), ones))
-	}
-	out := make([]OvLink, 0, len(links))
-	for _, l := range links {
-		a := l.Attrs()
-		ol := OvLink{Name: a.Name, Index: a.Index, Kind: l.Type(), MTU: a.MTU, Up: a.Flags&net.FlagUp != 0,
-			Master: a.MasterIndex, Alias: a.Alias, Addrs: byIdx[a.Index]}
-		if ol.Kind == "device" {
-			ol.Kind = ""
-		}
-		switch v := l.(type) {
-		case *netlink.Bond:
-			ol.Bond = &OvBond{Mode: v.Mode.String(), MIIMon: v.Miimon, Primary: max(v.Primary, 0), Active: max(v.ActiveSlave, 0)}
-		case *netlink.Vxlan:
-			ol.VXLAN = &OvVXLAN{VNI: uint32(v.VxlanId), Local: addrOf(v.SrcAddr), Remote: addrOf(v.Group), Port: uint16(v.Port), Dev: v.VtepDevIndex}
-			if fdb, err := netlink.NeighList(a.Index, unix.AF_BRIDGE); err == nil {
-				for _, n := range fdb {
-					if n.HardwareAddr.String() == "00:00:00:00:00:00" && n.IP != nil {
-						ol.VXLAN.FDB = append(ol.VXLAN.FDB, addrOf(n.IP))
-					}
-				}
-			}
-		case *netlink.Geneve:
-			ol.Geneve = &OvGeneve{VNI: v.ID, Remote: addrOf(v.Remote), Port: v.Dport}
-		}
-		for _, vf := range a.Vfs {
-			ol.VFs = append(ol.VFs, OvVF{Index: vf.ID, MAC: vf.Mac.String(), VLAN: vf.Vlan, Trust: vf.Trust != 0, SpoofChk: vf.Spoofchk})
-		}
-		ol.Bus, ol.Device = sysfsDevice(a.Name)
-		out = append(out, ol)
-	}
-	return out, nil
-}
-
-// sysfsDevice reads which bus device backs a netdev
-// (/sys/class/net/NAME/device -> .../netdevsim10, subsystem -> bus).
-func sysfsDevice(name string) (bus, dev string) {
-	d, err := filepath.EvalSymlinks(filepath.Join("/sys/class/net", name, "device"))
-	if err != nil {
-		return "", ""
-	}
-	sub, err := filepath.EvalSymlinks(filepath.Join(d, "subsystem"))
-	if err != nil {
-		return "", ""
-	}
-	return filepath.Base(sub), filepath.Base(d)
-}
-
-// NetdevsOfPCI lists the netdevs of a PCI function (as this namespace's
-// sysfs shows them).
-func NetdevsOfPCI(addr string) ([]string, error) {
-	ents, err := os.ReadDir(filepath.Join("/sys/bus/pci/devices", addr, "net"))
-	if err != nil {
-		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("PCI device %s has no network interface here (lspci -s %s; is its driver bound, is it in this namespace?)", addr, addr)
-		}
-		return nil, err
-	}
-	var out []string
-	for _, e := range ents {
-		out = append(out, e.Name())
-	}
-	return out, nil
-}
-
-// OverlayRoutes lists the main table's unicast routes (IPv4 and IPv6).
-func OverlayRoutes() ([]OvRoute, error) {
-	rs, err := netlink.RouteListFiltered(netlink.FAMILY_ALL, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
-	if err != nil {
-		return nil, fmt.Errorf("ip route show: %w", err)
-	}
-	var out []OvRoute
-	for _, r := range rs {
-		if r.Type != unix.RTN_UNICAST || r.Dst == nil {
-			continue
-		}
-		ones, _ := r.Dst.Mask.Size()
-		out = append(out, OvRoute{Dst: netip.PrefixFrom(addrOf(r.Dst.IP), ones), Via: addrOf(r.Gw), Src: addrOf(r.Src), Dev: r.LinkIndex, Proto: int(r.Protocol)})
-	}
-	return out, nil
-}
+// Creating, changing and deleting links, addresses and VXLAN FDB entries
+// (`ip link`, `ip addr`, `bridge fdb`), in the calling thread's network
+// namespace.
 
 func linkByName(name string) (netlink.Link, error) {
 	l, err := netlink.LinkByName(name)
@@ -370,27 +195,6 @@ func AddrAdd(name string, p netip.Prefix, del bool) error {
 	}
 	if err != nil {
 		return fmt.Errorf("ip addr %s %s dev %s: %w", map[bool]string{false: "add", true: "del"}[del], p, name, err)
-	}
-	return nil
-}
-
-// RouteReplace installs dst via gw with a preferred source (`ip route
-// replace DST via GW src SRC`).
-func RouteReplace(dst netip.Prefix, via, src netip.Addr) error {
-	r := &netlink.Route{Dst: prefixNet(dst), Gw: net.IP(via.AsSlice()), Table: unix.RT_TABLE_MAIN}
-	if src.IsValid() {
-		r.Src = net.IP(src.AsSlice())
-	}
-	if err := netlink.RouteReplace(r); err != nil {
-		return fmt.Errorf("ip route replace %s via %s: %w", dst, via, err)
-	}
-	return nil
-}
-
-// RouteDelete removes the main-table route to dst (`ip route del DST`).
-func RouteDelete(dst netip.Prefix) error {
-	if err := netlink.RouteDel(&netlink.Route{Dst: prefixNet(dst), Table: unix.RT_TABLE_MAIN}); err != nil {
-		return fmt.Errorf("ip route del %s: %w", dst, err)
 	}
 	return nil
 }
