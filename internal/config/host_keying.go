@@ -145,37 +145,31 @@ func (m *hostMeta) validateIKE(p *parser, h *Host) {
 		p.errorf(p.lineOf(ipath+".keying", m.ipsec.line), ipath+".ike", "missing; keying: ike needs its authentication, such as ike: {ca: ca.pem, cert: node-a.pem, private-key: node-a.key} (recommended) or ike: {psk: node-a.psk}")
 		return
 	}
-	at := func(key string) (int, string) { return p.lineOf(ipath+".ike."+key, k.Line), ipath + ".ike." + key }
+	it := item{path: ipath + ".ike", line: k.Line}
 	certs := k.CA != "" || k.Cert != "" || k.PrivateKey != ""
 	switch {
 	case k.PSK != "" && certs:
-		l, path := at("psk")
-		p.errorf(l, path, "give either psk or ca, cert and private-key, not both")
+		p.errAt(it, "psk", "give either psk or ca, cert and private-key, not both")
 	case k.PSK == "" && !certs:
 		p.errorf(k.Line, ipath+".ike", "no authentication; give ca, cert and private-key (certificates, recommended), or psk: a file with the pre-shared key (mode 0600)")
 	case certs:
 		for _, c := range []struct{ key, v string }{{"ca", k.CA}, {"cert", k.Cert}, {"private-key", k.PrivateKey}} {
 			if c.v == "" && !p.bad[ipath+".ike."+c.key] {
-				l, path := at(c.key)
-				p.errorf(l, path, "missing; certificate authentication needs ca, cert and private-key (PEM files; make them with strongSwan's pki, see docs/overlay.md)")
+				p.errAt(it, c.key, "missing; certificate authentication needs ca, cert and private-key (PEM files; make them with strongSwan's pki, see docs/overlay.md)")
 			}
 		}
 	}
 	if k.RekeyTime > 0 && k.RekeyTime < MinRekeyTime {
-		l, path := at("rekey-time")
-		p.errorf(l, path, "%s is too short; use %s or more (strongSwan's default is 1h)", k.RekeyTime, MinRekeyTime)
+		p.errAt(it, "rekey-time", "%s is too short; use %s or more (strongSwan's default is 1h)", k.RekeyTime, MinRekeyTime)
 	}
 	if k.LifeTime > 0 && k.LifeTime <= k.RekeyTime {
-		l, path := at("life-time")
-		p.errorf(l, path, "%s is not after rekey-time %s: the SA would expire before its rekey finished and traffic would drop; make it later, such as %s (rekey-time + 10%%)", k.LifeTime, k.RekeyTime, k.RekeyTime+k.RekeyTime/10)
+		p.errAt(it, "life-time", "%s is not after rekey-time %s: the SA would expire before its rekey finished and traffic would drop; make it later, such as %s (rekey-time + 10%%)", k.LifeTime, k.RekeyTime, k.RekeyTime+k.RekeyTime/10)
 	}
 	if k.RandTime >= k.RekeyTime && k.RekeyTime > 0 {
-		l, path := at("rand-time")
-		p.errorf(l, path, "%s is not shorter than rekey-time %s; use a fraction of it (default: life-time - rekey-time)", k.RandTime, k.RekeyTime)
+		p.errAt(it, "rand-time", "%s is not shorter than rekey-time %s; use a fraction of it (default: life-time - rekey-time)", k.RandTime, k.RekeyTime)
 	}
 	if k.RekeyTime == 0 && k.RekeyBytes == 0 && k.RekeyPackets == 0 {
-		l, path := at("rekey-time")
-		p.errorf(l, path, "is 0 and no rekey-bytes or rekey-packets is set: the SAs would never be rekeyed; give a time such as 1h")
+		p.errAt(it, "rekey-time", "is 0 and no rekey-bytes or rekey-packets is set: the SAs would never be rekeyed; give a time such as 1h")
 	}
 }
 

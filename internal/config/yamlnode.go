@@ -99,6 +99,19 @@ func (p *parser) errorf(line int, path, format string, args ...any) {
 	}
 }
 
+// at is where key of entry it is: the key's line (the entry's when the
+// key is absent) and path.
+func (p *parser) at(it item, key string) (int, string) {
+	path := joinPath(it.path, key)
+	return p.lineOf(path, it.line), path
+}
+
+// errAt records an error at key of entry it.
+func (p *parser) errAt(it item, key, format string, args ...any) {
+	l, path := p.at(it, key)
+	p.errorf(l, path, format, args...)
+}
+
 // result is the collected errors as a *ValidationErrors, or nil.
 func (p *parser) result() error {
 	if p.overBudg != nil {
