@@ -332,7 +332,7 @@ func ParseGateway(data []byte, name string) (*Gateway, error) {
 		return nil, p.result()
 	}
 	g, meta := p.gateway(root)
-	meta.applyDefaults(p, g)
+	meta.applyDefaults(g)
 	meta.validate(p, g)
 	if err := p.result(); err != nil {
 		return nil, err

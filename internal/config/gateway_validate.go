@@ -8,62 +8,15 @@ import (
 	"strings"
 )
 
-// applyDefaults fills every key that was absent or null. A key that was
-// present but wrong keeps its zero value, so the checks that combine
-// fields do not pile guesses on top of the error already reported.
-func (m *gatewayMeta) applyDefaults(p *parser, g *Gateway) {
-	if !p.given["policy-source"] {
-		g.PolicySource = PolicySourceKernel
-	}
-	if !p.given["counters"] {
-		g.Counters = true
-	}
-	if !p.given["pin-dir"] {
-		g.PinDir = DefaultPinDir
-	}
-	if !p.given["lease"] {
-		g.Lease = DefaultLease
-	}
-	if !p.given["api-socket"] {
-		g.APISocket = DefaultAPISocket
-	}
-	if !p.given["flower-inbound-chain"] {
-		g.FlowerInboundChain = DefaultFlowerInboundChain
-	}
-	if !p.given["metrics-top-policies"] || g.MetricsTopPolicies == 0 {
+// applyDefaults fills the defaults that are not a key's `default:` tag:
+// a number of 0 also means the default.
+func (m *gatewayMeta) applyDefaults(g *Gateway) {
+	if g.MetricsTopPolicies == 0 {
 		g.MetricsTopPolicies = DefaultTopPolicies
 	}
-	for i, it := range m.ifaces {
-		ifc := &g.Interfaces[i]
-		if !p.given[it.path+".l2"] {
-			ifc.L2 = L2NIC
-		}
-		if !p.given[it.path+".xdp-mode"] {
-			ifc.XDPMode = XDPNative
-		}
-		if !p.given[it.path+".inbound"] {
-			ifc.Inbound = InboundPass
-		}
-		if !p.given[it.path+".wan-antispoof"] {
-			ifc.WANAntispoof = AntispoofNone
-		}
-		if !p.given[it.path+".flower"] {
-			ifc.Flower = FlowerOff
-		}
-		if !p.given[it.path+".flower-ttl"] {
-			ifc.FlowerTTL = true
-		}
-		if !p.given[it.path+".flower-rule-budget"] || ifc.FlowerRuleBudget == 0 {
-			ifc.FlowerRuleBudget = DefaultFlowerRuleBudget
-		}
-	}
-	for i, it := range m.policies {
-		sp := &g.Policies[i]
-		if !p.given[it.path+".action"] {
-			sp.Action = ActionAllow
-		}
-		if !p.given[it.path+".offload"] {
-			sp.Offload = OffloadNone
+	for i := range g.Interfaces {
+		if g.Interfaces[i].FlowerRuleBudget == 0 {
+			g.Interfaces[i].FlowerRuleBudget = DefaultFlowerRuleBudget
 		}
 	}
 }

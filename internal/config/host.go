@@ -213,7 +213,6 @@ type Selector struct {
 
 // Defaults.
 const (
-	DefaultMIIMon       = 100
 	DefaultVXLANPort    = 4789
 	DefaultGenevePort   = 6081
 	DefaultReplayWindow = 64

@@ -113,7 +113,7 @@ type guestMeta struct {
 type hostGuestNetwork struct {
 	Name       usableName           `yaml:"name"`
 	VTEP       ifname               `yaml:"vtep"`
-	Bridge     choice[bridgeChoice] `yaml:"bridge"`
+	Bridge     choice[bridgeChoice] `yaml:"bridge" default:"ovs"`
 	BridgeName ifname               `yaml:"bridge-name"`
 	PageFit    flag                 `yaml:"page-fit"`
 	MTU        mtu                  `yaml:"mtu"`
@@ -133,7 +133,7 @@ type hostGuest struct {
 	Trust        *flag                `yaml:"trust"`
 	SpoofChk     *flag                `yaml:"spoofchk"`
 	VCPUs        num[max1024]         `yaml:"vcpus"`
-	MemoryMiB    num[max16M]          `yaml:"memory-mib"`
+	MemoryMiB    num[max16M]          `yaml:"memory-mib" default:"2048"`
 	CPUs         []num[max8191]       `yaml:"cpus"`
 	EmulatorCPUs []num[max8191]       `yaml:"emulator-cpus"`
 	NUMANode     *num[max1023]        `yaml:"numa-node"`
@@ -159,9 +159,6 @@ func (hostGuestVF) describe() (string, string) { return "VF", "{pf: enp3s0f0np0,
 func (m *guestMeta) applyDefaults(p *parser, h *Host) {
 	for i, it := range m.nets {
 		n := &h.GuestNetworks[i]
-		if !p.given[it.path+".bridge"] {
-			n.Bridge = BridgeOVS
-		}
 		if !p.given[it.path+".bridge-name"] && n.Name != "" {
 			n.BridgeName = "br-" + n.Name
 		}
@@ -176,9 +173,6 @@ func (m *guestMeta) applyDefaults(p *parser, h *Host) {
 			if len(g.CPUs) > 0 {
 				g.VCPUs = len(g.CPUs)
 			}
-		}
-		if !p.given[it.path+".memory-mib"] {
-			g.MemoryMiB = DefaultGuestMemoryMiB
 		}
 		if !p.given[it.path+".queue-size"] && g.Attach == AttachVirtio {
 			g.QueueSize = DefaultQueueSize

@@ -33,8 +33,8 @@ func (hostUplinks) describe() (string, string) { return "uplinks", "ports: [eth0
 
 type hostBond struct {
 	Name    ifname   `yaml:"name"`
-	Mode    bondMode `yaml:"mode"`
-	MIIMon  miimon   `yaml:"miimon"`
+	Mode    bondMode `yaml:"mode" default:"active-backup"`
+	MIIMon  miimon   `yaml:"miimon" default:"100"`
 	Primary portName `yaml:"primary"`
 }
 
@@ -64,7 +64,7 @@ func (hostVF) describe() (string, string) { return "VF", "index: 0" }
 
 type hostVTEP struct {
 	Name          ifname                 `yaml:"name"`
-	Type          choice[vtepTypeChoice] `yaml:"type"`
+	Type          choice[vtepTypeChoice] `yaml:"type" default:"vxlan"`
 	VNI           vni                    `yaml:"vni"`
 	Local         ipAddr                 `yaml:"local"`
 	Port          port                   `yaml:"port"`
@@ -101,15 +101,15 @@ type hostPeer struct {
 	Name         peerName                 `yaml:"name"`
 	Local        ipAddr                   `yaml:"local"`
 	Remote       ipAddr                   `yaml:"remote"`
-	Mode         choice[modeChoice]       `yaml:"mode"`
-	KeyBits      keyBits                  `yaml:"key-bits"`
+	Mode         choice[modeChoice]       `yaml:"mode" default:"transport"`
+	KeyBits      keyBits                  `yaml:"key-bits" default:"128"`
 	SPIOut       spi                      `yaml:"spi-out"`
 	SPIIn        spi                      `yaml:"spi-in"`
 	ReqidOut     reqid                    `yaml:"reqid-out"`
 	ReqidIn      reqid                    `yaml:"reqid-in"`
 	ESN          flag                     `yaml:"esn"`
 	ReplayWindow num[maxReplay]           `yaml:"replay-window"`
-	Offload      choice[offloadChoice]    `yaml:"offload"`
+	Offload      choice[offloadChoice]    `yaml:"offload" default:"none"`
 	OffloadOut   choice[offloadDirChoice] `yaml:"offload-out"`
 	OffloadIn    choice[offloadDirChoice] `yaml:"offload-in"`
 	OffloadDev   ifname                   `yaml:"offload-dev"`

@@ -84,6 +84,7 @@ func TestParseHostSeed000(t *testing.T) {
 
 func TestParseHostDefaults(t *testing.T) {
 	h, err := ParseHost([]byte(lines(
+		"uplinks: {ports: [eth0, eth1], bond: {name: bond0}}",
 		"vteps:",
 		"  - {name: gn0, type: geneve, vni: 7, local: 10.0.0.1, remotes: [10.0.0.2]}",
 		"ipsec:",
@@ -100,8 +101,11 @@ func TestParseHostDefaults(t *testing.T) {
 	if v := h.VTEPs[0]; v.Port != 6081 || len(v.Remotes) != 1 || v.Remotes[0].Via.IsValid() {
 		t.Errorf("geneve %+v", v)
 	}
-	if p := h.IPsec.Peers[0]; p.ReplayWindow != 32 || p.ESN || p.Offload != OffloadModeNone {
+	if p := h.IPsec.Peers[0]; p.ReplayWindow != 32 || p.ESN || p.Offload != OffloadModeNone || p.Mode != ModeTransport || p.KeyBits != 128 {
 		t.Errorf("peer %+v", p)
+	}
+	if b := h.Uplinks.Bond; b.Mode != BondModeActiveBackup || b.MIIMon != 100 {
+		t.Errorf("bond %+v", b)
 	}
 }
 

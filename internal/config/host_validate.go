@@ -18,14 +18,6 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 			h.Name = "host"
 		}
 	}
-	if u := h.Uplinks; u != nil && u.Bond != nil {
-		if !p.given[m.bond.path+".mode"] {
-			u.Bond.Mode = BondModeActiveBackup
-		}
-		if !p.given[m.bond.path+".miimon"] {
-			u.Bond.MIIMon = DefaultMIIMon
-		}
-	}
 	for i, vfs := range m.vfs {
 		for j, it := range vfs {
 			if !p.given[it.path+".index"] {
@@ -35,9 +27,6 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 	}
 	for i, it := range m.vteps {
 		v := &h.VTEPs[i]
-		if !p.given[it.path+".type"] {
-			v.Type = VTEPVXLAN
-		}
 		if !p.given[it.path+".port"] {
 			v.Port = DefaultVXLANPort
 			if v.Type == VTEPGeneve {
@@ -48,15 +37,6 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 	m.applyIKEDefaults(p, h)
 	for i, it := range m.peers {
 		pr := &h.IPsec.Peers[i]
-		if !p.given[it.path+".mode"] {
-			pr.Mode = ModeTransport
-		}
-		if !p.given[it.path+".key-bits"] {
-			pr.KeyBits = 128
-		}
-		if !p.given[it.path+".offload"] {
-			pr.Offload = OffloadModeNone
-		}
 		// offload is the shorthand; offload-out/offload-in override it.
 		if !p.given[it.path+".offload-out"] {
 			pr.OffloadOut = pr.Offload

@@ -193,10 +193,9 @@ func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Ty
 			p.errorf(c.Line, ip, "empty list item; remove the '-' or fill in the %s", what)
 		case short != nil && v.Kind == yaml.ScalarNode:
 			// The single value is reported at the entry, as written.
-			_, fields := keysOf(et)
 			k := short.shorthand()
 			out.Content = append(out.Content, &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: c.Line, Content: []*yaml.Node{
-				{Kind: yaml.ScalarNode, Tag: "!!str", Value: k, Line: c.Line}, p.plain(v, ip, c.Line, fields[k])}})
+				{Kind: yaml.ScalarNode, Tag: "!!str", Value: k, Line: c.Line}, p.plain(v, ip, c.Line, keysOf(et).fields[k])}})
 			p.items[path] = append(p.items[path], item{path: ip, line: c.Line})
 		case isStruct && v.Kind != yaml.MappingNode && short != nil:
 			p.errorf(c.Line, ip, "want %s (a single value, or keys such as - %s), got %s", article(what), example, kindName(v))
@@ -212,33 +211,43 @@ func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Ty
 	return out
 }
 
-// keysOf returns the keys a struct declares, in field order (cached:
-// a lab file has a mapping per policy).
-func keysOf(t reflect.Type) (names []string, fields map[string]reflect.Type) {
+// keysOf returns the keys a struct declares, in field order, with their
+// types and defaults (cached: a lab file has a mapping per policy).
+func keysOf(t reflect.Type) *schemaKeys {
 	if k, ok := schemaCache.Load(t); ok {
-		s := k.(schemaKeys)
-		return s.names, s.fields
+		return k.(*schemaKeys)
 	}
-	fields = map[string]reflect.Type{}
+	s := &schemaKeys{fields: map[string]reflect.Type{}, defaults: map[string]*yaml.Node{}}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, ok := keyName(f)
 		if !ok {
 			continue
 		}
-		names = append(names, name)
-		fields[name] = f.Type
+		s.names = append(s.names, name)
+		s.fields[name] = f.Type
+		if d, ok := f.Tag.Lookup("default"); ok {
+			var doc yaml.Node
+			if err := yaml.Unmarshal([]byte(d), &doc); err != nil || len(doc.Content) != 1 {
+				panic(fmt.Sprintf("config: %s.%s: bad default %q", t, f.Name, d))
+			}
+			s.defaults[name] = doc.Content[0]
+		}
 	}
-	schemaCache.Store(t, schemaKeys{names, fields})
-	return names, fields
+	schemaCache.Store(t, s)
+	return s
 }
 
+// schemaKeys is what a struct declares: a key's default (its `default:`
+// tag, written as YAML) is decoded by the key's leaf type, like a value
+// written in the file, wherever the key is absent or null.
 type schemaKeys struct {
-	names  []string
-	fields map[string]reflect.Type
+	names    []string
+	fields   map[string]reflect.Type
+	defaults map[string]*yaml.Node
 }
 
-var schemaCache sync.Map // reflect.Type -> schemaKeys
+var schemaCache sync.Map // reflect.Type -> *schemaKeys
 
 // keyName is the key a struct field declares.
 func keyName(f reflect.StructField) (string, bool) {
@@ -249,12 +258,18 @@ func keyName(f reflect.StructField) (string, bool) {
 // plainMapping returns mapping m of struct type t with merge keys (<<:
 // *anchor) expanded: keys written in m win over merged ones, and earlier
 // merges over later ones, as YAML specifies. It records the line of every
-// known key present (p.lines) and which ones are not null (p.given).
+// known key present (p.lines) and which ones are not null (p.given), and
+// adds the default of each key that is not given.
 func (p *parser) plainMapping(m *yaml.Node, path string, t reflect.Type) *yaml.Node {
 	out := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: m.Line}
-	names, fields := keysOf(t)
-	done := map[string]bool{}
-	p.collectKeys(m, path, names, fields, out, done, map[*yaml.Node]bool{m: true}, false, 0)
+	s := keysOf(t)
+	p.collectKeys(m, path, s.names, s.fields, out, map[string]bool{}, map[*yaml.Node]bool{m: true}, false, 0)
+	for _, name := range s.names {
+		fp := joinPath(path, show(name))
+		if d := s.defaults[name]; d != nil && !p.given[fp] {
+			out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name, Line: m.Line}, p.plain(d, fp, m.Line, s.fields[name]))
+		}
+	}
 	return out
 }
 
