@@ -70,8 +70,8 @@ func (m *gatewayMeta) validate(p *parser, g *Gateway) {
 
 func (m *gatewayMeta) validateInterface(p *parser, ifc *Interface, it item, names map[string]int) {
 
-	if ifc.Name == "" && !p.bad[it.path+".name"] {
-		p.errAt(it, "name", "missing; every interface needs the Linux interface name, such as name: p0")
+	if ifc.Name == "" {
+		p.missing(it, "name", "every interface needs the Linux interface name, such as name: p0")
 	}
 	if ifc.Name != "" {
 		l, path := p.at(it, "name")

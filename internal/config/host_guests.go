@@ -183,17 +183,12 @@ func (m *guestMeta) applyDefaults(p *parser, h *Host) {
 // validate checks the guest sections against each other and against the
 // rest of the file; claim reserves device names across the whole file.
 func (m *guestMeta) validate(p *parser, h *Host, claim func(string, string, int, string)) {
-	missing := func(it item, key, msg string) {
-		if !p.bad[it.path+"."+key] {
-			p.errAt(it, key, "missing; %s", msg)
-		}
-	}
 	nets := map[string]*GuestNetwork{}
 	vtepUsed := map[string]string{}
 	for i, it := range m.nets {
 		n := &h.GuestNetworks[i]
 		if n.Name == "" {
-			missing(it, "name", "name the network, such as name: tenant-a")
+			p.missing(it, "name", "name the network, such as name: tenant-a")
 		} else if _, dup := nets[n.Name]; dup {
 			p.errAt(it, "name", "%s is already a guest network; give each network its own name", show(n.Name))
 		} else {
@@ -206,7 +201,7 @@ func (m *guestMeta) validate(p *parser, h *Host, claim func(string, string, int,
 			claim(n.BridgeName, path, l, "bridge")
 		}
 		if n.VTEP == "" {
-			missing(it, "vtep", "name the vteps[] entry this network's traffic crosses, such as vtep: vxlan1")
+			p.missing(it, "vtep", "name the vteps[] entry this network's traffic crosses, such as vtep: vxlan1")
 			continue
 		}
 		l, path := p.at(it, "vtep")
@@ -230,22 +225,22 @@ func (m *guestMeta) validate(p *parser, h *Host, claim func(string, string, int,
 	for i, it := range m.guests {
 		g := &h.Guests[i]
 		if g.Name == "" {
-			missing(it, "name", "name the guest (its libvirt domain), such as name: vm1")
+			p.missing(it, "name", "name the guest (its libvirt domain), such as name: vm1")
 		} else if guests[g.Name] {
 			p.errAt(it, "name", "%s is already a guest; give each guest its own name", show(g.Name))
 		}
 		guests[g.Name] = true
 		if g.Network == "" {
-			missing(it, "network", "name the guest network it joins, such as network: tenant-a")
+			p.missing(it, "network", "name the guest network it joins, such as network: tenant-a")
 		} else if nets[g.Network] == nil && !p.bad[it.path+".network"] {
 			p.errAt(it, "network", "%s is not one of guest-networks; declare it there or name one that is", show(g.Network))
 		}
-		m.validateAttach(p, h, it, g, missing)
+		m.validateAttach(p, h, it, g)
 		m.validatePlacement(p, it, g)
 	}
 }
 
-func (m *guestMeta) validateAttach(p *parser, h *Host, it item, g *Guest, missing func(item, string, string)) {
+func (m *guestMeta) validateAttach(p *parser, h *Host, it item, g *Guest) {
 	only := func(key, attach, fix string) {
 		if p.given[it.path+"."+key] {
 			p.errAt(it, key, "only applies to attach: %s; %s", attach, fix)
@@ -253,10 +248,10 @@ func (m *guestMeta) validateAttach(p *parser, h *Host, it item, g *Guest, missin
 	}
 	switch g.Attach {
 	case "":
-		missing(it, "attach", "say how the guest's NIC attaches: vf-passthrough (SR-IOV, the ConnectX-6 SR-IOV guide), representor (a host netdev into the bridge) or virtio (tap/vhost, the VM single-flow guide)")
+		p.missing(it, "attach", "say how the guest's NIC attaches: vf-passthrough (SR-IOV, the ConnectX-6 SR-IOV guide), representor (a host netdev into the bridge) or virtio (tap/vhost, the VM single-flow guide)")
 	case AttachVFPassthrough:
 		if g.VF == nil {
-			missing(it, "vf", "name the VF to pass through, such as vf: {pf: enp3s0f0np0, index: 0}")
+			p.missing(it, "vf", "name the VF to pass through, such as vf: {pf: enp3s0f0np0, index: 0}")
 		}
 		only("port", AttachRepresentor, "a passed-through VF's representor is found through devlink; remove port")
 	case AttachRepresentor:
@@ -282,10 +277,10 @@ func (m *guestMeta) validateAttach(p *parser, h *Host, it item, g *Guest, missin
 	if vf := g.VF; vf != nil {
 		vi := item{path: it.path + ".vf", line: vf.Line}
 		if vf.PF == "" {
-			missing(vi, "pf", "name the physical function, such as pf: enp3s0f0np0")
+			p.missing(vi, "pf", "name the physical function, such as pf: enp3s0f0np0")
 		}
 		if vf.Index < 0 {
-			missing(vi, "index", "say which VF, counting from 0, such as index: 0")
+			p.missing(vi, "index", "say which VF, counting from 0, such as index: 0")
 		}
 		if g.Attach == AttachVFPassthrough {
 			for _, s := range h.SRIOV {

@@ -154,8 +154,8 @@ func (m *hostMeta) validateIKE(p *parser, h *Host) {
 		p.errorf(k.Line, ipath+".ike", "no authentication; give ca, cert and private-key (certificates, recommended), or psk: a file with the pre-shared key (mode 0600)")
 	case certs:
 		for _, c := range []struct{ key, v string }{{"ca", k.CA}, {"cert", k.Cert}, {"private-key", k.PrivateKey}} {
-			if c.v == "" && !p.bad[ipath+".ike."+c.key] {
-				p.errAt(it, c.key, "missing; certificate authentication needs ca, cert and private-key (PEM files; make them with strongSwan's pki, see docs/overlay.md)")
+			if c.v == "" {
+				p.missing(it, c.key, "certificate authentication needs ca, cert and private-key (PEM files; make them with strongSwan's pki, see docs/overlay.md)")
 			}
 		}
 	}

@@ -101,8 +101,8 @@ func (m *hostMeta) validateUplinks(p *parser, u *Uplinks, claim func(string, str
 		claim(port, path, m.portLines[i], "port")
 	}
 	if b := u.Bond; b != nil {
-		if b.Name == "" && !p.bad[m.bond.path+".name"] {
-			p.errAt(m.bond, "name", "missing; name the bond device, such as name: bond0")
+		if b.Name == "" {
+			p.missing(m.bond, "name", "name the bond device, such as name: bond0")
 		}
 		l, path := p.at(m.bond, "name")
 		claim(b.Name, path, l, "bond")
@@ -129,9 +129,7 @@ func (m *hostMeta) validateSRIOV(p *parser, h *Host) {
 	for i, it := range m.sriov {
 		s := &h.SRIOV[i]
 		if s.PF == "" {
-			if !p.bad[it.path+".pf"] {
-				p.errAt(it, "pf", "missing; name the physical function by netdev name or PCI address, such as pf: enp3s0f0np0")
-			}
+			p.missing(it, "pf", "name the physical function by netdev name or PCI address, such as pf: enp3s0f0np0")
 		} else if first, dup := pfs[s.PF]; dup {
 			p.errAt(it, "pf", "%s is configured twice (first on line %d); merge the entries", show(s.PF), first)
 		} else {
@@ -141,9 +139,7 @@ func (m *hostMeta) validateSRIOV(p *parser, h *Host) {
 		for j, vi := range m.vfs[i] {
 			vf := &s.VF[j]
 			if vf.Index < 0 {
-				if !p.bad[vi.path+".index"] {
-					p.errAt(vi, "index", "missing; say which VF this is, counting from 0, such as index: 0")
-				}
+				p.missing(vi, "index", "say which VF this is, counting from 0, such as index: 0")
 				continue
 			}
 			l, path := p.at(vi, "index")
@@ -162,8 +158,8 @@ func (m *hostMeta) validateSRIOV(p *parser, h *Host) {
 				caps[c] = true
 			}
 		}
-		if len(s.VF) > 0 && s.VFs == nil && !p.bad[it.path+".vfs"] {
-			p.errAt(it, "vfs", "missing; per-VF settings need the number of VFs, such as vfs: %d", maxVF(s.VF)+1)
+		if len(s.VF) > 0 && s.VFs == nil {
+			p.missing(it, "vfs", "per-VF settings need the number of VFs, such as vfs: %d", maxVF(s.VF)+1)
 		}
 	}
 }
@@ -178,24 +174,19 @@ func maxVF(vfs []VFConfig) int {
 
 func (m *hostMeta) validateVTEP(p *parser, h *Host, i int, claim func(string, string, int, string)) {
 	it, v := m.vteps[i], &h.VTEPs[i]
-	missing := func(key, msg string) {
-		if !p.bad[it.path+"."+key] {
-			p.errAt(it, key, "missing; %s", msg)
-		}
-	}
 	if v.Name == "" {
-		missing("name", "name the VTEP device, such as name: vx0")
+		p.missing(it, "name", "name the VTEP device, such as name: vx0")
 	}
 	l, path := p.at(it, "name")
 	claim(v.Name, path, l, "VTEP")
 	if v.VNI == 0 && !p.given[it.path+".vni"] {
-		missing("vni", "give the VXLAN/Geneve network identifier, such as vni: 1024")
+		p.missing(it, "vni", "give the VXLAN/Geneve network identifier, such as vni: 1024")
 	}
 	if !v.Local.IsValid() {
-		missing("local", "give this host's VTEP address (placed on lo as a /32), such as local: 192.168.80.2")
+		p.missing(it, "local", "give this host's VTEP address (placed on lo as a /32), such as local: 192.168.80.2")
 	}
 	if len(v.Remotes) == 0 {
-		missing("remotes", "list the remote VTEPs, such as remotes: [{address: 192.168.80.3, via: 192.168.70.3}]")
+		p.missing(it, "remotes", "list the remote VTEPs, such as remotes: [{address: 192.168.80.3, via: 192.168.70.3}]")
 	}
 	if v.Type == VTEPGeneve && len(v.Remotes) > 1 {
 		p.errAt(it, "remotes", "a Geneve device has one remote; %d are listed: make one VTEP per remote (each with its own name and VNI or port)", len(v.Remotes))
@@ -235,10 +226,9 @@ func (m *hostMeta) validateVTEP(p *parser, h *Host, i int, claim func(string, st
 
 func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 	s := h.IPsec
-	ipath := m.ipsec.path
 	m.validateIKE(p, h)
-	if h.HasKeying(KeyingManual) && s.Keys == "" && !p.bad[ipath+".keys"] {
-		p.errorf(p.lineOf(ipath+".keys", m.ipsec.line), ipath+".keys", "missing; name the key file (mode 0600), such as keys: /etc/sluice/%s.keys", h.Name)
+	if h.HasKeying(KeyingManual) && s.Keys == "" {
+		p.missing(m.ipsec, "keys", "name the key file (mode 0600), such as keys: /etc/sluice/%s.keys", h.Name)
 	}
 	names := map[string]int{}
 	outSPI := map[string]int{} // remote/spi -> line
@@ -246,23 +236,18 @@ func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 	selectors := map[[2]netip.Prefix]int{} // out-policy selector (local, remote) -> line
 	for i, it := range m.peers {
 		pr := &s.Peers[i]
-		missing := func(key, msg string) {
-			if !p.bad[it.path+"."+key] {
-				p.errAt(it, key, "missing; %s", msg)
-			}
-		}
 		if pr.Name == "" {
-			missing("name", "name the peer (the key file uses the name), such as name: node-b")
+			p.missing(it, "name", "name the peer (the key file uses the name), such as name: node-b")
 		} else if first, dup := names[pr.Name]; dup {
 			p.errAt(it, "name", "%s is already a peer (line %d); peer names must be unique (the key file uses them)", show(pr.Name), first)
 		} else {
 			names[pr.Name], _ = p.at(it, "name")
 		}
 		if !pr.Local.IsValid() {
-			missing("local", "give this host's address for the SAs (usually the VTEP address), such as local: 192.168.80.2")
+			p.missing(it, "local", "give this host's address for the SAs (usually the VTEP address), such as local: 192.168.80.2")
 		}
 		if !pr.Remote.IsValid() {
-			missing("remote", "give the peer's address, such as remote: 192.168.80.3")
+			p.missing(it, "remote", "give the peer's address, such as remote: 192.168.80.3")
 		}
 		if pr.Local.IsValid() && pr.Remote.IsValid() {
 			if pr.Local.Is4() != pr.Remote.Is4() {
@@ -275,10 +260,10 @@ func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 			m.validateIKEPeer(p, h, i)
 		}
 		if pr.SPIOut == 0 && pr.Keying != KeyingIKE {
-			missing("spi-out", "give the SPI of the outbound SA (the peer's spi-in), such as spi-out: 0x1001")
+			p.missing(it, "spi-out", "give the SPI of the outbound SA (the peer's spi-in), such as spi-out: 0x1001")
 		}
 		if pr.SPIIn == 0 && pr.Keying != KeyingIKE {
-			missing("spi-in", "give the SPI of the inbound SA (the peer's spi-out), such as spi-in: 0x1002")
+			p.missing(it, "spi-in", "give the SPI of the inbound SA (the peer's spi-out), such as spi-in: 0x1002")
 		}
 		if pr.SPIOut != 0 && pr.Remote.IsValid() {
 			k := fmt.Sprintf("%s/%d", pr.Remote, pr.SPIOut)
@@ -319,11 +304,11 @@ func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 		}
 		for j, si := range m.sels[i] {
 			sel := pr.Selectors[j]
-			if !sel.Local.IsValid() && !p.bad[si.path+".local"] {
-				p.errAt(si, "local", "missing; give the local prefix, such as local: 10.0.0.0/24")
+			if !sel.Local.IsValid() {
+				p.missing(si, "local", "give the local prefix, such as local: 10.0.0.0/24")
 			}
-			if !sel.Remote.IsValid() && !p.bad[si.path+".remote"] {
-				p.errAt(si, "remote", "missing; give the remote prefix, such as remote: 10.1.0.0/24")
+			if !sel.Remote.IsValid() {
+				p.missing(si, "remote", "give the remote prefix, such as remote: 10.1.0.0/24")
 			}
 			if sel.Local.IsValid() && sel.Remote.IsValid() && sel.Local.Addr().Is4() != sel.Remote.Addr().Is4() {
 				p.errAt(si, "remote", "%s and local %s are of different IP families", sel.Remote, sel.Local)

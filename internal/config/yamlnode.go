@@ -112,6 +112,14 @@ func (p *parser) errAt(it item, key, format string, args ...any) {
 	p.errorf(l, path, format, args...)
 }
 
+// missing records that required key of entry it is absent, unless its
+// value was wrong (already reported).
+func (p *parser) missing(it item, key, format string, args ...any) {
+	if !p.bad[joinPath(it.path, key)] {
+		p.errAt(it, key, "missing; "+format, args...)
+	}
+}
+
 // result is the collected errors as a *ValidationErrors, or nil.
 func (p *parser) result() error {
 	if p.overBudg != nil {
