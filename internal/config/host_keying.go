@@ -142,7 +142,8 @@ func (m *hostMeta) validateIKE(p *parser, h *Host) {
 	}
 	k := s.IKE
 	if k == nil {
-		p.errorf(p.lineOf(ipath+".keying", m.ipsec.line), ipath+".ike", "missing; keying: ike needs its authentication, such as ike: {ca: ca.pem, cert: node-a.pem, private-key: node-a.key} (recommended) or ike: {psk: node-a.psk}")
+		l, _ := p.at(m.ipsec, "keying")
+		p.errorf(l, ipath+".ike", "missing; keying: ike needs its authentication, such as ike: {ca: ca.pem, cert: node-a.pem, private-key: node-a.key} (recommended) or ike: {psk: node-a.psk}")
 		return
 	}
 	it := item{path: ipath + ".ike", line: k.Line}
@@ -182,11 +183,11 @@ func (m *hostMeta) validateIKEPeer(p *parser, h *Host, i int) {
 		if !p.given[it.path+"."+key] {
 			key = "offload-in"
 		}
-		p.errorf(p.lineOf(it.path+"."+key, it.line), it.path+"."+key, "keying: ike cannot offload one direction only: strongSwan's hw_offload applies to both SAs of a CHILD_SA; use offload: for both, or keying: manual for this peer")
+		p.errAt(it, key, "keying: ike cannot offload one direction only: strongSwan's hw_offload applies to both SAs of a CHILD_SA; use offload: for both, or keying: manual for this peer")
 	}
 	for _, key := range []string{"spi-out", "spi-in", "reqid-out", "reqid-in"} {
 		if p.given[it.path+"."+key] {
-			p.errorf(p.lineOf(it.path+"."+key, it.line), it.path+"."+key, "keying: ike chooses SPIs and reqids; remove %s (or set keying: manual for this peer)", key)
+			p.errAt(it, key, "keying: ike chooses SPIs and reqids; remove %s (or set keying: manual for this peer)", key)
 		}
 	}
 }

@@ -62,8 +62,9 @@ type parser struct {
 	seen map[string]bool
 	// truncated is set when more than maxErrors were found.
 	truncated bool
-	// leaves are the values of the plain tree (yamlschema.go), by index.
-	leaves []leaf
+	// leaves are where the values of the plain tree (yamlschema.go) came
+	// from, by index.
+	leaves []item
 	// items holds the list entries kept for decoding, by the list's path;
 	// counts, how many entries the list has as written.
 	items  map[string][]item
@@ -103,7 +104,10 @@ func (p *parser) errorf(line int, path, format string, args ...any) {
 // key is absent) and path.
 func (p *parser) at(it item, key string) (int, string) {
 	path := joinPath(it.path, key)
-	return p.lineOf(path, it.line), path
+	if l, ok := p.lines[path]; ok {
+		return l, path
+	}
+	return it.line, path
 }
 
 // errAt records an error at key of entry it.
@@ -150,14 +154,6 @@ func (p *parser) spend(line int) bool {
 			Msg: fmt.Sprintf("the document expands through aliases and merge keys to more keys and list items than sluice walks (%d for a file this size); use fewer aliases", p.initBudget)}
 	}
 	return false
-}
-
-// lineOf returns the line of the key at path, or fallback when absent.
-func (p *parser) lineOf(path string, fallback int) int {
-	if l, ok := p.lines[path]; ok {
-		return l
-	}
-	return fallback
 }
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)

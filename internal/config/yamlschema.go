@@ -48,12 +48,6 @@ type describer interface {
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
-// leaf is where a value of the plain tree came from.
-type leaf struct {
-	path string
-	line int // the line of its key (or list item)
-}
-
 // decode walks root into a plain tree and decodes that into out (a
 // pointer to a file struct), recording every problem.
 func (p *parser) decode(root *yaml.Node, out any) {
@@ -121,7 +115,7 @@ func (p *parser) plain(n *yaml.Node, path string, line int, t reflect.Type) *yam
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		c := *n
 		c.Column = len(p.leaves)
-		p.leaves = append(p.leaves, leaf{path: path, line: line})
+		p.leaves = append(p.leaves, item{path: path, line: line})
 		return &c
 	}
 	switch t.Kind() {
@@ -369,7 +363,8 @@ func (p *parser) unknownKey(line int, path, name string, known []string) {
 	p.errorf(line, path, "unknown key; the keys here are %s", strings.Join(known, ", "))
 }
 
-// item is one entry of a list, or a mapping's key, for messages.
+// item is where one entry of a list, a mapping's key or a value is
+// written, for messages.
 type item struct {
 	path string
 	line int // line of the element (or of its key) where it is written
