@@ -72,6 +72,9 @@ type parser struct {
 }
 
 func newParser(file string, size int) *parser {
+	if file == "" {
+		file = "<input>"
+	}
 	budget := min(max(size*expansionPerByte, minExpansion), maxExpansion)
 	return &parser{
 		file:   file,
@@ -159,8 +162,9 @@ func (p *parser) spend(line int) bool {
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // document parses data and returns the root mapping, or nil after
-// recording why there is none.
-func (p *parser) document(data []byte) (root *yaml.Node) {
+// recording why there is none; needs says what the file needs at least
+// (for an empty file) and keys names some of its keys.
+func (p *parser) document(data []byte, needs, keys string) (root *yaml.Node) {
 	// yaml.v3 is third-party code: whatever it does on hostile input, the
 	// caller gets an error, not a panic.
 	defer func() {
@@ -173,7 +177,7 @@ func (p *parser) document(data []byte) (root *yaml.Node) {
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			p.errorf(1, "", "the file is empty; a gateway needs at least an interfaces: list (see docs/gateway-config.md)")
+			p.errorf(1, "", "the file is empty; %s", needs)
 		} else {
 			p.yamlError(err, data)
 		}
@@ -196,11 +200,11 @@ func (p *parser) document(data []byte) (root *yaml.Node) {
 	}
 	n := docContent(&doc)
 	if n == nil || isNull(n) {
-		p.errorf(1, "", "the file is empty; a gateway needs at least an interfaces: list (see docs/gateway-config.md)")
+		p.errorf(1, "", "the file is empty; %s", needs)
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		p.errorf(n.Line, "", "the top level must be a mapping of keys such as interfaces:, not %s", kindName(n))
+		p.errorf(n.Line, "", "the top level must be a mapping of keys such as %s, not %s", keys, kindName(n))
 		return nil
 	}
 	return n
