@@ -116,6 +116,7 @@ func TestParseHostErrors(t *testing.T) {
 	}{
 		{"empty", "", []string{"f.yaml:1: the file is empty; a host file needs"}},
 		{"not a mapping", "- a\n", []string{"f.yaml:1: the top level must be a mapping of keys such as uplinks: and vteps:"}},
+		{"only a comment", "# nothing\n", []string{"f.yaml:1: the file is empty; a host file needs at least one of uplinks:"}},
 		{"unknown key", lines("uplinks:", "  port: [eth0]"), []string{"f.yaml:2: uplinks.port: unknown key; the keys here are ports, mtu, bond, addresses", "f.yaml:1: uplinks.ports: missing"}},
 		{"lacp refused", lines("uplinks:", "  ports: [a, b]", "  bond: {name: bond0, mode: 802.3ad}"),
 			[]string{"f.yaml:3: uplinks.bond.mode: 802.3ad is not supported; sluice bonds in active-backup mode only: the kernel offloads ESP"}},
