@@ -136,11 +136,8 @@ type hostMeta struct {
 	bond     item
 	ipsec    item
 	sriov    []item
-	vfs      [][]item
 	vteps    []item
-	remotes  [][]item
 	peers    []item
-	sels     [][]item
 	// portLines and addrLines hold the line of each list element as
 	// written.
 	portLines, addrLines []int
@@ -167,22 +164,13 @@ func (p *parser) host(root *yaml.Node) (*Host, *hostMeta) {
 		}
 	}
 	m.sriov = p.itemsOf("sriov", len(h.SRIOV))
-	for i, it := range m.sriov {
-		m.vfs = append(m.vfs, p.itemsOf(it.path+".vf", len(h.SRIOV[i].VF)))
-	}
 	m.vteps = p.itemsOf("vteps", len(h.VTEPs))
-	for i, it := range m.vteps {
-		m.remotes = append(m.remotes, p.itemsOf(it.path+".remotes", len(h.VTEPs[i].Remotes)))
-	}
 	if s := h.IPsec; s != nil {
 		m.ipsec = p.itemAt("ipsec")
 		if p.given["ipsec.keys"] {
 			s.KeysLine = p.lines["ipsec.keys"]
 		}
 		m.peers = p.itemsOf("ipsec.peers", len(s.Peers))
-		for i, it := range m.peers {
-			m.sels = append(m.sels, p.itemsOf(it.path+".selectors", len(s.Peers[i].Selectors)))
-		}
 	}
 	m.guests.nets = p.itemsOf("guest-networks", len(h.GuestNetworks))
 	m.guests.guests = p.itemsOf("guests", len(h.Guests))

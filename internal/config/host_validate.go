@@ -18,9 +18,9 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 			h.Name = "host"
 		}
 	}
-	for i, vfs := range m.vfs {
-		for j, it := range vfs {
-			if !p.given[it.path+".index"] {
+	for i, it := range m.sriov {
+		for j, vi := range p.itemsOf(it.path+".vf", len(h.SRIOV[i].VF)) {
+			if !p.given[vi.path+".index"] {
 				h.SRIOV[i].VF[j].Index = -1
 			}
 		}
@@ -136,7 +136,7 @@ func (m *hostMeta) validateSRIOV(p *parser, h *Host) {
 			pfs[s.PF], _ = p.at(it, "pf")
 		}
 		idx := map[int]int{}
-		for j, vi := range m.vfs[i] {
+		for j, vi := range p.itemsOf(it.path+".vf", len(s.VF)) {
 			vf := &s.VF[j]
 			if vf.Index < 0 {
 				p.missing(vi, "index", "say which VF this is, counting from 0, such as index: 0")
@@ -195,8 +195,8 @@ func (m *hostMeta) validateVTEP(p *parser, h *Host, i int, claim func(string, st
 		p.errAt(it, "geneve-options", "only applies to type: geneve; remove it")
 	}
 	seen := map[netip.Addr]int{}
-	for j, r := range v.Remotes {
-		ri := m.remotes[i][j]
+	for j, ri := range p.itemsOf(it.path+".remotes", len(v.Remotes)) {
+		r := v.Remotes[j]
 		if !r.Address.IsValid() {
 			if !p.bad[ri.path+".address"] && !p.bad[ri.path] {
 				p.errAt(ri, "address", "missing; give the remote VTEP's address, such as address: 192.168.80.3")
@@ -302,7 +302,7 @@ func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 		if len(pr.Selectors) > 0 && pr.Mode != ModeTunnel {
 			p.errAt(it, "selectors", "selectors apply to tunnel mode; transport mode protects traffic between local and remote themselves: remove selectors or set mode: tunnel")
 		}
-		for j, si := range m.sels[i] {
+		for j, si := range p.itemsOf(it.path+".selectors", len(pr.Selectors)) {
 			sel := pr.Selectors[j]
 			if !sel.Local.IsValid() {
 				p.missing(si, "local", "give the local prefix, such as local: 10.0.0.0/24")
@@ -314,7 +314,7 @@ func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 				p.errAt(si, "remote", "%s and local %s are of different IP families", sel.Remote, sel.Local)
 			}
 		}
-		m.claimSelectors(p, pr, i, it, selectors)
+		m.claimSelectors(p, pr, it, selectors)
 	}
 }
 
@@ -322,7 +322,7 @@ func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 // selector already uses: the kernel keeps one policy per selector and
 // direction, so the plan would add the same policy twice. The selectors
 // are the plan's: tunnel-mode selectors, else local/32 to remote/32.
-func (m *hostMeta) claimSelectors(p *parser, pr *Peer, i int, it item, seen map[[2]netip.Prefix]int) {
+func (m *hostMeta) claimSelectors(p *parser, pr *Peer, it item, seen map[[2]netip.Prefix]int) {
 	type sel struct {
 		k    [2]netip.Prefix
 		line int
@@ -330,9 +330,8 @@ func (m *hostMeta) claimSelectors(p *parser, pr *Peer, i int, it item, seen map[
 	}
 	var sels []sel
 	if pr.Mode == ModeTunnel && len(pr.Selectors) > 0 {
-		for j, s := range pr.Selectors {
-			if s.Local.IsValid() && s.Remote.IsValid() {
-				si := m.sels[i][j]
+		for j, si := range p.itemsOf(it.path+".selectors", len(pr.Selectors)) {
+			if s := pr.Selectors[j]; s.Local.IsValid() && s.Remote.IsValid() {
 				sels = append(sels, sel{[2]netip.Prefix{s.Local.Masked(), s.Remote.Masked()}, si.line, si.path})
 			}
 		}
