@@ -39,8 +39,8 @@ type gatewayFile struct {
 	FlowerTestPlacementInterval placementInterval  `yaml:"flower-test-placement-interval"`
 	FlowerInboundChain          num[maxU16]        `yaml:"flower-inbound-chain" default:"1"`
 	FlowerPromotePPS            num[maxU32]        `yaml:"flower-promote-pps"`
-	Interfaces                  []gatewayInterface `yaml:"interfaces"`
-	Policies                    []gatewayPolicy    `yaml:"policies"`
+	Interfaces                  []gatewayInterface `yaml:"interfaces" what:"interface" example:"name: p0"`
+	Policies                    []gatewayPolicy    `yaml:"policies" what:"policy" example:"dir: out"`
 }
 
 // gatewayInterface is one entry of interfaces: (filled into Interface).
@@ -55,8 +55,6 @@ type gatewayInterface struct {
 	FlowerTTL        flag          `yaml:"flower-ttl" default:"true"`
 	FlowerRuleBudget num[maxRules] `yaml:"flower-rule-budget"`
 }
-
-func (gatewayInterface) describe() (string, string) { return "interface", "name: p0" }
 
 // gatewayPolicy is one entry of policies: (filled into StaticPolicy).
 type gatewayPolicy struct {
@@ -75,8 +73,6 @@ type gatewayPolicy struct {
 	OffloadDev ifname      `yaml:"offload-dev"`
 	Optional   flag        `yaml:"optional"`
 }
-
-func (gatewayPolicy) describe() (string, string) { return "policy", "dir: out" }
 
 // gatewayMeta is what validation needs to know about the document beyond
 // the parsed values: where things are.

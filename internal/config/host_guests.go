@@ -119,14 +119,12 @@ type hostGuestNetwork struct {
 	MTU        mtu                  `yaml:"mtu"`
 }
 
-func (hostGuestNetwork) describe() (string, string) { return "guest network", "name: tenant-a" }
-
 // hostGuest is one entry of guests: (Guest).
 type hostGuest struct {
 	Name         usableName           `yaml:"name"`
 	Network      usableName           `yaml:"network"`
 	Attach       choice[attachChoice] `yaml:"attach"`
-	VF           *hostGuestVF         `yaml:"vf"`
+	VF           *hostGuestVF         `yaml:"vf" example:"{pf: enp3s0f0np0, index: 0}"`
 	Port         ifname               `yaml:"port"`
 	MAC          mac                  `yaml:"mac"`
 	VLAN         *num[max4094]        `yaml:"vlan"`
@@ -147,14 +145,10 @@ type hostGuest struct {
 	Define       flag                 `yaml:"define"`
 }
 
-func (hostGuest) describe() (string, string) { return "guest", "name: vm1" }
-
 type hostGuestVF struct {
 	PF    portName     `yaml:"pf"`
 	Index num[max4095] `yaml:"index"`
 }
-
-func (hostGuestVF) describe() (string, string) { return "VF", "{pf: enp3s0f0np0, index: 0}" }
 
 func (m *guestMeta) applyDefaults(p *parser, h *Host) {
 	for i, it := range m.nets {

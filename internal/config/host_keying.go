@@ -93,8 +93,6 @@ type ikeFile struct {
 	RekeyPackets num[maxU62] `yaml:"rekey-packets"`
 }
 
-func (ikeFile) describe() (string, string) { return "ike", "psk: /etc/sluice/ike.psk" }
-
 // applyIKEDefaults gives each peer the ipsec-wide keying and fills in the
 // IKE lifetimes: life-time 10% over rekey-time and rand-time the gap, as
 // strongSwan does, so that one end's rekey is (almost always) well ahead

@@ -14,22 +14,20 @@ import (
 // fill copies them by name into Host and the types it holds.
 type hostFile struct {
 	Name          usableName         `yaml:"name"`
-	Uplinks       *hostUplinks       `yaml:"uplinks"`
-	SRIOV         []hostSRIOV        `yaml:"sriov"`
-	VTEPs         []hostVTEP         `yaml:"vteps"`
-	IPsec         *hostIPsec         `yaml:"ipsec"`
-	GuestNetworks []hostGuestNetwork `yaml:"guest-networks"`
-	Guests        []hostGuest        `yaml:"guests"`
+	Uplinks       *hostUplinks       `yaml:"uplinks" example:"ports: [eth0, eth1]"`
+	SRIOV         []hostSRIOV        `yaml:"sriov" what:"physical function" example:"pf: enp3s0f0np0"`
+	VTEPs         []hostVTEP         `yaml:"vteps" what:"VTEP" example:"name: vx0"`
+	IPsec         *hostIPsec         `yaml:"ipsec" example:"keys: /etc/sluice/host.keys"`
+	GuestNetworks []hostGuestNetwork `yaml:"guest-networks" what:"guest network" example:"name: tenant-a"`
+	Guests        []hostGuest        `yaml:"guests" what:"guest" example:"name: vm1"`
 }
 
 type hostUplinks struct {
-	Ports     []portName `yaml:"ports"`
+	Ports     []portName `yaml:"ports" what:"port (a netdev name or PCI address)"`
 	MTU       mtu        `yaml:"mtu"`
-	Bond      *hostBond  `yaml:"bond"`
-	Addresses []ifAddr   `yaml:"addresses"`
+	Bond      *hostBond  `yaml:"bond" example:"name: bond0"`
+	Addresses []ifAddr   `yaml:"addresses" what:"address with its prefix length (such as 192.168.70.2/24)"`
 }
-
-func (hostUplinks) describe() (string, string) { return "uplinks", "ports: [eth0, eth1]" }
 
 type hostBond struct {
 	Name    ifname   `yaml:"name"`
@@ -38,18 +36,14 @@ type hostBond struct {
 	Primary portName `yaml:"primary"`
 }
 
-func (hostBond) describe() (string, string) { return "bond", "name: bond0" }
-
 type hostSRIOV struct {
 	PF           portName               `yaml:"pf"`
 	VFs          *num[max4096]          `yaml:"vfs"`
 	Eswitch      choice[eswitchChoice]  `yaml:"eswitch"`
 	FlowSteering choice[steeringChoice] `yaml:"flow-steering-mode"`
 	VFIPsec      *flag                  `yaml:"vf-ipsec"`
-	VF           []hostVF               `yaml:"vf"`
+	VF           []hostVF               `yaml:"vf" what:"VF" example:"index: 0"`
 }
-
-func (hostSRIOV) describe() (string, string) { return "physical function", "pf: enp3s0f0np0" }
 
 type hostVF struct {
 	Index    num[max4095]          `yaml:"index"`
@@ -60,21 +54,17 @@ type hostVF struct {
 	IPsec    []choice[vfCapChoice] `yaml:"ipsec"`
 }
 
-func (hostVF) describe() (string, string) { return "VF", "index: 0" }
-
 type hostVTEP struct {
 	Name          ifname                 `yaml:"name"`
 	Type          choice[vtepTypeChoice] `yaml:"type" default:"vxlan"`
 	VNI           vni                    `yaml:"vni"`
 	Local         ipAddr                 `yaml:"local"`
 	Port          port                   `yaml:"port"`
-	Remotes       []hostRemote           `yaml:"remotes"`
+	Remotes       []hostRemote           `yaml:"remotes" what:"remote VTEP" example:"address: 192.168.80.3"`
 	MTU           mtu                    `yaml:"mtu"`
 	GeneveOptions geneveOptions          `yaml:"geneve-options"`
-	Addresses     []ifAddr               `yaml:"addresses"`
+	Addresses     []ifAddr               `yaml:"addresses" what:"address with its prefix length (such as 192.168.70.2/24)"`
 }
-
-func (hostVTEP) describe() (string, string) { return "VTEP", "name: vx0" }
 
 // hostRemote is a remote VTEP: an address, or address: and via:.
 type hostRemote struct {
@@ -82,20 +72,16 @@ type hostRemote struct {
 	Via     ipAddr `yaml:"via"`
 }
 
-func (hostRemote) describe() (string, string) { return "remote VTEP", "address: 192.168.80.3" }
-
 // shorthand: a bare address stands for {address: ...}.
 func (hostRemote) shorthand() string { return "address" }
 
 type hostIPsec struct {
 	Keys              keyFile              `yaml:"keys"`
-	Peers             []hostPeer           `yaml:"peers"`
+	Peers             []hostPeer           `yaml:"peers" what:"peer" example:"name: node-b"`
 	UnsafeBondOffload flag                 `yaml:"unsafe-bond-offload"`
 	Keying            choice[keyingChoice] `yaml:"keying"`
-	IKE               *ikeFile             `yaml:"ike"`
+	IKE               *ikeFile             `yaml:"ike" example:"psk: /etc/sluice/ike.psk"`
 }
-
-func (hostIPsec) describe() (string, string) { return "ipsec", "keys: /etc/sluice/host.keys" }
 
 type hostPeer struct {
 	Name         peerName                 `yaml:"name"`
@@ -113,21 +99,17 @@ type hostPeer struct {
 	OffloadOut   choice[offloadDirChoice] `yaml:"offload-out"`
 	OffloadIn    choice[offloadDirChoice] `yaml:"offload-in"`
 	OffloadDev   ifname                   `yaml:"offload-dev"`
-	Selectors    []hostSelector           `yaml:"selectors"`
+	Selectors    []hostSelector           `yaml:"selectors" what:"selector" example:"local: 10.0.0.0/24"`
 	Priority     num[maxU32]              `yaml:"priority"`
 	Keying       choice[keyingChoice]     `yaml:"keying"`
 	LocalID      nonEmpty                 `yaml:"local-id"`
 	RemoteID     nonEmpty                 `yaml:"remote-id"`
 }
 
-func (hostPeer) describe() (string, string) { return "peer", "name: node-b" }
-
 type hostSelector struct {
 	Local  ipPrefix `yaml:"local"`
 	Remote ipPrefix `yaml:"remote"`
 }
-
-func (hostSelector) describe() (string, string) { return "selector", "local: 10.0.0.0/24" }
 
 // hostMeta is where things are in the document, for validation.
 type hostMeta struct {

@@ -130,9 +130,6 @@ type portName = str[portRule]
 
 type portRule struct{}
 
-func (portRule) describe() (string, string) {
-	return "port (a netdev name or PCI address)", "enp3s0f0np0"
-}
 func (portRule) want() string {
 	return "a netdev name such as enp3s0f0np0 or a PCI address such as 0000:03:00.0"
 }
@@ -192,10 +189,6 @@ func (miimonRule) refuse(v uint64) string {
 // ifAddr is an interface address with its prefix length (host bits
 // kept).
 type ifAddr netip.Prefix
-
-func (ifAddr) describe() (string, string) {
-	return "address with its prefix length (such as 192.168.70.2/24)", "192.168.70.2/24"
-}
 
 func (v *ifAddr) UnmarshalYAML(n *yaml.Node) error {
 	s, err := scalar(n, "an address with its prefix length such as 192.168.70.2/24")

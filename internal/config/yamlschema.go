@@ -3,6 +3,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"reflect"
@@ -39,12 +40,6 @@ import (
 // are copies whose Column holds their index in parser.leaves, so an error
 // from UnmarshalYAML is reported at its key's line and path. fill
 // (yamlfill.go) then copies the file struct into the config type.
-
-// describer names a struct for messages: what one is called and a
-// minimal example of its keys.
-type describer interface {
-	describe() (what, example string)
-}
 
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
@@ -107,8 +102,10 @@ func leafErr(n *yaml.Node, format string, args ...any) error {
 }
 
 // plain returns the plain tree for value n (alias-resolved) of type t at
-// path, whose key is on line; nil when there is nothing to decode.
-func (p *parser) plain(n *yaml.Node, path string, line int, t reflect.Type) *yaml.Node {
+// path, whose key is on line and has tag; nil when there is nothing to
+// decode. A key's what: and example: tags name its list entries and show
+// its keys in messages.
+func (p *parser) plain(n *yaml.Node, path string, line int, t reflect.Type, tag reflect.StructTag) *yaml.Node {
 	if isNull(n) {
 		return nil
 	}
@@ -120,32 +117,21 @@ func (p *parser) plain(n *yaml.Node, path string, line int, t reflect.Type) *yam
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
-		return p.plain(n, path, line, t.Elem())
+		return p.plain(n, path, line, t.Elem(), tag)
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			_, example := describe(t)
-			p.errorf(line, path, "want keys under %s (such as %s), got %s", lastKey(path), example, kindName(n))
+			p.errorf(line, path, "want keys under %s (such as %s), got %s", lastKey(path), tag.Get("example"), kindName(n))
 			return nil
 		}
 		return p.plainMapping(n, path, t)
 	case reflect.Slice:
-		return p.plainSequence(n, path, line, t)
+		return p.plainSequence(n, path, line, t, tag)
 	}
 	panic(fmt.Sprintf("config: %s (%s) has no UnmarshalYAML", path, t))
 }
 
 func lastKey(path string) string {
 	return path[strings.LastIndex(path, ".")+1:]
-}
-
-func describe(t reflect.Type) (what, example string) {
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if d, ok := reflect.Zero(t).Interface().(describer); ok {
-		return d.describe()
-	}
-	return "item", ""
 }
 
 // shorthand is a struct that may be written as a single value, which
@@ -155,9 +141,9 @@ type shorthand interface{ shorthand() string }
 // plainSequence keeps the entries of a list that can be decoded, and
 // records them (p.items) and how many were written (p.counts). A single
 // value stands for a list of one where the entries are values.
-func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Type) *yaml.Node {
+func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Type, tag reflect.StructTag) *yaml.Node {
 	et := t.Elem()
-	what, example := describe(et)
+	what, example := cmp.Or(tag.Get("what"), "item"), tag.Get("example")
 	isLeaf := reflect.PointerTo(et).Implements(unmarshalerType)
 	isStruct := et.Kind() == reflect.Struct && !isLeaf
 	short, _ := reflect.Zero(et).Interface().(shorthand)
@@ -165,7 +151,7 @@ func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Ty
 	switch {
 	case isLeaf && n.Kind == yaml.ScalarNode:
 		p.counts[path] = 1
-		out.Content = []*yaml.Node{p.plain(n, path, line, et)}
+		out.Content = []*yaml.Node{p.plain(n, path, line, et, "")}
 		p.items[path] = []item{{path: path, line: line}}
 		return out
 	case n.Kind != yaml.SequenceNode && isStruct:
@@ -189,14 +175,14 @@ func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Ty
 			// The single value is reported at the entry, as written.
 			k := short.shorthand()
 			out.Content = append(out.Content, &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: c.Line, Content: []*yaml.Node{
-				{Kind: yaml.ScalarNode, Tag: "!!str", Value: k, Line: c.Line}, p.plain(v, ip, c.Line, keysOf(et).fields[k])}})
+				{Kind: yaml.ScalarNode, Tag: "!!str", Value: k, Line: c.Line}, p.plain(v, ip, c.Line, keysOf(et).fields[k].Type, "")}})
 			p.items[path] = append(p.items[path], item{path: ip, line: c.Line})
 		case isStruct && v.Kind != yaml.MappingNode && short != nil:
 			p.errorf(c.Line, ip, "want %s (a single value, or keys such as - %s), got %s", article(what), example, kindName(v))
 		case isStruct && v.Kind != yaml.MappingNode:
 			p.errorf(c.Line, ip, "want %s written as keys (such as - %s), got %s", article(what), example, kindName(v))
 		default:
-			if e := p.plain(v, ip, c.Line, et); e != nil {
+			if e := p.plain(v, ip, c.Line, et, ""); e != nil {
 				out.Content = append(out.Content, e)
 				p.items[path] = append(p.items[path], item{path: ip, line: c.Line})
 			}
@@ -206,12 +192,12 @@ func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Ty
 }
 
 // keysOf returns the keys a struct declares, in field order, with their
-// types and defaults (cached: a lab file has a mapping per policy).
+// fields and defaults (cached: a lab file has a mapping per policy).
 func keysOf(t reflect.Type) *schemaKeys {
 	if k, ok := schemaCache.Load(t); ok {
 		return k.(*schemaKeys)
 	}
-	s := &schemaKeys{fields: map[string]reflect.Type{}, defaults: map[string]*yaml.Node{}}
+	s := &schemaKeys{fields: map[string]reflect.StructField{}, defaults: map[string]*yaml.Node{}}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, ok := keyName(f)
@@ -219,7 +205,7 @@ func keysOf(t reflect.Type) *schemaKeys {
 			continue
 		}
 		s.names = append(s.names, name)
-		s.fields[name] = f.Type
+		s.fields[name] = f
 		if d, ok := f.Tag.Lookup("default"); ok {
 			var doc yaml.Node
 			if err := yaml.Unmarshal([]byte(d), &doc); err != nil || len(doc.Content) != 1 {
@@ -237,7 +223,7 @@ func keysOf(t reflect.Type) *schemaKeys {
 // written in the file, wherever the key is absent or null.
 type schemaKeys struct {
 	names    []string
-	fields   map[string]reflect.Type
+	fields   map[string]reflect.StructField
 	defaults map[string]*yaml.Node
 }
 
@@ -261,14 +247,14 @@ func (p *parser) plainMapping(m *yaml.Node, path string, t reflect.Type) *yaml.N
 	for _, name := range s.names {
 		fp := joinPath(path, show(name))
 		if d := s.defaults[name]; d != nil && !p.given[fp] {
-			out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name, Line: m.Line}, p.plain(d, fp, m.Line, s.fields[name]))
+			out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name, Line: m.Line}, p.plain(d, fp, m.Line, s.fields[name].Type, ""))
 		}
 	}
 	return out
 }
 
 // collectKeys appends the keys of m (and of the mappings it merges) to out.
-func (p *parser) collectKeys(m *yaml.Node, path string, names []string, fields map[string]reflect.Type, out *yaml.Node, done map[string]bool, visited map[*yaml.Node]bool, merged bool, depth int) {
+func (p *parser) collectKeys(m *yaml.Node, path string, names []string, fields map[string]reflect.StructField, out *yaml.Node, done map[string]bool, visited map[*yaml.Node]bool, merged bool, depth int) {
 	var merges []*yaml.Node
 	here := map[string]int{} // keys written in this mapping -> line
 	for i := 0; i+1 < len(m.Content); i += 2 {
@@ -294,7 +280,7 @@ func (p *parser) collectKeys(m *yaml.Node, path string, names []string, fields m
 			continue
 		}
 		here[name] = kn.Line
-		ft, known := fields[name]
+		f, known := fields[name]
 		if !known {
 			p.unknownKey(kn.Line, fp, name, names)
 			continue
@@ -309,7 +295,7 @@ func (p *parser) collectKeys(m *yaml.Node, path string, names []string, fields m
 		if !isNull(v) {
 			p.given[fp] = true
 		}
-		if c := p.plain(v, fp, kn.Line, ft); c != nil {
+		if c := p.plain(v, fp, kn.Line, f.Type, f.Tag); c != nil {
 			out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name, Line: kn.Line}, c)
 		}
 	}
