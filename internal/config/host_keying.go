@@ -22,8 +22,6 @@ const (
 // IKE defaults.
 const (
 	DefaultVICI = "unix:///var/run/charon.vici"
-	// DefaultRekeyTime is strongSwan's own CHILD_SA default.
-	DefaultRekeyTime = time.Hour
 	// MinRekeyTime keeps rekeying from being a denial of service on
 	// oneself; short times are for the rekey bench.
 	MinRekeyTime = 5 * time.Second
@@ -81,12 +79,12 @@ func (h *Host) HasKeying(k string) bool {
 
 // ikeFile is ipsec.ike as written (filled into IKE).
 type ikeFile struct {
-	VICI         nonEmpty    `yaml:"vici"`
+	VICI         nonEmpty    `yaml:"vici" default:"unix:///var/run/charon.vici"`
 	PSK          nonEmpty    `yaml:"psk"`
 	CA           nonEmpty    `yaml:"ca"`
 	Cert         nonEmpty    `yaml:"cert"`
 	PrivateKey   nonEmpty    `yaml:"private-key"`
-	RekeyTime    lifetime    `yaml:"rekey-time"`
+	RekeyTime    lifetime    `yaml:"rekey-time" default:"1h"` // strongSwan's own CHILD_SA default
 	LifeTime     lifetime    `yaml:"life-time"`
 	RandTime     lifetime    `yaml:"rand-time"`
 	RekeyBytes   num[maxU62] `yaml:"rekey-bytes"`
@@ -113,12 +111,6 @@ func (m *hostMeta) applyIKEDefaults(p *parser, h *Host) {
 	k := s.IKE
 	if k == nil {
 		return
-	}
-	if k.VICI == "" {
-		k.VICI = DefaultVICI
-	}
-	if k.RekeyTime == 0 && !p.given[m.ipsec.path+".ike.rekey-time"] {
-		k.RekeyTime = DefaultRekeyTime
 	}
 	if k.LifeTime == 0 && !p.given[m.ipsec.path+".ike.life-time"] {
 		k.LifeTime = k.RekeyTime + k.RekeyTime/10
