@@ -111,38 +111,38 @@ type guestMeta struct {
 
 // hostGuestNetwork is one entry of guest-networks: (GuestNetwork).
 type hostGuestNetwork struct {
-	Name       usableName           `yaml:"name"`
-	VTEP       ifname               `yaml:"vtep"`
-	Bridge     choice[bridgeChoice] `yaml:"bridge" default:"ovs"`
-	BridgeName ifname               `yaml:"bridge-name"`
-	PageFit    flag                 `yaml:"page-fit"`
-	MTU        mtu                  `yaml:"mtu"`
+	Name       usableName `yaml:"name"`
+	VTEP       ifname     `yaml:"vtep"`
+	Bridge     bridgeType `yaml:"bridge" default:"ovs"`
+	BridgeName ifname     `yaml:"bridge-name"`
+	PageFit    flag       `yaml:"page-fit"`
+	MTU        mtu        `yaml:"mtu"`
 }
 
 // hostGuest is one entry of guests: (Guest).
 type hostGuest struct {
-	Name         usableName           `yaml:"name"`
-	Network      usableName           `yaml:"network"`
-	Attach       choice[attachChoice] `yaml:"attach"`
-	VF           *hostGuestVF         `yaml:"vf" example:"{pf: enp3s0f0np0, index: 0}"`
-	Port         ifname               `yaml:"port"`
-	MAC          mac                  `yaml:"mac"`
-	VLAN         *num[max4094]        `yaml:"vlan"`
-	Trust        *flag                `yaml:"trust"`
-	SpoofChk     *flag                `yaml:"spoofchk"`
-	VCPUs        num[max1024]         `yaml:"vcpus"`
-	MemoryMiB    num[max16M]          `yaml:"memory-mib" default:"2048"`
-	CPUs         []num[max8191]       `yaml:"cpus"`
-	EmulatorCPUs []num[max8191]       `yaml:"emulator-cpus"`
-	NUMANode     *num[max1023]        `yaml:"numa-node"`
-	QueueSize    num[max1024]         `yaml:"queue-size"`
-	PollUS       num[max100k]         `yaml:"poll-us"`
-	MTU          mtu                  `yaml:"mtu"`
-	Kernel       text                 `yaml:"kernel"`
-	Initrd       text                 `yaml:"initrd"`
-	Cmdline      text                 `yaml:"cmdline"`
-	Disk         text                 `yaml:"disk"`
-	Define       flag                 `yaml:"define"`
+	Name         usableName     `yaml:"name"`
+	Network      usableName     `yaml:"network"`
+	Attach       attachMode     `yaml:"attach"`
+	VF           *hostGuestVF   `yaml:"vf" example:"{pf: enp3s0f0np0, index: 0}"`
+	Port         ifname         `yaml:"port"`
+	MAC          mac            `yaml:"mac"`
+	VLAN         *num[max4094]  `yaml:"vlan"`
+	Trust        *flag          `yaml:"trust"`
+	SpoofChk     *flag          `yaml:"spoofchk"`
+	VCPUs        num[max1024]   `yaml:"vcpus"`
+	MemoryMiB    num[max16M]    `yaml:"memory-mib" default:"2048"`
+	CPUs         []num[max8191] `yaml:"cpus"`
+	EmulatorCPUs []num[max8191] `yaml:"emulator-cpus"`
+	NUMANode     *num[max1023]  `yaml:"numa-node"`
+	QueueSize    num[max1024]   `yaml:"queue-size"`
+	PollUS       num[max100k]   `yaml:"poll-us"`
+	MTU          mtu            `yaml:"mtu"`
+	Kernel       text           `yaml:"kernel"`
+	Initrd       text           `yaml:"initrd"`
+	Cmdline      text           `yaml:"cmdline"`
+	Disk         text           `yaml:"disk"`
+	Define       flag           `yaml:"define"`
 }
 
 type hostGuestVF struct {

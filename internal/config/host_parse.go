@@ -37,33 +37,33 @@ type hostBond struct {
 }
 
 type hostSRIOV struct {
-	PF           portName               `yaml:"pf"`
-	VFs          *num[max4096]          `yaml:"vfs"`
-	Eswitch      choice[eswitchChoice]  `yaml:"eswitch"`
-	FlowSteering choice[steeringChoice] `yaml:"flow-steering-mode"`
-	VFIPsec      *flag                  `yaml:"vf-ipsec"`
-	VF           []hostVF               `yaml:"vf" what:"VF" example:"index: 0"`
+	PF           portName      `yaml:"pf"`
+	VFs          *num[max4096] `yaml:"vfs"`
+	Eswitch      eswitchMode   `yaml:"eswitch"`
+	FlowSteering steeringMode  `yaml:"flow-steering-mode"`
+	VFIPsec      *flag         `yaml:"vf-ipsec"`
+	VF           []hostVF      `yaml:"vf" what:"VF" example:"index: 0"`
 }
 
 type hostVF struct {
-	Index    num[max4095]          `yaml:"index"`
-	MAC      mac                   `yaml:"mac"`
-	VLAN     *num[max4094]         `yaml:"vlan"`
-	Trust    *flag                 `yaml:"trust"`
-	SpoofChk *flag                 `yaml:"spoofchk"`
-	IPsec    []choice[vfCapChoice] `yaml:"ipsec"`
+	Index    num[max4095]  `yaml:"index"`
+	MAC      mac           `yaml:"mac"`
+	VLAN     *num[max4094] `yaml:"vlan"`
+	Trust    *flag         `yaml:"trust"`
+	SpoofChk *flag         `yaml:"spoofchk"`
+	IPsec    []vfCap       `yaml:"ipsec"`
 }
 
 type hostVTEP struct {
-	Name          ifname                 `yaml:"name"`
-	Type          choice[vtepTypeChoice] `yaml:"type" default:"vxlan"`
-	VNI           vni                    `yaml:"vni"`
-	Local         ipAddr                 `yaml:"local"`
-	Port          port                   `yaml:"port"`
-	Remotes       []hostRemote           `yaml:"remotes" what:"remote VTEP" example:"address: 192.168.80.3"`
-	MTU           mtu                    `yaml:"mtu"`
-	GeneveOptions geneveOptions          `yaml:"geneve-options"`
-	Addresses     []ifAddr               `yaml:"addresses" what:"address with its prefix length (such as 192.168.70.2/24)"`
+	Name          ifname        `yaml:"name"`
+	Type          vtepType      `yaml:"type" default:"vxlan"`
+	VNI           vni           `yaml:"vni"`
+	Local         ipAddr        `yaml:"local"`
+	Port          port          `yaml:"port"`
+	Remotes       []hostRemote  `yaml:"remotes" what:"remote VTEP" example:"address: 192.168.80.3"`
+	MTU           mtu           `yaml:"mtu"`
+	GeneveOptions geneveOptions `yaml:"geneve-options"`
+	Addresses     []ifAddr      `yaml:"addresses" what:"address with its prefix length (such as 192.168.70.2/24)"`
 }
 
 // hostRemote is a remote VTEP: an address, or address: and via:.
@@ -76,34 +76,34 @@ type hostRemote struct {
 func (hostRemote) shorthand() string { return "address" }
 
 type hostIPsec struct {
-	Keys              keyFile              `yaml:"keys"`
-	Peers             []hostPeer           `yaml:"peers" what:"peer" example:"name: node-b"`
-	UnsafeBondOffload flag                 `yaml:"unsafe-bond-offload"`
-	Keying            choice[keyingChoice] `yaml:"keying"`
-	IKE               *ikeFile             `yaml:"ike" example:"psk: /etc/sluice/ike.psk"`
+	Keys              keyFile    `yaml:"keys"`
+	Peers             []hostPeer `yaml:"peers" what:"peer" example:"name: node-b"`
+	UnsafeBondOffload flag       `yaml:"unsafe-bond-offload"`
+	Keying            keyingMode `yaml:"keying"`
+	IKE               *ikeFile   `yaml:"ike" example:"psk: /etc/sluice/ike.psk"`
 }
 
 type hostPeer struct {
-	Name         peerName                 `yaml:"name"`
-	Local        ipAddr                   `yaml:"local"`
-	Remote       ipAddr                   `yaml:"remote"`
-	Mode         choice[modeChoice]       `yaml:"mode" default:"transport"`
-	KeyBits      keyBits                  `yaml:"key-bits" default:"128"`
-	SPIOut       spi                      `yaml:"spi-out"`
-	SPIIn        spi                      `yaml:"spi-in"`
-	ReqidOut     reqid                    `yaml:"reqid-out"`
-	ReqidIn      reqid                    `yaml:"reqid-in"`
-	ESN          flag                     `yaml:"esn"`
-	ReplayWindow num[maxReplay]           `yaml:"replay-window"`
-	Offload      choice[offloadChoice]    `yaml:"offload" default:"none"`
-	OffloadOut   choice[offloadDirChoice] `yaml:"offload-out"`
-	OffloadIn    choice[offloadDirChoice] `yaml:"offload-in"`
-	OffloadDev   ifname                   `yaml:"offload-dev"`
-	Selectors    []hostSelector           `yaml:"selectors" what:"selector" example:"local: 10.0.0.0/24"`
-	Priority     num[maxU32]              `yaml:"priority"`
-	Keying       choice[keyingChoice]     `yaml:"keying"`
-	LocalID      nonEmpty                 `yaml:"local-id"`
-	RemoteID     nonEmpty                 `yaml:"remote-id"`
+	Name         peerName       `yaml:"name"`
+	Local        ipAddr         `yaml:"local"`
+	Remote       ipAddr         `yaml:"remote"`
+	Mode         ipsecMode      `yaml:"mode" default:"transport"`
+	KeyBits      keyBits        `yaml:"key-bits" default:"128"`
+	SPIOut       spi            `yaml:"spi-out"`
+	SPIIn        spi            `yaml:"spi-in"`
+	ReqidOut     reqid          `yaml:"reqid-out"`
+	ReqidIn      reqid          `yaml:"reqid-in"`
+	ESN          flag           `yaml:"esn"`
+	ReplayWindow num[maxReplay] `yaml:"replay-window"`
+	Offload      offloadSetting `yaml:"offload" default:"none"`
+	OffloadOut   offloadDir     `yaml:"offload-out"`
+	OffloadIn    offloadDir     `yaml:"offload-in"`
+	OffloadDev   ifname         `yaml:"offload-dev"`
+	Selectors    []hostSelector `yaml:"selectors" what:"selector" example:"local: 10.0.0.0/24"`
+	Priority     num[maxU32]    `yaml:"priority"`
+	Keying       keyingMode     `yaml:"keying"`
+	LocalID      nonEmpty       `yaml:"local-id"`
+	RemoteID     nonEmpty       `yaml:"remote-id"`
 }
 
 type hostSelector struct {
