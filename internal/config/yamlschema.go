@@ -16,8 +16,10 @@ import (
 )
 
 // A config file is decoded into its file struct (gatewayFile, hostFile):
-// each key is declared once, as a field with a `yaml:"name"` tag, and each
-// value is a leaf type whose UnmarshalYAML checks it (yamlleaf.go).
+// each key is declared once, as a field with a `yaml:"name"` tag (and
+// `default:`, `what:` and `example:` tags: its fixed default, and how
+// messages name its entries and keys), and each value is a leaf type
+// whose UnmarshalYAML checks it (yamlleaf.go).
 // yaml.v3 decodes; before it, plain walks the node tree once, guided by
 // the struct's tags, and hands yaml.v3 a tree it decodes the way sluice
 // must. The walk stays because yaml.v3, on the tree as written:
