@@ -161,12 +161,13 @@ func (l *Lab) installModelSAs() error {
 			return err
 		}
 		out := &xfrm.Offload{Ifindex: ifc.Index, Flags: xfrm.OffloadPacket}
+		// A policy takes its direction from dir: only an SA says inbound.
 		in := &xfrm.Offload{Ifindex: ifc.Index, Flags: xfrm.OffloadPacket | xfrm.OffloadInbound}
 		return errors.Join(
 			sa(dutA, peerA, modelSPIOut, kOut, 0, out),
 			sa(peerA, dutA, modelSPIIn, kIn, 64, in),
 			pol(xfrm.DirOut, lan, remote, dutA, peerA, modelSPIOut, out),
-			pol(xfrm.DirIn, remote, lan, peerA, dutA, modelSPIIn, in),
+			pol(xfrm.DirIn, remote, lan, peerA, dutA, modelSPIIn, out),
 			pol(xfrm.DirFwd, remote, lan, peerA, dutA, modelSPIIn, nil))
 	})
 	if err != nil {
