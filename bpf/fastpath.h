@@ -103,6 +103,16 @@ struct fp_config {
 	 * stamps the policies' use times (use_due in fastpath.c). Off for a
 	 * static policy source: no kernel policy to stamp. */
 	__u32 use_time;
+	/* 1: the FIB's answer for an IPv4 packet depends on its ingress,
+	 * destination, TOS and length alone (no policy rules but the
+	 * default ones, no multipath route: the control plane checks on
+	 * every route and rule event and every second), so decide_full may
+	 * reuse an answer from fib_cache made in the same route epoch. 0:
+	 * every lookup is bpf_fib_lookup's. */
+	__u32 fib_dst_only;
+	/* Which half of iface_slots is current (0/1): the control plane
+	 * writes the other half whole, then flips this word. */
+	__u32 iface_gen;
 	__u32 pad;
 };
 
@@ -150,6 +160,18 @@ struct fp_pkey {
 	__be16 dport;
 	__be32 src[4];
 	__be32 dst[4];
+};
+
+/* The same key for IPv4, in tables of their own (policy_tables4): hashing
+ * and comparing 16 bytes instead of 40 is cheaper on every first packet. */
+struct fp_pkey4 {
+	__u8 tuple;
+	__u8 proto;
+	__be16 sport;
+	__be16 dport;
+	__u16 pad;
+	__be32 src;
+	__be32 dst;
 };
 
 struct fp_policy {

@@ -3,9 +3,13 @@
 package bench
 
 import (
+	"errors"
 	"fmt"
 	"net/netip"
+	"os"
 	"slices"
+
+	"golang.org/x/sys/unix"
 
 	"sluice/internal/fastpath"
 	"sluice/internal/kernel"
@@ -14,6 +18,9 @@ import (
 
 // FastpathResult is one measurement of `sluice bench fastpath`.
 type FastpathResult struct {
+	// Program is "sluice", or "peer" for the program --peer names
+	// (fastSwan's; its Reason is empty: it has no reasons).
+	Program  string `json:"program"`
 	Tunnels  int    `json:"tunnels"`  // each: one OUT, one IN and one FWD policy, like strongSwan
 	Policies int    `json:"policies"` // total XFRM policies mirrored
 	Case     string `json:"case"`     // see fastpathCases
@@ -83,6 +90,10 @@ func Fastpath(tunnels []int, repeat int, o FastpathOptions) ([]FastpathResult, e
 		if err := dp.SetIfaces([]fastpath.Iface{{Ifindex: 1, L2: fastpath.L2NIC}, {Ifindex: sg.WANIndex, L2: fastpath.L2NIC}}); err != nil {
 			return err
 		}
+		// The scratch namespace has the default rules and single-path
+		// routes: FIB answers may be reused per destination, as the
+		// daemon allows them on such a gateway.
+		fibDst, _ := kernel.FIBByDestination()
 		for _, n := range tunnels {
 			snap := tunnelSnapshot(n, sg.WANIndex)
 			tables, err := fastpath.Compile(snap)
@@ -105,6 +116,9 @@ func Fastpath(tunnels []int, repeat int, o FastpathOptions) ([]FastpathResult, e
 				if err := dp.SetFlowCacheOff(!c.cached); err != nil {
 					return err
 				}
+				if _, err := dp.SetFIBDstOnly(fibDst && !c.newDst); err != nil {
+					return err
+				}
 				d, err := dp.Explain(frame, 0)
 				if err != nil {
 					return err
@@ -120,11 +134,18 @@ func Fastpath(tunnels []int, repeat int, o FastpathOptions) ([]FastpathResult, e
 				if err != nil {
 					return fmt.Errorf("%d tunnels, %s: %w", n, c.name, err)
 				}
-				results = append(results, FastpathResult{Tunnels: n, Policies: len(snap.Policies), Case: c.name,
+				results = append(results, FastpathResult{Program: "sluice", Tunnels: n, Policies: len(snap.Policies), Case: c.name,
 					NsPerPacket: per, Runs: runs, Action: d.ActionName, Reason: live.String(), Explained: d.ReasonName})
 			}
 			if err := dp.SetFlowCacheOff(false); err != nil {
 				return err
+			}
+			if o.Peer != "" {
+				res, err := measurePeer(o, snap, n, remote, repeat, sg.WANIndex)
+				if err != nil {
+					return err
+				}
+				results = append(results, res...)
 			}
 		}
 		return nil
@@ -145,12 +166,52 @@ type fastpathCase struct {
 	// policyCovers: a policy's destination covers it, so with counters
 	// on it takes the full decision (to be counted) even if quickPass
 	policyCovers bool
+	// newDst: every run is a first packet to a destination the FIB result
+	// cache has not seen (it is off), so every run asks the FIB
+	newDst bool
 }
 
 // FastpathOptions are `bench fastpath`'s choices besides the tunnel counts.
 type FastpathOptions struct {
 	Cases    []string // the cases to measure (FastpathCases); none: all
 	Counters bool     // per-policy counters on, as a gateway has them by default
+	// Peer: an XDP object built from fastSwan's xfrm_offload.c, measured
+	// after sluice at each tunnel count on the same policies and frames.
+	Peer string
+}
+
+// measurePeer loads the peer with the tunnels' policies and measures it on
+// every case's frame (it has no flow cache: its first packet is every
+// packet).
+func measurePeer(o FastpathOptions, snap fastpath.Snapshot, n int, remote string, repeat, wan int) ([]FastpathResult, error) {
+	pr, err := loadPeer(o.Peer, snap, []int{1, wan})
+	if errors.Is(err, unix.ENOSPC) {
+		// fastSwan's dst_lpm holds XFRM_DST_MAX (65,536) destinations:
+		// 65,536 tunnels' remote subnets plus the local one do not fit.
+		fmt.Fprintf(os.Stderr, "sluice bench fastpath: the peer cannot hold %d tunnels (%v); not measured at this count\n", n, err)
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	defer pr.Close()
+	var out []FastpathResult
+	for _, c := range fastpathCases(remote) {
+		if len(o.Cases) > 0 && !slices.Contains(o.Cases, c.name) {
+			continue
+		}
+		frame, err := c.pkt.Marshal()
+		if err != nil {
+			return nil, err
+		}
+		act, per, runs, err := pr.measure(frame, repeat)
+		if err != nil {
+			return nil, fmt.Errorf("%d tunnels, %s: %w", n, c.name, err)
+		}
+		out = append(out, FastpathResult{Program: "peer", Tunnels: n, Policies: len(snap.Policies), Case: c.name,
+			NsPerPacket: per, Runs: runs, Action: fastpath.ActionName(act)})
+	}
+	return out, nil
 }
 
 // fastpathCases are the measured packets; remote is an address inside the
@@ -160,15 +221,18 @@ func fastpathCases(remote string) []fastpathCase {
 	esp.Proto, esp.Payload = 50, 64
 	return []fastpathCase{
 		// the cached forward: 25,000 runs, all hits after the first
-		{"outbound-match", udp("16.0.0.1", remote), true, "forward-out", false, true},
+		{"outbound-match", udp("16.0.0.1", remote), true, "forward-out", false, true, false},
 		// the same packet with the cache off: the full decision every run
-		{"first-packet", udp("16.0.0.1", remote), false, "forward-out", false, true},
+		// (the FIB's answer from fib_cache: a destination seen before)
+		{"first-packet", udp("16.0.0.1", remote), false, "forward-out", false, true, false},
+		// ... to a destination not seen before: the FIB asked every run
+		{"first-packet-new-dst", udp("16.0.0.1", remote), false, "forward-out", false, true, true},
 		// decrypted traffic from the tunnel (IN match): passed by default
-		{"inbound-match", udp(remote, "16.0.0.1"), true, "inbound", true, true},
+		{"inbound-match", udp(remote, "16.0.0.1"), true, "inbound", true, true, false},
 		// ESP itself on the ESP side, to the gateway: passed
-		{"esp", esp, true, "esp-ah", false, false},
+		{"esp", esp, true, "esp-ah", false, false, false},
 		// cleartext no policy covers: passed
-		{"no-match", udp("16.0.0.1", "49.0.0.1"), true, "no-policy", true, false},
+		{"no-match", udp("16.0.0.1", "49.0.0.1"), true, "no-policy", true, false, false},
 	}
 }
 

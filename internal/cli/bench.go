@@ -31,7 +31,11 @@ func newBenchFastpathCmd() *cobra.Command {
 count, for these cases (--cases picks some):
 
   outbound-match  an outbound packet of a tunnel, forwarded from the flow cache
-  first-packet    the same packet with the flow cache off: the full decision
+  first-packet    the same packet with the flow cache off: the full decision,
+                  the FIB's answer reused (a destination seen before)
+  first-packet-new-dst
+                  the same with the FIB result cache off too: every run asks
+                  the FIB (a first packet to a destination not seen before)
   inbound-match   decrypted traffic from a tunnel: passed to the kernel
   esp             ESP from a tunnel peer to the gateway: passed
   no-match        cleartext no policy covers: passed
@@ -60,11 +64,13 @@ measurement of another path than the one named is an error.`,
 	cmd.Flags().IntVar(&f.repeat, "repeat", 1000000, "BPF_PROG_RUN runs per measurement (a forward: at most 25,000)")
 	cmd.Flags().StringVar(&f.cases, "cases", "", "comma-separated cases to measure (default: all)")
 	cmd.Flags().BoolVar(&f.counters, "counters", false, "per-policy counters on (a gateway's default): passes a policy covers then take the full decision")
+	cmd.Flags().StringVar(&f.peer, "peer", "", "also measure this XDP object, built from fastSwan's src/bpf/xfrm_offload.c, on the same policies and frames")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd
 }
 
 type benchFastpathFlags struct {
+	peer     string
 	tunnels  string
 	repeat   int
 	cases    string
@@ -94,7 +100,7 @@ func runBenchFastpath(cmd *cobra.Command, f benchFastpathFlags) error {
 			cases = append(cases, c)
 		}
 	}
-	res, err := bench.Fastpath(counts, f.repeat, bench.FastpathOptions{Cases: cases, Counters: f.counters})
+	res, err := bench.Fastpath(counts, f.repeat, bench.FastpathOptions{Cases: cases, Counters: f.counters, Peer: f.peer})
 	if err != nil {
 		return err
 	}
@@ -102,9 +108,13 @@ func runBenchFastpath(cmd *cobra.Command, f benchFastpathFlags) error {
 		return writeJSON(cmd.OutOrStdout(), res)
 	}
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "TUNNELS\tPOLICIES\tCASE\tNS/PACKET\tRUNS\tVERDICT")
+	fmt.Fprintln(tw, "PROGRAM\tTUNNELS\tPOLICIES\tCASE\tNS/PACKET\tRUNS\tVERDICT")
 	for _, r := range res {
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%.1f\t%d\t%s/%s\n", r.Tunnels, r.Policies, r.Case, r.NsPerPacket, r.Runs, r.Action, r.Reason)
+		verdict := r.Action
+		if r.Reason != "" {
+			verdict += "/" + r.Reason
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%.1f\t%d\t%s\n", r.Program, r.Tunnels, r.Policies, r.Case, r.NsPerPacket, r.Runs, verdict)
 	}
 	return tw.Flush()
 }

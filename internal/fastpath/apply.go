@@ -31,20 +31,38 @@ func (dp *Datapath) Apply(t *Tables) error {
 		return err
 	}
 
-	inner, err := dp.newPolicyTable(len(t.Entries))
+	// IPv4 entries go to their own table with a 16-byte key (fp_pkey4).
+	keys := make([]fastpathFpPkey, 0, len(t.Entries))
+	vals := make([]fastpathFpPentry, 0, len(t.Entries))
+	keys4 := make([]fastpathFpPkey4, 0, len(t.Entries))
+	vals4 := make([]fastpathFpPentry, 0, len(t.Entries))
+	for k, v := range t.Entries {
+		if k.Family == 0 {
+			keys4 = append(keys4, pkey4(k))
+			vals4 = append(vals4, v)
+			continue
+		}
+		keys = append(keys, k)
+		vals = append(vals, v)
+	}
+	inner, err := dp.newPolicyTable(dp.innerSpec, len(keys))
 	if err != nil {
 		return err
 	}
 	defer inner.Close() // the outer map holds its own reference
-	if len(t.Entries) > 0 {
-		keys := make([]fastpathFpPkey, 0, len(t.Entries))
-		vals := make([]fastpathFpPentry, 0, len(t.Entries))
-		for k, v := range t.Entries {
-			keys = append(keys, k)
-			vals = append(vals, v)
-		}
+	inner4, err := dp.newPolicyTable(dp.innerSpec4, len(keys4))
+	if err != nil {
+		return err
+	}
+	defer inner4.Close()
+	if len(keys) > 0 {
 		if _, err := inner.BatchUpdate(keys, vals, nil); err != nil {
-			return fmt.Errorf("fastpath: writing %d policies: %w", len(keys), err)
+			return fmt.Errorf("fastpath: writing %d IPv6 policies: %w", len(keys), err)
+		}
+	}
+	if len(keys4) > 0 {
+		if _, err := inner4.BatchUpdate(keys4, vals4, nil); err != nil {
+			return fmt.Errorf("fastpath: writing %d IPv4 policies: %w", len(keys4), err)
 		}
 	}
 	for fam := 0; fam < 2; fam++ {
@@ -57,6 +75,9 @@ func (dp *Datapath) Apply(t *Tables) error {
 	}
 	if err := dp.objs.PolicyTables.Put(idle, inner); err != nil {
 		return fmt.Errorf("fastpath: installing the policy table: %w", err)
+	}
+	if err := dp.objs.PolicyTables4.Put(idle, inner4); err != nil {
+		return fmt.Errorf("fastpath: installing the IPv4 policy table: %w", err)
 	}
 	// First publish the idle generation's sizes (the active ones are
 	// rewritten unchanged), then flip.
@@ -103,6 +124,24 @@ func (dp *Datapath) SetFIBUsesL4(l4 bool) (changed bool, err error) {
 		changed = dp.fibL4 != l4
 		dp.fibL4 = l4
 		cfg.FlowL4 = b2u(dp.policyL4 || dp.fibL4)
+		cfg.RouteEpoch++
+		return true
+	})
+	return changed, err
+}
+
+// SetFIBDstOnly says whether the kernel's IPv4 FIB answers from the
+// ingress, destination and TOS alone (kernel.FIBByDestination): only then
+// may the program reuse a FIB answer for another packet to the same
+// destination (fib_cache). A change bumps the route epoch, so no answer
+// from before it is reused after it.
+func (dp *Datapath) SetFIBDstOnly(on bool) (changed bool, err error) {
+	err = dp.updateConfig(func(cfg *fastpathFpConfig) bool {
+		if cfg.FibDstOnly == b2u(on) {
+			return false
+		}
+		changed = true
+		cfg.FibDstOnly = b2u(on)
 		cfg.RouteEpoch++
 		return true
 	})
@@ -168,8 +207,8 @@ func (dp *Datapath) config() (fastpathFpConfig, error) {
 	return cfg, nil
 }
 
-func (dp *Datapath) newPolicyTable(n int) (*ebpf.Map, error) {
-	spec := dp.innerSpec.Copy()
+func (dp *Datapath) newPolicyTable(shape *ebpf.MapSpec, n int) (*ebpf.Map, error) {
+	spec := shape.Copy()
 	// Headroom keeps hash chains short; the kernel needs at least 1.
 	spec.MaxEntries = uint32(max(n+n/4, 16))
 	m, err := ebpf.NewMap(spec)
@@ -221,4 +260,15 @@ func (dp *Datapath) BumpRouteEpoch() error {
 		cfg.RouteEpoch++
 		return true
 	})
+}
+
+// pkey4 is an IPv4 policy key in the IPv4 tables' layout.
+func pkey4(k fastpathFpPkey) fastpathFpPkey4 {
+	return fastpathFpPkey4{Tuple: k.Tuple, Proto: k.Proto, Sport: k.Sport, Dport: k.Dport, Src: k.Src[0], Dst: k.Dst[0]}
+}
+
+// pkeyOf4 is the inverse of pkey4.
+func pkeyOf4(k fastpathFpPkey4) fastpathFpPkey {
+	return fastpathFpPkey{Family: 0, Tuple: k.Tuple, Proto: k.Proto, Sport: k.Sport, Dport: k.Dport,
+		Src: [4]uint32{k.Src}, Dst: [4]uint32{k.Dst}}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"sluice/internal/kernel"
 	"sluice/internal/kernel/xfrm"
 	"sluice/internal/testutil"
 )
@@ -99,6 +100,13 @@ func newTestEnv(t *testing.T) *testEnv {
 			t.Fatal(err)
 		}
 		e.dp = dp
+		// As the daemon does: FIB answers reused per destination while
+		// the namespace's FIB allows it (it does here), so every test
+		// of the program runs with the FIB result cache on.
+		on, _ := kernel.FIBByDestination()
+		if _, err := dp.SetFIBDstOnly(on); err != nil {
+			t.Fatal(err)
+		}
 	})
 	t.Cleanup(func() { e.dp.Close() })
 	return e

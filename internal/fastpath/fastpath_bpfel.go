@@ -34,6 +34,8 @@ type fastpathFpConfig struct {
 	FlowL4          uint32
 	LeaseNs         int64
 	UseTime         uint32
+	FibDstOnly      uint32
+	IfaceGen        uint32
 	Pad             uint32
 }
 
@@ -59,6 +61,19 @@ type fastpathFpEmc struct {
 	_    structs.HostLayout
 	Key  fastpathFpFlowKey4
 	Flow fastpathFpFlow
+}
+
+type fastpathFpFibc struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	Dst     uint32
+	Epoch   uint32
+	Oif     uint32
+	Dmac    [6]uint8
+	Smac    [6]uint8
+	Mtu     uint16
+	Tos     uint8
+	Rc      uint8
 }
 
 type fastpathFpFlow struct {
@@ -117,6 +132,12 @@ type fastpathFpIface struct {
 	Pad            uint8
 }
 
+type fastpathFpIfaceRef struct {
+	_       structs.HostLayout
+	Ifindex uint32
+	I       fastpathFpIface
+}
+
 type fastpathFpLease struct {
 	_     structs.HostLayout
 	Timer struct {
@@ -143,6 +164,17 @@ type fastpathFpPkey struct {
 	Dport  uint16
 	Src    [4]uint32
 	Dst    [4]uint32
+}
+
+type fastpathFpPkey4 struct {
+	_     structs.HostLayout
+	Tuple uint8
+	Proto uint8
+	Sport uint16
+	Dport uint16
+	Pad   uint16
+	Src   uint32
+	Dst   uint32
 }
 
 type fastpathFpPolicy struct {
@@ -194,12 +226,6 @@ const (
 	fastpathFpReasonFP_R_MAX             fastpathFpReason = 33
 )
 
-type fastpathFpSlotRef struct {
-	_       structs.HostLayout
-	Ifindex uint32
-	Slot    uint32
-}
-
 type fastpathFpTuple struct {
 	_         structs.HostLayout
 	MinPrio   [3]uint32
@@ -229,6 +255,7 @@ const (
 	fastpathMapCacheGate      = "cache_gate"
 	fastpathMapConfig         = "config"
 	fastpathMapExplainOut     = "explain_out"
+	fastpathMapFibCache       = "fib_cache"
 	fastpathMapFlowCache      = "flow_cache"
 	fastpathMapFlowCache4     = "flow_cache4"
 	fastpathMapFlowEmc        = "flow_emc"
@@ -237,8 +264,10 @@ const (
 	fastpathMapIfaces         = "ifaces"
 	fastpathMapLease          = "lease"
 	fastpathMapOwnAddrs       = "own_addrs"
+	fastpathMapOwnNets        = "own_nets"
 	fastpathMapPolicyCounts   = "policy_counts"
 	fastpathMapPolicyTables   = "policy_tables"
+	fastpathMapPolicyTables4  = "policy_tables4"
 	fastpathMapReasonCounts   = "reason_counts"
 	fastpathMapScratchSpace   = "scratch_space"
 	fastpathMapTuples         = "tuples"
@@ -255,6 +284,7 @@ const (
 	fastpathVarFpIface        = "_fp_iface"
 	fastpathVarFpPentry       = "_fp_pentry"
 	fastpathVarFpPkey         = "_fp_pkey"
+	fastpathVarFpPkey4        = "_fp_pkey4"
 	fastpathVarFpPolicy       = "_fp_policy"
 	fastpathVarFpReason       = "_fp_reason"
 	fastpathVarFpTuple        = "_fp_tuple"
@@ -312,25 +342,28 @@ type fastpathProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type fastpathMapSpecs struct {
-	CacheGate    *ebpf.MapSpec `ebpf:"cache_gate"`
-	Config       *ebpf.MapSpec `ebpf:"config"`
-	ExplainOut   *ebpf.MapSpec `ebpf:"explain_out"`
-	FlowCache    *ebpf.MapSpec `ebpf:"flow_cache"`
-	FlowCache4   *ebpf.MapSpec `ebpf:"flow_cache4"`
-	FlowEmc      *ebpf.MapSpec `ebpf:"flow_emc"`
-	FwdDsts      *ebpf.MapSpec `ebpf:"fwd_dsts"`
-	IfaceSlots   *ebpf.MapSpec `ebpf:"iface_slots"`
-	Ifaces       *ebpf.MapSpec `ebpf:"ifaces"`
-	Lease        *ebpf.MapSpec `ebpf:"lease"`
-	OwnAddrs     *ebpf.MapSpec `ebpf:"own_addrs"`
-	PolicyCounts *ebpf.MapSpec `ebpf:"policy_counts"`
-	PolicyTables *ebpf.MapSpec `ebpf:"policy_tables"`
-	ReasonCounts *ebpf.MapSpec `ebpf:"reason_counts"`
-	ScratchSpace *ebpf.MapSpec `ebpf:"scratch_space"`
-	Tuples       *ebpf.MapSpec `ebpf:"tuples"`
-	TxPorts      *ebpf.MapSpec `ebpf:"tx_ports"`
-	UseStamp     *ebpf.MapSpec `ebpf:"use_stamp"`
-	Vlans        *ebpf.MapSpec `ebpf:"vlans"`
+	CacheGate     *ebpf.MapSpec `ebpf:"cache_gate"`
+	Config        *ebpf.MapSpec `ebpf:"config"`
+	ExplainOut    *ebpf.MapSpec `ebpf:"explain_out"`
+	FibCache      *ebpf.MapSpec `ebpf:"fib_cache"`
+	FlowCache     *ebpf.MapSpec `ebpf:"flow_cache"`
+	FlowCache4    *ebpf.MapSpec `ebpf:"flow_cache4"`
+	FlowEmc       *ebpf.MapSpec `ebpf:"flow_emc"`
+	FwdDsts       *ebpf.MapSpec `ebpf:"fwd_dsts"`
+	IfaceSlots    *ebpf.MapSpec `ebpf:"iface_slots"`
+	Ifaces        *ebpf.MapSpec `ebpf:"ifaces"`
+	Lease         *ebpf.MapSpec `ebpf:"lease"`
+	OwnAddrs      *ebpf.MapSpec `ebpf:"own_addrs"`
+	OwnNets       *ebpf.MapSpec `ebpf:"own_nets"`
+	PolicyCounts  *ebpf.MapSpec `ebpf:"policy_counts"`
+	PolicyTables  *ebpf.MapSpec `ebpf:"policy_tables"`
+	PolicyTables4 *ebpf.MapSpec `ebpf:"policy_tables4"`
+	ReasonCounts  *ebpf.MapSpec `ebpf:"reason_counts"`
+	ScratchSpace  *ebpf.MapSpec `ebpf:"scratch_space"`
+	Tuples        *ebpf.MapSpec `ebpf:"tuples"`
+	TxPorts       *ebpf.MapSpec `ebpf:"tx_ports"`
+	UseStamp      *ebpf.MapSpec `ebpf:"use_stamp"`
+	Vlans         *ebpf.MapSpec `ebpf:"vlans"`
 }
 
 // fastpathVariableSpecs contains global variables before they are loaded into the kernel.
@@ -345,6 +378,7 @@ type fastpathVariableSpecs struct {
 	FpIface     *ebpf.VariableSpec `ebpf:"_fp_iface"`
 	FpPentry    *ebpf.VariableSpec `ebpf:"_fp_pentry"`
 	FpPkey      *ebpf.VariableSpec `ebpf:"_fp_pkey"`
+	FpPkey4     *ebpf.VariableSpec `ebpf:"_fp_pkey4"`
 	FpPolicy    *ebpf.VariableSpec `ebpf:"_fp_policy"`
 	FpReason    *ebpf.VariableSpec `ebpf:"_fp_reason"`
 	FpTuple     *ebpf.VariableSpec `ebpf:"_fp_tuple"`
@@ -372,25 +406,28 @@ func (o *fastpathObjects) Close() error {
 //
 // It can be passed to loadFastpathObjects or ebpf.CollectionSpec.LoadAndAssign.
 type fastpathMaps struct {
-	CacheGate    *ebpf.Map `ebpf:"cache_gate"`
-	Config       *ebpf.Map `ebpf:"config"`
-	ExplainOut   *ebpf.Map `ebpf:"explain_out"`
-	FlowCache    *ebpf.Map `ebpf:"flow_cache"`
-	FlowCache4   *ebpf.Map `ebpf:"flow_cache4"`
-	FlowEmc      *ebpf.Map `ebpf:"flow_emc"`
-	FwdDsts      *ebpf.Map `ebpf:"fwd_dsts"`
-	IfaceSlots   *ebpf.Map `ebpf:"iface_slots"`
-	Ifaces       *ebpf.Map `ebpf:"ifaces"`
-	Lease        *ebpf.Map `ebpf:"lease"`
-	OwnAddrs     *ebpf.Map `ebpf:"own_addrs"`
-	PolicyCounts *ebpf.Map `ebpf:"policy_counts"`
-	PolicyTables *ebpf.Map `ebpf:"policy_tables"`
-	ReasonCounts *ebpf.Map `ebpf:"reason_counts"`
-	ScratchSpace *ebpf.Map `ebpf:"scratch_space"`
-	Tuples       *ebpf.Map `ebpf:"tuples"`
-	TxPorts      *ebpf.Map `ebpf:"tx_ports"`
-	UseStamp     *ebpf.Map `ebpf:"use_stamp"`
-	Vlans        *ebpf.Map `ebpf:"vlans"`
+	CacheGate     *ebpf.Map `ebpf:"cache_gate"`
+	Config        *ebpf.Map `ebpf:"config"`
+	ExplainOut    *ebpf.Map `ebpf:"explain_out"`
+	FibCache      *ebpf.Map `ebpf:"fib_cache"`
+	FlowCache     *ebpf.Map `ebpf:"flow_cache"`
+	FlowCache4    *ebpf.Map `ebpf:"flow_cache4"`
+	FlowEmc       *ebpf.Map `ebpf:"flow_emc"`
+	FwdDsts       *ebpf.Map `ebpf:"fwd_dsts"`
+	IfaceSlots    *ebpf.Map `ebpf:"iface_slots"`
+	Ifaces        *ebpf.Map `ebpf:"ifaces"`
+	Lease         *ebpf.Map `ebpf:"lease"`
+	OwnAddrs      *ebpf.Map `ebpf:"own_addrs"`
+	OwnNets       *ebpf.Map `ebpf:"own_nets"`
+	PolicyCounts  *ebpf.Map `ebpf:"policy_counts"`
+	PolicyTables  *ebpf.Map `ebpf:"policy_tables"`
+	PolicyTables4 *ebpf.Map `ebpf:"policy_tables4"`
+	ReasonCounts  *ebpf.Map `ebpf:"reason_counts"`
+	ScratchSpace  *ebpf.Map `ebpf:"scratch_space"`
+	Tuples        *ebpf.Map `ebpf:"tuples"`
+	TxPorts       *ebpf.Map `ebpf:"tx_ports"`
+	UseStamp      *ebpf.Map `ebpf:"use_stamp"`
+	Vlans         *ebpf.Map `ebpf:"vlans"`
 }
 
 func (m *fastpathMaps) Close() error {
@@ -398,6 +435,7 @@ func (m *fastpathMaps) Close() error {
 		m.CacheGate,
 		m.Config,
 		m.ExplainOut,
+		m.FibCache,
 		m.FlowCache,
 		m.FlowCache4,
 		m.FlowEmc,
@@ -406,8 +444,10 @@ func (m *fastpathMaps) Close() error {
 		m.Ifaces,
 		m.Lease,
 		m.OwnAddrs,
+		m.OwnNets,
 		m.PolicyCounts,
 		m.PolicyTables,
+		m.PolicyTables4,
 		m.ReasonCounts,
 		m.ScratchSpace,
 		m.Tuples,
@@ -429,6 +469,7 @@ type fastpathVariables struct {
 	FpIface     *ebpf.Variable `ebpf:"_fp_iface"`
 	FpPentry    *ebpf.Variable `ebpf:"_fp_pentry"`
 	FpPkey      *ebpf.Variable `ebpf:"_fp_pkey"`
+	FpPkey4     *ebpf.Variable `ebpf:"_fp_pkey4"`
 	FpPolicy    *ebpf.Variable `ebpf:"_fp_policy"`
 	FpReason    *ebpf.Variable `ebpf:"_fp_reason"`
 	FpTuple     *ebpf.Variable `ebpf:"_fp_tuple"`

@@ -72,6 +72,8 @@ func deviceFacts(ifindex int) (mac net.HardwareAddr, rpFilter uint8) {
 // values are ifindexes resolved in the caller's network namespace: call it
 // from the namespace that owns the devices.
 func (dp *Datapath) SetIfaces(ifs []Iface) error {
+	dp.ifMu.Lock()
+	defer dp.ifMu.Unlock()
 	want := map[uint32]fastpathFpIface{}
 	vlans := map[fastpathFpVlanKey]uint32{}
 	ports := map[uint32]bool{}
@@ -164,28 +166,37 @@ func (dp *Datapath) SetIfaces(ifs []Iface) error {
 	return dp.BumpRouteEpoch()
 }
 
-// ifaceSlotMap mirrors FP_IFACE_SLOT_MAP: places in iface_slots.
+// ifaceSlotMap mirrors FP_IFACE_SLOT_MAP: places in each half of iface_slots.
 const ifaceSlotMap = 256
 
-// setIfaceSlots writes iface_slots, the direct-mapped copy of the
-// interfaces' counter slots the program's quick pass reads (the lowest
-// ifindex takes a contested place; the others are found in ifaces).
+// setIfaceSlots writes iface_slots, the direct-mapped copy of the interface
+// table the program reads before ifaces (the lowest ifindex takes a
+// contested place; the others are found in ifaces): the half the program
+// does not read, whole, then flips config.iface_gen to it.
 func (dp *Datapath) setIfaceSlots(ifs map[uint32]fastpathFpIface) error {
-	var refs [ifaceSlotMap]fastpathFpSlotRef
+	var refs [ifaceSlotMap]fastpathFpIfaceRef
 	for k, v := range ifs {
 		at := k & (ifaceSlotMap - 1)
 		if refs[at].Ifindex == 0 || k < refs[at].Ifindex {
-			refs[at] = fastpathFpSlotRef{Ifindex: k, Slot: v.Slot}
+			refs[at] = fastpathFpIfaceRef{Ifindex: k, I: v}
 		}
 	}
+	cfg, err := dp.config()
+	if err != nil {
+		return err
+	}
+	next := cfg.IfaceGen ^ 1
 	keys := make([]uint32, ifaceSlotMap)
 	for i := range keys {
-		keys[i] = uint32(i)
+		keys[i] = (next&1)*ifaceSlotMap + uint32(i)
 	}
 	if _, err := dp.objs.IfaceSlots.BatchUpdate(keys, refs[:], nil); err != nil {
-		return fmt.Errorf("fastpath: writing the interfaces' counter slots: %w", err)
+		return fmt.Errorf("fastpath: writing the direct-mapped interface table: %w", err)
 	}
-	return nil
+	return dp.updateConfig(func(cfg *fastpathFpConfig) bool {
+		cfg.IfaceGen = next
+		return true
+	})
 }
 
 func prune(m *ebpf.Map, keep func(uint32) bool) error {
@@ -211,23 +222,57 @@ func prune(m *ebpf.Map, keep func(uint32) bool) error {
 
 // setOwnAddrs writes the namespace's IPv4 addresses (the caller's: every
 // device, as the kernel's own-source check looks at all of them) into
-// own_addrs, dropping those that went away.
+// own_addrs, dropping those that went away, and their /24s into own_nets:
+// a /24's bit is set before its addresses are added and cleared after the
+// last one is gone, so the bits always cover the table (a clear bit skips
+// the table).
 func (dp *Datapath) setOwnAddrs() error {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		return fmt.Errorf("fastpath: listing this host's addresses: %w", err)
 	}
 	want := map[uint32]bool{}
+	words := map[uint32]uint64{} // own_nets words of the new set
 	for _, a := range addrs {
 		ipn, ok := a.(*net.IPNet)
 		if !ok || ipn.IP.To4() == nil {
 			continue
 		}
-		k := binary.NativeEndian.Uint32(ipn.IP.To4()) // network byte order in memory, as the program reads it
-		want[k] = true
-		if err := dp.objs.OwnAddrs.Put(k, uint8(1)); err != nil {
-			return fmt.Errorf("fastpath: own address %s: %w", ipn.IP, err)
+		v4 := ipn.IP.To4()
+		want[binary.NativeEndian.Uint32(v4)] = true // network byte order in memory, as the program reads it
+		top := binary.BigEndian.Uint32(v4) >> 8
+		words[top>>6] |= 1 << (top & 63)
+	}
+	for i, bits := range words { // first the union of old and new
+		var old uint64
+		if err := dp.objs.OwnNets.Lookup(i, &old); err != nil {
+			return fmt.Errorf("fastpath: reading own_nets: %w", err)
+		}
+		if err := dp.objs.OwnNets.Put(i, old|bits); err != nil {
+			return fmt.Errorf("fastpath: writing own_nets: %w", err)
 		}
 	}
-	return prune(dp.objs.OwnAddrs, func(k uint32) bool { return want[k] })
+	for k := range want {
+		if err := dp.objs.OwnAddrs.Put(k, uint8(1)); err != nil {
+			return fmt.Errorf("fastpath: own address %s: %w", net.IP(binary.NativeEndian.AppendUint32(nil, k)), err)
+		}
+	}
+	if err := prune(dp.objs.OwnAddrs, func(k uint32) bool { return want[k] }); err != nil {
+		return err
+	}
+	for i := range dp.ownWords { // then the new set alone
+		if _, ok := words[i]; !ok {
+			words[i] = 0
+		}
+	}
+	for i, bits := range words {
+		if err := dp.objs.OwnNets.Put(i, bits); err != nil {
+			return fmt.Errorf("fastpath: writing own_nets: %w", err)
+		}
+		if bits == 0 {
+			delete(words, i)
+		}
+	}
+	dp.ownWords = words
+	return nil
 }

@@ -26,13 +26,19 @@ type Datapath struct {
 	// one Datapath take turns on it.
 	explainOut *ebpf.Map
 	explainMu  sync.Mutex
-	innerSpec  *ebpf.MapSpec // shape of one generation's policy table
+	innerSpec  *ebpf.MapSpec // shape of one generation's policy table (IPv6)
+	innerSpec4 *ebpf.MapSpec // ... and of its IPv4 table
 
 	// mu serialises read-modify-writes of the config word set: the
 	// mirror's Apply, the lease renewal and the route epoch run in
 	// different goroutines, and a lost update could undo a generation
 	// flip.
 	mu sync.Mutex
+	// ifMu makes SetIfaces calls take turns: each writes the half of
+	// iface_slots the program does not read, then flips to it.
+	ifMu sync.Mutex
+	// ownWords: the own_nets words this process set (setOwnAddrs; under ifMu).
+	ownWords map[uint32]uint64
 	// policyL4 (the active tables select on protocol or ports) and fibL4
 	// (the FIB may route or hash on them) decide config.flow_l4.
 	policyL4, fibL4 bool
@@ -85,7 +91,8 @@ func Load(opts LoadOptions) (*Datapath, error) {
 			}
 		}
 	}
-	dp := &Datapath{innerSpec: spec.Maps["policy_tables"].InnerMap.Copy()}
+	dp := &Datapath{innerSpec: spec.Maps["policy_tables"].InnerMap.Copy(),
+		innerSpec4: spec.Maps["policy_tables4"].InnerMap.Copy()}
 	err = spec.LoadAndAssign(&dp.objs, &ebpf.CollectionOptions{Maps: mapOpts, MapReplacements: repl})
 	for _, m := range repl {
 		m.Close() // LoadAndAssign holds its own references
@@ -118,13 +125,15 @@ func Load(opts LoadOptions) (*Datapath, error) {
 }
 
 // sizeExactMatchCache gives every possible CPU its region of the exact-match
-// cache: compiled with one region (FP_EMC_SLOTS), indexed by CPU number.
+// cache and of the FIB result cache: compiled with one region each
+// (FP_EMC_SLOTS, FP_FIBC_SLOTS), indexed by CPU number.
 func sizeExactMatchCache(spec *ebpf.CollectionSpec) error {
 	n, err := ebpf.PossibleCPU()
 	if err != nil {
 		return fmt.Errorf("fastpath: counting possible CPUs: %w", err)
 	}
 	spec.Maps["flow_emc"].MaxEntries *= uint32(n)
+	spec.Maps["fib_cache"].MaxEntries *= uint32(n)
 	return nil
 }
 
@@ -136,12 +145,12 @@ func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Progra
 		return nil, nil, fmt.Errorf("fastpath: setting explain_mode: %w", err)
 	}
 	repl := map[string]*ebpf.Map{
-		"config": objs.Config, "tuples": objs.Tuples, "policy_tables": objs.PolicyTables,
+		"config": objs.Config, "tuples": objs.Tuples, "policy_tables": objs.PolicyTables, "policy_tables4": objs.PolicyTables4,
 		"ifaces": objs.Ifaces, "vlans": objs.Vlans, "own_addrs": objs.OwnAddrs, "tx_ports": objs.TxPorts,
 		"reason_counts": objs.ReasonCounts, "policy_counts": objs.PolicyCounts,
 		"flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "flow_emc": objs.FlowEmc,
 		"cache_gate": objs.CacheGate, "lease": objs.Lease, "fwd_dsts": objs.FwdDsts,
-		"iface_slots": objs.IfaceSlots,
+		"iface_slots": objs.IfaceSlots, "fib_cache": objs.FibCache, "own_nets": objs.OwnNets,
 	}
 	for name, m := range es.Maps {
 		if repl[name] == nil {

@@ -23,20 +23,27 @@ func activeTables(t *testing.T, dp *Datapath) (map[fastpathFpPkey]fastpathFpPent
 	if err != nil {
 		t.Fatal(err)
 	}
-	var id uint32
-	if err := dp.objs.PolicyTables.Lookup(cfg.Gen, &id); err != nil {
-		t.Fatal(err)
+	open := func(outer *ebpf.Map) *ebpf.Map {
+		var id uint32
+		if err := outer.Lookup(cfg.Gen, &id); err != nil {
+			t.Fatal(err)
+		}
+		inner, err := ebpf.NewMapFromID(ebpf.MapID(id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { inner.Close() })
+		return inner
 	}
-	inner, err := ebpf.NewMapFromID(ebpf.MapID(id))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer inner.Close()
 	entries := map[fastpathFpPkey]fastpathFpPentry{}
 	var k fastpathFpPkey
 	var v fastpathFpPentry
-	for it := inner.Iterate(); it.Next(&k, &v); {
+	for it := open(dp.objs.PolicyTables).Iterate(); it.Next(&k, &v); {
 		entries[k] = v
+	}
+	var k4 fastpathFpPkey4 // IPv4 entries, in their own table
+	for it := open(dp.objs.PolicyTables4).Iterate(); it.Next(&k4, &v); {
+		entries[pkeyOf4(k4)] = v
 	}
 	var tuples [2][]fastpathFpTuple
 	for fam := 0; fam < 2; fam++ {

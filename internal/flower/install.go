@@ -19,48 +19,48 @@ import (
 // Filter converts a rule to the kernel's filter. skipHW (labs only: the
 // config refuses it without lab: true) installs it in software instead of
 // hardware.
-func (r *Rule) Filter(handle uint32, skipHW bool) *tcflower.FlowerFilter {
-	f := &tcflower.FlowerFilter{Ifindex: r.Dev, Chain: r.Chain, Pref: r.Pref, Handle: handle,
+func (r *Rule) Filter(handle uint32, skipHW bool) *tcflower.Filter {
+	f := &tcflower.Filter{Ifindex: r.Dev, Chain: r.Chain, Pref: r.Pref, Handle: handle,
 		SkipSW: !skipHW, SkipHW: skipHW, IPv6: r.IPv6, VLANID: r.VLANID}
 	switch r.Kind {
 	case KindTTLGuard:
 		f.TTL, f.TTLMask = 0, 0xfe
-		f.Actions = []tcflower.FlowerAction{{Kind: tcflower.ActPass}}
+		f.Actions = []tcflower.Action{{Kind: tcflower.ActPass}}
 		return f
 	case KindICMPGuard:
 		f.IPProto = icmpProto(r.IPv6)
-		f.Actions = []tcflower.FlowerAction{{Kind: tcflower.ActPass}}
+		f.Actions = []tcflower.Action{{Kind: tcflower.ActPass}}
 		return f
 	case KindSrcGuard:
 		f.Src = r.Src
-		f.Actions = []tcflower.FlowerAction{{Kind: tcflower.ActPass}}
+		f.Actions = []tcflower.Action{{Kind: tcflower.ActPass}}
 		return f
 	}
 	f.Src, f.Dst, f.IPProto, f.NoFrag, f.DstMAC = r.Src, r.Dst, r.Proto, true, r.MatchDstMAC
 	f.SPort, f.SPortMask, f.DPort, f.DPortMask = r.SPort, r.SPortMask, r.DPort, r.DPortMask
-	var a []tcflower.FlowerAction
+	var a []tcflower.Action
 	if r.MTU != 0 {
-		a = append(a, tcflower.FlowerAction{Kind: tcflower.ActPoliceMTU, MTU: uint32(r.MTU)})
+		a = append(a, tcflower.Action{Kind: tcflower.ActPoliceMTU, MTU: uint32(r.MTU)})
 	}
 	if r.UseTime {
-		a = append(a, tcflower.FlowerAction{Kind: tcflower.ActPoliceUse})
+		a = append(a, tcflower.Action{Kind: tcflower.ActPoliceUse})
 	}
 	if r.PopVLAN {
-		a = append(a, tcflower.FlowerAction{Kind: tcflower.ActVLANPop})
+		a = append(a, tcflower.Action{Kind: tcflower.ActVLANPop})
 	}
 	if r.DecTTL {
-		a = append(a, tcflower.FlowerAction{Kind: tcflower.ActDecTTL, Hoplimit: r.IPv6})
+		a = append(a, tcflower.Action{Kind: tcflower.ActDecTTL, Hoplimit: r.IPv6})
 	}
 	if r.DstMAC != nil {
-		a = append(a, tcflower.FlowerAction{Kind: tcflower.ActSetMACs, DstMAC: r.DstMAC, SrcMAC: r.SrcMAC})
+		a = append(a, tcflower.Action{Kind: tcflower.ActSetMACs, DstMAC: r.DstMAC, SrcMAC: r.SrcMAC})
 	}
 	if r.DecTTL && !r.IPv6 {
-		a = append(a, tcflower.FlowerAction{Kind: tcflower.ActCsumIP})
+		a = append(a, tcflower.Action{Kind: tcflower.ActCsumIP})
 	}
 	if r.PushVLAN != 0 {
-		a = append(a, tcflower.FlowerAction{Kind: tcflower.ActVLANPush, VLANID: r.PushVLAN})
+		a = append(a, tcflower.Action{Kind: tcflower.ActVLANPush, VLANID: r.PushVLAN})
 	}
-	f.Actions = append(a, tcflower.FlowerAction{Kind: tcflower.ActRedirect, Ifindex: r.Redirect})
+	f.Actions = append(a, tcflower.Action{Kind: tcflower.ActRedirect, Ifindex: r.Redirect})
 	return f
 }
 
@@ -84,24 +84,24 @@ const probeHandle = 0x7ffffffe
 // given chain, reads the kernel's answer and removes it. A refusal leaves
 // that traffic to XDP: sluice never falls back to software flower, which
 // would send cleartext out of the device without the NIC's encryption.
-func Probe(fs *tcflower.FlowerSocket, ifindex int, chain uint32) ProbeResult {
+func Probe(fs *tcflower.Socket, ifindex int, chain uint32) ProbeResult {
 	r := Rule{Kind: KindForward, Dev: ifindex, Chain: chain, Pref: prefFor(KindForward, 0, false),
 		Src: netip.MustParsePrefix("0.0.0.0/32"), Dst: netip.MustParsePrefix("0.0.0.0/32"), Proto: 17, DPort: 9, DPortMask: 0xffff,
 		DecTTL: true, MTU: 1500, Redirect: ifindex}
 	f := r.Filter(probeHandle, false)
-	errs, err := fs.Add([]*tcflower.FlowerFilter{f})
+	errs, err := fs.Add([]*tcflower.Filter{f})
 	if err == nil {
 		err = errs[0]
 	}
 	if err != nil {
 		res := ProbeResult{Msg: err.Error()}
-		var fe *tcflower.FlowerError
+		var fe *tcflower.Error
 		if errors.As(err, &fe) {
 			res.Busy = fe.Errno == syscall.EBUSY
 		}
 		return res
 	}
-	_, _ = fs.Del([]*tcflower.FlowerFilter{f})
+	_, _ = fs.Del([]*tcflower.Filter{f})
 	return ProbeResult{OK: true}
 }
 
@@ -120,7 +120,7 @@ func ExplainRefusal(dev string, p ProbeResult) string {
 
 // Installer keeps the devices' flower filters equal to the derived rules.
 type Installer struct {
-	FS     *tcflower.FlowerSocket
+	FS     *tcflower.Socket
 	SkipHW bool // labs only
 	// Withdrawn, when set, says whether an XFRM event withdrew a policy's
 	// forwarding rules while this apply runs (the tier's withdrawal).
@@ -206,7 +206,7 @@ func (in *Installer) Apply(rules []Rule) (Stats, []error, error) {
 	for lo := 0; lo < len(news); lo += applyChunk {
 		chunk := news[lo:min(lo+applyChunk, len(news))]
 		var sent []pending
-		var add []*tcflower.FlowerFilter
+		var add []*tcflower.Filter
 		for _, p := range chunk {
 			if in.withdrawn(p.rule) {
 				continue
@@ -258,7 +258,7 @@ func (in *Installer) removeKeys(keys []string) (removed int, failed []error, err
 	if len(keys) == 0 {
 		return 0, nil, nil
 	}
-	del := make([]*tcflower.FlowerFilter, len(keys))
+	del := make([]*tcflower.Filter, len(keys))
 	for i, k := range keys {
 		v := in.installed[k]
 		del[i] = v.rule.Filter(v.handle, in.SkipHW)
@@ -307,9 +307,9 @@ func (in *Installer) Reconcile(devs []int) (removed, missing int, err error) {
 		known[id{v.rule.Dev, v.rule.Chain, v.rule.Pref, v.handle}] = k
 	}
 	seen := map[string]bool{}
-	var stale []*tcflower.FlowerFilter
+	var stale []*tcflower.Filter
 	for _, dev := range devs {
-		hs, err := tcflower.DumpFlower(dev)
+		hs, err := tcflower.Dump(dev)
 		if err != nil {
 			return 0, 0, err
 		}
@@ -323,7 +323,7 @@ func (in *Installer) Reconcile(devs []int) (removed, missing int, err error) {
 			}
 			// Delete by identity; the protocol must match the filter's,
 			// and 0 (all) matches any.
-			stale = append(stale, &tcflower.FlowerFilter{Ifindex: dev, Chain: h.Chain, Pref: h.Pref, Handle: h.Handle, VLANID: 0})
+			stale = append(stale, &tcflower.Filter{Ifindex: dev, Chain: h.Chain, Pref: h.Pref, Handle: h.Handle, VLANID: 0})
 		}
 	}
 	for k := range in.installed {
@@ -351,7 +351,7 @@ func (in *Installer) Reconcile(devs []int) (removed, missing int, err error) {
 // chain) from every device's clsact ingress in the calling thread's
 // namespace: what `sluice gateway stop` runs, so that rules a killed
 // daemon left do not outlive it. It returns how many it removed.
-func RemoveAll(fs *tcflower.FlowerSocket) (int, error) {
+func RemoveAll(fs *tcflower.Socket) (int, error) {
 	devs, err := kernel.LinkIndexes()
 	if err != nil {
 		return 0, err
@@ -382,7 +382,7 @@ func (in *Installer) RulePackets() (map[uint32]uint64, error) {
 	}
 	out := map[uint32]uint64{}
 	for dev := range devs {
-		hs, err := tcflower.DumpFlower(dev)
+		hs, err := tcflower.Dump(dev)
 		if err != nil {
 			return nil, err
 		}

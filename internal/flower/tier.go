@@ -111,7 +111,7 @@ func (t *Tier) Run(ctx context.Context) error {
 	if t.Router == nil {
 		t.Router = KernelRouter{}
 	}
-	fs, err := tcflower.OpenFlowerSocket()
+	fs, err := tcflower.Open()
 	if err != nil {
 		return err
 	}

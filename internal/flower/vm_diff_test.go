@@ -137,7 +137,7 @@ func TestFlowerMatchesXDP(t *testing.T) {
 	wan, _ := link(t, gw, "wan0")
 	inject := injector(t, a, "inj")
 	var dp *fastpath.Datapath
-	var fs *tcflower.FlowerSocket
+	var fs *tcflower.Socket
 	inNetns(t, gw, func() {
 		var err error
 		if dp, err = fastpath.Load(fastpath.LoadOptions{}); err != nil {
@@ -146,7 +146,7 @@ func TestFlowerMatchesXDP(t *testing.T) {
 		if err = dp.SetIfaces([]fastpath.Iface{{Ifindex: lan, L2: fastpath.L2FIB}, {Ifindex: wan, L2: fastpath.L2FIB}}); err != nil {
 			t.Fatal(err)
 		}
-		if fs, err = tcflower.OpenFlowerSocket(); err != nil {
+		if fs, err = tcflower.Open(); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -358,7 +358,7 @@ func TestFlowerFailClosed(t *testing.T) {
 			f.snap = f.kernelSnap(t)
 			res := f.derive()
 			inNetns(t, f.gw, func() {
-				fs, err := tcflower.OpenFlowerSocket()
+				fs, err := tcflower.Open()
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -8,7 +8,9 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
+	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel/tcflower"
 	"sluice/internal/testutil"
@@ -27,10 +29,10 @@ import (
 func TestFlowerHardwareRulesOnModel(t *testing.T) {
 	l := newLab(t)
 	f := newFlowerLabOn(t, l, true)
-	var fs *tcflower.FlowerSocket
+	var fs *tcflower.Socket
 	inNetns(t, f.gw, func() {
 		var err error
-		if fs, err = tcflower.OpenFlowerSocket(); err != nil {
+		if fs, err = tcflower.Open(); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -122,6 +124,24 @@ func TestFlowerHardwareRulesOnModel(t *testing.T) {
 		}
 		if n := pktCount(t, f.gw, "p0", "49001"); n < 2 {
 			t.Fatalf("the TTL guard counted %d, want >= 2", n)
+		}
+	})
+	step(t, "police by packet rate in the device: one packet a second to the host (use times)", func(t *testing.T) {
+		if _, errs, err := inst.Apply(nil); err != nil || len(errs) != 0 {
+			t.Fatalf("remove: %v %v", errs, err)
+		}
+		withUse := flower.Derive(flower.Input{Views: fastpath.PolicyViews(f.snap), Ports: f.ports, Router: f.router, InboundChain: 1, UseTime: true})
+		if _, errs, err := inst.Apply(withUse.Rules); err != nil || len(errs) != 0 {
+			t.Fatalf("apply with use times: %v %v", errs, err)
+		}
+		mustContain(t, run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress", "pref", "49004"), "pkts_rate 1", "in_hw")
+		time.Sleep(1100 * time.Millisecond) // a full bucket
+		sendSizedUDP(t, f.a, netip.MustParseAddr("48.0.0.1"), 9999, 100, 10)
+		if n := recv4(); n != 9 {
+			t.Fatalf("b received %d of 10, want 9 (the first to the host)", n)
+		}
+		if _, errs, err := inst.Apply(res.Rules); err != nil || len(errs) != 0 {
+			t.Fatalf("back to the rules without use times: %v %v", errs, err)
 		}
 	})
 	step(t, "the wire carried ESP only", func(t *testing.T) {

@@ -47,10 +47,10 @@ func sendSizedUDP(t *testing.T, ns string, dst netip.Addr, port, l3, n int) {
 func TestFlowerPostSA(t *testing.T) {
 	l := newLab(t)
 	f := newFlowerLab(t, l)
-	var fs *tcflower.FlowerSocket
+	var fs *tcflower.Socket
 	inNetns(t, f.gw, func() {
 		var err error
-		if fs, err = tcflower.OpenFlowerSocket(); err != nil {
+		if fs, err = tcflower.Open(); err != nil {
 			t.Fatal(err)
 		}
 	})

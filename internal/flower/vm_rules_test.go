@@ -53,7 +53,7 @@ func listenUDP(t *testing.T, ns, addr string) func() int {
 func TestFlowerRulesOnPackets(t *testing.T) {
 	l := newLab(t)
 	f := newFlowerLab(t, l)
-	var fs *tcflower.FlowerSocket
+	var fs *tcflower.Socket
 	inst := &flower.Installer{SkipHW: true}
 	var res flower.Result
 	step(t, "derive", func(t *testing.T) {
@@ -64,7 +64,7 @@ func TestFlowerRulesOnPackets(t *testing.T) {
 	})
 	inNetns(t, f.gw, func() {
 		var err error
-		if fs, err = tcflower.OpenFlowerSocket(); err != nil {
+		if fs, err = tcflower.Open(); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -201,7 +201,7 @@ func TestFlowerProbeNetdevsim(t *testing.T) {
 		idx, _ := link(t, ns, dev)
 		var p flower.ProbeResult
 		inNetns(t, ns, func() {
-			fs, err := tcflower.OpenFlowerSocket()
+			fs, err := tcflower.Open()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -99,10 +99,10 @@ func TestFlowerScale(t *testing.T) {
 		return strings.Count(out, " handle 0x") // one header line per filter
 	}
 	var inst *flower.Installer
-	var fs *tcflower.FlowerSocket
+	var fs *tcflower.Socket
 	inNetns(t, gw, func() {
 		var err error
-		if fs, err = tcflower.OpenFlowerSocket(); err != nil {
+		if fs, err = tcflower.Open(); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -123,7 +123,7 @@ func TestFlowerScale(t *testing.T) {
 		}
 		var removed, missing int
 		inNetns(t, gw, func() {
-			hs, derr := tcflower.DumpFlower(d0)
+			hs, derr := tcflower.Dump(d0)
 			if derr != nil || len(hs) != total {
 				t.Fatalf("dump: %d filters, want %d (%v)", len(hs), total, derr)
 			}
@@ -204,8 +204,8 @@ func TestFlowerScale(t *testing.T) {
 		batchTook = time.Since(start)
 		batchCPU = cpuTime{user: cmd.ProcessState.UserTime(), sys: cmd.ProcessState.SystemTime()}
 		t.Logf("tc -batch: %d rules in %v", total, batchTook.Round(time.Millisecond))
-		var hs []tcflower.FlowerHandle
-		inNetns(t, gw, func() { hs, _ = tcflower.DumpFlower(d0) })
+		var hs []tcflower.Installed
+		inNetns(t, gw, func() { hs, _ = tcflower.Dump(d0) })
 		if len(hs) != total {
 			t.Fatalf("tc -batch installed %d of %d", len(hs), total)
 		}

@@ -162,7 +162,7 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 		}
 		var handle uint32
 		inNetns(t, f.gw, func() {
-			hs, err := tcflower.DumpFlower(f.p0)
+			hs, err := tcflower.Dump(f.p0)
 			if err != nil {
 				t.Fatal(err)
 			}

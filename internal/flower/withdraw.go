@@ -47,7 +47,7 @@ import (
 // while an event withdraws their policy are removed when its apply ends.
 type withdrawal struct {
 	mu sync.Mutex
-	fs *tcflower.FlowerSocket // its own: the worker's may be busy with a long apply
+	fs *tcflower.Socket // its own: the worker's may be busy with a long apply
 	// gen counts snapshots handed to Update; an event is newer than every
 	// snapshot up to gen.
 	gen uint64
@@ -94,8 +94,8 @@ type installedRef struct {
 	v6     bool
 }
 
-func (r installedRef) filter() *tcflower.FlowerFilter {
-	return &tcflower.FlowerFilter{Ifindex: r.dev, Chain: r.chain, Pref: r.pref, Handle: r.handle, VLANID: r.vlan, IPv6: r.v6}
+func (r installedRef) filter() *tcflower.Filter {
+	return &tcflower.Filter{Ifindex: r.dev, Chain: r.chain, Pref: r.pref, Handle: r.handle, VLANID: r.vlan, IPv6: r.v6}
 }
 
 // damage is one event in the terms of what it can break.
@@ -110,7 +110,7 @@ type damage struct {
 }
 
 func (w *withdrawal) open() error {
-	fs, err := tcflower.OpenFlowerSocket()
+	fs, err := tcflower.Open()
 	if err != nil {
 		return err
 	}
@@ -278,7 +278,7 @@ func (w *withdrawal) remove(policies []uint32, log *slog.Logger) int {
 	if len(refs) == 0 {
 		return 0
 	}
-	del := make([]*tcflower.FlowerFilter, len(refs))
+	del := make([]*tcflower.Filter, len(refs))
 	for i, r := range refs {
 		del[i] = r.filter()
 	}

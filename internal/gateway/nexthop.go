@@ -55,9 +55,10 @@ func refreshNextHops(ctx context.Context, dp *fastpath.Datapath, resolve func() 
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			// Rules have no watcher here: the tick catches a new
-			// port-based rule within a second, as it does lost events.
+			// Rule events come with route events (WatchNeighRoutes);
+			// the tick catches what a lost event would have said.
 			followFIBL4(dp, log)
+			followFIBDst(dp, log)
 			if err := dp.BumpRouteEpoch(); err != nil {
 				log.Error("expiring the flow cache", "err", err)
 			}
@@ -67,6 +68,7 @@ func refreshNextHops(ctx context.Context, dp *fastpath.Datapath, resolve func() 
 				continue
 			}
 			followFIBL4(dp, log)
+			followFIBDst(dp, log)
 			ifs, err := resolve()
 			if err != nil {
 				log.Warn("re-resolving next hops", "err", err)
@@ -95,5 +97,23 @@ func followFIBL4(dp *fastpath.Datapath, log *slog.Logger) {
 		log.Info("flow cache keys on protocol and ports", "because", why)
 	case changed:
 		log.Info("flow cache keys on addresses only: routing no longer looks at protocol or ports")
+	}
+}
+
+// followFIBDst lets the fast path reuse FIB answers per destination while
+// the kernel's FIB answers from the destination alone (no policy rules but
+// the default ones, no multipath route), and stops it as soon as that is no
+// longer so: called on every route, neighbour and rule event and every
+// second, before the epoch bump that follows each.
+func followFIBDst(dp *fastpath.Datapath, log *slog.Logger) {
+	on, why := kernel.FIBByDestination()
+	changed, err := dp.SetFIBDstOnly(on)
+	switch {
+	case err != nil:
+		log.Error("setting the FIB result cache", "err", err)
+	case changed && on:
+		log.Info("FIB answers reused per destination: default policy rules, no multipath routes")
+	case changed:
+		log.Info("FIB answers not reused: every first packet asks the FIB", "because", why)
 	}
 }

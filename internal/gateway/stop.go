@@ -64,7 +64,7 @@ func Stop(pinDir string, out, errOut io.Writer) error {
 }
 
 func removeFlowerRules() (int, error) {
-	fs, err := tcflower.OpenFlowerSocket()
+	fs, err := tcflower.Open()
 	if err != nil {
 		return 0, err
 	}

@@ -94,6 +94,13 @@ func TestImportRules(t *testing.T) {
 				t.Errorf("%s imports os/exec: %s", p.ImportPath, why)
 			}
 		}
+		if strings.HasPrefix(p.ImportPath, "sluice/internal/kernel/") {
+			for _, imp := range p.Imports {
+				if strings.HasPrefix(imp, "sluice/") {
+					t.Errorf("%s imports %s: a kernel concept package is a leaf (internal/kernel itself imports them, for its probes)", p.ImportPath, imp)
+				}
+			}
+		}
 		if p.ImportPath == "sluice/internal/mtu" {
 			for _, imp := range p.Imports {
 				if strings.HasPrefix(imp, "sluice/") {

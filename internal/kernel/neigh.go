@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
@@ -52,7 +53,7 @@ func watchNeighRoutes(ctx context.Context, ns netns.NsHandle, o neighWatchOpts) 
 			}
 		}
 	}
-	done, nch, rch, err := neighSubscribe(ns, o.rcvbuf, signal)
+	done, nch, rch, ruch, err := neighSubscribe(ns, o.rcvbuf, signal)
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +75,7 @@ func watchNeighRoutes(ctx context.Context, ns netns.NsHandle, o neighWatchOpts) 
 				return
 			case _, ok = <-nch:
 			case _, ok = <-rch:
+			case _, ok = <-ruch:
 			}
 			signal()
 			if ok {
@@ -84,7 +86,7 @@ func watchNeighRoutes(ctx context.Context, ns netns.NsHandle, o neighWatchOpts) 
 			// and now subscribe afresh.
 			close(done)
 			for {
-				if done, nch, rch, err = neighSubscribe(ns, o.rcvbuf, signal); err == nil {
+				if done, nch, rch, ruch, err = neighSubscribe(ns, o.rcvbuf, signal); err == nil {
 					if o.onResubscribe != nil {
 						o.onResubscribe()
 					}
@@ -101,10 +103,10 @@ func watchNeighRoutes(ctx context.Context, ns netns.NsHandle, o neighWatchOpts) 
 	return out, nil
 }
 
-// neighSubscribe opens the neighbour and route subscriptions; closing done
-// ends both. Old channels are drained until closed so that vishvananda's
-// reader goroutines never block on a send nobody reads.
-func neighSubscribe(ns netns.NsHandle, rcvbuf int, onErr func()) (chan struct{}, chan netlink.NeighUpdate, chan netlink.RouteUpdate, error) {
+// neighSubscribe opens the neighbour, route and policy-rule subscriptions;
+// closing done ends all three. Old channels are drained until closed so
+// that vishvananda's reader goroutines never block on a send nobody reads.
+func neighSubscribe(ns netns.NsHandle, rcvbuf int, onErr func()) (chan struct{}, chan netlink.NeighUpdate, chan netlink.RouteUpdate, chan struct{}, error) {
 	done := make(chan struct{})
 	nch := make(chan netlink.NeighUpdate, 16)
 	rch := make(chan netlink.RouteUpdate, 16)
@@ -122,8 +124,14 @@ func neighSubscribe(ns netns.NsHandle, rcvbuf int, onErr func()) (chan struct{},
 			close(done)
 		}
 	}
+	var ruch chan struct{}
+	if err == nil {
+		if ruch, err = ruleSubscribe(ns, rcvbuf, onErr, done); err != nil {
+			close(done)
+		}
+	}
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("watch neighbours and routes: %w", err)
+		return nil, nil, nil, nil, fmt.Errorf("watch neighbours, routes and rules: %w", err)
 	}
 	go func() {
 		<-done
@@ -135,7 +143,48 @@ func neighSubscribe(ns netns.NsHandle, rcvbuf int, onErr func()) (chan struct{},
 		for range rch {
 		}
 	}()
-	return done, nch, rch, nil
+	return done, nch, rch, ruch, nil
+}
+
+// ruleSubscribe signals on the returned channel (coalesced) when an IPv4 or
+// IPv6 policy rule is added or removed: vishvananda/netlink has no rule
+// subscription. The channel closes when done closes or a receive fails
+// (onErr is called then: changes may have been lost).
+func ruleSubscribe(ns netns.NsHandle, rcvbuf int, onErr func(), done <-chan struct{}) (chan struct{}, error) {
+	cur := netns.None()
+	s, err := nl.SubscribeAt(ns, cur, unix.NETLINK_ROUTE, unix.RTNLGRP_IPV4_RULE, unix.RTNLGRP_IPV6_RULE)
+	if err != nil {
+		return nil, err
+	}
+	if rcvbuf > 0 {
+		if err := s.SetReceiveBufferSize(rcvbuf, true); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	ch := make(chan struct{}, 1)
+	go func() {
+		<-done
+		s.Close()
+	}()
+	go func() {
+		defer close(ch)
+		for {
+			if _, _, err := s.Receive(); err != nil {
+				select {
+				case <-done:
+				default:
+					onErr()
+				}
+				return
+			}
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return ch, nil
 }
 
 // ResolveNextHop finds where the kernel would send a packet for ip: the

@@ -103,6 +103,14 @@ func TestWatchNeighRoutes(t *testing.T) {
 	quiet()
 	testutil.IP(t, ns, "neigh", "del", "10.77.0.5", "dev", "v0")
 	expectSignal("neigh del")
+	quiet()
+	// policy rules change the FIB's answers as routes do (the fast
+	// path's FIB result cache depends on there being none)
+	testutil.IP(t, ns, "rule", "add", "from", "10.77.0.5", "lookup", "100", "priority", "100")
+	expectSignal("rule add")
+	quiet()
+	testutil.IP(t, ns, "rule", "del", "priority", "100")
+	expectSignal("rule del")
 	cancel()
 	deadline := time.After(5 * time.Second)
 	for {

@@ -11,11 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DumpFlower lists the flower filters on the device's clsact ingress, in
+// Dump lists the flower filters on the device's clsact ingress, in
 // every chain: what reconciliation compares against. It reads only what
-// FlowerHandle holds (the library decodes every key and action of every
+// Installed holds (the library decodes every key and action of every
 // filter, which at 65,536 filters took longer than installing them).
-func DumpFlower(ifindex int) ([]FlowerHandle, error) {
+func Dump(ifindex int) ([]Installed, error) {
 	// The kernel dumps nothing, without an error, for a device that does
 	// not exist: ask first.
 	if _, err := netlink.LinkByIndex(ifindex); err != nil {
@@ -44,7 +44,7 @@ func DumpFlower(ifindex int) ([]FlowerHandle, error) {
 	if err := sendRetry(fd, req, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
 		return nil, fmt.Errorf("tc flower: dump ifindex %d: %w", ifindex, err)
 	}
-	var out []FlowerHandle
+	var out []Installed
 	buf := make([]byte, 64<<10)
 	for {
 		n, _, err := unix.Recvfrom(fd, buf, 0)
@@ -87,7 +87,7 @@ func DumpFlower(ifindex int) ([]FlowerHandle, error) {
 // parseFlowerHandle reads one RTM_NEWTFILTER of a dump (after the
 // nlmsghdr). ok is false for other classifiers and for the header each
 // priority's filter list begins with (handle 0).
-func parseFlowerHandle(b []byte) (h FlowerHandle, ok bool) {
+func parseFlowerHandle(b []byte) (h Installed, ok bool) {
 	const sizeofTcMsg = 20
 	if len(b) < sizeofTcMsg {
 		return h, false

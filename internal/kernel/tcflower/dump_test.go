@@ -52,7 +52,7 @@ func flowerDumpMessage(handle uint32, pref uint16, chain, flags uint32, lastPack
 
 func TestParseFlowerHandle(t *testing.T) {
 	h, ok := parseFlowerHandle(flowerDumpMessage(7, 49005, 1, nl.TCA_CLS_FLAGS_SKIP_HW, 42, 0))
-	if want := (FlowerHandle{Chain: 1, Pref: 49005, Handle: 7, SkipHW: true, Packets: 42}); !ok || h != want {
+	if want := (Installed{Chain: 1, Pref: 49005, Handle: 7, SkipHW: true, Packets: 42}); !ok || h != want {
 		t.Fatalf("got %+v %v, want %+v", h, ok, want)
 	}
 	h, _ = parseFlowerHandle(flowerDumpMessage(8, 49004, 0, nl.TCA_CLS_FLAGS_SKIP_SW, 0xffffffff, 1<<33))
@@ -74,11 +74,11 @@ func TestParseFlowerHandle(t *testing.T) {
 func TestDumpFlowerEmptyAndMissing(t *testing.T) {
 	ns, h := testutil.NewNetNS(t)
 	idx := clsactVeth(t, ns, h)
-	var hs, none []FlowerHandle
+	var hs, none []Installed
 	var derr, nerr error
 	inNS(t, h, func() {
-		hs, derr = DumpFlower(idx)
-		none, nerr = DumpFlower(1 << 30)
+		hs, derr = Dump(idx)
+		none, nerr = Dump(1 << 30)
 	})
 	if derr != nil || len(hs) != 0 {
 		t.Fatalf("empty ingress: %v %v", hs, derr)

@@ -111,7 +111,7 @@ func prefixMask(bits, size int) []byte {
 
 // appendRequest appends RTM_NEWTFILTER (or RTM_DELTFILTER with del) with
 // the given sequence number to b.
-func (f *FlowerFilter) appendRequest(b []byte, seq uint32, del bool) []byte {
+func (f *Filter) appendRequest(b []byte, seq uint32, del bool) []byte {
 	typ, flags := uint16(unix.RTM_NEWTFILTER), uint16(unix.NLM_F_CREATE|unix.NLM_F_EXCL)
 	if del {
 		typ, flags = unix.RTM_DELTFILTER, 0
@@ -139,7 +139,7 @@ func (f *FlowerFilter) appendRequest(b []byte, seq uint32, del bool) []byte {
 	return e.b
 }
 
-func (f *FlowerFilter) appendOptions(e *nlAppender) {
+func (f *Filter) appendOptions(e *nlAppender) {
 	opts := e.nest(nl.TCA_OPTIONS)
 	var clsFlags uint32
 	if f.SkipSW {
@@ -219,7 +219,7 @@ func (f *FlowerFilter) appendOptions(e *nlAppender) {
 
 // appendTo appends the action's kind and options (inside its numbered
 // attribute).
-func (a *FlowerAction) appendTo(e *nlAppender) {
+func (a *Action) appendTo(e *nlAppender) {
 	gen := func(action int32) nl.TcGen { return nl.TcGen{Action: action} }
 	options := func(kind string) int {
 		e.str(nl.TCA_ACT_KIND, kind)
@@ -301,7 +301,7 @@ func (a *FlowerAction) appendTo(e *nlAppender) {
 
 // peditFor is the pedit action that rewrites the MACs or decrements the
 // TTL / hop limit.
-func peditFor(a *FlowerAction) nl.TcPedit {
+func peditFor(a *Action) nl.TcPedit {
 	p := nl.TcPedit{}
 	p.Sel.Action = tcActPipe
 	if a.Kind == ActSetMACs {

@@ -21,7 +21,7 @@ func be16(v uint16) []byte { return binary.BigEndian.AppendUint16(nil, v) }
 func be32(v uint32) []byte { return binary.BigEndian.AppendUint32(nil, v) }
 
 // legacyRequest builds RTM_NEWTFILTER (or RTM_DELTFILTER with del).
-func (f *FlowerFilter) legacyRequest(del bool) *nl.NetlinkRequest {
+func (f *Filter) legacyRequest(del bool) *nl.NetlinkRequest {
 	proto, flags := unix.RTM_NEWTFILTER, unix.NLM_F_CREATE|unix.NLM_F_EXCL
 	if del {
 		proto, flags = unix.RTM_DELTFILTER, 0
@@ -105,7 +105,7 @@ func (f *FlowerFilter) legacyRequest(del bool) *nl.NetlinkRequest {
 	return req
 }
 
-func (a *FlowerAction) legacyEncode(at *nl.RtAttr) {
+func (a *Action) legacyEncode(at *nl.RtAttr) {
 	gen := func(action int32) nl.TcGen { return nl.TcGen{Action: action} }
 	switch a.Kind {
 	case ActPass:
@@ -148,26 +148,26 @@ func (a *FlowerAction) legacyEncode(at *nl.RtAttr) {
 }
 
 // flowerEncodeCases covers every key and action the encoder knows.
-func flowerEncodeCases() []*FlowerFilter {
+func flowerEncodeCases() []*Filter {
 	mac := net.HardwareAddr{0x02, 0x11, 0x22, 0x33, 0x44, 0x55}
 	mac2 := net.HardwareAddr{0x02, 0xaa, 0xbb, 0xcc, 0xdd, 0xee}
-	fwd := []FlowerAction{{Kind: ActPoliceMTU, MTU: 1500}, {Kind: ActDecTTL}, {Kind: ActSetMACs, DstMAC: mac, SrcMAC: mac2},
+	fwd := []Action{{Kind: ActPoliceMTU, MTU: 1500}, {Kind: ActDecTTL}, {Kind: ActSetMACs, DstMAC: mac, SrcMAC: mac2},
 		{Kind: ActCsumIP}, {Kind: ActRedirect, Ifindex: 7}}
-	return []*FlowerFilter{
+	return []*Filter{
 		{Ifindex: 3, Chain: 0, Pref: 49005, Handle: 1, SkipHW: true, Src: netip.MustParsePrefix("16.0.1.0/24"),
 			Dst: netip.MustParsePrefix("48.0.1.0/24"), NoFrag: true, Actions: fwd},
 		{Ifindex: 3, Chain: 1, Pref: 49004, Handle: 2, SkipSW: true, VLANID: 100, DstMAC: mac, IPProto: unix.IPPROTO_UDP,
 			Src: netip.MustParsePrefix("10.1.2.3/32"), Dst: netip.MustParsePrefix("10.9.0.0/16"), SPort: 500, SPortMask: 0xffff,
 			DPort: 4500, DPortMask: 0xfff0, NoFrag: true,
-			Actions: []FlowerAction{{Kind: ActVLANPop}, {Kind: ActDecTTL}, {Kind: ActVLANPush, VLANID: 200}, {Kind: ActRedirect, Ifindex: 9}}},
+			Actions: []Action{{Kind: ActVLANPop}, {Kind: ActDecTTL}, {Kind: ActVLANPush, VLANID: 200}, {Kind: ActRedirect, Ifindex: 9}}},
 		{Ifindex: 4, Pref: 49006, Handle: 3, SkipSW: true, IPv6: true, IPProto: unix.IPPROTO_TCP,
 			Src: netip.MustParsePrefix("2001:db8:1::/48"), Dst: netip.MustParsePrefix("2001:db8:2::/64"), DPort: 443, DPortMask: 0xffff,
-			NoFrag: true, Actions: []FlowerAction{{Kind: ActPoliceMTU, MTU: 9000}, {Kind: ActDecTTL, Hoplimit: true}, {Kind: ActRedirect, Ifindex: 2}}},
+			NoFrag: true, Actions: []Action{{Kind: ActPoliceMTU, MTU: 9000}, {Kind: ActDecTTL, Hoplimit: true}, {Kind: ActRedirect, Ifindex: 2}}},
 		{Ifindex: 4, Pref: 49004, Handle: 4, IPProto: unix.IPPROTO_SCTP, SPort: 1, SPortMask: 0xffff,
-			Src: netip.MustParsePrefix("192.0.2.0/25"), Actions: []FlowerAction{{Kind: ActRedirect, Ifindex: 2}}},
-		{Ifindex: 5, Pref: 49002, Handle: 5, SkipSW: true, TTL: 0, TTLMask: 0xfe, Actions: []FlowerAction{{Kind: ActPass}}},
-		{Ifindex: 5, Pref: 49003, Handle: 6, SkipSW: true, IPv6: true, IPProto: 58, Actions: []FlowerAction{{Kind: ActPass}}},
-		{Ifindex: 5, Pref: 49002, Handle: 7, SkipSW: true, Src: netip.MustParsePrefix("198.51.100.7/32"), Actions: []FlowerAction{{Kind: ActPass}}},
+			Src: netip.MustParsePrefix("192.0.2.0/25"), Actions: []Action{{Kind: ActRedirect, Ifindex: 2}}},
+		{Ifindex: 5, Pref: 49002, Handle: 5, SkipSW: true, TTL: 0, TTLMask: 0xfe, Actions: []Action{{Kind: ActPass}}},
+		{Ifindex: 5, Pref: 49003, Handle: 6, SkipSW: true, IPv6: true, IPProto: 58, Actions: []Action{{Kind: ActPass}}},
+		{Ifindex: 5, Pref: 49002, Handle: 7, SkipSW: true, Src: netip.MustParsePrefix("198.51.100.7/32"), Actions: []Action{{Kind: ActPass}}},
 		{Ifindex: 5, Chain: 3, Pref: 49002, Handle: 8, anyProto: true},
 	}
 }

@@ -7,12 +7,12 @@ import (
 	"net/netip"
 )
 
-// FlowerFilter is one tc flower filter on a clsact ingress, with the keys
+// Filter is one tc flower filter on a clsact ingress, with the keys
 // and actions the gateway's hardware tier uses. vishvananda/netlink's
 // Flower lacks the TTL key, the fragment flag, pedit TTL/hop-limit and
 // police-by-MTU, and sends one request per round trip; appendRequest
-// (encode.go) encodes them for FlowerSocket, which batches them.
-type FlowerFilter struct {
+// (encode.go) encodes them for Socket, which batches them.
+type Filter struct {
 	Ifindex int
 	Chain   uint32
 	Pref    uint16
@@ -30,13 +30,13 @@ type FlowerFilter struct {
 	// TTL / hop limit under TTLMask (TTLMask 0: not matched).
 	TTL, TTLMask uint8
 	NoFrag       bool
-	Actions      []FlowerAction
+	Actions      []Action
 	anyProto     bool // delete whatever the protocol (ETH_P_ALL 0)
 }
 
-// FlowerAction is one action of a filter, in order.
-type FlowerAction struct {
-	Kind     FlowerActionKind
+// Action is one action of a filter, in order.
+type Action struct {
+	Kind     ActionKind
 	VLANID   uint16           // ActVLANPush
 	MTU      uint32           // ActPoliceMTU
 	Ifindex  int              // ActRedirect
@@ -45,12 +45,12 @@ type FlowerAction struct {
 	Hoplimit bool // ActDecTTL: IPv6 hop limit instead of IPv4 TTL
 }
 
-// FlowerActionKind names the actions.
-type FlowerActionKind uint8
+// ActionKind names the actions.
+type ActionKind uint8
 
 const (
-	ActPass      FlowerActionKind = iota // gact ok: hand the packet to the host
-	ActPoliceMTU                         // police mtu N: larger packets to the host, the rest on
+	ActPass      ActionKind = iota // gact ok: hand the packet to the host
+	ActPoliceMTU                   // police mtu N: larger packets to the host, the rest on
 	ActVLANPop
 	ActVLANPush
 	ActDecTTL  // pedit ex add 0xff to the TTL / hop limit
@@ -83,7 +83,7 @@ const (
 
 func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
-func (f *FlowerFilter) ethType() uint16 {
+func (f *Filter) ethType() uint16 {
 	if f.IPv6 {
 		return ethPIPv6
 	}
@@ -91,7 +91,7 @@ func (f *FlowerFilter) ethType() uint16 {
 }
 
 // Protocol is the filter's protocol (tcm_info's low half).
-func (f *FlowerFilter) Protocol() uint16 {
+func (f *Filter) Protocol() uint16 {
 	if f.anyProto {
 		return 0
 	}

@@ -15,14 +15,14 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// FlowerWindow is how many filter requests FlowerSocket sends in one
+// Window is how many filter requests Socket sends in one
 // batch (one sendmsg, which the kernel processes message by message before
 // it returns) and so keeps outstanding before it reads their
 // acknowledgements: enough to spread the cost of a system call over many
 // rules, few enough that the acks never overflow the socket's receive
 // buffer, which is what makes a naive sender lose acks with ENOBUFS at a
 // few thousand rules.
-const FlowerWindow = 64
+const Window = 64
 
 // flowerBatchBytes bounds a batch's size (a netlink message larger than
 // the socket's send buffer is refused with EMSGSIZE).
@@ -38,11 +38,11 @@ const flowerAckSlot = 4 << 10
 // missing ack means it was lost: the caller must dump and reconcile.
 const flowerAckTimeout = 10 * time.Second
 
-// FlowerSocket installs and removes flower filters through one netlink
-// socket, FlowerWindow requests per system call, their acknowledgements
-// read FlowerWindow per system call (recvmmsg), with buffers reused from
+// Socket installs and removes flower filters through one netlink
+// socket, Window requests per system call, their acknowledgements
+// read Window per system call (recvmmsg), with buffers reused from
 // one batch to the next. Not safe for concurrent use.
-type FlowerSocket struct {
+type Socket struct {
 	fd   int
 	seq  uint32
 	send []byte
@@ -52,15 +52,15 @@ type FlowerSocket struct {
 	done []bool // per request of the batch: its ack arrived
 }
 
-// FlowerError is the kernel's answer to one filter request, with the
+// Error is the kernel's answer to one filter request, with the
 // driver's extended-ack message (mlx5 explains its refusals there).
-type FlowerError struct {
-	Filter *FlowerFilter
+type Error struct {
+	Filter *Filter
 	Errno  syscall.Errno
 	Msg    string
 }
 
-func (e *FlowerError) Error() string {
+func (e *Error) Error() string {
 	s := fmt.Sprintf("tc flower on ifindex %d chain %d pref %d handle %d: %v", e.Filter.Ifindex, e.Filter.Chain, e.Filter.Pref, e.Filter.Handle, e.Errno)
 	if e.Msg != "" {
 		s += ": " + e.Msg
@@ -68,10 +68,10 @@ func (e *FlowerError) Error() string {
 	return s
 }
 
-func (e *FlowerError) Unwrap() error { return e.Errno }
+func (e *Error) Unwrap() error { return e.Errno }
 
-// OpenFlowerSocket opens the socket (in the calling thread's namespace).
-func OpenFlowerSocket() (*FlowerSocket, error) {
+// Open opens the socket (in the calling thread's namespace).
+func Open() (*Socket, error) {
 	fd, err := unix.Socket(unix.AF_NETLINK, unix.SOCK_RAW|unix.SOCK_CLOEXEC, unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, fmt.Errorf("tc flower: netlink socket: %w", err)
@@ -88,8 +88,8 @@ func OpenFlowerSocket() (*FlowerSocket, error) {
 	// the acks are larger, nothing else changes).
 	_ = unix.SetsockoptInt(fd, unix.SOL_NETLINK, unix.NETLINK_CAP_ACK, 1)
 	_ = unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUF, 4<<20)
-	fs := &FlowerSocket{fd: fd, recv: make([]byte, FlowerWindow*flowerAckSlot),
-		iovs: make([]unix.Iovec, FlowerWindow), msgs: make([]unix.Mmsghdr, FlowerWindow), done: make([]bool, FlowerWindow)}
+	fs := &Socket{fd: fd, recv: make([]byte, Window*flowerAckSlot),
+		iovs: make([]unix.Iovec, Window), msgs: make([]unix.Mmsghdr, Window), done: make([]bool, Window)}
 	for i := range fs.msgs {
 		fs.iovs[i].Base = &fs.recv[i*flowerAckSlot]
 		fs.iovs[i].SetLen(flowerAckSlot)
@@ -100,20 +100,20 @@ func OpenFlowerSocket() (*FlowerSocket, error) {
 }
 
 // Close closes the socket.
-func (fs *FlowerSocket) Close() { unix.Close(fs.fd) }
+func (fs *Socket) Close() { unix.Close(fs.fd) }
 
 // Add installs filters; Del removes them (by chain, pref, protocol and
 // handle). Both return one error per filter (nil: done), in order, and an
 // error for the socket itself (then the outcome of unanswered requests is
 // unknown: the caller must dump and reconcile).
-func (fs *FlowerSocket) Add(fl []*FlowerFilter) ([]error, error) { return fs.run(fl, false) }
+func (fs *Socket) Add(fl []*Filter) ([]error, error) { return fs.run(fl, false) }
 
 // Del removes filters; see Add.
-func (fs *FlowerSocket) Del(fl []*FlowerFilter) ([]error, error) { return fs.run(fl, true) }
+func (fs *Socket) Del(fl []*Filter) ([]error, error) { return fs.run(fl, true) }
 
 // DelAny removes filters by chain, pref and handle whatever their
 // protocol (reconciliation knows no more from a dump).
-func (fs *FlowerSocket) DelAny(fl []*FlowerFilter) ([]error, error) {
+func (fs *Socket) DelAny(fl []*Filter) ([]error, error) {
 	for _, f := range fl {
 		f.anyProto = true
 	}
@@ -124,13 +124,13 @@ func (fs *FlowerSocket) DelAny(fl []*FlowerFilter) ([]error, error) {
 // batch's requests one after the other, so order carries over: guards
 // before the forwards they protect), and reads each batch's acks before
 // the next batch goes.
-func (fs *FlowerSocket) run(fl []*FlowerFilter, del bool) ([]error, error) {
+func (fs *Socket) run(fl []*Filter, del bool) ([]error, error) {
 	errs := make([]error, len(fl))
 	to := &unix.SockaddrNetlink{Family: unix.AF_NETLINK}
 	for start := 0; start < len(fl); {
 		fs.send = fs.send[:0]
 		first, end := fs.seq+1, start
-		for end < len(fl) && end-start < FlowerWindow && (end == start || len(fs.send) < flowerBatchBytes) {
+		for end < len(fl) && end-start < Window && (end == start || len(fs.send) < flowerBatchBytes) {
 			fs.seq++
 			fs.send = fl[end].appendRequest(fs.send, fs.seq, del)
 			end++
@@ -157,7 +157,7 @@ func sendRetry(fd int, b []byte, to unix.Sockaddr) error {
 
 // acks reads the acknowledgements of one batch, whose first request had
 // sequence number first, into errs.
-func (fs *FlowerSocket) acks(fl []*FlowerFilter, errs []error, first uint32) error {
+func (fs *Socket) acks(fl []*Filter, errs []error, first uint32) error {
 	done := fs.done[:len(fl)]
 	clear(done)
 	missing := len(fl)
@@ -191,9 +191,9 @@ func (fs *FlowerSocket) acks(fl []*FlowerFilter, errs []error, first uint32) err
 	return nil
 }
 
-// receive reads up to FlowerWindow datagrams into the slots and returns
+// receive reads up to Window datagrams into the slots and returns
 // how many; it waits (up to flowerAckTimeout) only when none is queued.
-func (fs *FlowerSocket) receive() (int, error) {
+func (fs *Socket) receive() (int, error) {
 	for {
 		n, _, e := unix.Syscall6(unix.SYS_RECVMMSG, uintptr(fs.fd), uintptr(unsafe.Pointer(&fs.msgs[0])), uintptr(len(fs.msgs)),
 			unix.MSG_DONTWAIT, 0, 0)
@@ -222,7 +222,7 @@ func (fs *FlowerSocket) receive() (int, error) {
 
 // ackError decodes an NLMSG_ERROR's payload (errno 0: an ack) with its
 // extended ack.
-func ackError(f *FlowerFilter, flags uint16, data []byte) error {
+func ackError(f *Filter, flags uint16, data []byte) error {
 	if len(data) < 4 {
 		return nil
 	}
@@ -230,7 +230,7 @@ func ackError(f *FlowerFilter, flags uint16, data []byte) error {
 	if errno == 0 {
 		return nil
 	}
-	e := &FlowerError{Filter: f, Errno: syscall.Errno(-errno)}
+	e := &Error{Filter: f, Errno: syscall.Errno(-errno)}
 	rest := data[4:]
 	if flags&unix.NLM_F_ACK_TLVS != 0 && len(rest) >= unix.SizeofNlMsghdr {
 		l := int(binary.NativeEndian.Uint32(rest))
@@ -262,8 +262,8 @@ func EnsureClsact(ifindex int) error {
 	return nil
 }
 
-// FlowerHandle is one installed filter as a dump reports it.
-type FlowerHandle struct {
+// Installed is one installed filter as a dump reports it.
+type Installed struct {
 	Chain  uint32
 	Pref   uint16
 	Handle uint32

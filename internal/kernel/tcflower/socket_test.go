@@ -24,15 +24,15 @@ func TestFlowerSocketAnswersEveryRequest(t *testing.T) {
 	fs := openFlowerSocketIn(t, h)
 	idx := clsactVeth(t, ns, h)
 	const missing = 1 << 30 // no such ifindex
-	var fl []*FlowerFilter
-	n := 3*FlowerWindow + 5
+	var fl []*Filter
+	n := 3*Window + 5
 	for i := range n {
 		dev := idx
 		if i%2 == 1 {
 			dev = missing
 		}
-		fl = append(fl, &FlowerFilter{Ifindex: dev, Pref: 49005, Handle: 7, SkipHW: true,
-			Src: netip.MustParsePrefix("10.0.0.0/24"), NoFrag: true, Actions: []FlowerAction{{Kind: ActRedirect, Ifindex: idx}}})
+		fl = append(fl, &Filter{Ifindex: dev, Pref: 49005, Handle: 7, SkipHW: true,
+			Src: netip.MustParsePrefix("10.0.0.0/24"), NoFrag: true, Actions: []Action{{Kind: ActRedirect, Ifindex: idx}}})
 	}
 	for _, del := range []bool{false, true} {
 		errs, err := fs.run(fl, del)
@@ -44,7 +44,7 @@ func TestFlowerSocketAnswersEveryRequest(t *testing.T) {
 		}
 		installed := 0
 		for i, e := range errs {
-			var fe *FlowerError
+			var fe *Error
 			if i%2 == 1 {
 				if !errors.As(e, &fe) || fe.Filter != fl[i] || fe.Errno != syscall.ENODEV {
 					t.Fatalf("del=%v request %d (no such device): %v", del, i, e)
@@ -68,11 +68,11 @@ func TestFlowerSocketAnswersEveryRequest(t *testing.T) {
 	}
 }
 
-func openFlowerSocketIn(t *testing.T, h netns.NsHandle) *FlowerSocket {
+func openFlowerSocketIn(t *testing.T, h netns.NsHandle) *Socket {
 	t.Helper()
-	var fs *FlowerSocket
+	var fs *Socket
 	var err error
-	inNS(t, h, func() { fs, err = OpenFlowerSocket() })
+	inNS(t, h, func() { fs, err = Open() })
 	if err != nil {
 		t.Fatal(err)
 	}
