@@ -90,6 +90,23 @@ func TestLabGatewayModel(t *testing.T) {
 	}
 	t.Logf("dut nm0 during 50 pings: %v", d)
 
+	// TCP too: full-size segments forwarded by XDP into the model
+	// (the generator host's checksum offload must be off, lab.go).
+	var iperf struct {
+		MeanBPS float64 `json:"mean_bps"`
+		N       int     `json:"n"`
+	}
+	out = run(t, bin, "bench", "iperf3", "--lab", name, "--runs", "2", "--time", "1", "--parallel", "1", "--json")
+	if err := json.Unmarshal([]byte(out), &iperf); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if iperf.N != 4 || iperf.MeanBPS < 1e6 {
+		t.Errorf("iperf3 through the gateway and the model: %+v (want 4 values, mean > 1 Mbit/s)\n%s", iperf, out)
+	}
+	if n := modelStatus(t, bin, name)["peer"]["rx_cleartext_packets"]; n != 0 {
+		t.Errorf("%d cleartext IP packets crossed the model's wire during iperf3", n)
+	}
+
 	run(t, bin, "lab", "down", name)
 	if list := run(t, "ip", "netns", "list"); strings.Contains(list, "sl-"+name+"-") {
 		t.Errorf("namespaces left:\n%s", list)
