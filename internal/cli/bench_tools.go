@@ -97,16 +97,14 @@ func runBenchIperf3(cmd *cobra.Command, f benchIperf3Flags) error {
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), res)
-	}
-	per := "2 directions"
-	if res.Direction != bench.DirBidi {
-		per = res.Direction + " only"
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%.3g ± %.2g Gbit/s (mean ± sample std dev of %d values: %d runs, %s; %s)\n",
-		res.MeanBPS/1e9, res.StdDevBPS/1e9, res.N, len(res.Runs), per, res.Command)
-	return nil
+	return emit(cmd.OutOrStdout(), f.asJSON, res, func() {
+		per := "2 directions"
+		if res.Direction != bench.DirBidi {
+			per = res.Direction + " only"
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "%.3g ± %.2g Gbit/s (mean ± sample std dev of %d values: %d runs, %s; %s)\n",
+			res.MeanBPS/1e9, res.StdDevBPS/1e9, res.N, len(res.Runs), per, res.Command)
+	})
 }
 
 func newBenchPingCmd() *cobra.Command {
@@ -150,13 +148,11 @@ func runBenchPing(cmd *cobra.Command, f benchPingFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), res)
-	}
 	r := res.Run
-	fmt.Fprintf(cmd.OutOrStdout(), "%.1f ± %.1f µs round trip (mean ± population std dev of %d replies to %d; min %.1f, max %.1f µs; after a warm-up of %d; %s)\n",
-		r.MeanUs, r.StdDevUs, r.Received, r.Sent, r.MinUs, r.MaxUs, res.Warmup.Sent, res.Command)
-	return nil
+	return emit(cmd.OutOrStdout(), f.asJSON, res, func() {
+		fmt.Fprintf(cmd.OutOrStdout(), "%.1f ± %.1f µs round trip (mean ± population std dev of %d replies to %d; min %.1f, max %.1f µs; after a warm-up of %d; %s)\n",
+			r.MeanUs, r.StdDevUs, r.Received, r.Sent, r.MinUs, r.MaxUs, res.Warmup.Sent, res.Command)
+	})
 }
 
 func newBenchTRexProfileCmd() *cobra.Command {

@@ -151,16 +151,14 @@ func runLabUp(cmd *cobra.Command, f labUpFlags, args []string) error {
 		}
 		return err
 	}
-	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), l)
-	}
-	if l.Topology == lab.OverlayPair {
-		fmt.Fprintf(cmd.OutOrStdout(), "lab %s is up: %s, %d tunnel(s); measure across it with 'sluice bench ping --lab %s' or 'sluice bench iperf3 --lab %s'\n",
-			l.Name, l.Topology, l.Tunnels, l.Name, l.Name)
-		return nil
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "lab %s is up: %s, %d tunnel(s), forwarder %s\n", l.Name, l.Topology, l.Tunnels, l.Forwarder)
-	return nil
+	return emit(cmd.OutOrStdout(), f.asJSON, l, func() {
+		if l.Topology == lab.OverlayPair {
+			fmt.Fprintf(cmd.OutOrStdout(), "lab %s is up: %s, %d tunnel(s); measure across it with 'sluice bench ping --lab %s' or 'sluice bench iperf3 --lab %s'\n",
+				l.Name, l.Topology, l.Tunnels, l.Name, l.Name)
+		} else {
+			fmt.Fprintf(cmd.OutOrStdout(), "lab %s is up: %s, %d tunnel(s), forwarder %s\n", l.Name, l.Topology, l.Tunnels, l.Forwarder)
+		}
+	})
 }
 
 // labNameArg is the lab a command acts on: NAME as an argument (as in
@@ -210,16 +208,14 @@ func runLabDown(cmd *cobra.Command, f labDownFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), res)
-	}
-	if len(res.Namespaces) == 0 && len(res.Daemons) == 0 && len(res.Detached) == 0 {
-		fmt.Fprintf(cmd.OutOrStdout(), "lab %s: nothing to remove\n", name)
-		return nil
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "lab %s removed: %d namespace(s), %d daemon(s) stopped, %d XDP link(s) detached\n",
-		name, len(res.Namespaces), len(res.Daemons), len(res.Detached))
-	return nil
+	return emit(cmd.OutOrStdout(), f.asJSON, res, func() {
+		if len(res.Namespaces) == 0 && len(res.Daemons) == 0 && len(res.Detached) == 0 {
+			fmt.Fprintf(cmd.OutOrStdout(), "lab %s: nothing to remove\n", name)
+		} else {
+			fmt.Fprintf(cmd.OutOrStdout(), "lab %s removed: %d namespace(s), %d daemon(s) stopped, %d XDP link(s) detached\n",
+				name, len(res.Namespaces), len(res.Daemons), len(res.Detached))
+		}
+	})
 }
 
 func newLabStatusCmd() *cobra.Command {

@@ -35,6 +35,24 @@ func writeJSON(w io.Writer, v any) error {
 	return err
 }
 
+// emit is a command's output: v through writeJSON with --json, otherwise
+// the text that text writes.
+func emit(w io.Writer, asJSON bool, v any, text func()) error {
+	if asJSON {
+		return writeJSON(w, v)
+	}
+	text()
+	return nil
+}
+
+// errString is err's message for a JSON result's "error" field, "" for nil.
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
 // hasKey reports whether the JSON object b has the top-level key k.
 func hasKey(b []byte, k string) bool {
 	var m map[string]json.RawMessage

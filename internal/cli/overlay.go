@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net"
@@ -79,12 +80,8 @@ func runPlan(w io.Writer, f planFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		if err := writeJSON(w, p); err != nil {
-			return err
-		}
-	} else {
-		renderPlan(w, p, "apply")
+	if err := emit(w, f.asJSON, p, func() { renderPlan(w, p, "apply") }); err != nil {
+		return err
 	}
 	if f.exitCode && !p.Empty() {
 		return checkFailed(fmt.Errorf("%d step(s) pending", len(p.Steps)))
@@ -158,11 +155,7 @@ func runApply(w io.Writer, f applyFlags) error {
 	}
 	p.Force = f.force
 	if f.dryRun {
-		if f.asJSON {
-			return writeJSON(w, p)
-		}
-		renderPlan(w, p, "apply (dry run: nothing changed)")
-		return nil
+		return emit(w, f.asJSON, p, func() { renderPlan(w, p, "apply (dry run: nothing changed)") })
 	}
 	var progress io.Writer
 	if !f.asJSON {
@@ -171,14 +164,7 @@ func runApply(w io.Writer, f applyFlags) error {
 	}
 	res, err := overlay.Apply(p, f.stateDir, progress)
 	if f.asJSON {
-		out := applyResult{p, res, ""}
-		if err != nil {
-			out.Error = err.Error()
-		}
-		if jerr := writeJSON(w, out); jerr != nil {
-			return jerr
-		}
-		return err
+		return cmp.Or(writeJSON(w, applyResult{p, res, errString(err)}), err)
 	}
 	if res != nil {
 		for _, o := range res.Offload {
@@ -248,11 +234,7 @@ func runTeardown(w io.Writer, f teardownFlags) error {
 	}
 	p := overlay.NewTeardown(h, live, j, has)
 	if f.dryRun {
-		if f.asJSON {
-			return writeJSON(w, p)
-		}
-		renderPlan(w, p, "tear down (dry run: nothing changed)")
-		return nil
+		return emit(w, f.asJSON, p, func() { renderPlan(w, p, "tear down (dry run: nothing changed)") })
 	}
 	n, err := overlay.Teardown(p, j, func(i int, s overlay.Step) {
 		if !f.asJSON {
@@ -260,14 +242,7 @@ func runTeardown(w io.Writer, f teardownFlags) error {
 		}
 	})
 	if f.asJSON {
-		out := teardownResult{p, n, ""}
-		if err != nil {
-			out.Error = err.Error()
-		}
-		if jerr := writeJSON(w, out); jerr != nil {
-			return jerr
-		}
-		return err
+		return cmp.Or(writeJSON(w, teardownResult{p, n, errString(err)}), err)
 	}
 	renderNotes(w, p.Notes)
 	if err != nil {
@@ -334,12 +309,8 @@ func runVerify(w io.Writer, f verifyFlags) error {
 			return err
 		}
 	}
-	if f.asJSON {
-		if err := writeJSON(w, r); err != nil {
-			return err
-		}
-	} else {
-		renderVerify(w, r)
+	if err := emit(w, f.asJSON, r, func() { renderVerify(w, r) }); err != nil {
+		return err
 	}
 	if !r.OK {
 		return checkFailed(fmt.Errorf("%s: verify failed", h.File))

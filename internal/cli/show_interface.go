@@ -72,11 +72,7 @@ func runShowInterfaceTopology(cmd *cobra.Command, f showTopologyFlags) error {
 	if err != nil {
 		return fmt.Errorf("show interface topology: %w", err)
 	}
-	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), topo)
-	}
-	renderTopology(cmd.OutOrStdout(), topo)
-	return nil
+	return emit(cmd.OutOrStdout(), f.asJSON, topo, func() { renderTopology(cmd.OutOrStdout(), topo) })
 }
 
 func newShowRxQueueTopologyCmd() *cobra.Command {
@@ -124,9 +120,5 @@ func runShowRxQueueTopology(cmd *cobra.Command, f showRxQueueFlags, args []strin
 	if err != nil {
 		return fmt.Errorf("show interface rx-queue topology: %w", err)
 	}
-	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), rt)
-	}
-	renderRxTopology(cmd.OutOrStdout(), rt)
-	return nil
+	return emit(cmd.OutOrStdout(), f.asJSON, rt, func() { renderRxTopology(cmd.OutOrStdout(), rt) })
 }

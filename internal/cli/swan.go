@@ -320,12 +320,8 @@ func runSwanUp(cmd *cobra.Command, f swanUpFlags) error {
 	if err != nil && res.Loaded == 0 {
 		return err
 	}
-	if f.asJSON {
-		if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil {
-			return jerr
-		}
-	} else {
-		w := cmd.OutOrStdout()
+	w := cmd.OutOrStdout()
+	if jerr := emit(w, f.asJSON, res, func() {
 		fmt.Fprintf(w, "%s: loaded %d connections and %d secrets in %.2fs\n", res.Daemon, res.Loaded, res.Secrets, res.LoadSeconds)
 		if f.initiate {
 			fmt.Fprintf(w, "initiated %d children (concurrency %d) in %.2fs: %d established, %d failed; %d were already up\n",
@@ -336,6 +332,8 @@ func runSwanUp(cmd *cobra.Command, f swanUpFlags) error {
 		} else {
 			fmt.Fprintln(w, "not initiating (role gw1 waits for gw0; --initiate to force)")
 		}
+	}); jerr != nil {
+		return jerr
 	}
 	if err != nil {
 		return err
@@ -391,13 +389,11 @@ func runSwanDown(cmd *cobra.Command, f swanDownFlags) error {
 	if err != nil && swan.IsNoCharon(err) {
 		return err
 	}
-	if f.asJSON {
-		if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil {
-			return jerr
-		}
-	} else {
+	if jerr := emit(cmd.OutOrStdout(), f.asJSON, res, func() {
 		fmt.Fprintf(cmd.OutOrStdout(), "terminated %d IKE_SAs (%d failed), unloaded %d connections and %d secrets in %.2fs\n",
 			res.Terminated, res.Failed, res.UnloadedConns, res.UnloadedSecrets, res.Seconds)
+	}); jerr != nil {
+		return jerr
 	}
 	return err
 }
@@ -447,11 +443,7 @@ func runSwanStatus(cmd *cobra.Command, f swanStatusFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), st)
-	}
-	printSwanStatus(cmd.OutOrStdout(), st, f.uri, f.sas)
-	return nil
+	return emit(cmd.OutOrStdout(), f.asJSON, st, func() { printSwanStatus(cmd.OutOrStdout(), st, f.uri, f.sas) })
 }
 
 func printSwanStatus(w io.Writer, st swan.Status, uri string, sas bool) {

@@ -4,7 +4,6 @@ package cli
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
@@ -123,7 +122,7 @@ func runTune(cmd *cobra.Command, f tuneFlags) error {
 	case "apply":
 		changed, remaining, aerr := h.Apply(p)
 		rep.Changed, rep.Drift = changed, nonNil(remaining)
-		if err := emitTune(w, f.asJSON, rep, func() {
+		if err := emit(w, f.asJSON, rep, func() {
 			for _, it := range changed {
 				fmt.Fprintf(w, "[APPLIED] %s: %s -> %s (%s)\n", it.Key, it.Live, it.Want, it.Command)
 			}
@@ -153,7 +152,7 @@ func runTune(cmd *cobra.Command, f tuneFlags) error {
 		if f.verb == "check" {
 			rep.Items = items
 		}
-		if err := emitTune(w, f.asJSON, rep, func() {
+		if err := emit(w, f.asJSON, rep, func() {
 			if f.verb == "plan" {
 				renderLayout(w, p)
 				renderTunePlan(w, items)
@@ -180,12 +179,4 @@ func nonNil(items []tune.Item) []tune.Item {
 		return []tune.Item{}
 	}
 	return items
-}
-
-func emitTune(w io.Writer, asJSON bool, rep tuneReport, text func()) error {
-	if asJSON {
-		return writeJSON(w, rep)
-	}
-	text()
-	return nil
 }

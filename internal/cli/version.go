@@ -83,11 +83,7 @@ func runVersion(cmd *cobra.Command, f versionFlags) error {
 		GoVersion: runtime.Version(),
 		Kernel:    kernel.ProbeFeatures(),
 	}
-	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), info)
-	}
-	printVersion(cmd.OutOrStdout(), info)
-	return nil
+	return emit(cmd.OutOrStdout(), f.asJSON, info, func() { printVersion(cmd.OutOrStdout(), info) })
 }
 
 func printVersion(w io.Writer, info versionInfo) {
