@@ -3,14 +3,11 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -143,11 +140,7 @@ func runAgent(cmd *cobra.Command, f agentFlags) error {
 	if err != nil {
 		return err
 	}
-	parent := cmd.Context()
-	if parent == nil {
-		parent = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	return a.Run(ctx)
 }

@@ -129,8 +129,8 @@ func (f *loadFlags) tempLab(progress func(string)) (*lab.Lab, func(), error) {
 	}, nil
 }
 
-// benchIsTerminal reports whether w is a terminal (for the live line).
-func benchIsTerminal(w io.Writer) bool {
+// isTerminal reports whether w is a terminal (for a live progress line).
+func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -142,7 +142,7 @@ func benchIsTerminal(w io.Writer) bool {
 // benchTicker draws a live progress line for the running step on a
 // terminal; the step's final line overwrites it.
 func benchTicker(w io.Writer, label string, total int) func(int, time.Duration, time.Duration) {
-	if !benchIsTerminal(w) {
+	if !isTerminal(w) {
 		return nil
 	}
 	return func(step int, el, d time.Duration) {
@@ -155,7 +155,7 @@ func benchTicker(w io.Writer, label string, total int) func(int, time.Duration, 
 
 // benchStepPrinter prints one line per finished step.
 func benchStepPrinter(w io.Writer, label string, total int) func(bench.Step) {
-	tty := benchIsTerminal(w)
+	tty := isTerminal(w)
 	return func(s bench.Step) {
 		if tty {
 			fmt.Fprint(w, "\r\033[K")

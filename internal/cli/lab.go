@@ -5,7 +5,8 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -251,16 +252,10 @@ func runLabStatus(cmd *cobra.Command, f labStatusFlags, args []string) error {
 		if err != nil {
 			return err
 		}
-		var only []lab.Status
-		for _, s := range all {
-			if s.Name == name {
-				only = append(only, s)
-			}
-		}
-		if len(only) == 0 {
+		all = slices.DeleteFunc(all, func(s lab.Status) bool { return s.Name != name })
+		if len(all) == 0 {
 			return fmt.Errorf("lab %q is not up (start it with 'sluice lab up TOPOLOGY --name %s')", name, name)
 		}
-		all = only
 	}
 	if f.asJSON {
 		if all == nil {
@@ -284,11 +279,7 @@ func runLabStatus(cmd *cobra.Command, f labStatusFlags, args []string) error {
 		case len(s.DeadDaemon) > 0:
 			state = "broken: gateway died in " + strings.Join(s.DeadDaemon, ",")
 		}
-		var nss []string
-		for _, n := range s.Namespaces {
-			nss = append(nss, n)
-		}
-		sort.Strings(nss)
+		nss := slices.Sorted(maps.Values(s.Namespaces))
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Name, s.Topology, s.Tunnels, s.Forwarder, state, strings.Join(nss, " "))
 	}
 	return tw.Flush()

@@ -3,8 +3,11 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -270,36 +273,20 @@ func runShowIPsecStats(cmd *cobra.Command, f showIPsecStatsFlags) error {
 	if f.asJSON {
 		return writeJSON(cmd.OutOrStdout(), ipsecStatsResult{st, nics})
 	}
-	names := make([]string, 0, len(st))
-	for n := range st {
-		names = append(names, n)
-	}
-	sort.Slice(names, func(a, b int) bool {
-		if (st[names[a]] == 0) != (st[names[b]] == 0) {
-			return st[names[a]] != 0
-		}
-		return names[a] < names[b]
+	// Non-zero counters first, each group by name.
+	names := slices.SortedFunc(maps.Keys(st), func(a, b string) int {
+		return cmp.Or(cmp.Compare(min(st[b], 1), min(st[a], 1)), strings.Compare(a, b))
 	})
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	for _, n := range names {
 		fmt.Fprintf(tw, "%s\t%d\n", n, st[n])
 	}
-	devs := make([]string, 0, len(nics))
-	for d := range nics {
-		devs = append(devs, d)
-	}
-	sort.Strings(devs)
-	for _, d := range devs {
-		cs := make([]string, 0, len(nics[d]))
-		for c := range nics[d] {
-			cs = append(cs, c)
-		}
-		sort.Strings(cs)
-		for _, c := range cs {
+	for _, d := range slices.Sorted(maps.Keys(nics)) {
+		for _, c := range slices.Sorted(maps.Keys(nics[d])) {
 			fmt.Fprintf(tw, "%s %s\t%d\n", d, c, nics[d][c])
 		}
 	}
-	if len(devs) == 0 {
+	if len(nics) == 0 {
 		fmt.Fprintln(tw, "(no interface reports IPsec counters)")
 	}
 	return tw.Flush()

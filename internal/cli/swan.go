@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -225,12 +224,7 @@ func portNames(ports []int) string {
 // progressPrinter draws one progress line on a terminal (updated in place,
 // at most 5 times a second) or prints a line every 5 s otherwise.
 func progressPrinter(w io.Writer, verb string) func(swan.Progress) {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
-	}
+	tty := isTerminal(w)
 	var last time.Time
 	return func(p swan.Progress) {
 		final := p.Done == p.Total
