@@ -15,11 +15,10 @@ import (
 )
 
 func newBenchCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "bench",
 		Short: "Measure the fast path and lab traffic",
 	}
-	return cmd
 }
 
 func newBenchFastpathCmd() *cobra.Command {

@@ -15,14 +15,13 @@ import (
 )
 
 func newGatewayCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "gateway",
 		Short: "Run, stop and explain the XDP fast path of an IPsec gateway",
 		Long: `The gateway fast path mirrors the kernel's XFRM policies and SAs into an XDP
 program and forwards in XDP the traffic whose SA the NIC packet-offloads,
 leaving everything else to the kernel. See docs/fastpath.md.`,
 	}
-	return cmd
 }
 
 func newGatewayRunCmd() *cobra.Command {

@@ -18,7 +18,7 @@ import (
 )
 
 func newLabCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "lab",
 		Short: "Build, inspect and remove network-namespace labs for benchmarks",
 		Long: `A lab is a set of network namespaces joined by veth pairs, addressed with the
@@ -39,7 +39,6 @@ through it.`,
   sluice bench run --lab lab --profile imix-mno-1 --rate-max 2Mpps
   sluice lab down`,
 	}
-	return cmd
 }
 
 func newLabUpCmd() *cobra.Command {

@@ -3,9 +3,11 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -147,21 +149,13 @@ func runShowGateway(cmd *cobra.Command, f showGatewayFlags) error {
 	return nil
 }
 
+// topReasons is the n reasons with the most packets, busiest first.
 func topReasons(rs map[string]uint64, n int) string {
-	type rc struct {
-		r string
-		c uint64
-	}
-	var l []rc
-	for r, c := range rs {
-		if c > 0 {
-			l = append(l, rc{r, c})
-		}
-	}
-	sort.Slice(l, func(a, b int) bool { return l[a].c > l[b].c })
 	var parts []string
-	for i := 0; i < len(l) && i < n; i++ {
-		parts = append(parts, fmt.Sprintf("%s %d", l[i].r, l[i].c))
+	for _, r := range slices.SortedFunc(maps.Keys(rs), func(a, b string) int { return cmp.Compare(rs[b], rs[a]) }) {
+		if rs[r] > 0 && len(parts) < n {
+			parts = append(parts, fmt.Sprintf("%s %d", r, rs[r]))
+		}
 	}
 	return strings.Join(parts, ", ")
 }

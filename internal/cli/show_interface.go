@@ -11,7 +11,7 @@ import (
 )
 
 func newShowInterfaceCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "interface",
 		Short: "Show network interfaces: PCI/NUMA topology and RX queue pinning",
 		Long: `Show where the host's network interfaces sit: their PCI devices by NUMA
@@ -20,7 +20,6 @@ node, and which CPU serves each receive queue's interrupt.`,
   sluice show interface rx-queue topology`,
 		Args: cobra.NoArgs,
 	}
-	return cmd
 }
 
 func newShowRxQueueCmd() *cobra.Command {

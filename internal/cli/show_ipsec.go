@@ -81,7 +81,7 @@ func (f *ipsecFilter) addFlags(cmd *cobra.Command, sa bool) {
 }
 
 func newShowIPsecCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "ipsec",
 		Short: "The kernel's IPsec SAs, policies and error counters",
 		Long: `Show the kernel's XFRM state as sluice sees it: selectors, SPIs, mode,
@@ -89,7 +89,6 @@ offload (none/crypto/packet, device, direction), lifetimes and counters.
 Read from the kernel directly: no daemon needed. Keys are printed only with
 'sa --keys'.`,
 	}
-	return cmd
 }
 
 func offloadString(o *xfrm.Offload) string {

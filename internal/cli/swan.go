@@ -17,7 +17,7 @@ import (
 )
 
 func newSwanCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "swan",
 		Short: "Generate strongSwan configs for thousands of tunnels and drive charon over VICI",
 		Long: `Replace the BlueField-3 benchmark's bash heredoc generators and "swanctl -i" loops.
@@ -38,7 +38,6 @@ The strongSwan SAs and policies then appear in the kernel, where
   sluice swan up --dir /etc/swanctl/sluice
   sluice swan status --dir /etc/swanctl/sluice --json`,
 	}
-	return cmd
 }
 
 // specFlags are the flags that describe a tunnel set, shared by gen and

@@ -39,7 +39,7 @@ const tuneLong = `A tuning profile (tune.yaml) is the ConnectX-7 benchmark's hos
 See docs/tune.md.`
 
 func newTuneCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "tune",
 		Short: "Plan, apply and check a host tuning profile (IRQ pinning, rings, sysctls, ...)",
 		Long:  "Keep a host tuned as a declarative profile says.\n\n" + tuneLong,
@@ -48,7 +48,6 @@ func newTuneCmd() *cobra.Command {
   sluice tune check -f tune.yaml    # every drift, live vs wanted; exit 3 on drift`,
 		Args: cobra.NoArgs,
 	}
-	return cmd
 }
 
 type tuneReport struct {

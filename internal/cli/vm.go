@@ -15,7 +15,7 @@ import (
 )
 
 func newVMCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "vm",
 		Short: "Run commands in the test VM (qemu with a Debian 6.12 kernel)",
 		Long: `Run commands in the test VM.
@@ -29,7 +29,6 @@ is shared read-write at the same path. Commands run as root. Boot to the
 first command takes about 4-5 seconds on an idle host (longer when the host's
 CPUs are busy: everything is emulated).`,
 	}
-	return cmd
 }
 
 func newVMRunCmd() *cobra.Command {
