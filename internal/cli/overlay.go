@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"sluice/internal/config"
 	"sluice/internal/overlay"
 )
 
@@ -71,12 +72,18 @@ type planFlags struct {
 	asJSON, exitCode bool
 }
 
-func runPlan(w io.Writer, f planFlags) error {
-	h, keys, live, err := overlay.Load(f.file, true)
+// loadPlan reads host.yaml, its keys and the live host, and plans apply.
+func loadPlan(file string) (*config.Host, *overlay.Plan, error) {
+	h, keys, live, err := overlay.Load(file, true)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	p, err := overlay.NewPlan(h, keys, live)
+	return h, p, err
+}
+
+func runPlan(w io.Writer, f planFlags) error {
+	_, p, err := loadPlan(f.file)
 	if err != nil {
 		return err
 	}
@@ -145,11 +152,7 @@ type applyResult struct {
 }
 
 func runApply(w io.Writer, f applyFlags) error {
-	h, keys, live, err := overlay.Load(f.file, true)
-	if err != nil {
-		return err
-	}
-	p, err := overlay.NewPlan(h, keys, live)
+	h, p, err := loadPlan(f.file)
 	if err != nil {
 		return err
 	}

@@ -68,6 +68,11 @@ func (f *ipsecFilter) overlaps(p netip.Prefix) bool {
 	return !f.addrP.IsValid() || (p.IsValid() && p.Overlaps(f.addrP))
 }
 
+// onDev reports whether a --dev filter admits an entry with offload o.
+func (f *ipsecFilter) onDev(o *xfrm.Offload) bool {
+	return f.devIx == 0 || (o != nil && o.Ifindex == f.devIx)
+}
+
 func (f *ipsecFilter) addFlags(cmd *cobra.Command, sa bool) {
 	cmd.Flags().StringVar(&f.addr, "addr", "", "only entries whose selector or endpoints overlap this address or prefix")
 	cmd.Flags().StringVar(&f.dev, "dev", "", "only entries offloaded to this interface")
@@ -134,19 +139,13 @@ func runShowIPsecSA(cmd *cobra.Command, f ipsecFilter) error {
 	if err != nil {
 		return fmt.Errorf("dumping SAs: %w", err)
 	}
-	var sas []xfrm.StateDetail
+	var sas []xfrm.StateDetail // null in --json when nothing matches
 	for _, s := range all {
-		if f.spiN != 0 && s.SPI != f.spiN {
-			continue
+		if (f.spiN == 0 || s.SPI == f.spiN) && f.onDev(s.Offload) && (!f.addrP.IsValid() ||
+			f.overlaps(netip.PrefixFrom(s.Src, s.Src.BitLen())) || f.overlaps(netip.PrefixFrom(s.Dst, s.Dst.BitLen())) ||
+			f.overlaps(s.Sel.Src) || f.overlaps(s.Sel.Dst)) {
+			sas = append(sas, s)
 		}
-		if f.devIx != 0 && (s.Offload == nil || s.Offload.Ifindex != f.devIx) {
-			continue
-		}
-		if f.addrP.IsValid() && !f.overlaps(netip.PrefixFrom(s.Src, s.Src.BitLen())) &&
-			!f.overlaps(netip.PrefixFrom(s.Dst, s.Dst.BitLen())) && !f.overlaps(s.Sel.Src) && !f.overlaps(s.Sel.Dst) {
-			continue
-		}
-		sas = append(sas, s)
 	}
 	if f.json {
 		return writeJSON(cmd.OutOrStdout(), sas)
@@ -186,12 +185,9 @@ func runShowIPsecPolicy(cmd *cobra.Command, f ipsecFilter) error {
 	}
 	var ps []xfrm.Policy
 	for _, p := range all {
-		if (f.dir != "" && p.Dir.String() != f.dir) ||
-			(f.devIx != 0 && (p.Offload == nil || p.Offload.Ifindex != f.devIx)) ||
-			(f.addrP.IsValid() && !f.overlaps(p.Sel.Src) && !f.overlaps(p.Sel.Dst)) {
-			continue
+		if (f.dir == "" || p.Dir.String() == f.dir) && f.onDev(p.Offload) && (f.overlaps(p.Sel.Src) || f.overlaps(p.Sel.Dst)) {
+			ps = append(ps, p)
 		}
-		ps = append(ps, p)
 	}
 	sort.SliceStable(ps, func(a, b int) bool { return ps[a].Priority < ps[b].Priority })
 	if f.json {
