@@ -202,9 +202,8 @@ func TestFlowerFailClosed(t *testing.T) {
 		}
 	}
 	enc0 := f.encrypted(t)
-	var stopMirror func()
 	step(t, "rules from the kernel's real SAs forward; the model encrypts", func(t *testing.T) {
-		stopMirror = f.startMirror(t, tier)
+		f.startMirror(t, tier)
 		f.waitForwards(t, 2)
 		if n := forwarded(t); n != 2 {
 			t.Fatalf("forwarded %d of 2", n)
@@ -318,18 +317,17 @@ func TestFlowerFailClosed(t *testing.T) {
 			}
 		})
 	})
-	step(t, "link up: the kernel flushed the port's offloaded state without an event; a fresh dump and new SAs bring the rules back", func(t *testing.T) {
+	step(t, "link up: the kernel flushed the port's offloaded state without an event; the mirror dumped again, new SAs bring the rules back", func(t *testing.T) {
 		// xfrm_dev_down (net/xfrm/xfrm_device.c) deletes every SA and
 		// policy offloaded to a device that goes down, through
 		// xfrm_dev_state_flush / xfrm_dev_policy_flush, which notify no
-		// one: the mirror's copy still holds them (docs/flower.md, "Fail
-		// closed"). The IKE daemon installs new ones; a mirror that
-		// dumps afresh, as a restarted daemon does, sees only those.
+		// one. The watch reports the link going down as a resync, so the
+		// running mirror dumps again (docs/fastpath.md, "A device going
+		// down"); the IKE daemon installs new SAs and only those count.
 		if out := run(t, "ip", "-n", f.gw, "xfrm", "state"); strings.TrimSpace(out) != "" {
 			t.Fatalf("the kernel kept offloaded SAs of a device that went down:\n%s", out)
 		}
 		noLeak(t, "link up", func(t *testing.T) {
-			stopMirror()
 			run(t, "ip", "-n", f.gw, "link", "set", "wan0", "up")
 			for _, tu := range labTunnels {
 				f.policy(t, tu.reqid, "add")
@@ -337,7 +335,6 @@ func TestFlowerFailClosed(t *testing.T) {
 			freshSA(t)
 			f.peerSA(t, 20, 0x2014)
 			f.sa(t, "add", 20, 0x2014)
-			stopMirror = f.startMirror(t, tier)
 			f.waitForwards(t, 2)
 			if n := forwarded(t); n != 2 {
 				t.Fatalf("after the link came back %d of 2 forwarded", n)

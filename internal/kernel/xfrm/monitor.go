@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"github.com/vishvananda/netlink/nl"
@@ -149,7 +150,51 @@ func (x *Handle) Watch(ctx context.Context) (*Watch, error) {
 	lookup := func(p *Policy) (Policy, error) { return lookupPolicyOn(w.lookup, p) }
 	ch := make(chan Event, 64)
 	w.Events = ch
+	// Two readers send on ch: this socket's and the links' (monitor_links.go).
+	// ch closes once both have returned; either one stopping stops both.
 	stopped := make(chan struct{})
+	var once sync.Once
+	stop := func() { once.Do(func() { close(stopped) }) }
+	send := func(ev Event) bool {
+		select {
+		case <-stopped:
+			return false
+		default:
+		}
+		select {
+		case ch <- ev:
+			return true
+		case <-ctx.Done():
+			return false
+		case <-stopped:
+			return false
+		}
+	}
+	// fatal reports a reader's failure unless the watch is already ending.
+	fatal := func(err error) {
+		select {
+		case <-stopped:
+		default:
+			if ctx.Err() == nil {
+				send(Event{Kind: MonitorFailed, Err: err})
+			}
+		}
+		stop()
+	}
+	links, err := x.subscribeLinks()
+	if err != nil {
+		return fail("links", err)
+	}
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() {
+		defer readers.Done()
+		readLinksDown(ctx, links, send, fatal)
+	}()
+	go func() {
+		readers.Wait()
+		close(ch)
+	}()
 	go func() { // Close unblocks Receive (the socket is in Go's poller)
 		select {
 		case <-ctx.Done():
@@ -158,18 +203,11 @@ func (x *Handle) Watch(ctx context.Context) (*Watch, error) {
 		s.Close()
 		w.marker.Close()
 		w.lookup.Close()
+		links.Close()
 	}()
 	go func() {
-		defer close(ch)
-		defer close(stopped)
-		send := func(ev Event) bool {
-			select {
-			case ch <- ev:
-				return true
-			case <-ctx.Done():
-				return false
-			}
-		}
+		defer readers.Done()
+		defer stop()
 		for {
 			msgs, from, err := s.Receive()
 			switch {
@@ -181,7 +219,7 @@ func (x *Handle) Watch(ctx context.Context) (*Watch, error) {
 				}
 				continue
 			case err != nil:
-				send(Event{Kind: MonitorFailed, Err: fmt.Errorf("xfrm monitor: %w", err)})
+				fatal(fmt.Errorf("xfrm monitor: %w", err))
 				return
 			case from.Pid == w.mpid:
 				for _, m := range msgs {

@@ -5,6 +5,7 @@ package xfrm
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,4 +198,24 @@ func watchXFRM(t *testing.T, h netns.NsHandle) (*Watch, context.CancelFunc) {
 		t.Fatal(err)
 	}
 	return w, cancel
+}
+
+// A device going down takes its offloaded SAs and policies with it and the
+// kernel sends no XFRM event for that (xfrm_dev_down), so the watch turns
+// the link going down into a Resync; a link coming up is no such event.
+func TestWatchResyncsWhenALinkGoesDown(t *testing.T) {
+	ns, h := testutil.NewNetNS(t)
+	testutil.IP(t, ns, "link", "add", "wan0", "type", "veth", "peer", "name", "wan1")
+	w, cancel := watchXFRM(t, h)
+	defer cancel()
+	testutil.IP(t, ns, "link", "set", "wan0", "up")
+	testutil.IP(t, ns, "xfrm", "policy", "add", "src", "10.0.0.0/24", "dst", "10.1.0.0/24", "dir", "out")
+	if ev := nextEvent(t, w.Events); ev.Kind != PolicyNew {
+		t.Fatalf("after a link came up and a policy was added: %v (%v), want policy-new", ev.Kind, ev.Err)
+	}
+	testutil.IP(t, ns, "link", "set", "wan0", "down")
+	ev := nextEvent(t, w.Events)
+	if ev.Kind != Resync || ev.Err == nil || !strings.Contains(ev.Err.Error(), "went down") {
+		t.Fatalf("after the link went down: %v (%v), want a resync", ev.Kind, ev.Err)
+	}
 }
