@@ -69,12 +69,9 @@ measurement of another path than the one named is an error.`,
 }
 
 type benchFastpathFlags struct {
-	peer     string
-	tunnels  string
-	repeat   int
-	cases    string
-	counters bool
-	asJSON   bool
+	peer, tunnels, cases string
+	repeat               int
+	counters, asJSON     bool
 }
 
 func runBenchFastpath(cmd *cobra.Command, f benchFastpathFlags) error {

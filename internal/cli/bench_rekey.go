@@ -64,10 +64,9 @@ the chart (rekey.svg, rekey.png) and report.html. Measured figures and commands:
 }
 
 type benchRekeyFlags struct {
-	o      bench.RekeyOptions
-	to     string
-	outDir string
-	asJSON bool
+	o          bench.RekeyOptions
+	to, outDir string
+	asJSON     bool
 }
 
 func runBenchRekey(cmd *cobra.Command, f benchRekeyFlags) error {

@@ -22,17 +22,10 @@ import (
 
 // loadFlags are the traffic flags shared by 'bench run' and 'bench compare'.
 type loadFlags struct {
-	labName       string
-	topology      string
-	tunnels       int
-	profile       string
-	steps         int
-	stepSeconds   float64
-	rateMax       string
-	lossThreshold float64
-	genCPUs       string
-	out           string
-	asJSON        bool
+	labName, topology, profile, rateMax, genCPUs, out string
+	tunnels, steps                                    int
+	stepSeconds, lossThreshold                        float64
+	asJSON                                            bool
 }
 
 func (f *loadFlags) register(cmd *cobra.Command, withLab bool) {
@@ -208,10 +201,8 @@ The report directory holds report.json (docs/bench.md), steps.csv, the plots
 }
 
 type benchRunFlags struct {
-	load      loadFlags
-	forwarder string
-	label     string
-	search    string
+	load                     loadFlags
+	forwarder, label, search string
 }
 
 func runBenchRun(cmd *cobra.Command, f benchRunFlags) error {

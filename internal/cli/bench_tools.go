@@ -180,9 +180,8 @@ subnets 48.x.y.0/24 of the BlueField-3 benchmark's address plan.`,
 }
 
 type benchTRexProfileFlags struct {
-	o   bench.TRexOptions
-	out string
-	pps string
+	o        bench.TRexOptions
+	out, pps string
 }
 
 func runBenchTRexProfile(cmd *cobra.Command, f benchTRexProfileFlags, args []string) error {

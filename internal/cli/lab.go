@@ -95,11 +95,10 @@ appear on the host. Never read throughput from the VM: it is emulated.`,
 }
 
 type labUpFlags struct {
-	s         lab.Spec
-	asJSON    bool
-	vm        bool
-	vmTimeout time.Duration
-	rateLimit string
+	s          lab.Spec
+	asJSON, vm bool
+	vmTimeout  time.Duration
+	rateLimit  string
 }
 
 func runLabUp(cmd *cobra.Command, f labUpFlags, args []string) error {
@@ -176,7 +175,7 @@ func labNameArg(args []string, flag string) (string, error) {
 }
 
 func newLabDownCmd() *cobra.Command {
-	var f labDownFlags
+	var f labNameFlags
 	cmd := &cobra.Command{
 		Use:   "down [NAME]",
 		Short: "Remove a lab: daemons, XDP links, pins, namespaces, state",
@@ -194,12 +193,13 @@ an error.`,
 	return cmd
 }
 
-type labDownFlags struct {
+// labNameFlags are the flags of the commands that act on one named lab.
+type labNameFlags struct {
 	asJSON   bool
 	flagName string
 }
 
-func runLabDown(cmd *cobra.Command, f labDownFlags, args []string) error {
+func runLabDown(cmd *cobra.Command, f labNameFlags, args []string) error {
 	name, err := labNameArg(args, f.flagName)
 	if err != nil {
 		return err
@@ -219,7 +219,7 @@ func runLabDown(cmd *cobra.Command, f labDownFlags, args []string) error {
 }
 
 func newLabStatusCmd() *cobra.Command {
-	var f labStatusFlags
+	var f labNameFlags
 	cmd := &cobra.Command{
 		Use:   "status [NAME]",
 		Short: "List the labs that exist and whether they are whole",
@@ -236,12 +236,7 @@ for 'sluice lab down NAME'. Exits 1 when NAME is given and not up.`,
 	return cmd
 }
 
-type labStatusFlags struct {
-	asJSON   bool
-	flagName string
-}
-
-func runLabStatus(cmd *cobra.Command, f labStatusFlags, args []string) error {
+func runLabStatus(cmd *cobra.Command, f labNameFlags, args []string) error {
 	all, err := lab.List()
 	if err != nil {
 		return err

@@ -37,7 +37,7 @@ func addSysroot(cmd *cobra.Command, root *string) {
 }
 
 func newShowInterfaceTopologyCmd() *cobra.Command {
-	var f showTopologyFlags
+	var f sysrootFlags
 	cmd := &cobra.Command{
 		Use:   "topology",
 		Short: "Show the PCI network devices by NUMA node: address, vendor, model, driver, interfaces",
@@ -61,12 +61,13 @@ IDs without a name in pci.ids print as "unknown [id]".`,
 	return cmd
 }
 
-type showTopologyFlags struct {
+// sysrootFlags are the flags of the commands that read sys/ and proc/.
+type sysrootFlags struct {
 	asJSON bool
 	root   string
 }
 
-func runShowInterfaceTopology(cmd *cobra.Command, f showTopologyFlags) error {
+func runShowInterfaceTopology(cmd *cobra.Command, f sysrootFlags) error {
 	topo, err := diag.ReadTopology(diag.FS{Root: f.root})
 	if err != nil {
 		return fmt.Errorf("show interface topology: %w", err)
@@ -75,7 +76,7 @@ func runShowInterfaceTopology(cmd *cobra.Command, f showTopologyFlags) error {
 }
 
 func newShowRxQueueTopologyCmd() *cobra.Command {
-	var f showRxQueueFlags
+	var f sysrootFlags
 	cmd := &cobra.Command{
 		Use:   "topology [INTERFACE...]",
 		Short: "Show each RX queue's IRQ and CPU by NUMA node, with a pinning verdict",
@@ -109,12 +110,7 @@ name the data-path ports to leave management ports out.`,
 	return cmd
 }
 
-type showRxQueueFlags struct {
-	asJSON bool
-	root   string
-}
-
-func runShowRxQueueTopology(cmd *cobra.Command, f showRxQueueFlags, args []string) error {
+func runShowRxQueueTopology(cmd *cobra.Command, f sysrootFlags, args []string) error {
 	rt, err := diag.ReadRxTopology(diag.FS{Root: f.root}, args)
 	if err != nil {
 		return fmt.Errorf("show interface rx-queue topology: %w", err)

@@ -19,16 +19,14 @@ import (
 	"sluice/internal/kernel/xfrm"
 )
 
+// ipsecFilter holds the flags of show ipsec sa and policy and, after
+// parse, their values.
 type ipsecFilter struct {
-	addr  string
-	spi   string
-	dev   string
-	dir   string
-	keys  bool
-	json  bool
-	addrP netip.Prefix
-	spiN  uint32
-	devIx int
+	addr, spi, dev, dir string
+	keys, json          bool
+	addrP               netip.Prefix
+	spiN                uint32
+	devIx               int
 }
 
 func (f *ipsecFilter) parse() error {
