@@ -6,7 +6,6 @@ import (
 	"cmp"
 	"fmt"
 	"io"
-	"net"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -304,11 +303,7 @@ func runVerify(w io.Writer, f verifyFlags) error {
 	}
 	r := overlay.Verify(h, keys, live)
 	if f.traffic {
-		var gen func() error
-		if f.sendTo != "" {
-			gen = func() error { return sendUDP(f.sendTo, f.window) }
-		}
-		if err := overlay.VerifyTraffic(h, r, f.window, gen); err != nil {
+		if err := overlay.VerifyTraffic(h, r, f.window, f.sendTo); err != nil {
 			return err
 		}
 	}
@@ -317,22 +312,6 @@ func runVerify(w io.Writer, f verifyFlags) error {
 	}
 	if !r.OK {
 		return checkFailed(fmt.Errorf("%s: verify failed", h.File))
-	}
-	return nil
-}
-
-// sendUDP sends small datagrams to addr:9 (discard) for d, 50 per second.
-func sendUDP(addr string, d time.Duration) error {
-	c, err := net.Dial("udp", net.JoinHostPort(addr, "9"))
-	if err != nil {
-		return fmt.Errorf("--send-to %s: %w", addr, err)
-	}
-	defer c.Close()
-	end := time.Now().Add(d - 200*time.Millisecond)
-	payload := []byte("sluice verify --traffic")
-	for time.Now().Before(end) {
-		_, _ = c.Write(payload) // ICMP errors from the peer are expected
-		time.Sleep(20 * time.Millisecond)
 	}
 	return nil
 }
