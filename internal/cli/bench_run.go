@@ -77,16 +77,10 @@ func (f *loadFlags) runOptions() (bench.RunOptions, error) {
 	return o, nil
 }
 
-func (f *loadFlags) settings(o bench.RunOptions) bench.Settings {
-	return bench.Settings{Profile: o.Profile, Steps: o.Steps, StepSeconds: o.StepDuration.Seconds(), RateMax: o.RateMax,
-		LossThreshold: o.LossThreshold, GenCPUs: o.GenCPUs}
-}
-
-func (f *loadFlags) outDir(kind string) string {
-	if f.out != "" {
-		return f.out
-	}
-	return filepath.Join("sluice-reports", kind+"-"+time.Now().Format("20060102-150405"))
+// newReport starts the report of a KIND run with options o.
+func (f *loadFlags) newReport(kind string, o bench.RunOptions) *bench.Report {
+	return bench.NewReport(kind, "sluice "+strings.Join(os.Args[1:], " "), benchVersion(), bench.Settings{Profile: o.Profile,
+		Steps: o.Steps, StepSeconds: o.StepDuration.Seconds(), RateMax: o.RateMax, LossThreshold: o.LossThreshold, GenCPUs: o.GenCPUs})
 }
 
 // tempLab builds the lab a run uses when --lab is not given.
@@ -248,7 +242,7 @@ func runBenchRun(cmd *cobra.Command, f benchRunFlags) error {
 	total := o.Steps
 	o.Progress = benchStepPrinter(log, o.Label, total)
 	o.Tick = benchTicker(log, o.Label, total)
-	rep := bench.NewReport(kind, "sluice "+strings.Join(os.Args[1:], " "), benchVersion(), f.load.settings(o))
+	rep := f.load.newReport(kind, o)
 	var run *bench.RunResult
 	if kind == "run" {
 		run, err = bench.Run(ctx, l, o)
@@ -262,16 +256,20 @@ func runBenchRun(cmd *cobra.Command, f benchRunFlags) error {
 	if err != nil && run == nil {
 		return err
 	}
-	dir := f.load.outDir(kind)
-	if werr := rep.WriteDir(dir); werr != nil {
-		return errors.Join(err, werr)
-	}
-	return benchFinishReport(cmd, rep, dir, f.load.asJSON, err)
+	return f.load.finish(cmd, rep, err)
 }
 
-// benchFinishReport prints the summary (or the JSON) and where the report is.
-func benchFinishReport(cmd *cobra.Command, rep *bench.Report, dir string, asJSON bool, runErr error) error {
-	if asJSON {
+// finish writes the report into --out (default ./sluice-reports/KIND-
+// YYYYmmdd-HHMMSS), then prints the summary (or the JSON) and where it is.
+func (f *loadFlags) finish(cmd *cobra.Command, rep *bench.Report, runErr error) error {
+	dir := f.out
+	if dir == "" {
+		dir = filepath.Join("sluice-reports", rep.Kind+"-"+time.Now().Format("20060102-150405"))
+	}
+	if err := rep.WriteDir(dir); err != nil {
+		return errors.Join(runErr, err)
+	}
+	if f.asJSON {
 		if err := writeJSON(cmd.OutOrStdout(), rep); err != nil {
 			return err
 		}
