@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,14 +82,9 @@ func runBenchIperf3(cmd *cobra.Command, f benchIperf3Flags) error {
 			if i == 0 {
 				what = "warm-up"
 			}
-			switch f.o.Direction {
-			case bench.DirForward:
-				fmt.Fprintf(cmd.ErrOrStderr(), "%-10s forward %8.3f Gbit/s\n", what, r.ForwardBPS/1e9)
-			case bench.DirReverse:
-				fmt.Fprintf(cmd.ErrOrStderr(), "%-10s reverse %8.3f Gbit/s\n", what, r.ReverseBPS/1e9)
-			default:
-				fmt.Fprintf(cmd.ErrOrStderr(), "%-10s forward %8.3f Gbit/s  reverse %8.3f Gbit/s\n", what, r.ForwardBPS/1e9, r.ReverseBPS/1e9)
-			}
+			fw, rv := fmt.Sprintf(" forward %8.3f Gbit/s", r.ForwardBPS/1e9), fmt.Sprintf(" reverse %8.3f Gbit/s", r.ReverseBPS/1e9)
+			line := map[string]string{bench.DirForward: fw, bench.DirReverse: rv}[f.o.Direction]
+			fmt.Fprintf(cmd.ErrOrStderr(), "%-10s%s\n", what, cmp.Or(line, fw+" "+rv))
 		}
 	}
 	ctx, stop := signalContext(cmd.Context())

@@ -98,13 +98,8 @@ func offloadString(o *xfrm.Offload) string {
 	if o == nil {
 		return "none"
 	}
-	kind, dir := "crypto", "out"
-	if o.Packet() {
-		kind = "packet"
-	}
-	if o.Inbound() {
-		dir = "in"
-	}
+	kind := map[bool]string{true: "packet", false: "crypto"}[o.Packet()]
+	dir := map[bool]string{true: "in", false: "out"}[o.Inbound()]
 	name := strconv.Itoa(o.Ifindex)
 	if li, err := kernel.LinkByIndex(o.Ifindex); err == nil {
 		name = li.Name

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -62,12 +63,7 @@ func (f *specFlags) add(cmd *cobra.Command) {
 }
 
 func (f *specFlags) given(cmd *cobra.Command) bool {
-	for _, n := range []string{"topology", "role", "tunnels", "port"} {
-		if cmd.Flags().Changed(n) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{"topology", "role", "tunnels", "port"}, cmd.Flags().Changed)
 }
 
 func (f *specFlags) spec() (*swan.Spec, error) {

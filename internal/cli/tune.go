@@ -4,6 +4,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -120,7 +121,7 @@ func runTune(cmd *cobra.Command, f tuneFlags) error {
 	switch f.verb {
 	case "apply":
 		changed, remaining, aerr := h.Apply(p)
-		rep.Changed, rep.Drift = changed, nonNil(remaining)
+		rep.Changed, rep.Drift = changed, append([]tune.Item{}, remaining...) // [] rather than null in --json
 		if err := emit(w, f.asJSON, rep, func() {
 			for _, it := range changed {
 				fmt.Fprintf(w, "[APPLIED] %s: %s -> %s (%s)\n", it.Key, it.Live, it.Want, it.Command)
@@ -135,10 +136,8 @@ func runTune(cmd *cobra.Command, f tuneFlags) error {
 		if aerr != nil {
 			return aerr
 		}
-		for _, it := range remaining {
-			if !it.ReportOnly {
-				return fmt.Errorf("tune apply: %d setting(s) still differ", len(remaining))
-			}
+		if slices.ContainsFunc(remaining, func(it tune.Item) bool { return !it.ReportOnly }) {
+			return fmt.Errorf("tune apply: %d setting(s) still differ", len(remaining))
 		}
 		return nil
 	default:
@@ -146,7 +145,7 @@ func runTune(cmd *cobra.Command, f tuneFlags) error {
 		if err != nil {
 			return err
 		}
-		rep.Drift = nonNil(tune.Drift(items))
+		rep.Drift = append([]tune.Item{}, tune.Drift(items)...)
 		rep.NotApplicable = tune.NotApplicable(items)
 		if f.verb == "check" {
 			rep.Items = items
@@ -171,11 +170,4 @@ func runTune(cmd *cobra.Command, f tuneFlags) error {
 		}
 		return nil
 	}
-}
-
-func nonNil(items []tune.Item) []tune.Item {
-	if items == nil {
-		return []tune.Item{}
-	}
-	return items
 }
