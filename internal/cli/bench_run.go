@@ -95,6 +95,12 @@ func (f *loadFlags) tempLab(progress func(string)) (*lab.Lab, func(), error) {
 			// traffic must enter through the hosts' stacks.
 			return nil, nil, usageErrorf("--lab %s is an overlay-pair: its traffic must start in a host's stack to be encapsulated and encrypted; measure it with 'sluice bench iperf3 --lab %s' and 'sluice bench ping --lab %s'", f.labName, f.labName, f.labName)
 		}
+		if l.Topology == lab.GatewayModel {
+			// Its selectors are 10.0.0.0/8 (the generator's 16/8 would
+			// cross the model's wire in cleartext) and the peer sees
+			// ESP before its kernel decrypts it (no XDP sink there).
+			return nil, nil, usageErrorf("--lab %s is a gateway-model: its one tunnel carries the generator host's own traffic; measure it with 'sluice bench ping --lab %s' and 'sluice bench iperf3 --lab %s', and watch 'sluice lab status %s'", f.labName, f.labName, f.labName, f.labName)
+		}
 		return l, func() {}, nil
 	}
 	if f.topology != lab.Forwarder && f.topology != lab.GatewayPair && f.topology != lab.Direct {

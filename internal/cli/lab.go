@@ -5,6 +5,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"slices"
 	"strings"
@@ -27,6 +28,8 @@ BlueField-3 benchmark's plan, with a forwarder in the device under test:
   forwarder     gen --g0|lan0-- dut --wan0|s0-- sink
   gateway-pair  gen --g0|p1-- gw0 --p0|p0-- gw1 --p1|s0-- sink
   overlay-pair  h0 --p0|p0-- h1, a VXLAN per tunnel over ESP (needs ESP: --vm)
+  gateway-model gen --g0|lan0-- dut --nm0|nm1-- peer, nm0/nm1 a NIC model pair
+                (packet offload; needs the model: --vm)
 
 Addresses (the BlueField-3 benchmark): the generator 10.0.0.1/24 behind 10.0.0.254 sends from
 clients in 16.0.0.0/8 to 48.x.y.0/24, one /24 per tunnel; the sink is
@@ -63,6 +66,14 @@ encrypted overlay, one VXLAN per tunnel (VNI i, h0's VTEP 123.0.0.1, h1's
 and 48.x.y.2 on h1). It needs ESP, GCM and VXLAN in the kernel; where they are
 missing it says so and exits 4: use --vm.
 
+gateway-model puts the NIC model (kmod/nicmodel) under 'sluice gateway run':
+the dut's SAs and policies (one tunnel, 10.0.0.0/8 <-> 48.0.0.0/8 between
+123.0.0.1 and the peer's 123.0.0.254, random per-lab AES-GCM keys) are
+packet-offloaded on its model port nm0, the peer decrypts in software, and
+'sluice lab status' prints the model ports' IPsec counters (the peer's
+rx_cleartext_packets counts cleartext on the wire). bench ping and iperf3
+reach 48.0.0.1 behind the peer. --forwarder kernel leaves the gateway out.
+
 Running it again on a lab that is up checks and completes it, and switches the
 forwarder if --forwarder changed. A different topology or tunnel count under
 the same --name is refused: take the lab down first. Needs root.
@@ -77,14 +88,15 @@ appear on the host. Never read throughput from the VM: it is emulated.`,
   sluice lab up gateway-pair --tunnels 1024 --forwarder sluice --name gp
   sluice lab up forwarder --forwarder xdp-redirect --json
   sluice lab up overlay-pair --tunnels 4 --vm -- sluice bench ping --lab lab --count 1000
-  sluice lab up overlay-pair --vm -- 'sluice bench iperf3 --lab lab --runs 3 --json > iperf.json'`,
+  sluice lab up overlay-pair --vm -- 'sluice bench iperf3 --lab lab --runs 3 --json > iperf.json'
+  sluice lab up gateway-model --vm -- 'sluice bench ping --lab lab --count 50 && sluice lab status'`,
 		Args:      cobra.MinimumNArgs(1),
 		ValidArgs: lab.Topologies,
 		RunE:      func(cmd *cobra.Command, args []string) error { return runLabUp(cmd, f, args) },
 	}
 	cmd.Flags().StringVar(&f.s.Name, "name", "lab", "lab name (1-12 of a-z, 0-9, -)")
 	cmd.Flags().IntVar(&f.s.Tunnels, "tunnels", 1, fmt.Sprintf("tunnels: remote subnets 48.x.y.0/24 and their endpoints (1-%d)", lab.MaxTunnels))
-	cmd.Flags().StringVar(&f.s.Forwarder, "forwarder", lab.FwdKernel, "forwarder in the device under test: "+strings.Join(lab.Forwarders, ", "))
+	cmd.Flags().StringVar(&f.s.Forwarder, "forwarder", "", "forwarder in the device under test: "+strings.Join(lab.Forwarders, ", ")+" (default kernel; sluice on gateway-model)")
 	cmd.Flags().Uint32Var(&f.s.Opts.DropEvery, "drop-every", 0, "xdp-redirect only: drop every Nth frame (a known loss, to test the benchmark)")
 	cmd.Flags().StringVar(&f.rateLimit, "rate-limit", "", "xdp-redirect only: forward at most this rate, e.g. 200kpps (a known bottleneck, to test the benchmark)")
 	cmd.Flags().BoolVar(&f.vm, "vm", false, "build the lab in the test VM, run the command after -- there (default: lab status), take the lab down and power off")
@@ -276,5 +288,27 @@ func runLabStatus(cmd *cobra.Command, f labNameFlags, args []string) error {
 		nss := slices.Sorted(maps.Values(s.Namespaces))
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Name, s.Topology, s.Tunnels, s.Forwarder, state, strings.Join(nss, " "))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range all {
+		printModelCounters(cmd.OutOrStdout(), s)
+	}
+	return nil
+}
+
+// printModelCounters prints a gateway-model lab's model ports' ethtool -S
+// IPsec counters, one line per port, in a fixed order.
+func printModelCounters(w io.Writer, s lab.Status) {
+	for _, p := range s.Model {
+		fmt.Fprintf(w, "%s %s %s:", s.Name, p.Role, p.Port)
+		if p.Err != "" {
+			fmt.Fprintf(w, " %s\n", p.Err)
+			continue
+		}
+		for _, k := range p.Order {
+			fmt.Fprintf(w, " %s=%d", k, p.Counters[k])
+		}
+		fmt.Fprintln(w)
+	}
 }

@@ -347,7 +347,10 @@ func (l *Lab) waitGateway(bin string, h hop, exited <-chan struct{}) error {
 	if h.Role == "gw1" {
 		want = "forward-in"
 	}
-	dst := TunnelSubnet(l.Tunnels).Addr().Next().String()
+	probe := []string{"src", "16.0.0.1", "dst", TunnelSubnet(l.Tunnels).Addr().Next().String(), "proto", "udp", "sport", "1024", "dport", "4791"}
+	if l.plan.model {
+		probe = []string{"src", GenAddr.String(), "dst", ModelTarget.String(), "proto", "icmp", "type", "8"}
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	var last []byte
 	for time.Now().Before(deadline) {
@@ -357,8 +360,8 @@ func (l *Lab) waitGateway(bin string, h hop, exited <-chan struct{}) error {
 			return fmt.Errorf("the gateway in %s exited:\n%s", l.NS(h.Role), log)
 		default:
 		}
-		last, _ = exec.Command("ip", "netns", "exec", l.NS(h.Role), bin, "gateway", "explain", "--pin-dir", l.gatewayPinDir(h.Role),
-			"--iface", h.In, "src", "16.0.0.1", "dst", dst, "proto", "udp", "sport", "1024", "dport", "4791").CombinedOutput()
+		last, _ = exec.Command("ip", append([]string{"netns", "exec", l.NS(h.Role), bin, "gateway", "explain", "--pin-dir", l.gatewayPinDir(h.Role),
+			"--iface", h.In}, probe...)...).CombinedOutput()
 		if bytes.Contains(last, []byte(want)) {
 			return nil
 		}
@@ -372,9 +375,18 @@ func (l *Lab) waitGateway(bin string, h hop, exited <-chan struct{}) error {
 func (l *Lab) gatewayYAML(h hop) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "# written by 'sluice lab up %s --forwarder sluice' for %s\n", l.Topology, l.NS(h.Role))
-	fmt.Fprintf(&b, "lab: true\npolicy-source: static\ncounters: false\npin-dir: %s\n", l.gatewayPinDir(h.Role))
+	if !l.plan.model {
+		fmt.Fprintf(&b, "lab: true\npolicy-source: static\ncounters: false\n")
+	}
+	fmt.Fprintf(&b, "pin-dir: %s\n", l.gatewayPinDir(h.Role))
 	// Its own API socket: two gateways (gw0, gw1) and other labs run at once.
 	fmt.Fprintf(&b, "api-socket: %s\n", filepath.Join(l.Dir(), "api-"+h.Role+".sock"))
+	if l.plan.model {
+		// The kernel's own SAs and policies (lab up installed them,
+		// packet-offloaded on the model port): the daemon mirrors them.
+		fmt.Fprintf(&b, "interfaces:\n  - {name: %s, l2: fib}\n  - {name: %s, l2: fib, inbound: forward, wan-antispoof: upstream}\n", h.In, h.Out)
+		return b.String()
+	}
 	b.WriteString("interfaces:\n")
 	// The wire side is where the SAs are packet-offloaded: the egress of
 	// gw0 and of the forwarder's dut, the ingress of gw1.

@@ -53,6 +53,8 @@ type Lab struct {
 	SluiceBin string `json:"-"`
 
 	plan *plan
+	// modelNew: build made the model pair, so its SAs go on now.
+	modelNew bool
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,11}$`)
@@ -73,12 +75,23 @@ func (s *Spec) Validate() error {
 	}
 	if s.Forwarder == "" {
 		s.Forwarder = FwdKernel
+		if s.Topology == GatewayModel {
+			s.Forwarder = FwdSluice
+		}
 	}
 	if !validForwarder(s.Forwarder) {
 		return fmt.Errorf("--forwarder %q: use one of %s", s.Forwarder, strings.Join(Forwarders, ", "))
 	}
 	if s.Topology == OverlayPair && s.Forwarder != FwdKernel {
 		return fmt.Errorf("--forwarder %s: overlay-pair has no forwarder to replace (its hosts encapsulate and encrypt in the kernel); leave --forwarder out", s.Forwarder)
+	}
+	if s.Topology == GatewayModel {
+		if s.Tunnels != 1 {
+			return fmt.Errorf("--tunnels %d: gateway-model has one tunnel (10.0.0.0/8 <-> 48.0.0.0/8); leave --tunnels out", s.Tunnels)
+		}
+		if s.Forwarder == FwdXDPRedirect {
+			return fmt.Errorf("--forwarder %s: gateway-model forwards with sluice (the default) or the kernel; the model encrypts in both", s.Forwarder)
+		}
 	}
 	_, err := buildPlan(*s)
 	return err
@@ -115,6 +128,11 @@ func Up(s Spec, progress func(string)) (*Lab, error) {
 			return nil, err
 		}
 	}
+	if p.model {
+		if err := needModel(); err != nil {
+			return nil, err
+		}
+	}
 	l := &Lab{Spec: s, Namespaces: map[string]string{}, Roles: p.roles, Created: time.Now().UTC(), plan: p}
 	l.Forwarder = "" // none installed yet
 	if old, err := Load(s.Name); err == nil {
@@ -136,6 +154,12 @@ func Up(s Spec, progress func(string)) (*Lab, error) {
 	}
 	if err := l.build(progress); err != nil {
 		return nil, fmt.Errorf("building lab %s: %w (run 'sluice lab down %s' to remove what was made)", s.Name, err, s.Name)
+	}
+	if l.modelNew {
+		if err := l.installModelSAs(); err != nil {
+			return nil, fmt.Errorf("building lab %s: %w (run 'sluice lab down %s' to remove what was made)", s.Name, err, s.Name)
+		}
+		progress(fmt.Sprintf("tunnel: ESP AES-GCM-128 (random per-lab keys), %s's SAs and policies packet-offloaded on %s, %s's in software", l.NS("dut"), ModelPort, l.NS("peer")))
 	}
 	if p.overlay {
 		if err := l.applyOverlay(progress); err != nil {
@@ -192,6 +216,12 @@ func (l *Lab) build(progress func(string)) error {
 			return err
 		}
 	}
+	if p.model {
+		var err error
+		if l.modelNew, err = l.makeModelPair(); err != nil {
+			return fmt.Errorf("the NIC model pair: %w", err)
+		}
+	}
 	// The generator's parking port: a veth pair that stays down, on which
 	// the generator attaches its program so that the program stays in the
 	// kernel's XDP dispatcher. Otherwise every BPF_PROG_RUN adds and
@@ -208,6 +238,16 @@ func (l *Lab) build(progress func(string)) error {
 			if err := run("ip", "netns", "exec", l.NS(e.Role), "ethtool", "-K", e.If, "gro", "on"); err != nil {
 				return err
 			}
+		}
+	}
+	if p.model {
+		// The generator host's TCP leaves g0 with the checksum still to
+		// fill (CHECKSUM_PARTIAL, TSO): a frame XDP redirects out of
+		// lan0 into the model never gets it, and the peer drops every
+		// data segment (iperf3 moves 0 bytes; ping, checksummed in
+		// software, works). A real NIC hands XDP complete frames.
+		if err := run("ip", "netns", "exec", l.NS(p.genRole), "ethtool", "-K", p.genIf, "tx", "off"); err != nil {
+			return err
 		}
 	}
 	for _, r := range p.roles {
@@ -354,6 +394,8 @@ type Status struct {
 	Daemons    map[string]int    `json:"daemons,omitempty"`
 	DeadDaemon []string          `json:"dead_daemons,omitempty"`
 	Healthy    bool              `json:"healthy"`
+	// Model are the NIC model ports' counters (gateway-model).
+	Model []PortCounters `json:"model_ports,omitempty"`
 }
 
 // List returns the status of every lab, sorted by name. Namespaces named
@@ -389,6 +431,9 @@ func List() ([]Status, error) {
 			}
 		}
 		sort.Strings(st.DeadDaemon)
+		if st.Healthy {
+			st.Model = l.ModelCounters()
+		}
 		out = append(out, st)
 	}
 	orphans := map[string]map[string]string{}

@@ -16,10 +16,12 @@ const (
 	// Direct joins the generator to the sink, with nothing in between:
 	// it measures the generator and the sink themselves.
 	Direct = "direct"
+	// GatewayModel puts the NIC model under a sluice gateway (model.go).
+	GatewayModel = "gateway-model"
 )
 
 // Topologies lists the topologies Up knows, in the order --help shows them.
-var Topologies = []string{Forwarder, GatewayPair, OverlayPair, Direct}
+var Topologies = []string{Forwarder, GatewayPair, OverlayPair, GatewayModel, Direct}
 
 // MaxTunnels is the largest --tunnels (the range; the BlueField-3 benchmark's address plan
 // itself reaches 255*255).
@@ -78,6 +80,9 @@ type plan struct {
 	target netip.Addr
 	// overlay: the VTEPs and SAs come from 'sluice apply' (overlay.go).
 	overlay bool
+	// model: dut's wire is a NIC model pair, its SAs packet-offloaded
+	// there (model.go).
+	model bool
 }
 
 func mac(seg, side int) string { return fmt.Sprintf("02:51:ce:00:%02x:%02x", seg, side) }
@@ -155,6 +160,8 @@ func buildPlan(s Spec) (*plan, error) {
 		p.target = GenGateway
 		add("sink", "addr replace 10.0.0.254/24 dev s0",
 			"neigh replace 10.0.0.1 lladdr "+g0.MAC+" dev s0 nud permanent")
+	case GatewayModel:
+		modelPlan(p, add)
 	case OverlayPair:
 		// Only the underlay is the lab's: the VTEPs, routes to them and
 		// SAs are 'sluice apply' of generated host files (overlay.go).

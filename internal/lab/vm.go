@@ -34,6 +34,14 @@ func UpInVM(ctx context.Context, s Spec, command []string, timeout time.Duration
 	}
 	defer cleanup()
 
+	o := testlab.Options{Timeout: timeout, Stdout: stdout, Share: share}
+	if s.Topology == GatewayModel {
+		// Built on the host, cached; testlab.Run exports its path into
+		// the guest as SLUICE_NICMODEL, where lab up inserts it.
+		if _, err := testlab.NicmodelModule(ctx, o); err != nil {
+			return 0, fmt.Errorf("--vm: building the NIC model: %w", err)
+		}
+	}
 	q := testlab.ShellQuote
 	up := []string{"sluice", "lab", "up", q(s.Topology), "--name", q(s.Name), "--tunnels", strconv.Itoa(s.Tunnels), "--forwarder", q(s.Forwarder)}
 	if s.Opts.DropEvery > 0 {
@@ -52,7 +60,6 @@ func UpInVM(ctx context.Context, s Spec, command []string, timeout time.Duration
 	script := fmt.Sprintf("export PATH=%s:$PATH\n%s || exit $?\n( %s )\nrc=$?\nsluice lab down %s >/dev/null || [ $rc -ne 0 ] || rc=1\nexit $rc\n",
 		q(filepath.Dir(bin)), strings.Join(up, " "), inner, q(s.Name))
 
-	o := testlab.Options{Timeout: timeout, Stdout: stdout, Share: share}
 	if wd, err := os.Getwd(); err == nil && !testlab.HiddenInGuest(wd, share) {
 		o.Dir = wd
 	}
