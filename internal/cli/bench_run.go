@@ -153,10 +153,7 @@ func benchStepPrinter(w io.Writer, label string, total int) func(bench.Step) {
 		if tty {
 			fmt.Fprint(w, "\r\033[K")
 		}
-		mark := ""
-		if s.GenLimited {
-			mark = "  (generator below target)"
-		}
+		mark := either(s.GenLimited, "  (generator below target)", "")
 		fmt.Fprintf(w, "%-12s step %2d/%d  target %-12s tx %-12s rx %-12s loss %7.3f%%  p50 %8.1f µs  p99 %8.1f µs%s\n",
 			label, s.Index, total, bench.FormatPPS(s.TargetPPS), bench.FormatPPS(s.TxPPS), bench.FormatPPS(s.RxPPS),
 			s.LossPct, s.Latency.P50Us, s.Latency.P99Us, mark)

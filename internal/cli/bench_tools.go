@@ -94,10 +94,7 @@ func runBenchIperf3(cmd *cobra.Command, f benchIperf3Flags) error {
 		return err
 	}
 	return emit(cmd.OutOrStdout(), f.asJSON, res, func() {
-		per := "2 directions"
-		if res.Direction != bench.DirBidi {
-			per = res.Direction + " only"
-		}
+		per := either(res.Direction != bench.DirBidi, res.Direction+" only", "2 directions")
 		fmt.Fprintf(cmd.OutOrStdout(), "%.3g ± %.2g Gbit/s (mean ± sample std dev of %d values: %d runs, %s; %s)\n",
 			res.MeanBPS/1e9, res.StdDevBPS/1e9, res.N, len(res.Runs), per, res.Command)
 	})

@@ -3,7 +3,6 @@
 package cli
 
 import (
-	"errors"
 	"log/slog"
 	goruntime "runtime"
 
@@ -105,10 +104,6 @@ type gatewayStopFlags struct {
 func runGatewayStop(cmd *cobra.Command, f gatewayStopFlags) error {
 	return gateway.Stop(f.pinDir, cmd.OutOrStdout(), cmd.ErrOrStderr())
 }
-
-// errNoGateway is returned by explain when neither a running gateway nor a
-// config file is available.
-var errNoGateway = errors.New("no gateway is running here")
 
 func newGatewayExplainCmd() *cobra.Command {
 	var f explainFlags

@@ -45,6 +45,15 @@ func emit(w io.Writer, asJSON bool, v any, text func()) error {
 	return nil
 }
 
+// either is yes when cond holds and no otherwise: the two-way words of a
+// line of text (both are evaluated).
+func either(cond bool, yes, no string) string {
+	if cond {
+		return yes
+	}
+	return no
+}
+
 // errString is err's message for a JSON result's "error" field, "" for nil.
 func errString(err error) string {
 	if err == nil {

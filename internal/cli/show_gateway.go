@@ -79,10 +79,7 @@ func runShowGateway(cmd *cobra.Command, f showGatewayFlags) error {
 	m := s.Mirror
 	fmt.Fprintf(w, "gateway: sluice %s, policy source %s, up %s, pins in %s\n", s.Version, s.PolicySource,
 		time.Since(s.Started).Round(time.Second), s.PinDir)
-	state := "IN SYNC"
-	if !m.InSync {
-		state = "CLOSED, " + m.State + " (everything goes to the kernel)"
-	}
+	state := either(m.InSync, "IN SYNC", "CLOSED, "+m.State+" (everything goes to the kernel)")
 	fmt.Fprintf(w, "mirror:  %s; %d of %d kernel policies mirrored, %d SAs; shapes v4 %d v6 %d; %d syncs (last %s), %d resyncs\n",
 		state, m.MirroredPolicies, m.KernelPolicies, m.KernelStates, m.TuplesIPv4, m.TuplesIPv6, m.Syncs, m.LastSyncDuration, m.Resyncs)
 	if m.LastError != "" {
@@ -102,10 +99,7 @@ func runShowGateway(cmd *cobra.Command, f showGatewayFlags) error {
 		fmt.Fprintln(w)
 	}
 	fc := s.FlowCache
-	keys := "per host pair"
-	if fc.KeysL4 {
-		keys = "per connection (a policy or the FIB looks at ports)"
-	}
+	keys := either(fc.KeysL4, "per connection (a policy or the FIB looks at ports)", "per host pair")
 	fmt.Fprintf(w, "cache:   %s; %d hits, %d fills, %d bypassed\n", keys, fc.Hits, fc.Fills, fc.Bypassed)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -118,10 +112,7 @@ func runShowGateway(cmd *cobra.Command, f showGatewayFlags) error {
 				nh += " (unresolved)"
 			}
 		}
-		inbound := "pass"
-		if i.InboundForward {
-			inbound = "forward"
-		}
+		inbound := either(i.InboundForward, "forward", "pass")
 		fwd := i.Reasons["forward-out"] + i.Reasons["forward-in"]
 		var passed uint64
 		for r, n := range i.Reasons {
@@ -187,10 +178,7 @@ func printFlower(w io.Writer, f *api.FlowerStatus) {
 		return
 	}
 	fmt.Fprintln(w)
-	mode := "hardware (skip_sw)"
-	if f.SkipHW {
-		mode = "LAB: software (skip_hw)"
-	}
+	mode := either(f.SkipHW, "LAB: software (skip_hw)", "hardware (skip_sw)")
 	fmt.Fprintf(w, "flower:  %s; %d rules installed; %d added, %d removed, %d refused, %d withdrawn on XFRM events; %d promotions, %d demotions\n",
 		mode, f.RulesInstalled, f.RulesAdded, f.RulesRemoved, f.RulesRefused, f.RulesWithdrawn, f.Promotions, f.Demotions)
 	for _, d := range f.Devices {

@@ -98,8 +98,7 @@ func offloadString(o *xfrm.Offload) string {
 	if o == nil {
 		return "none"
 	}
-	kind := map[bool]string{true: "packet", false: "crypto"}[o.Packet()]
-	dir := map[bool]string{true: "in", false: "out"}[o.Inbound()]
+	kind, dir := either(o.Packet(), "packet", "crypto"), either(o.Inbound(), "in", "out")
 	name := strconv.Itoa(o.Ifindex)
 	if li, err := kernel.LinkByIndex(o.Ifindex); err == nil {
 		name = li.Name

@@ -183,15 +183,13 @@ func runSwanGen(cmd *cobra.Command, f swanGenFlags) error {
 	if err != nil {
 		return err
 	}
-	applied := false
 	if f.apply {
 		if err := plan.Apply(f.netns); err != nil {
 			return fmt.Errorf("%w (the configuration files were written; the routing plan is %s)", err, res.Files[len(res.Files)-1])
 		}
-		applied = true
 	}
 	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), swanGenResult{res, applied})
+		return writeJSON(cmd.OutOrStdout(), swanGenResult{res, f.apply})
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "wrote %d connections (%s %s, ports %s) to %s:\n", res.Tunnels, s.Topology, s.Role, portNames(s.Ports), f.out)
@@ -201,8 +199,8 @@ func runSwanGen(cmd *cobra.Command, f swanGenFlags) error {
 	if res.GeneratedPSK {
 		fmt.Fprintf(w, "a new random pre-shared key is in %s/psk (0600): pass it to the other gateway's gen with --psk-file\n", f.out)
 	}
-	if applied {
-		fmt.Fprintf(w, "routing plan applied%s\n", map[bool]string{true: " in netns " + f.netns, false: ""}[f.netns != ""])
+	if f.apply {
+		fmt.Fprintf(w, "routing plan applied%s\n", either(f.netns != "", " in netns "+f.netns, ""))
 	}
 	fmt.Fprintf(w, "next: start charon, then 'sluice swan up --dir %s'\n", f.out)
 	return nil
@@ -437,18 +435,12 @@ func runSwanStatus(cmd *cobra.Command, f swanStatusFlags) error {
 
 func printSwanStatus(w io.Writer, st swan.Status, uri string, sas bool) {
 	fmt.Fprintf(w, "%s at %s (%d worker threads)\n", st.Daemon, uri, st.Workers)
-	of := ""
-	if st.Expected > 0 {
-		of = fmt.Sprintf(" of %d", st.Expected)
-	}
+	of := either(st.Expected > 0, fmt.Sprintf(" of %d", st.Expected), "")
 	fmt.Fprintf(w, "connections loaded:   %d%s\n", st.ConnsLoaded, of)
 	fmt.Fprintf(w, "IKE_SAs established:  %d%s (%d in other states)\n", st.IKEEstablished, of, st.IKEOther)
 	fmt.Fprintf(w, "CHILD_SAs installed:  %d\n", st.ChildInstalled)
 	if st.DownCount > 0 {
-		more := ""
-		if st.DownCount > len(st.Down) {
-			more = fmt.Sprintf(" (+%d more)", st.DownCount-len(st.Down))
-		}
+		more := either(st.DownCount > len(st.Down), fmt.Sprintf(" (+%d more)", st.DownCount-len(st.Down)), "")
 		fmt.Fprintf(w, "down (%d):             %s%s\n", st.DownCount, strings.Join(st.Down, " "), more)
 	}
 	if !sas {
