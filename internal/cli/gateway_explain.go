@@ -117,7 +117,7 @@ func runExplain(cmd *cobra.Command, a explainFlags, args []string) error {
 		}
 		fmt.Fprintf(w, " %s -> %s ttl %d", o.Src, o.Dst, o.TTL)
 		if o.ChecksumOK != nil {
-			fmt.Fprintf(w, " checksum %s", map[bool]string{true: "ok", false: "BAD"}[*o.ChecksumOK])
+			fmt.Fprintf(w, " checksum %s", either(*o.ChecksumOK, "ok", "BAD"))
 		}
 		fmt.Fprintln(w)
 	}

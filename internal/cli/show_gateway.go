@@ -120,10 +120,7 @@ func runShowGateway(cmd *cobra.Command, f showGatewayFlags) error {
 				passed += n
 			}
 		}
-		xdp := i.XDPMode
-		if i.Problem != "" {
-			xdp += " (NOT ATTACHED)" // the kernel has no program of ours there
-		}
+		xdp := i.XDPMode + either(i.Problem != "", " (NOT ATTACHED)", "") // Problem: the kernel has no program of ours there
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", i.Name, i.Ifindex, xdp, i.L2, inbound, nh, fwd, passed, topReasons(i.Reasons, 3))
 	}
 	tw.Flush()
