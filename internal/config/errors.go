@@ -3,8 +3,8 @@
 package config
 
 import (
-	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 )
 
@@ -24,18 +24,14 @@ type FieldError struct {
 
 // Error formats the problem as "file:line: path: message".
 func (e *FieldError) Error() string {
-	var b strings.Builder
-	b.WriteString(e.File)
+	s := e.File
 	if e.Line > 0 {
-		fmt.Fprintf(&b, ":%d", e.Line)
+		s += ":" + strconv.Itoa(e.Line)
 	}
-	b.WriteString(": ")
 	if e.Path != "" {
-		b.WriteString(e.Path)
-		b.WriteString(": ")
+		s += ": " + e.Path
 	}
-	b.WriteString(e.Msg)
-	return b.String()
+	return s + ": " + e.Msg
 }
 
 // ValidationErrors is every problem found in one file, sorted by line.

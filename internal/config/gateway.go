@@ -323,16 +323,13 @@ func LoadGateway(path string) (*Gateway, error) {
 // is used in messages. Defaults are applied after parsing. Every problem
 // found is returned in one *ValidationErrors.
 func ParseGateway(data []byte, name string) (*Gateway, error) {
-	if name == "" {
-		name = "<input>"
-	}
 	p := newParser(name, len(data))
-	root := p.document(data)
+	root := p.document(data, "a gateway needs at least an interfaces: list (see docs/gateway-config.md)", "interfaces:")
 	if root == nil {
 		return nil, p.result()
 	}
 	g, meta := p.gateway(root)
-	meta.applyDefaults(p, g)
+	meta.applyDefaults(g)
 	meta.validate(p, g)
 	if err := p.result(); err != nil {
 		return nil, err

@@ -23,11 +23,11 @@ import (
 // by name into Gateway (the daemon-* keys into Gateway.Daemon).
 type gatewayFile struct {
 	Lab                         flag               `yaml:"lab"`
-	PolicySource                PolicySource       `yaml:"policy-source"`
-	Counters                    flag               `yaml:"counters"`
-	PinDir                      pinDir             `yaml:"pin-dir"`
-	Lease                       lease              `yaml:"lease"`
-	APISocket                   apiSocket          `yaml:"api-socket"`
+	PolicySource                PolicySource       `yaml:"policy-source" default:"kernel"`
+	Counters                    flag               `yaml:"counters" default:"true"`
+	PinDir                      pinDir             `yaml:"pin-dir" default:"/sys/fs/bpf/sluice"`
+	Lease                       lease              `yaml:"lease" default:"5s"`
+	APISocket                   apiSocket          `yaml:"api-socket" default:"/run/sluice/sluice.sock"`
 	APIOwner                    text               `yaml:"api-owner"`
 	APIGroup                    text               `yaml:"api-group"`
 	MetricsListen               listenAddr         `yaml:"metrics-listen"`
@@ -37,26 +37,24 @@ type gatewayFile struct {
 	LockMemory                  flag               `yaml:"lock-memory"`
 	FlowerTestSkipHW            flag               `yaml:"flower-test-skip-hw"`
 	FlowerTestPlacementInterval placementInterval  `yaml:"flower-test-placement-interval"`
-	FlowerInboundChain          num[maxU16]        `yaml:"flower-inbound-chain"`
+	FlowerInboundChain          num[maxU16]        `yaml:"flower-inbound-chain" default:"1"`
 	FlowerPromotePPS            num[maxU32]        `yaml:"flower-promote-pps"`
-	Interfaces                  []gatewayInterface `yaml:"interfaces"`
-	Policies                    []gatewayPolicy    `yaml:"policies"`
+	Interfaces                  []gatewayInterface `yaml:"interfaces" what:"interface" example:"name: p0"`
+	Policies                    []gatewayPolicy    `yaml:"policies" what:"policy" example:"dir: out"`
 }
 
 // gatewayInterface is one entry of interfaces: (filled into Interface).
 type gatewayInterface struct {
 	Name             ifname        `yaml:"name"`
-	L2               L2Mode        `yaml:"l2"`
-	XDPMode          XDPMode       `yaml:"xdp-mode"`
-	Inbound          InboundMode   `yaml:"inbound"`
-	WANAntispoof     Antispoof     `yaml:"wan-antispoof"`
+	L2               L2Mode        `yaml:"l2" default:"nic"`
+	XDPMode          XDPMode       `yaml:"xdp-mode" default:"native"`
+	Inbound          InboundMode   `yaml:"inbound" default:"pass"`
+	WANAntispoof     Antispoof     `yaml:"wan-antispoof" default:"none"`
 	HairpinToNexthop ipAddr        `yaml:"hairpin-to-nexthop"`
-	Flower           FlowerMode    `yaml:"flower"`
-	FlowerTTL        flag          `yaml:"flower-ttl"`
+	Flower           FlowerMode    `yaml:"flower" default:"off"`
+	FlowerTTL        flag          `yaml:"flower-ttl" default:"true"`
 	FlowerRuleBudget num[maxRules] `yaml:"flower-rule-budget"`
 }
-
-func (gatewayInterface) describe() (string, string) { return "interface", "name: p0" }
 
 // gatewayPolicy is one entry of policies: (filled into StaticPolicy).
 type gatewayPolicy struct {
@@ -67,16 +65,14 @@ type gatewayPolicy struct {
 	Sport      port        `yaml:"sport"`
 	Dport      port        `yaml:"dport"`
 	Priority   num[maxU32] `yaml:"priority"`
-	Action     Action      `yaml:"action"`
+	Action     Action      `yaml:"action" default:"allow"`
 	Peer       ipAddr      `yaml:"peer"`
 	Local      ipAddr      `yaml:"local"`
 	Reqid      num[maxU32] `yaml:"reqid"`
-	Offload    OffloadMode `yaml:"offload"`
+	Offload    OffloadMode `yaml:"offload" default:"none"`
 	OffloadDev ifname      `yaml:"offload-dev"`
 	Optional   flag        `yaml:"optional"`
 }
-
-func (gatewayPolicy) describe() (string, string) { return "policy", "dir: out" }
 
 // gatewayMeta is what validation needs to know about the document beyond
 // the parsed values: where things are.
@@ -97,8 +93,7 @@ func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
 	g := &Gateway{File: p.file, KeyLines: map[string]int{}, Daemon: DaemonSettings{CPUs: f.DaemonCPU.cpus,
 		CPUList: f.DaemonCPU.list, Priority: int(f.DaemonPriority), LockMemory: bool(f.LockMemory)}}
 	p.fill(reflect.ValueOf(g).Elem(), reflect.ValueOf(f), item{line: root.Line})
-	names, _ := keysOf(reflect.TypeFor[gatewayFile]())
-	for _, k := range names {
+	for _, k := range keysOf(reflect.TypeFor[gatewayFile]()).names {
 		if p.given[k] {
 			g.KeyLines[k] = p.lines[k]
 		}

@@ -8,102 +8,47 @@ import (
 	"strings"
 )
 
-// applyDefaults fills every key that was absent or null. A key that was
-// present but wrong keeps its zero value, so the checks that combine
-// fields do not pile guesses on top of the error already reported.
-func (m *gatewayMeta) applyDefaults(p *parser, g *Gateway) {
-	if !p.given["policy-source"] {
-		g.PolicySource = PolicySourceKernel
-	}
-	if !p.given["counters"] {
-		g.Counters = true
-	}
-	if !p.given["pin-dir"] {
-		g.PinDir = DefaultPinDir
-	}
-	if !p.given["lease"] {
-		g.Lease = DefaultLease
-	}
-	if !p.given["api-socket"] {
-		g.APISocket = DefaultAPISocket
-	}
-	if !p.given["flower-inbound-chain"] {
-		g.FlowerInboundChain = DefaultFlowerInboundChain
-	}
-	if !p.given["metrics-top-policies"] || g.MetricsTopPolicies == 0 {
+// applyDefaults fills the defaults that are not a key's `default:` tag:
+// a number of 0 also means the default.
+func (m *gatewayMeta) applyDefaults(g *Gateway) {
+	if g.MetricsTopPolicies == 0 {
 		g.MetricsTopPolicies = DefaultTopPolicies
 	}
-	for i, it := range m.ifaces {
-		ifc := &g.Interfaces[i]
-		if !p.given[it.path+".l2"] {
-			ifc.L2 = L2NIC
-		}
-		if !p.given[it.path+".xdp-mode"] {
-			ifc.XDPMode = XDPNative
-		}
-		if !p.given[it.path+".inbound"] {
-			ifc.Inbound = InboundPass
-		}
-		if !p.given[it.path+".wan-antispoof"] {
-			ifc.WANAntispoof = AntispoofNone
-		}
-		if !p.given[it.path+".flower"] {
-			ifc.Flower = FlowerOff
-		}
-		if !p.given[it.path+".flower-ttl"] {
-			ifc.FlowerTTL = true
-		}
-		if !p.given[it.path+".flower-rule-budget"] || ifc.FlowerRuleBudget == 0 {
-			ifc.FlowerRuleBudget = DefaultFlowerRuleBudget
-		}
-	}
-	for i, it := range m.policies {
-		sp := &g.Policies[i]
-		if !p.given[it.path+".action"] {
-			sp.Action = ActionAllow
-		}
-		if !p.given[it.path+".offload"] {
-			sp.Offload = OffloadNone
+	for i := range g.Interfaces {
+		if g.Interfaces[i].FlowerRuleBudget == 0 {
+			g.Interfaces[i].FlowerRuleBudget = DefaultFlowerRuleBudget
 		}
 	}
 }
 
 // validate runs the checks that involve more than one field.
 func (m *gatewayMeta) validate(p *parser, g *Gateway) {
-	line := func(path string, fallback int) int { return p.lineOf(path, fallback) }
+	root := item{line: m.rootLine}
 
 	if g.PolicySource == PolicySourceStatic && !g.Lab && !p.bad["lab"] {
-		p.errorf(line("policy-source", m.rootLine), "policy-source",
-			"\"static\" needs lab: true — static policies are for labs and offline tests; a production gateway mirrors the kernel: set lab: true or policy-source: kernel")
+		p.errAt(root, "policy-source", "\"static\" needs lab: true — static policies are for labs and offline tests; a production gateway mirrors the kernel: set lab: true or policy-source: kernel")
 	}
 	if g.FlowerTestSkipHW && !g.Lab && !p.bad["lab"] {
-		p.errorf(line("flower-test-skip-hw", m.rootLine), "flower-test-skip-hw",
-			"true needs lab: true — it installs flower rules in software (skip_hw), which on a real port would send cleartext out of the offload device without the NIC's encryption; remove it, or set lab: true on a test gateway")
+		p.errAt(root, "flower-test-skip-hw", "true needs lab: true — it installs flower rules in software (skip_hw), which on a real port would send cleartext out of the offload device without the NIC's encryption; remove it, or set lab: true on a test gateway")
 	}
 	if g.FlowerTestPlacementInterval != 0 && !g.Lab && !p.bad["lab"] {
-		p.errorf(line("flower-test-placement-interval", m.rootLine), "flower-test-placement-interval",
-			"needs lab: true — it shortens placement's %s interval so that a test sees promotions and demotions in seconds; remove it, or set lab: true on a test gateway", DefaultPlacementInterval)
+		p.errAt(root, "flower-test-placement-interval", "needs lab: true — it shortens placement's %s interval so that a test sees promotions and demotions in seconds; remove it, or set lab: true on a test gateway", DefaultPlacementInterval)
 	}
 	if g.FlowerTestPlacementInterval != 0 && g.FlowerPromotePPS == 0 && !p.bad["flower-promote-pps"] {
-		p.errorf(line("flower-test-placement-interval", m.rootLine), "flower-test-placement-interval",
-			"has no effect without flower-promote-pps (placement is off); set flower-promote-pps, or remove it")
+		p.errAt(root, "flower-test-placement-interval", "has no effect without flower-promote-pps (placement is off); set flower-promote-pps, or remove it")
 	}
 	if g.FlowerPromotePPS != 0 && !g.Counters && !p.bad["counters"] {
-		p.errorf(line("flower-promote-pps", m.rootLine), "flower-promote-pps",
-			"needs counters: true — placement promotes tunnels from XDP's per-policy counters, which counters: false turns off, so no tunnel would ever reach the NIC; remove counters: false, or flower-promote-pps")
+		p.errAt(root, "flower-promote-pps", "needs counters: true — placement promotes tunnels from XDP's per-policy counters, which counters: false turns off, so no tunnel would ever reach the NIC; remove counters: false, or flower-promote-pps")
 	}
 	if g.PolicySource == PolicySourceKernel && m.nPolicies > 0 {
-		p.errorf(line("policies", m.rootLine), "policies",
-			"policy-source is kernel, so sluice mirrors the kernel's XFRM policies and would ignore these %d; remove policies, or for a lab set policy-source: static and lab: true", m.nPolicies)
+		p.errAt(root, "policies", "policy-source is kernel, so sluice mirrors the kernel's XFRM policies and would ignore these %d; remove policies, or for a lab set policy-source: static and lab: true", m.nPolicies)
 	}
 
 	switch {
 	case !p.given["interfaces"]:
-		p.errorf(line("interfaces", m.rootLine), "interfaces",
-			"missing; list at least one interface the fast path runs on, such as:  interfaces: [{name: p0}]")
+		p.errAt(root, "interfaces", "missing; list at least one interface the fast path runs on, such as:  interfaces: [{name: p0}]")
 	case m.nIfaces == 0 && !p.bad["interfaces"]:
-		p.errorf(line("interfaces", m.rootLine), "interfaces",
-			"the list is empty; list at least one interface the fast path runs on, such as:  - name: p0")
+		p.errAt(root, "interfaces", "the list is empty; list at least one interface the fast path runs on, such as:  - name: p0")
 	}
 
 	names := map[string]int{} // interface name -> line of its name key
@@ -124,14 +69,12 @@ func (m *gatewayMeta) validate(p *parser, g *Gateway) {
 }
 
 func (m *gatewayMeta) validateInterface(p *parser, ifc *Interface, it item, names map[string]int) {
-	at := func(key string) (int, string) { return p.lineOf(it.path+"."+key, it.line), it.path + "." + key }
 
-	if ifc.Name == "" && !p.bad[it.path+".name"] {
-		l, path := at("name")
-		p.errorf(l, path, "missing; every interface needs the Linux interface name, such as name: p0")
+	if ifc.Name == "" {
+		p.missing(it, "name", "every interface needs the Linux interface name, such as name: p0")
 	}
 	if ifc.Name != "" {
-		l, path := at("name")
+		l, path := p.at(it, "name")
 		if first, dup := names[ifc.Name]; dup {
 			p.errorf(l, path, "%q is listed twice (first on line %d); list each interface once", ifc.Name, first)
 		} else {
@@ -139,16 +82,13 @@ func (m *gatewayMeta) validateInterface(p *parser, ifc *Interface, it item, name
 		}
 	}
 	if ifc.Inbound == InboundForward && ifc.WANAntispoof == AntispoofNone {
-		l, path := at("inbound")
-		p.errorf(l, path, "\"forward\" needs wan-antispoof: upstream on the same interface — XDP cannot tell a packet the NIC decrypted from spoofed cleartext, so inbound forwarding is only safe where the upstream segment drops cleartext from protected prefixes; set wan-antispoof: upstream if that is true, or inbound: pass")
+		p.errAt(it, "inbound", "\"forward\" needs wan-antispoof: upstream on the same interface — XDP cannot tell a packet the NIC decrypted from spoofed cleartext, so inbound forwarding is only safe where the upstream segment drops cleartext from protected prefixes; set wan-antispoof: upstream if that is true, or inbound: pass")
 	}
 	if ifc.Flower.Inbound() && ifc.Inbound != InboundForward && !p.bad[it.path+".inbound"] {
-		l, path := at("flower")
-		p.errorf(l, path, "%q forwards decrypted traffic in the NIC without the kernel's FWD check, the same trust as inbound: forward; set inbound: forward (with wan-antispoof: upstream) on this interface, or flower: outbound", ifc.Flower)
+		p.errAt(it, "flower", "%q forwards decrypted traffic in the NIC without the kernel's FWD check, the same trust as inbound: forward; set inbound: forward (with wan-antispoof: upstream) on this interface, or flower: outbound", ifc.Flower)
 	}
 	if ifc.HairpinToNexthop.IsValid() && ifc.Inbound == InboundPass {
-		l, path := at("hairpin-to-nexthop")
-		p.errorf(l, path, "only applies with inbound: forward (it is where inbound-forwarded traffic is sent); remove it, or set inbound: forward")
+		p.errAt(it, "hairpin-to-nexthop", "only applies with inbound: forward (it is where inbound-forwarded traffic is sent); remove it, or set inbound: forward")
 	}
 }
 
@@ -169,27 +109,23 @@ func family(a netip.Addr) string {
 }
 
 func (m *gatewayMeta) validatePolicy(p *parser, sp *StaticPolicy, it item, names map[string]int, known []string, seen map[selectorKey]item) {
-	at := func(key string) (int, string) { return p.lineOf(it.path+"."+key, it.line), it.path + "." + key }
 	ok := func(key string) bool { return !p.bad[it.path+"."+key] }
 	given := func(key string) bool { return p.given[it.path+"."+key] }
 
 	// Required keys.
 	if !given("dir") {
-		l, path := at("dir")
-		p.errorf(l, path, "missing; set dir: in, out or fwd")
+		p.errAt(it, "dir", "missing; set dir: in, out or fwd")
 	}
 	for _, k := range []string{"src", "dst"} {
 		if !given(k) {
-			l, path := at(k)
-			p.errorf(l, path, "missing; set %s: to a prefix such as 10.0.0.0/8 (0.0.0.0/0 or ::/0 for any)", k)
+			p.errAt(it, k, "missing; set %s: to a prefix such as 10.0.0.0/8 (0.0.0.0/0 or ::/0 for any)", k)
 		}
 	}
 
 	// One family per selector, and the tunnel in the same family.
 	selFam := ""
 	if sp.Src.IsValid() && sp.Dst.IsValid() && family(sp.Src.Addr()) != family(sp.Dst.Addr()) {
-		l, path := at("dst")
-		p.errorf(l, path, "%s is %s but src %s is %s; a selector has one address family: write both as IPv4 or both as IPv6 (one policy per family)",
+		p.errAt(it, "dst", "%s is %s but src %s is %s; a selector has one address family: write both as IPv4 or both as IPv6 (one policy per family)",
 			sp.Dst, family(sp.Dst.Addr()), sp.Src, family(sp.Src.Addr()))
 	} else if sp.Src.IsValid() {
 		selFam = family(sp.Src.Addr())
@@ -203,14 +139,12 @@ func (m *gatewayMeta) validatePolicy(p *parser, sp *StaticPolicy, it item, names
 				a = sp.Local
 			}
 			if a.IsValid() && family(a) != selFam {
-				l, path := at(k)
-				p.errorf(l, path, "%s is %s but the selector (src/dst) is %s; sluice's fast path does not carry one family inside the other: use %s tunnel endpoints, or a separate %s policy",
+				p.errAt(it, k, "%s is %s but the selector (src/dst) is %s; sluice's fast path does not carry one family inside the other: use %s tunnel endpoints, or a separate %s policy",
 					a, family(a), selFam, selFam, family(a))
 			}
 		}
 	} else if sp.Peer.IsValid() && sp.Local.IsValid() && family(sp.Peer) != family(sp.Local) {
-		l, path := at("local")
-		p.errorf(l, path, "%s is %s but peer %s is %s; both tunnel endpoints must be of one family", sp.Local, family(sp.Local), sp.Peer, family(sp.Peer))
+		p.errAt(it, "local", "%s is %s but peer %s is %s; both tunnel endpoints must be of one family", sp.Local, family(sp.Local), sp.Peer, family(sp.Peer))
 	}
 
 	// Protocol and ports.
@@ -219,7 +153,7 @@ func (m *gatewayMeta) validatePolicy(p *parser, sp *StaticPolicy, it item, names
 			if !given(k) || !ok(k) {
 				continue
 			}
-			l, path := at(k)
+			l, path := p.at(it, k)
 			switch {
 			case sp.Proto == ProtoAny:
 				p.errorf(l, path, "a port needs proto: tcp, udp, sctp or udplite; set proto, or remove %s", k)
@@ -228,12 +162,10 @@ func (m *gatewayMeta) validatePolicy(p *parser, sp *StaticPolicy, it item, names
 			}
 		}
 		if selFam == "IPv6" && sp.Proto == ProtoICMP {
-			l, path := at("proto")
-			p.errorf(l, path, "icmp is IPv4's ICMP but the selector is IPv6; write proto: icmpv6")
+			p.errAt(it, "proto", "icmp is IPv4's ICMP but the selector is IPv6; write proto: icmpv6")
 		}
 		if selFam == "IPv4" && sp.Proto == ProtoICMPv6 {
-			l, path := at("proto")
-			p.errorf(l, path, "icmpv6 is IPv6's ICMP but the selector is IPv4; write proto: icmp")
+			p.errAt(it, "proto", "icmpv6 is IPv6's ICMP but the selector is IPv4; write proto: icmp")
 		}
 	}
 
@@ -242,7 +174,7 @@ func (m *gatewayMeta) validatePolicy(p *parser, sp *StaticPolicy, it item, names
 	case ActionAllow:
 		for _, k := range []string{"peer", "local"} {
 			if !given(k) {
-				l, path := at(k)
+				l, path := p.at(it, k)
 				what := "the remote tunnel endpoint"
 				if k == "local" {
 					what = "our tunnel endpoint"
@@ -253,8 +185,7 @@ func (m *gatewayMeta) validatePolicy(p *parser, sp *StaticPolicy, it item, names
 	case ActionBlock:
 		for _, k := range []string{"peer", "local"} {
 			if given(k) {
-				l, path := at(k)
-				p.errorf(l, path, "a block policy has no tunnel; remove %s, or set action: allow", k)
+				p.errAt(it, k, "a block policy has no tunnel; remove %s, or set action: allow", k)
 			}
 		}
 	}
@@ -263,22 +194,19 @@ func (m *gatewayMeta) validatePolicy(p *parser, sp *StaticPolicy, it item, names
 	switch sp.Offload {
 	case OffloadPacket:
 		if sp.Dir == DirFwd {
-			l, path := at("offload")
-			p.errorf(l, path, "fwd policies are never packet-offloaded (the kernel checks them in software, and mlx5 refuses them); set offload: none")
+			p.errAt(it, "offload", "fwd policies are never packet-offloaded (the kernel checks them in software, and mlx5 refuses them); set offload: none")
 		}
 		if !given("offload-dev") {
-			l, path := at("offload")
-			p.errorf(l, path, "packet offload needs offload-dev: naming the interface that does it (one of interfaces); add offload-dev, or set offload: none")
+			p.errAt(it, "offload", "packet offload needs offload-dev: naming the interface that does it (one of interfaces); add offload-dev, or set offload: none")
 		}
 	case OffloadNone:
 		if given("offload-dev") {
-			l, path := at("offload-dev")
-			p.errorf(l, path, "only used with offload: packet; remove it, or set offload: packet")
+			p.errAt(it, "offload-dev", "only used with offload: packet; remove it, or set offload: packet")
 		}
 	}
 	if sp.OffloadDev != "" && sp.Offload == OffloadPacket {
 		if _, ok := names[sp.OffloadDev]; !ok {
-			l, path := at("offload-dev")
+			l, path := p.at(it, "offload-dev")
 			list := "none are listed"
 			if len(known) > 0 {
 				sorted := append([]string(nil), known...)

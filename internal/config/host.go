@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
-	"strings"
 
 	"sluice/internal/fileread"
 )
@@ -213,7 +212,6 @@ type Selector struct {
 
 // Defaults.
 const (
-	DefaultMIIMon       = 100
 	DefaultVXLANPort    = 4789
 	DefaultGenevePort   = 6081
 	DefaultReplayWindow = 64
@@ -249,15 +247,9 @@ func LoadHost(path string) (*Host, error) {
 // used in messages and for the default Name. Every problem found is
 // returned in one *ValidationErrors.
 func ParseHost(data []byte, name string) (*Host, error) {
-	if name == "" {
-		name = "<input>"
-	}
 	p := newParser(name, len(data))
-	root := p.document(data)
+	root := p.document(data, "a host file needs at least one of uplinks:, sriov:, vteps: or ipsec: (see docs/overlay.md)", "uplinks: and vteps:")
 	if root == nil {
-		for _, e := range p.errs {
-			e.Msg = hostDocMsg(e.Msg)
-		}
 		return nil, p.result()
 	}
 	h, m := p.host(root)
@@ -267,16 +259,4 @@ func ParseHost(data []byte, name string) (*Host, error) {
 		return nil, err
 	}
 	return h, nil
-}
-
-// hostDocMsg rewords the shared walker's whole-document messages, which
-// speak of gateway.yaml.
-func hostDocMsg(msg string) string {
-	switch {
-	case strings.HasPrefix(msg, "the file is empty"):
-		return "the file is empty; a host file needs at least one of uplinks:, sriov:, vteps: or ipsec: (see docs/overlay.md)"
-	case strings.HasPrefix(msg, "the top level must be a mapping"):
-		return strings.Replace(msg, "keys such as interfaces:", "keys such as uplinks: and vteps:", 1)
-	}
-	return msg
 }

@@ -111,57 +111,48 @@ type guestMeta struct {
 
 // hostGuestNetwork is one entry of guest-networks: (GuestNetwork).
 type hostGuestNetwork struct {
-	Name       usableName           `yaml:"name"`
-	VTEP       ifname               `yaml:"vtep"`
-	Bridge     choice[bridgeChoice] `yaml:"bridge"`
-	BridgeName ifname               `yaml:"bridge-name"`
-	PageFit    flag                 `yaml:"page-fit"`
-	MTU        mtu                  `yaml:"mtu"`
+	Name       usableName `yaml:"name"`
+	VTEP       ifname     `yaml:"vtep"`
+	Bridge     bridgeType `yaml:"bridge" default:"ovs"`
+	BridgeName ifname     `yaml:"bridge-name"`
+	PageFit    flag       `yaml:"page-fit"`
+	MTU        mtu        `yaml:"mtu"`
 }
-
-func (hostGuestNetwork) describe() (string, string) { return "guest network", "name: tenant-a" }
 
 // hostGuest is one entry of guests: (Guest).
 type hostGuest struct {
-	Name         usableName           `yaml:"name"`
-	Network      usableName           `yaml:"network"`
-	Attach       choice[attachChoice] `yaml:"attach"`
-	VF           *hostGuestVF         `yaml:"vf"`
-	Port         ifname               `yaml:"port"`
-	MAC          mac                  `yaml:"mac"`
-	VLAN         *num[max4094]        `yaml:"vlan"`
-	Trust        *flag                `yaml:"trust"`
-	SpoofChk     *flag                `yaml:"spoofchk"`
-	VCPUs        num[max1024]         `yaml:"vcpus"`
-	MemoryMiB    num[max16M]          `yaml:"memory-mib"`
-	CPUs         []num[max8191]       `yaml:"cpus"`
-	EmulatorCPUs []num[max8191]       `yaml:"emulator-cpus"`
-	NUMANode     *num[max1023]        `yaml:"numa-node"`
-	QueueSize    num[max1024]         `yaml:"queue-size"`
-	PollUS       num[max100k]         `yaml:"poll-us"`
-	MTU          mtu                  `yaml:"mtu"`
-	Kernel       text                 `yaml:"kernel"`
-	Initrd       text                 `yaml:"initrd"`
-	Cmdline      text                 `yaml:"cmdline"`
-	Disk         text                 `yaml:"disk"`
-	Define       flag                 `yaml:"define"`
+	Name         usableName     `yaml:"name"`
+	Network      usableName     `yaml:"network"`
+	Attach       attachMode     `yaml:"attach"`
+	VF           *hostGuestVF   `yaml:"vf" example:"{pf: enp3s0f0np0, index: 0}"`
+	Port         ifname         `yaml:"port"`
+	MAC          mac            `yaml:"mac"`
+	VLAN         *num[max4094]  `yaml:"vlan"`
+	Trust        *flag          `yaml:"trust"`
+	SpoofChk     *flag          `yaml:"spoofchk"`
+	VCPUs        num[max1024]   `yaml:"vcpus"`
+	MemoryMiB    num[max16M]    `yaml:"memory-mib" default:"2048"`
+	CPUs         []num[max8191] `yaml:"cpus"`
+	EmulatorCPUs []num[max8191] `yaml:"emulator-cpus"`
+	NUMANode     *num[max1023]  `yaml:"numa-node"`
+	QueueSize    num[max1024]   `yaml:"queue-size"`
+	PollUS       num[max100k]   `yaml:"poll-us"`
+	MTU          mtu            `yaml:"mtu"`
+	Kernel       text           `yaml:"kernel"`
+	Initrd       text           `yaml:"initrd"`
+	Cmdline      text           `yaml:"cmdline"`
+	Disk         text           `yaml:"disk"`
+	Define       flag           `yaml:"define"`
 }
-
-func (hostGuest) describe() (string, string) { return "guest", "name: vm1" }
 
 type hostGuestVF struct {
 	PF    portName     `yaml:"pf"`
 	Index num[max4095] `yaml:"index"`
 }
 
-func (hostGuestVF) describe() (string, string) { return "VF", "{pf: enp3s0f0np0, index: 0}" }
-
 func (m *guestMeta) applyDefaults(p *parser, h *Host) {
 	for i, it := range m.nets {
 		n := &h.GuestNetworks[i]
-		if !p.given[it.path+".bridge"] {
-			n.Bridge = BridgeOVS
-		}
 		if !p.given[it.path+".bridge-name"] && n.Name != "" {
 			n.BridgeName = "br-" + n.Name
 		}
@@ -177,9 +168,6 @@ func (m *guestMeta) applyDefaults(p *parser, h *Host) {
 				g.VCPUs = len(g.CPUs)
 			}
 		}
-		if !p.given[it.path+".memory-mib"] {
-			g.MemoryMiB = DefaultGuestMemoryMiB
-		}
 		if !p.given[it.path+".queue-size"] && g.Attach == AttachVirtio {
 			g.QueueSize = DefaultQueueSize
 		}
@@ -189,39 +177,28 @@ func (m *guestMeta) applyDefaults(p *parser, h *Host) {
 // validate checks the guest sections against each other and against the
 // rest of the file; claim reserves device names across the whole file.
 func (m *guestMeta) validate(p *parser, h *Host, claim func(string, string, int, string)) {
-	at := func(it item, key string) (int, string) {
-		return p.lineOf(it.path+"."+key, it.line), it.path + "." + key
-	}
-	missing := func(it item, key, msg string) {
-		if !p.bad[it.path+"."+key] {
-			l, path := at(it, key)
-			p.errorf(l, path, "missing; %s", msg)
-		}
-	}
 	nets := map[string]*GuestNetwork{}
 	vtepUsed := map[string]string{}
 	for i, it := range m.nets {
 		n := &h.GuestNetworks[i]
 		if n.Name == "" {
-			missing(it, "name", "name the network, such as name: tenant-a")
+			p.missing(it, "name", "name the network, such as name: tenant-a")
 		} else if _, dup := nets[n.Name]; dup {
-			l, path := at(it, "name")
-			p.errorf(l, path, "%s is already a guest network; give each network its own name", show(n.Name))
+			p.errAt(it, "name", "%s is already a guest network; give each network its own name", show(n.Name))
 		} else {
 			nets[n.Name] = n
 		}
 		if len(n.BridgeName) > 15 {
-			l, path := at(it, "name")
-			p.errorf(l, path, "the default bridge name %s is longer than 15 bytes, the longest device name Linux allows; set bridge-name: (such as bridge-name: br0)", n.BridgeName)
+			p.errAt(it, "name", "the default bridge name %s is longer than 15 bytes, the longest device name Linux allows; set bridge-name: (such as bridge-name: br0)", n.BridgeName)
 		} else {
-			l, path := at(it, "bridge-name")
+			l, path := p.at(it, "bridge-name")
 			claim(n.BridgeName, path, l, "bridge")
 		}
 		if n.VTEP == "" {
-			missing(it, "vtep", "name the vteps[] entry this network's traffic crosses, such as vtep: vxlan1")
+			p.missing(it, "vtep", "name the vteps[] entry this network's traffic crosses, such as vtep: vxlan1")
 			continue
 		}
-		l, path := at(it, "vtep")
+		l, path := p.at(it, "vtep")
 		vi := slices.IndexFunc(h.VTEPs, func(v VTEP) bool { return v.Name == n.VTEP })
 		if vi < 0 {
 			p.errorf(l, path, "%s is not one of vteps[]; declare the VTEP (its VNI, local address and remotes) under vteps: and name it here", show(n.VTEP))
@@ -235,50 +212,45 @@ func (m *guestMeta) validate(p *parser, h *Host, claim func(string, string, int,
 			p.errorf(l, path, "vteps[%d] (%s) has addresses, but a VTEP carrying a guest network is a bridge port (an address on it is not reachable); remove its addresses: and give the guests theirs", vi, v.Name)
 		}
 		if n.PageFit && n.MTU > 0 {
-			l, path := at(it, "page-fit")
-			p.errorf(l, path, "page-fit computes the MTU and mtu: sets it; keep one of them")
+			p.errAt(it, "page-fit", "page-fit computes the MTU and mtu: sets it; keep one of them")
 		}
 	}
 	guests := map[string]bool{}
 	for i, it := range m.guests {
 		g := &h.Guests[i]
 		if g.Name == "" {
-			missing(it, "name", "name the guest (its libvirt domain), such as name: vm1")
+			p.missing(it, "name", "name the guest (its libvirt domain), such as name: vm1")
 		} else if guests[g.Name] {
-			l, path := at(it, "name")
-			p.errorf(l, path, "%s is already a guest; give each guest its own name", show(g.Name))
+			p.errAt(it, "name", "%s is already a guest; give each guest its own name", show(g.Name))
 		}
 		guests[g.Name] = true
 		if g.Network == "" {
-			missing(it, "network", "name the guest network it joins, such as network: tenant-a")
+			p.missing(it, "network", "name the guest network it joins, such as network: tenant-a")
 		} else if nets[g.Network] == nil && !p.bad[it.path+".network"] {
-			l, path := at(it, "network")
-			p.errorf(l, path, "%s is not one of guest-networks; declare it there or name one that is", show(g.Network))
+			p.errAt(it, "network", "%s is not one of guest-networks; declare it there or name one that is", show(g.Network))
 		}
-		m.validateAttach(p, h, it, g, at, missing)
-		m.validatePlacement(p, it, g, at)
+		m.validateAttach(p, h, it, g)
+		m.validatePlacement(p, it, g)
 	}
 }
 
-func (m *guestMeta) validateAttach(p *parser, h *Host, it item, g *Guest, at func(item, string) (int, string), missing func(item, string, string)) {
+func (m *guestMeta) validateAttach(p *parser, h *Host, it item, g *Guest) {
 	only := func(key, attach, fix string) {
 		if p.given[it.path+"."+key] {
-			l, path := at(it, key)
-			p.errorf(l, path, "only applies to attach: %s; %s", attach, fix)
+			p.errAt(it, key, "only applies to attach: %s; %s", attach, fix)
 		}
 	}
 	switch g.Attach {
 	case "":
-		missing(it, "attach", "say how the guest's NIC attaches: vf-passthrough (SR-IOV, the ConnectX-6 SR-IOV guide), representor (a host netdev into the bridge) or virtio (tap/vhost, the VM single-flow guide)")
+		p.missing(it, "attach", "say how the guest's NIC attaches: vf-passthrough (SR-IOV, the ConnectX-6 SR-IOV guide), representor (a host netdev into the bridge) or virtio (tap/vhost, the VM single-flow guide)")
 	case AttachVFPassthrough:
 		if g.VF == nil {
-			missing(it, "vf", "name the VF to pass through, such as vf: {pf: enp3s0f0np0, index: 0}")
+			p.missing(it, "vf", "name the VF to pass through, such as vf: {pf: enp3s0f0np0, index: 0}")
 		}
 		only("port", AttachRepresentor, "a passed-through VF's representor is found through devlink; remove port")
 	case AttachRepresentor:
 		if (g.VF == nil) == (g.Port == "") {
-			l, path := at(it, "vf")
-			p.errorf(l, path, "attach: representor needs exactly one of vf: (the VF whose representor joins the bridge) or port: (a netdev such as a representor, veth or tap by name)")
+			p.errAt(it, "vf", "attach: representor needs exactly one of vf: (the VF whose representor joins the bridge) or port: (a netdev such as a representor, veth or tap by name)")
 		}
 	case AttachVirtio:
 		only("vf", AttachVFPassthrough+" or "+AttachRepresentor, "a virtio NIC is a tap libvirt creates on the bridge; remove vf")
@@ -294,26 +266,23 @@ func (m *guestMeta) validateAttach(p *parser, h *Host, it item, g *Guest, at fun
 		only("poll-us", AttachVirtio, "remove poll-us")
 	}
 	if g.Attach == AttachVirtio && g.QueueSize != 0 && !slices.Contains([]int{256, 512, 1024}, g.QueueSize) {
-		l, path := at(it, "queue-size")
-		p.errorf(l, path, "%d: virtio queues are 256, 512 or 1024 descriptors (QEMU's limit is 1024, the VM single-flow guide uses 1024)", g.QueueSize)
+		p.errAt(it, "queue-size", "%d: virtio queues are 256, 512 or 1024 descriptors (QEMU's limit is 1024, the VM single-flow guide uses 1024)", g.QueueSize)
 	}
 	if vf := g.VF; vf != nil {
 		vi := item{path: it.path + ".vf", line: vf.Line}
 		if vf.PF == "" {
-			missing(vi, "pf", "name the physical function, such as pf: enp3s0f0np0")
+			p.missing(vi, "pf", "name the physical function, such as pf: enp3s0f0np0")
 		}
 		if vf.Index < 0 {
-			missing(vi, "index", "say which VF, counting from 0, such as index: 0")
+			p.missing(vi, "index", "say which VF, counting from 0, such as index: 0")
 		}
 		if g.Attach == AttachVFPassthrough {
 			for _, s := range h.SRIOV {
 				if s.PF == vf.PF && s.Eswitch == "legacy" {
-					l, path := at(it, "vf")
-					p.errorf(l, path, "%s is in eswitch legacy mode, where a passed-through VF has no representor to join the guest network's bridge; set eswitch: switchdev on sriov[] for %s", vf.PF, vf.PF)
+					p.errAt(it, "vf", "%s is in eswitch legacy mode, where a passed-through VF has no representor to join the guest network's bridge; set eswitch: switchdev on sriov[] for %s", vf.PF, vf.PF)
 				}
 				if s.PF == vf.PF && s.VFs != nil && vf.Index >= *s.VFs {
-					l, path := at(it, "vf")
-					p.errorf(l, path, "VF %d does not exist with vfs: %d on %s; raise vfs or pick a VF from 0 to %d", vf.Index, *s.VFs, vf.PF, *s.VFs-1)
+					p.errAt(it, "vf", "VF %d does not exist with vfs: %d on %s; raise vfs or pick a VF from 0 to %d", vf.Index, *s.VFs, vf.PF, *s.VFs-1)
 				}
 			}
 		}
@@ -323,46 +292,38 @@ func (m *guestMeta) validateAttach(p *parser, h *Host, it item, g *Guest, at fun
 			break
 		}
 		if o.VF != nil && g.VF != nil && o.VF.PF == g.VF.PF && o.VF.Index == g.VF.Index {
-			l, path := at(it, "vf")
-			p.errorf(l, path, "VF %d of %s is already guest %s's; a VF serves one guest", g.VF.Index, g.VF.PF, o.Name)
+			p.errAt(it, "vf", "VF %d of %s is already guest %s's; a VF serves one guest", g.VF.Index, g.VF.PF, o.Name)
 		}
 		if o.Port != "" && o.Port == g.Port {
-			l, path := at(it, "port")
-			p.errorf(l, path, "%s is already guest %s's port", g.Port, o.Name)
+			p.errAt(it, "port", "%s is already guest %s's port", g.Port, o.Name)
 		}
 	}
 }
 
-func (m *guestMeta) validatePlacement(p *parser, it item, g *Guest, at func(item, string) (int, string)) {
+func (m *guestMeta) validatePlacement(p *parser, it item, g *Guest) {
 	if g.VCPUs == 0 && p.given[it.path+".vcpus"] {
-		l, path := at(it, "vcpus")
-		p.errorf(l, path, "a guest needs at least one vCPU, such as vcpus: 2")
+		p.errAt(it, "vcpus", "a guest needs at least one vCPU, such as vcpus: 2")
 	}
 	if g.MemoryMiB > 0 && g.MemoryMiB < 64 {
-		l, path := at(it, "memory-mib")
-		p.errorf(l, path, "%d MiB is too little for a Linux guest; use 64 or more (2048 is the default)", g.MemoryMiB)
+		p.errAt(it, "memory-mib", "%d MiB is too little for a Linux guest; use 64 or more (2048 is the default)", g.MemoryMiB)
 	}
 	if len(g.CPUs) > 0 && len(g.CPUs) != g.VCPUs && g.VCPUs > 0 {
-		l, path := at(it, "cpus")
-		p.errorf(l, path, "%d CPUs listed for %d vCPUs; list one host CPU per vCPU (the VM single-flow guide pins each vCPU to its own CPU)", len(g.CPUs), g.VCPUs)
+		p.errAt(it, "cpus", "%d CPUs listed for %d vCPUs; list one host CPU per vCPU (the VM single-flow guide pins each vCPU to its own CPU)", len(g.CPUs), g.VCPUs)
 	}
 	seen := map[int]bool{}
 	for _, c := range g.CPUs {
 		if seen[c] {
-			l, path := at(it, "cpus")
-			p.errorf(l, path, "CPU %d is listed twice; each vCPU gets its own host CPU", c)
+			p.errAt(it, "cpus", "CPU %d is listed twice; each vCPU gets its own host CPU", c)
 		}
 		seen[c] = true
 	}
 	for _, c := range g.EmulatorCPUs {
 		if seen[c] {
-			l, path := at(it, "emulator-cpus")
-			p.errorf(l, path, "CPU %d also runs a vCPU; keep the emulator and vhost threads apart from the vCPUs (the VM single-flow guide: a vhost thread on a vCPU's CPU halves its time)", c)
+			p.errAt(it, "emulator-cpus", "CPU %d also runs a vCPU; keep the emulator and vhost threads apart from the vCPUs (the VM single-flow guide: a vhost thread on a vCPU's CPU halves its time)", c)
 		}
 	}
 	if g.Initrd != "" && g.Kernel == "" {
-		l, path := at(it, "initrd")
-		p.errorf(l, path, "an initrd needs kernel:; add the kernel image or remove initrd")
+		p.errAt(it, "initrd", "an initrd needs kernel:; add the kernel image or remove initrd")
 	}
 }
 

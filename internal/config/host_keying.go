@@ -22,8 +22,6 @@ const (
 // IKE defaults.
 const (
 	DefaultVICI = "unix:///var/run/charon.vici"
-	// DefaultRekeyTime is strongSwan's own CHILD_SA default.
-	DefaultRekeyTime = time.Hour
 	// MinRekeyTime keeps rekeying from being a denial of service on
 	// oneself; short times are for the rekey bench.
 	MinRekeyTime = 5 * time.Second
@@ -81,19 +79,17 @@ func (h *Host) HasKeying(k string) bool {
 
 // ikeFile is ipsec.ike as written (filled into IKE).
 type ikeFile struct {
-	VICI         nonEmpty    `yaml:"vici"`
+	VICI         nonEmpty    `yaml:"vici" default:"unix:///var/run/charon.vici"`
 	PSK          nonEmpty    `yaml:"psk"`
 	CA           nonEmpty    `yaml:"ca"`
 	Cert         nonEmpty    `yaml:"cert"`
 	PrivateKey   nonEmpty    `yaml:"private-key"`
-	RekeyTime    lifetime    `yaml:"rekey-time"`
+	RekeyTime    lifetime    `yaml:"rekey-time" default:"1h"` // strongSwan's own CHILD_SA default
 	LifeTime     lifetime    `yaml:"life-time"`
 	RandTime     lifetime    `yaml:"rand-time"`
 	RekeyBytes   num[maxU62] `yaml:"rekey-bytes"`
 	RekeyPackets num[maxU62] `yaml:"rekey-packets"`
 }
-
-func (ikeFile) describe() (string, string) { return "ike", "psk: /etc/sluice/ike.psk" }
 
 // applyIKEDefaults gives each peer the ipsec-wide keying and fills in the
 // IKE lifetimes: life-time 10% over rekey-time and rand-time the gap, as
@@ -116,12 +112,6 @@ func (m *hostMeta) applyIKEDefaults(p *parser, h *Host) {
 	if k == nil {
 		return
 	}
-	if k.VICI == "" {
-		k.VICI = DefaultVICI
-	}
-	if k.RekeyTime == 0 && !p.given[m.ipsec.path+".ike.rekey-time"] {
-		k.RekeyTime = DefaultRekeyTime
-	}
 	if k.LifeTime == 0 && !p.given[m.ipsec.path+".ike.life-time"] {
 		k.LifeTime = k.RekeyTime + k.RekeyTime/10
 	}
@@ -142,40 +132,35 @@ func (m *hostMeta) validateIKE(p *parser, h *Host) {
 	}
 	k := s.IKE
 	if k == nil {
-		p.errorf(p.lineOf(ipath+".keying", m.ipsec.line), ipath+".ike", "missing; keying: ike needs its authentication, such as ike: {ca: ca.pem, cert: node-a.pem, private-key: node-a.key} (recommended) or ike: {psk: node-a.psk}")
+		l, _ := p.at(m.ipsec, "keying")
+		p.errorf(l, ipath+".ike", "missing; keying: ike needs its authentication, such as ike: {ca: ca.pem, cert: node-a.pem, private-key: node-a.key} (recommended) or ike: {psk: node-a.psk}")
 		return
 	}
-	at := func(key string) (int, string) { return p.lineOf(ipath+".ike."+key, k.Line), ipath + ".ike." + key }
+	it := item{path: ipath + ".ike", line: k.Line}
 	certs := k.CA != "" || k.Cert != "" || k.PrivateKey != ""
 	switch {
 	case k.PSK != "" && certs:
-		l, path := at("psk")
-		p.errorf(l, path, "give either psk or ca, cert and private-key, not both")
+		p.errAt(it, "psk", "give either psk or ca, cert and private-key, not both")
 	case k.PSK == "" && !certs:
 		p.errorf(k.Line, ipath+".ike", "no authentication; give ca, cert and private-key (certificates, recommended), or psk: a file with the pre-shared key (mode 0600)")
 	case certs:
 		for _, c := range []struct{ key, v string }{{"ca", k.CA}, {"cert", k.Cert}, {"private-key", k.PrivateKey}} {
-			if c.v == "" && !p.bad[ipath+".ike."+c.key] {
-				l, path := at(c.key)
-				p.errorf(l, path, "missing; certificate authentication needs ca, cert and private-key (PEM files; make them with strongSwan's pki, see docs/overlay.md)")
+			if c.v == "" {
+				p.missing(it, c.key, "certificate authentication needs ca, cert and private-key (PEM files; make them with strongSwan's pki, see docs/overlay.md)")
 			}
 		}
 	}
 	if k.RekeyTime > 0 && k.RekeyTime < MinRekeyTime {
-		l, path := at("rekey-time")
-		p.errorf(l, path, "%s is too short; use %s or more (strongSwan's default is 1h)", k.RekeyTime, MinRekeyTime)
+		p.errAt(it, "rekey-time", "%s is too short; use %s or more (strongSwan's default is 1h)", k.RekeyTime, MinRekeyTime)
 	}
 	if k.LifeTime > 0 && k.LifeTime <= k.RekeyTime {
-		l, path := at("life-time")
-		p.errorf(l, path, "%s is not after rekey-time %s: the SA would expire before its rekey finished and traffic would drop; make it later, such as %s (rekey-time + 10%%)", k.LifeTime, k.RekeyTime, k.RekeyTime+k.RekeyTime/10)
+		p.errAt(it, "life-time", "%s is not after rekey-time %s: the SA would expire before its rekey finished and traffic would drop; make it later, such as %s (rekey-time + 10%%)", k.LifeTime, k.RekeyTime, k.RekeyTime+k.RekeyTime/10)
 	}
 	if k.RandTime >= k.RekeyTime && k.RekeyTime > 0 {
-		l, path := at("rand-time")
-		p.errorf(l, path, "%s is not shorter than rekey-time %s; use a fraction of it (default: life-time - rekey-time)", k.RandTime, k.RekeyTime)
+		p.errAt(it, "rand-time", "%s is not shorter than rekey-time %s; use a fraction of it (default: life-time - rekey-time)", k.RandTime, k.RekeyTime)
 	}
 	if k.RekeyTime == 0 && k.RekeyBytes == 0 && k.RekeyPackets == 0 {
-		l, path := at("rekey-time")
-		p.errorf(l, path, "is 0 and no rekey-bytes or rekey-packets is set: the SAs would never be rekeyed; give a time such as 1h")
+		p.errAt(it, "rekey-time", "is 0 and no rekey-bytes or rekey-packets is set: the SAs would never be rekeyed; give a time such as 1h")
 	}
 }
 
@@ -188,11 +173,11 @@ func (m *hostMeta) validateIKEPeer(p *parser, h *Host, i int) {
 		if !p.given[it.path+"."+key] {
 			key = "offload-in"
 		}
-		p.errorf(p.lineOf(it.path+"."+key, it.line), it.path+"."+key, "keying: ike cannot offload one direction only: strongSwan's hw_offload applies to both SAs of a CHILD_SA; use offload: for both, or keying: manual for this peer")
+		p.errAt(it, key, "keying: ike cannot offload one direction only: strongSwan's hw_offload applies to both SAs of a CHILD_SA; use offload: for both, or keying: manual for this peer")
 	}
 	for _, key := range []string{"spi-out", "spi-in", "reqid-out", "reqid-in"} {
 		if p.given[it.path+"."+key] {
-			p.errorf(p.lineOf(it.path+"."+key, it.line), it.path+"."+key, "keying: ike chooses SPIs and reqids; remove %s (or set keying: manual for this peer)", key)
+			p.errAt(it, key, "keying: ike chooses SPIs and reqids; remove %s (or set keying: manual for this peer)", key)
 		}
 	}
 }

@@ -14,67 +14,57 @@ import (
 // fill copies them by name into Host and the types it holds.
 type hostFile struct {
 	Name          usableName         `yaml:"name"`
-	Uplinks       *hostUplinks       `yaml:"uplinks"`
-	SRIOV         []hostSRIOV        `yaml:"sriov"`
-	VTEPs         []hostVTEP         `yaml:"vteps"`
-	IPsec         *hostIPsec         `yaml:"ipsec"`
-	GuestNetworks []hostGuestNetwork `yaml:"guest-networks"`
-	Guests        []hostGuest        `yaml:"guests"`
+	Uplinks       *hostUplinks       `yaml:"uplinks" example:"ports: [eth0, eth1]"`
+	SRIOV         []hostSRIOV        `yaml:"sriov" what:"physical function" example:"pf: enp3s0f0np0"`
+	VTEPs         []hostVTEP         `yaml:"vteps" what:"VTEP" example:"name: vx0"`
+	IPsec         *hostIPsec         `yaml:"ipsec" example:"keys: /etc/sluice/host.keys"`
+	GuestNetworks []hostGuestNetwork `yaml:"guest-networks" what:"guest network" example:"name: tenant-a"`
+	Guests        []hostGuest        `yaml:"guests" what:"guest" example:"name: vm1"`
 }
 
 type hostUplinks struct {
-	Ports     []portName `yaml:"ports"`
+	Ports     []portName `yaml:"ports" what:"port (a netdev name or PCI address)"`
 	MTU       mtu        `yaml:"mtu"`
-	Bond      *hostBond  `yaml:"bond"`
-	Addresses []ifAddr   `yaml:"addresses"`
+	Bond      *hostBond  `yaml:"bond" example:"name: bond0"`
+	Addresses []ifAddr   `yaml:"addresses" what:"address with its prefix length (such as 192.168.70.2/24)"`
 }
-
-func (hostUplinks) describe() (string, string) { return "uplinks", "ports: [eth0, eth1]" }
 
 type hostBond struct {
 	Name    ifname   `yaml:"name"`
-	Mode    bondMode `yaml:"mode"`
-	MIIMon  miimon   `yaml:"miimon"`
+	Mode    bondMode `yaml:"mode" default:"active-backup"`
+	MIIMon  miimon   `yaml:"miimon" default:"100"`
 	Primary portName `yaml:"primary"`
 }
 
-func (hostBond) describe() (string, string) { return "bond", "name: bond0" }
-
 type hostSRIOV struct {
-	PF           portName               `yaml:"pf"`
-	VFs          *num[max4096]          `yaml:"vfs"`
-	Eswitch      choice[eswitchChoice]  `yaml:"eswitch"`
-	FlowSteering choice[steeringChoice] `yaml:"flow-steering-mode"`
-	VFIPsec      *flag                  `yaml:"vf-ipsec"`
-	VF           []hostVF               `yaml:"vf"`
+	PF           portName      `yaml:"pf"`
+	VFs          *num[max4096] `yaml:"vfs"`
+	Eswitch      eswitchMode   `yaml:"eswitch"`
+	FlowSteering steeringMode  `yaml:"flow-steering-mode"`
+	VFIPsec      *flag         `yaml:"vf-ipsec"`
+	VF           []hostVF      `yaml:"vf" what:"VF" example:"index: 0"`
 }
-
-func (hostSRIOV) describe() (string, string) { return "physical function", "pf: enp3s0f0np0" }
 
 type hostVF struct {
-	Index    num[max4095]          `yaml:"index"`
-	MAC      mac                   `yaml:"mac"`
-	VLAN     *num[max4094]         `yaml:"vlan"`
-	Trust    *flag                 `yaml:"trust"`
-	SpoofChk *flag                 `yaml:"spoofchk"`
-	IPsec    []choice[vfCapChoice] `yaml:"ipsec"`
+	Index    num[max4095]  `yaml:"index"`
+	MAC      mac           `yaml:"mac"`
+	VLAN     *num[max4094] `yaml:"vlan"`
+	Trust    *flag         `yaml:"trust"`
+	SpoofChk *flag         `yaml:"spoofchk"`
+	IPsec    []vfCap       `yaml:"ipsec"`
 }
-
-func (hostVF) describe() (string, string) { return "VF", "index: 0" }
 
 type hostVTEP struct {
-	Name          ifname                 `yaml:"name"`
-	Type          choice[vtepTypeChoice] `yaml:"type"`
-	VNI           vni                    `yaml:"vni"`
-	Local         ipAddr                 `yaml:"local"`
-	Port          port                   `yaml:"port"`
-	Remotes       []hostRemote           `yaml:"remotes"`
-	MTU           mtu                    `yaml:"mtu"`
-	GeneveOptions geneveOptions          `yaml:"geneve-options"`
-	Addresses     []ifAddr               `yaml:"addresses"`
+	Name          ifname        `yaml:"name"`
+	Type          vtepType      `yaml:"type" default:"vxlan"`
+	VNI           vni           `yaml:"vni"`
+	Local         ipAddr        `yaml:"local"`
+	Port          port          `yaml:"port"`
+	Remotes       []hostRemote  `yaml:"remotes" what:"remote VTEP" example:"address: 192.168.80.3"`
+	MTU           mtu           `yaml:"mtu"`
+	GeneveOptions geneveOptions `yaml:"geneve-options"`
+	Addresses     []ifAddr      `yaml:"addresses" what:"address with its prefix length (such as 192.168.70.2/24)"`
 }
-
-func (hostVTEP) describe() (string, string) { return "VTEP", "name: vx0" }
 
 // hostRemote is a remote VTEP: an address, or address: and via:.
 type hostRemote struct {
@@ -82,52 +72,44 @@ type hostRemote struct {
 	Via     ipAddr `yaml:"via"`
 }
 
-func (hostRemote) describe() (string, string) { return "remote VTEP", "address: 192.168.80.3" }
-
 // shorthand: a bare address stands for {address: ...}.
 func (hostRemote) shorthand() string { return "address" }
 
 type hostIPsec struct {
-	Keys              keyFile              `yaml:"keys"`
-	Peers             []hostPeer           `yaml:"peers"`
-	UnsafeBondOffload flag                 `yaml:"unsafe-bond-offload"`
-	Keying            choice[keyingChoice] `yaml:"keying"`
-	IKE               *ikeFile             `yaml:"ike"`
+	Keys              keyFile    `yaml:"keys"`
+	Peers             []hostPeer `yaml:"peers" what:"peer" example:"name: node-b"`
+	UnsafeBondOffload flag       `yaml:"unsafe-bond-offload"`
+	Keying            keyingMode `yaml:"keying"`
+	IKE               *ikeFile   `yaml:"ike" example:"psk: /etc/sluice/ike.psk"`
 }
-
-func (hostIPsec) describe() (string, string) { return "ipsec", "keys: /etc/sluice/host.keys" }
 
 type hostPeer struct {
-	Name         peerName                 `yaml:"name"`
-	Local        ipAddr                   `yaml:"local"`
-	Remote       ipAddr                   `yaml:"remote"`
-	Mode         choice[modeChoice]       `yaml:"mode"`
-	KeyBits      keyBits                  `yaml:"key-bits"`
-	SPIOut       spi                      `yaml:"spi-out"`
-	SPIIn        spi                      `yaml:"spi-in"`
-	ReqidOut     reqid                    `yaml:"reqid-out"`
-	ReqidIn      reqid                    `yaml:"reqid-in"`
-	ESN          flag                     `yaml:"esn"`
-	ReplayWindow num[maxReplay]           `yaml:"replay-window"`
-	Offload      choice[offloadChoice]    `yaml:"offload"`
-	OffloadOut   choice[offloadDirChoice] `yaml:"offload-out"`
-	OffloadIn    choice[offloadDirChoice] `yaml:"offload-in"`
-	OffloadDev   ifname                   `yaml:"offload-dev"`
-	Selectors    []hostSelector           `yaml:"selectors"`
-	Priority     num[maxU32]              `yaml:"priority"`
-	Keying       choice[keyingChoice]     `yaml:"keying"`
-	LocalID      nonEmpty                 `yaml:"local-id"`
-	RemoteID     nonEmpty                 `yaml:"remote-id"`
+	Name         peerName       `yaml:"name"`
+	Local        ipAddr         `yaml:"local"`
+	Remote       ipAddr         `yaml:"remote"`
+	Mode         ipsecMode      `yaml:"mode" default:"transport"`
+	KeyBits      keyBits        `yaml:"key-bits" default:"128"`
+	SPIOut       spi            `yaml:"spi-out"`
+	SPIIn        spi            `yaml:"spi-in"`
+	ReqidOut     reqid          `yaml:"reqid-out"`
+	ReqidIn      reqid          `yaml:"reqid-in"`
+	ESN          flag           `yaml:"esn"`
+	ReplayWindow num[maxReplay] `yaml:"replay-window"`
+	Offload      offloadSetting `yaml:"offload" default:"none"`
+	OffloadOut   offloadDir     `yaml:"offload-out"`
+	OffloadIn    offloadDir     `yaml:"offload-in"`
+	OffloadDev   ifname         `yaml:"offload-dev"`
+	Selectors    []hostSelector `yaml:"selectors" what:"selector" example:"local: 10.0.0.0/24"`
+	Priority     num[maxU32]    `yaml:"priority"`
+	Keying       keyingMode     `yaml:"keying"`
+	LocalID      nonEmpty       `yaml:"local-id"`
+	RemoteID     nonEmpty       `yaml:"remote-id"`
 }
-
-func (hostPeer) describe() (string, string) { return "peer", "name: node-b" }
 
 type hostSelector struct {
 	Local  ipPrefix `yaml:"local"`
 	Remote ipPrefix `yaml:"remote"`
 }
-
-func (hostSelector) describe() (string, string) { return "selector", "local: 10.0.0.0/24" }
 
 // hostMeta is where things are in the document, for validation.
 type hostMeta struct {
@@ -136,11 +118,8 @@ type hostMeta struct {
 	bond     item
 	ipsec    item
 	sriov    []item
-	vfs      [][]item
 	vteps    []item
-	remotes  [][]item
 	peers    []item
-	sels     [][]item
 	// portLines and addrLines hold the line of each list element as
 	// written.
 	portLines, addrLines []int
@@ -167,22 +146,13 @@ func (p *parser) host(root *yaml.Node) (*Host, *hostMeta) {
 		}
 	}
 	m.sriov = p.itemsOf("sriov", len(h.SRIOV))
-	for i, it := range m.sriov {
-		m.vfs = append(m.vfs, p.itemsOf(it.path+".vf", len(h.SRIOV[i].VF)))
-	}
 	m.vteps = p.itemsOf("vteps", len(h.VTEPs))
-	for i, it := range m.vteps {
-		m.remotes = append(m.remotes, p.itemsOf(it.path+".remotes", len(h.VTEPs[i].Remotes)))
-	}
 	if s := h.IPsec; s != nil {
 		m.ipsec = p.itemAt("ipsec")
 		if p.given["ipsec.keys"] {
 			s.KeysLine = p.lines["ipsec.keys"]
 		}
 		m.peers = p.itemsOf("ipsec.peers", len(s.Peers))
-		for i, it := range m.peers {
-			m.sels = append(m.sels, p.itemsOf(it.path+".selectors", len(s.Peers[i].Selectors)))
-		}
 	}
 	m.guests.nets = p.itemsOf("guest-networks", len(h.GuestNetworks))
 	m.guests.guests = p.itemsOf("guests", len(h.Guests))

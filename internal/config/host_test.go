@@ -84,6 +84,7 @@ func TestParseHostSeed000(t *testing.T) {
 
 func TestParseHostDefaults(t *testing.T) {
 	h, err := ParseHost([]byte(lines(
+		"uplinks: {ports: [eth0, eth1], bond: {name: bond0}}",
 		"vteps:",
 		"  - {name: gn0, type: geneve, vni: 7, local: 10.0.0.1, remotes: [10.0.0.2]}",
 		"ipsec:",
@@ -100,8 +101,11 @@ func TestParseHostDefaults(t *testing.T) {
 	if v := h.VTEPs[0]; v.Port != 6081 || len(v.Remotes) != 1 || v.Remotes[0].Via.IsValid() {
 		t.Errorf("geneve %+v", v)
 	}
-	if p := h.IPsec.Peers[0]; p.ReplayWindow != 32 || p.ESN || p.Offload != OffloadModeNone {
+	if p := h.IPsec.Peers[0]; p.ReplayWindow != 32 || p.ESN || p.Offload != OffloadModeNone || p.Mode != ModeTransport || p.KeyBits != 128 {
 		t.Errorf("peer %+v", p)
+	}
+	if b := h.Uplinks.Bond; b.Mode != BondModeActiveBackup || b.MIIMon != 100 {
+		t.Errorf("bond %+v", b)
 	}
 }
 
@@ -112,6 +116,7 @@ func TestParseHostErrors(t *testing.T) {
 	}{
 		{"empty", "", []string{"f.yaml:1: the file is empty; a host file needs"}},
 		{"not a mapping", "- a\n", []string{"f.yaml:1: the top level must be a mapping of keys such as uplinks: and vteps:"}},
+		{"only a comment", "# nothing\n", []string{"f.yaml:1: the file is empty; a host file needs at least one of uplinks:"}},
 		{"unknown key", lines("uplinks:", "  port: [eth0]"), []string{"f.yaml:2: uplinks.port: unknown key; the keys here are ports, mtu, bond, addresses", "f.yaml:1: uplinks.ports: missing"}},
 		{"lacp refused", lines("uplinks:", "  ports: [a, b]", "  bond: {name: bond0, mode: 802.3ad}"),
 			[]string{"f.yaml:3: uplinks.bond.mode: 802.3ad is not supported; sluice bonds in active-backup mode only: the kernel offloads ESP"}},

@@ -18,26 +18,15 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 			h.Name = "host"
 		}
 	}
-	if u := h.Uplinks; u != nil && u.Bond != nil {
-		if !p.given[m.bond.path+".mode"] {
-			u.Bond.Mode = BondModeActiveBackup
-		}
-		if !p.given[m.bond.path+".miimon"] {
-			u.Bond.MIIMon = DefaultMIIMon
-		}
-	}
-	for i, vfs := range m.vfs {
-		for j, it := range vfs {
-			if !p.given[it.path+".index"] {
+	for i, it := range m.sriov {
+		for j, vi := range p.itemsOf(it.path+".vf", len(h.SRIOV[i].VF)) {
+			if !p.given[vi.path+".index"] {
 				h.SRIOV[i].VF[j].Index = -1
 			}
 		}
 	}
 	for i, it := range m.vteps {
 		v := &h.VTEPs[i]
-		if !p.given[it.path+".type"] {
-			v.Type = VTEPVXLAN
-		}
 		if !p.given[it.path+".port"] {
 			v.Port = DefaultVXLANPort
 			if v.Type == VTEPGeneve {
@@ -48,15 +37,6 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 	m.applyIKEDefaults(p, h)
 	for i, it := range m.peers {
 		pr := &h.IPsec.Peers[i]
-		if !p.given[it.path+".mode"] {
-			pr.Mode = ModeTransport
-		}
-		if !p.given[it.path+".key-bits"] {
-			pr.KeyBits = 128
-		}
-		if !p.given[it.path+".offload"] {
-			pr.Offload = OffloadModeNone
-		}
 		// offload is the shorthand; offload-out/offload-in override it.
 		if !p.given[it.path+".offload-out"] {
 			pr.OffloadOut = pr.Offload
@@ -109,12 +89,9 @@ func (m *hostMeta) validate(p *parser, h *Host) {
 }
 
 func (m *hostMeta) validateUplinks(p *parser, u *Uplinks, claim func(string, string, int, string)) {
-	at := func(key string) (int, string) {
-		return p.lineOf(m.uplinks.path+"."+key, m.uplinks.line), m.uplinks.path + "." + key
-	}
+	it := m.uplinks
 	if len(u.Ports) == 0 && !p.bad[m.uplinks.path+".ports"] {
-		l, path := at("ports")
-		p.errorf(l, path, "missing or empty; list the physical ports, such as ports: [enp3s0f0np0, enp3s0f1np1]")
+		p.errAt(it, "ports", "missing or empty; list the physical ports, such as ports: [enp3s0f0np0, enp3s0f1np1]")
 	}
 	for i, port := range u.Ports {
 		path := fmt.Sprintf("%s.ports[%d]", m.uplinks.path, i)
@@ -124,22 +101,16 @@ func (m *hostMeta) validateUplinks(p *parser, u *Uplinks, claim func(string, str
 		claim(port, path, m.portLines[i], "port")
 	}
 	if b := u.Bond; b != nil {
-		bl := func(key string) (int, string) {
-			return p.lineOf(m.bond.path+"."+key, m.bond.line), m.bond.path + "." + key
+		if b.Name == "" {
+			p.missing(m.bond, "name", "name the bond device, such as name: bond0")
 		}
-		if b.Name == "" && !p.bad[m.bond.path+".name"] {
-			l, path := bl("name")
-			p.errorf(l, path, "missing; name the bond device, such as name: bond0")
-		}
-		l, path := bl("name")
+		l, path := p.at(m.bond, "name")
 		claim(b.Name, path, l, "bond")
 		if b.Primary != "" && !slices.Contains(u.Ports, b.Primary) {
-			l, path := bl("primary")
-			p.errorf(l, path, "%s is not one of uplinks.ports (%s); name one of them or remove primary", show(b.Primary), strings.Join(u.Ports, ", "))
+			p.errAt(m.bond, "primary", "%s is not one of uplinks.ports (%s); name one of them or remove primary", show(b.Primary), strings.Join(u.Ports, ", "))
 		}
 	} else if len(u.Addresses) > 0 && len(u.Ports) > 1 {
-		l, path := at("addresses")
-		p.errorf(l, path, "with %d ports and no bond the addresses have no single device; add bond: {name: bond0}, or keep one port", len(u.Ports))
+		p.errAt(it, "addresses", "with %d ports and no bond the addresses have no single device; add bond: {name: bond0}, or keep one port", len(u.Ports))
 	}
 	seen := map[netip.Addr]int{}
 	for i, a := range u.Addresses {
@@ -157,30 +128,21 @@ func (m *hostMeta) validateSRIOV(p *parser, h *Host) {
 	pfs := map[string]int{}
 	for i, it := range m.sriov {
 		s := &h.SRIOV[i]
-		at := func(key string) (int, string) { return p.lineOf(it.path+"."+key, it.line), it.path + "." + key }
 		if s.PF == "" {
-			if !p.bad[it.path+".pf"] {
-				l, path := at("pf")
-				p.errorf(l, path, "missing; name the physical function by netdev name or PCI address, such as pf: enp3s0f0np0")
-			}
+			p.missing(it, "pf", "name the physical function by netdev name or PCI address, such as pf: enp3s0f0np0")
 		} else if first, dup := pfs[s.PF]; dup {
-			l, path := at("pf")
-			p.errorf(l, path, "%s is configured twice (first on line %d); merge the entries", show(s.PF), first)
+			p.errAt(it, "pf", "%s is configured twice (first on line %d); merge the entries", show(s.PF), first)
 		} else {
-			pfs[s.PF], _ = at("pf")
+			pfs[s.PF], _ = p.at(it, "pf")
 		}
 		idx := map[int]int{}
-		for j, vi := range m.vfs[i] {
+		for j, vi := range p.itemsOf(it.path+".vf", len(s.VF)) {
 			vf := &s.VF[j]
-			vat := func(key string) (int, string) { return p.lineOf(vi.path+"."+key, vi.line), vi.path + "." + key }
 			if vf.Index < 0 {
-				if !p.bad[vi.path+".index"] {
-					l, path := vat("index")
-					p.errorf(l, path, "missing; say which VF this is, counting from 0, such as index: 0")
-				}
+				p.missing(vi, "index", "say which VF this is, counting from 0, such as index: 0")
 				continue
 			}
-			l, path := vat("index")
+			l, path := p.at(vi, "index")
 			if first, dup := idx[vf.Index]; dup {
 				p.errorf(l, path, "VF %d is configured twice (first on line %d); merge the entries", vf.Index, first)
 			}
@@ -191,15 +153,13 @@ func (m *hostMeta) validateSRIOV(p *parser, h *Host) {
 			caps := map[string]bool{}
 			for _, c := range vf.IPsec {
 				if caps[c] {
-					l, path := vat("ipsec")
-					p.errorf(l, path, "%s is listed twice", c)
+					p.errAt(vi, "ipsec", "%s is listed twice", c)
 				}
 				caps[c] = true
 			}
 		}
-		if len(s.VF) > 0 && s.VFs == nil && !p.bad[it.path+".vfs"] {
-			l, path := at("vfs")
-			p.errorf(l, path, "missing; per-VF settings need the number of VFs, such as vfs: %d", maxVF(s.VF)+1)
+		if len(s.VF) > 0 && s.VFs == nil {
+			p.missing(it, "vfs", "per-VF settings need the number of VFs, such as vfs: %d", maxVF(s.VF)+1)
 		}
 	}
 }
@@ -214,78 +174,61 @@ func maxVF(vfs []VFConfig) int {
 
 func (m *hostMeta) validateVTEP(p *parser, h *Host, i int, claim func(string, string, int, string)) {
 	it, v := m.vteps[i], &h.VTEPs[i]
-	at := func(key string) (int, string) { return p.lineOf(it.path+"."+key, it.line), it.path + "." + key }
-	missing := func(key, msg string) {
-		if !p.bad[it.path+"."+key] {
-			l, path := at(key)
-			p.errorf(l, path, "missing; %s", msg)
-		}
-	}
 	if v.Name == "" {
-		missing("name", "name the VTEP device, such as name: vx0")
+		p.missing(it, "name", "name the VTEP device, such as name: vx0")
 	}
-	l, path := at("name")
+	l, path := p.at(it, "name")
 	claim(v.Name, path, l, "VTEP")
 	if v.VNI == 0 && !p.given[it.path+".vni"] {
-		missing("vni", "give the VXLAN/Geneve network identifier, such as vni: 1024")
+		p.missing(it, "vni", "give the VXLAN/Geneve network identifier, such as vni: 1024")
 	}
 	if !v.Local.IsValid() {
-		missing("local", "give this host's VTEP address (placed on lo as a /32), such as local: 192.168.80.2")
+		p.missing(it, "local", "give this host's VTEP address (placed on lo as a /32), such as local: 192.168.80.2")
 	}
 	if len(v.Remotes) == 0 {
-		missing("remotes", "list the remote VTEPs, such as remotes: [{address: 192.168.80.3, via: 192.168.70.3}]")
+		p.missing(it, "remotes", "list the remote VTEPs, such as remotes: [{address: 192.168.80.3, via: 192.168.70.3}]")
 	}
 	if v.Type == VTEPGeneve && len(v.Remotes) > 1 {
-		l, path := at("remotes")
-		p.errorf(l, path, "a Geneve device has one remote; %d are listed: make one VTEP per remote (each with its own name and VNI or port)", len(v.Remotes))
+		p.errAt(it, "remotes", "a Geneve device has one remote; %d are listed: make one VTEP per remote (each with its own name and VNI or port)", len(v.Remotes))
 	}
 	if v.GeneveOptions > 0 && v.Type != VTEPGeneve {
-		l, path := at("geneve-options")
-		p.errorf(l, path, "only applies to type: geneve; remove it")
+		p.errAt(it, "geneve-options", "only applies to type: geneve; remove it")
 	}
 	seen := map[netip.Addr]int{}
-	for j, r := range v.Remotes {
-		ri := m.remotes[i][j]
-		rl := func(key string) (int, string) { return p.lineOf(ri.path+"."+key, ri.line), ri.path + "." + key }
+	for j, ri := range p.itemsOf(it.path+".remotes", len(v.Remotes)) {
+		r := v.Remotes[j]
 		if !r.Address.IsValid() {
 			if !p.bad[ri.path+".address"] && !p.bad[ri.path] {
-				l, path := rl("address")
-				p.errorf(l, path, "missing; give the remote VTEP's address, such as address: 192.168.80.3")
+				p.errAt(ri, "address", "missing; give the remote VTEP's address, such as address: 192.168.80.3")
 			}
 			continue
 		}
 		if first, dup := seen[r.Address]; dup {
-			l, path := rl("address")
-			p.errorf(l, path, "%s is listed twice (first on line %d)", r.Address, first)
+			p.errAt(ri, "address", "%s is listed twice (first on line %d)", r.Address, first)
 		}
 		seen[r.Address] = r.Line
 		if v.Local.IsValid() && r.Address.Is4() != v.Local.Is4() {
-			l, path := rl("address")
-			p.errorf(l, path, "%s and local %s are of different IP families; a VTEP talks IPv4 or IPv6", r.Address, v.Local)
+			p.errAt(ri, "address", "%s and local %s are of different IP families; a VTEP talks IPv4 or IPv6", r.Address, v.Local)
 		}
 		if v.Local.IsValid() && r.Address == v.Local {
-			l, path := rl("address")
-			p.errorf(l, path, "%s is this host's own VTEP address (local)", r.Address)
+			p.errAt(ri, "address", "%s is this host's own VTEP address (local)", r.Address)
 		}
 		if r.Via.IsValid() && r.Via.Is4() != r.Address.Is4() {
-			l, path := rl("via")
-			p.errorf(l, path, "next hop %s and remote %s are of different IP families", r.Via, r.Address)
+			p.errAt(ri, "via", "next hop %s and remote %s are of different IP families", r.Via, r.Address)
 		}
 	}
 	for j, o := range h.VTEPs[:i] {
 		if o.Type == v.Type && o.VNI == v.VNI && o.Port == v.Port && o.Local == v.Local && v.VNI != 0 {
-			l, path := at("vni")
-			p.errorf(l, path, "%s VNI %d on UDP port %d from %s is already vteps[%d] (%s); the kernel allows one device per VNI and port: change vni or port", v.Type, v.VNI, v.Port, v.Local, j, o.Name)
+			p.errAt(it, "vni", "%s VNI %d on UDP port %d from %s is already vteps[%d] (%s); the kernel allows one device per VNI and port: change vni or port", v.Type, v.VNI, v.Port, v.Local, j, o.Name)
 		}
 	}
 }
 
 func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 	s := h.IPsec
-	ipath := m.ipsec.path
 	m.validateIKE(p, h)
-	if h.HasKeying(KeyingManual) && s.Keys == "" && !p.bad[ipath+".keys"] {
-		p.errorf(p.lineOf(ipath+".keys", m.ipsec.line), ipath+".keys", "missing; name the key file (mode 0600), such as keys: /etc/sluice/%s.keys", h.Name)
+	if h.HasKeying(KeyingManual) && s.Keys == "" {
+		p.missing(m.ipsec, "keys", "name the key file (mode 0600), such as keys: /etc/sluice/%s.keys", h.Name)
 	}
 	names := map[string]int{}
 	outSPI := map[string]int{} // remote/spi -> line
@@ -293,48 +236,38 @@ func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 	selectors := map[[2]netip.Prefix]int{} // out-policy selector (local, remote) -> line
 	for i, it := range m.peers {
 		pr := &s.Peers[i]
-		at := func(key string) (int, string) { return p.lineOf(it.path+"."+key, it.line), it.path + "." + key }
-		missing := func(key, msg string) {
-			if !p.bad[it.path+"."+key] {
-				l, path := at(key)
-				p.errorf(l, path, "missing; %s", msg)
-			}
-		}
 		if pr.Name == "" {
-			missing("name", "name the peer (the key file uses the name), such as name: node-b")
+			p.missing(it, "name", "name the peer (the key file uses the name), such as name: node-b")
 		} else if first, dup := names[pr.Name]; dup {
-			l, path := at("name")
-			p.errorf(l, path, "%s is already a peer (line %d); peer names must be unique (the key file uses them)", show(pr.Name), first)
+			p.errAt(it, "name", "%s is already a peer (line %d); peer names must be unique (the key file uses them)", show(pr.Name), first)
 		} else {
-			names[pr.Name], _ = at("name")
+			names[pr.Name], _ = p.at(it, "name")
 		}
 		if !pr.Local.IsValid() {
-			missing("local", "give this host's address for the SAs (usually the VTEP address), such as local: 192.168.80.2")
+			p.missing(it, "local", "give this host's address for the SAs (usually the VTEP address), such as local: 192.168.80.2")
 		}
 		if !pr.Remote.IsValid() {
-			missing("remote", "give the peer's address, such as remote: 192.168.80.3")
+			p.missing(it, "remote", "give the peer's address, such as remote: 192.168.80.3")
 		}
 		if pr.Local.IsValid() && pr.Remote.IsValid() {
 			if pr.Local.Is4() != pr.Remote.Is4() {
-				l, path := at("remote")
-				p.errorf(l, path, "%s and local %s are of different IP families", pr.Remote, pr.Local)
+				p.errAt(it, "remote", "%s and local %s are of different IP families", pr.Remote, pr.Local)
 			} else if pr.Local == pr.Remote {
-				l, path := at("remote")
-				p.errorf(l, path, "is the same as local (%s)", pr.Local)
+				p.errAt(it, "remote", "is the same as local (%s)", pr.Local)
 			}
 		}
 		if pr.Keying == KeyingIKE {
 			m.validateIKEPeer(p, h, i)
 		}
 		if pr.SPIOut == 0 && pr.Keying != KeyingIKE {
-			missing("spi-out", "give the SPI of the outbound SA (the peer's spi-in), such as spi-out: 0x1001")
+			p.missing(it, "spi-out", "give the SPI of the outbound SA (the peer's spi-in), such as spi-out: 0x1001")
 		}
 		if pr.SPIIn == 0 && pr.Keying != KeyingIKE {
-			missing("spi-in", "give the SPI of the inbound SA (the peer's spi-out), such as spi-in: 0x1002")
+			p.missing(it, "spi-in", "give the SPI of the inbound SA (the peer's spi-out), such as spi-in: 0x1002")
 		}
 		if pr.SPIOut != 0 && pr.Remote.IsValid() {
 			k := fmt.Sprintf("%s/%d", pr.Remote, pr.SPIOut)
-			l, path := at("spi-out")
+			l, path := p.at(it, "spi-out")
 			if first, dup := outSPI[k]; dup {
 				p.errorf(l, path, "SPI %#x to %s is already used (line %d); an SA is identified by destination and SPI", pr.SPIOut, pr.Remote, first)
 			}
@@ -342,19 +275,17 @@ func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 		}
 		if pr.SPIIn != 0 && pr.Local.IsValid() {
 			k := fmt.Sprintf("%s/%d", pr.Local, pr.SPIIn)
-			l, path := at("spi-in")
+			l, path := p.at(it, "spi-in")
 			if first, dup := inSPI[k]; dup {
 				p.errorf(l, path, "SPI %#x to %s is already used (line %d); an SA is identified by destination and SPI", pr.SPIIn, pr.Local, first)
 			}
 			inSPI[k] = l
 		}
 		if pr.ESN && pr.ReplayWindow == 0 {
-			l, path := at("replay-window")
-			p.errorf(l, path, "esn needs a replay window; use 32 to %d (64 is usual)", MaxESNReplay)
+			p.errAt(it, "replay-window", "esn needs a replay window; use 32 to %d (64 is usual)", MaxESNReplay)
 		}
 		if !pr.ESN && pr.ReplayWindow > MaxLegacyReplay {
-			l, path := at("replay-window")
-			p.errorf(l, path, "%d is larger than %d, the most the kernel keeps without ESN; set esn: true for a window of up to %d, or use %d or less", pr.ReplayWindow, MaxLegacyReplay, MaxESNReplay, MaxLegacyReplay)
+			p.errAt(it, "replay-window", "%d is larger than %d, the most the kernel keeps without ESN; set esn: true for a window of up to %d, or use %d or less", pr.ReplayWindow, MaxLegacyReplay, MaxESNReplay, MaxLegacyReplay)
 		}
 		offloadKey, offloadMode := "offload", pr.Offload
 		for _, k := range []string{"offload-out", "offload-in"} {
@@ -364,33 +295,26 @@ func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 		}
 		switch {
 		case (pr.OffloadOut != "" || pr.OffloadIn != "") && pr.Offloads() && pr.OffloadDev == "" && !p.bad[it.path+".offload-dev"]:
-			l, path := at(offloadKey)
-			p.errorf(l, path, "%s: %s needs offload-dev: the port or bond whose NIC does the work, such as offload-dev: bond0", offloadKey, offloadMode)
+			p.errAt(it, offloadKey, "%s: %s needs offload-dev: the port or bond whose NIC does the work, such as offload-dev: bond0", offloadKey, offloadMode)
 		case pr.OffloadOut != "" && pr.OffloadIn != "" && !pr.Offloads() && pr.OffloadDev != "":
-			l, path := at("offload-dev")
-			p.errorf(l, path, "has no effect with offload: none; remove it, or set offload (or offload-out/offload-in): crypto, packet or auto")
+			p.errAt(it, "offload-dev", "has no effect with offload: none; remove it, or set offload (or offload-out/offload-in): crypto, packet or auto")
 		}
 		if len(pr.Selectors) > 0 && pr.Mode != ModeTunnel {
-			l, path := at("selectors")
-			p.errorf(l, path, "selectors apply to tunnel mode; transport mode protects traffic between local and remote themselves: remove selectors or set mode: tunnel")
+			p.errAt(it, "selectors", "selectors apply to tunnel mode; transport mode protects traffic between local and remote themselves: remove selectors or set mode: tunnel")
 		}
-		for j, si := range m.sels[i] {
+		for j, si := range p.itemsOf(it.path+".selectors", len(pr.Selectors)) {
 			sel := pr.Selectors[j]
-			sl := func(key string) (int, string) { return p.lineOf(si.path+"."+key, si.line), si.path + "." + key }
-			if !sel.Local.IsValid() && !p.bad[si.path+".local"] {
-				l, path := sl("local")
-				p.errorf(l, path, "missing; give the local prefix, such as local: 10.0.0.0/24")
+			if !sel.Local.IsValid() {
+				p.missing(si, "local", "give the local prefix, such as local: 10.0.0.0/24")
 			}
-			if !sel.Remote.IsValid() && !p.bad[si.path+".remote"] {
-				l, path := sl("remote")
-				p.errorf(l, path, "missing; give the remote prefix, such as remote: 10.1.0.0/24")
+			if !sel.Remote.IsValid() {
+				p.missing(si, "remote", "give the remote prefix, such as remote: 10.1.0.0/24")
 			}
 			if sel.Local.IsValid() && sel.Remote.IsValid() && sel.Local.Addr().Is4() != sel.Remote.Addr().Is4() {
-				l, path := sl("remote")
-				p.errorf(l, path, "%s and local %s are of different IP families", sel.Remote, sel.Local)
+				p.errAt(si, "remote", "%s and local %s are of different IP families", sel.Remote, sel.Local)
 			}
 		}
-		m.claimSelectors(p, pr, i, at, selectors)
+		m.claimSelectors(p, pr, it, selectors)
 	}
 }
 
@@ -398,7 +322,7 @@ func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 // selector already uses: the kernel keeps one policy per selector and
 // direction, so the plan would add the same policy twice. The selectors
 // are the plan's: tunnel-mode selectors, else local/32 to remote/32.
-func (m *hostMeta) claimSelectors(p *parser, pr *Peer, i int, at func(string) (int, string), seen map[[2]netip.Prefix]int) {
+func (m *hostMeta) claimSelectors(p *parser, pr *Peer, it item, seen map[[2]netip.Prefix]int) {
 	type sel struct {
 		k    [2]netip.Prefix
 		line int
@@ -406,14 +330,13 @@ func (m *hostMeta) claimSelectors(p *parser, pr *Peer, i int, at func(string) (i
 	}
 	var sels []sel
 	if pr.Mode == ModeTunnel && len(pr.Selectors) > 0 {
-		for j, s := range pr.Selectors {
-			if s.Local.IsValid() && s.Remote.IsValid() {
-				si := m.sels[i][j]
+		for j, si := range p.itemsOf(it.path+".selectors", len(pr.Selectors)) {
+			if s := pr.Selectors[j]; s.Local.IsValid() && s.Remote.IsValid() {
 				sels = append(sels, sel{[2]netip.Prefix{s.Local.Masked(), s.Remote.Masked()}, si.line, si.path})
 			}
 		}
 	} else if pr.Local.IsValid() && pr.Remote.IsValid() {
-		l, path := at("remote")
+		l, path := p.at(it, "remote")
 		sels = append(sels, sel{[2]netip.Prefix{netip.PrefixFrom(pr.Local, pr.Local.BitLen()), netip.PrefixFrom(pr.Remote, pr.Remote.BitLen())}, l, path})
 	}
 	for _, s := range sels {

@@ -38,54 +38,46 @@ func (max16M) max() uint64    { return 1 << 24 }
 func (maxReplay) max() uint64 { return MaxESNReplay }
 func (maxU62) max() uint64    { return 1 << 62 }
 
-// chooser lists the values a choice allows; def, when not empty, is
-// marked as the default in messages.
-type chooser interface {
-	choices() (def string, all []string)
-}
-
-// choice is one of C's values.
-type choice[C chooser] string
-
-func (v *choice[C]) UnmarshalYAML(n *yaml.Node) error {
-	var c C
-	def, all := c.choices()
-	var s string
-	err := oneOf(n, &s, def, all...)
-	*v = choice[C](s)
-	return err
-}
-
+// The host file's enums, each one of its values; the default, where
+// there is one, is marked in messages (oneOf).
 type (
-	eswitchChoice    struct{}
-	steeringChoice   struct{}
-	vfCapChoice      struct{}
-	vtepTypeChoice   struct{}
-	keyingChoice     struct{}
-	modeChoice       struct{}
-	offloadChoice    struct{}
-	offloadDirChoice struct{}
-	bridgeChoice     struct{}
-	attachChoice     struct{}
+	eswitchMode    string
+	steeringMode   string
+	vfCap          string
+	vtepType       string
+	keyingMode     string
+	ipsecMode      string
+	offloadSetting string // offload: (default none)
+	offloadDir     string // offload-out, offload-in (default: offload)
+	bridgeType     string
+	attachMode     string
 )
 
-var offloadModes = []string{OffloadModeNone, OffloadModeCrypto, OffloadModePacket, OffloadModeAuto}
-
-func (eswitchChoice) choices() (string, []string)  { return "", []string{"legacy", "switchdev"} }
-func (steeringChoice) choices() (string, []string) { return "", []string{"dmfs", "smfs"} }
-func (vfCapChoice) choices() (string, []string)    { return "", []string{"crypto", "packet"} }
-func (vtepTypeChoice) choices() (string, []string) { return VTEPVXLAN, []string{VTEPVXLAN, VTEPGeneve} }
-func (keyingChoice) choices() (string, []string) {
-	return KeyingManual, []string{KeyingManual, KeyingIKE}
+func (v *eswitchMode) UnmarshalYAML(n *yaml.Node) error {
+	return oneOf(n, v, "", "legacy", "switchdev")
 }
-func (modeChoice) choices() (string, []string) {
-	return ModeTransport, []string{ModeTransport, ModeTunnel}
+func (v *steeringMode) UnmarshalYAML(n *yaml.Node) error { return oneOf(n, v, "", "dmfs", "smfs") }
+func (v *vfCap) UnmarshalYAML(n *yaml.Node) error        { return oneOf(n, v, "", "crypto", "packet") }
+func (v *vtepType) UnmarshalYAML(n *yaml.Node) error {
+	return oneOf(n, v, VTEPVXLAN, VTEPVXLAN, VTEPGeneve)
 }
-func (offloadChoice) choices() (string, []string)    { return OffloadModeNone, offloadModes }
-func (offloadDirChoice) choices() (string, []string) { return "", offloadModes }
-func (bridgeChoice) choices() (string, []string)     { return BridgeOVS, []string{BridgeOVS, BridgeLinux} }
-func (attachChoice) choices() (string, []string) {
-	return "", []string{AttachVFPassthrough, AttachRepresentor, AttachVirtio}
+func (v *keyingMode) UnmarshalYAML(n *yaml.Node) error {
+	return oneOf(n, v, KeyingManual, KeyingManual, KeyingIKE)
+}
+func (v *ipsecMode) UnmarshalYAML(n *yaml.Node) error {
+	return oneOf(n, v, ModeTransport, ModeTransport, ModeTunnel)
+}
+func (v *offloadSetting) UnmarshalYAML(n *yaml.Node) error {
+	return oneOf(n, v, OffloadModeNone, OffloadModeNone, OffloadModeCrypto, OffloadModePacket, OffloadModeAuto)
+}
+func (v *offloadDir) UnmarshalYAML(n *yaml.Node) error {
+	return oneOf(n, v, "", OffloadModeNone, OffloadModeCrypto, OffloadModePacket, OffloadModeAuto)
+}
+func (v *bridgeType) UnmarshalYAML(n *yaml.Node) error {
+	return oneOf(n, v, BridgeOVS, BridgeOVS, BridgeLinux)
+}
+func (v *attachMode) UnmarshalYAML(n *yaml.Node) error {
+	return oneOf(n, v, "", AttachVFPassthrough, AttachRepresentor, AttachVirtio)
 }
 
 // nameRE is what host, peer and guest names may be: usable in file
@@ -130,9 +122,6 @@ type portName = str[portRule]
 
 type portRule struct{}
 
-func (portRule) describe() (string, string) {
-	return "port (a netdev name or PCI address)", "enp3s0f0np0"
-}
 func (portRule) want() string {
 	return "a netdev name such as enp3s0f0np0 or a PCI address such as 0000:03:00.0"
 }
@@ -192,10 +181,6 @@ func (miimonRule) refuse(v uint64) string {
 // ifAddr is an interface address with its prefix length (host bits
 // kept).
 type ifAddr netip.Prefix
-
-func (ifAddr) describe() (string, string) {
-	return "address with its prefix length (such as 192.168.70.2/24)", "192.168.70.2/24"
-}
 
 func (v *ifAddr) UnmarshalYAML(n *yaml.Node) error {
 	s, err := scalar(n, "an address with its prefix length such as 192.168.70.2/24")

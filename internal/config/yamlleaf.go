@@ -5,7 +5,6 @@ package config
 import (
 	"errors"
 	"net/netip"
-	"reflect"
 	"strconv"
 	"strings"
 
@@ -103,12 +102,6 @@ func (v *str[R]) UnmarshalYAML(n *yaml.Node) error {
 	}
 	*v = str[R](keep)
 	return nil
-}
-
-// describe names a list of strs in messages by R.
-func (str[R]) describe() (string, string) {
-	var r R
-	return describe(reflect.TypeOf(r))
 }
 
 // anyText is any single value, as written.

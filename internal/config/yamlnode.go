@@ -62,8 +62,9 @@ type parser struct {
 	seen map[string]bool
 	// truncated is set when more than maxErrors were found.
 	truncated bool
-	// leaves are the values of the plain tree (yamlschema.go), by index.
-	leaves []leaf
+	// leaves are where the values of the plain tree (yamlschema.go) came
+	// from, by index.
+	leaves []item
 	// items holds the list entries kept for decoding, by the list's path;
 	// counts, how many entries the list has as written.
 	items  map[string][]item
@@ -71,6 +72,9 @@ type parser struct {
 }
 
 func newParser(file string, size int) *parser {
+	if file == "" {
+		file = "<input>"
+	}
 	budget := min(max(size*expansionPerByte, minExpansion), maxExpansion)
 	return &parser{
 		file:   file,
@@ -96,6 +100,30 @@ func (p *parser) errorf(line int, path, format string, args ...any) {
 	if s := e.Error(); !p.seen[s] {
 		p.seen[s] = true
 		p.errs = append(p.errs, e)
+	}
+}
+
+// at is where key of entry it is: the key's line (the entry's when the
+// key is absent) and path.
+func (p *parser) at(it item, key string) (int, string) {
+	path := joinPath(it.path, key)
+	if l, ok := p.lines[path]; ok {
+		return l, path
+	}
+	return it.line, path
+}
+
+// errAt records an error at key of entry it.
+func (p *parser) errAt(it item, key, format string, args ...any) {
+	l, path := p.at(it, key)
+	p.errorf(l, path, format, args...)
+}
+
+// missing records that required key of entry it is absent, unless its
+// value was wrong (already reported).
+func (p *parser) missing(it item, key, format string, args ...any) {
+	if !p.bad[joinPath(it.path, key)] {
+		p.errAt(it, key, "missing; "+format, args...)
 	}
 }
 
@@ -131,19 +159,12 @@ func (p *parser) spend(line int) bool {
 	return false
 }
 
-// lineOf returns the line of the key at path, or fallback when absent.
-func (p *parser) lineOf(path string, fallback int) int {
-	if l, ok := p.lines[path]; ok {
-		return l
-	}
-	return fallback
-}
-
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
 // document parses data and returns the root mapping, or nil after
-// recording why there is none.
-func (p *parser) document(data []byte) (root *yaml.Node) {
+// recording why there is none; needs says what the file needs at least
+// (for an empty file) and keys names some of its keys.
+func (p *parser) document(data []byte, needs, keys string) (root *yaml.Node) {
 	// yaml.v3 is third-party code: whatever it does on hostile input, the
 	// caller gets an error, not a panic.
 	defer func() {
@@ -156,7 +177,7 @@ func (p *parser) document(data []byte) (root *yaml.Node) {
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			p.errorf(1, "", "the file is empty; a gateway needs at least an interfaces: list (see docs/gateway-config.md)")
+			p.errorf(1, "", "the file is empty; %s", needs)
 		} else {
 			p.yamlError(err, data)
 		}
@@ -179,11 +200,11 @@ func (p *parser) document(data []byte) (root *yaml.Node) {
 	}
 	n := docContent(&doc)
 	if n == nil || isNull(n) {
-		p.errorf(1, "", "the file is empty; a gateway needs at least an interfaces: list (see docs/gateway-config.md)")
+		p.errorf(1, "", "the file is empty; %s", needs)
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		p.errorf(n.Line, "", "the top level must be a mapping of keys such as interfaces:, not %s", kindName(n))
+		p.errorf(n.Line, "", "the top level must be a mapping of keys such as %s, not %s", keys, kindName(n))
 		return nil
 	}
 	return n

@@ -3,6 +3,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"reflect"
@@ -15,8 +16,10 @@ import (
 )
 
 // A config file is decoded into its file struct (gatewayFile, hostFile):
-// each key is declared once, as a field with a `yaml:"name"` tag, and each
-// value is a leaf type whose UnmarshalYAML checks it (yamlleaf.go).
+// each key is declared once, as a field with a `yaml:"name"` tag (and
+// `default:`, `what:` and `example:` tags: its fixed default, and how
+// messages name its entries and keys), and each value is a leaf type
+// whose UnmarshalYAML checks it (yamlleaf.go).
 // yaml.v3 decodes; before it, plain walks the node tree once, guided by
 // the struct's tags, and hands yaml.v3 a tree it decodes the way sluice
 // must. The walk stays because yaml.v3, on the tree as written:
@@ -40,19 +43,7 @@ import (
 // from UnmarshalYAML is reported at its key's line and path. fill
 // (yamlfill.go) then copies the file struct into the config type.
 
-// describer names a struct for messages: what one is called and a
-// minimal example of its keys.
-type describer interface {
-	describe() (what, example string)
-}
-
 var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
-
-// leaf is where a value of the plain tree came from.
-type leaf struct {
-	path string
-	line int // the line of its key (or list item)
-}
 
 // decode walks root into a plain tree and decodes that into out (a
 // pointer to a file struct), recording every problem.
@@ -113,45 +104,36 @@ func leafErr(n *yaml.Node, format string, args ...any) error {
 }
 
 // plain returns the plain tree for value n (alias-resolved) of type t at
-// path, whose key is on line; nil when there is nothing to decode.
-func (p *parser) plain(n *yaml.Node, path string, line int, t reflect.Type) *yaml.Node {
+// path, whose key is on line and has tag; nil when there is nothing to
+// decode. A key's what: and example: tags name its list entries and show
+// its keys in messages.
+func (p *parser) plain(n *yaml.Node, path string, line int, t reflect.Type, tag reflect.StructTag) *yaml.Node {
 	if isNull(n) {
 		return nil
 	}
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		c := *n
 		c.Column = len(p.leaves)
-		p.leaves = append(p.leaves, leaf{path: path, line: line})
+		p.leaves = append(p.leaves, item{path: path, line: line})
 		return &c
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
-		return p.plain(n, path, line, t.Elem())
+		return p.plain(n, path, line, t.Elem(), tag)
 	case reflect.Struct:
 		if n.Kind != yaml.MappingNode {
-			_, example := describe(t)
-			p.errorf(line, path, "want keys under %s (such as %s), got %s", lastKey(path), example, kindName(n))
+			p.errorf(line, path, "want keys under %s (such as %s), got %s", lastKey(path), tag.Get("example"), kindName(n))
 			return nil
 		}
 		return p.plainMapping(n, path, t)
 	case reflect.Slice:
-		return p.plainSequence(n, path, line, t)
+		return p.plainSequence(n, path, line, t, tag)
 	}
 	panic(fmt.Sprintf("config: %s (%s) has no UnmarshalYAML", path, t))
 }
 
 func lastKey(path string) string {
 	return path[strings.LastIndex(path, ".")+1:]
-}
-
-func describe(t reflect.Type) (what, example string) {
-	if t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if d, ok := reflect.Zero(t).Interface().(describer); ok {
-		return d.describe()
-	}
-	return "item", ""
 }
 
 // shorthand is a struct that may be written as a single value, which
@@ -161,9 +143,9 @@ type shorthand interface{ shorthand() string }
 // plainSequence keeps the entries of a list that can be decoded, and
 // records them (p.items) and how many were written (p.counts). A single
 // value stands for a list of one where the entries are values.
-func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Type) *yaml.Node {
+func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Type, tag reflect.StructTag) *yaml.Node {
 	et := t.Elem()
-	what, example := describe(et)
+	what, example := cmp.Or(tag.Get("what"), "item"), tag.Get("example")
 	isLeaf := reflect.PointerTo(et).Implements(unmarshalerType)
 	isStruct := et.Kind() == reflect.Struct && !isLeaf
 	short, _ := reflect.Zero(et).Interface().(shorthand)
@@ -171,7 +153,7 @@ func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Ty
 	switch {
 	case isLeaf && n.Kind == yaml.ScalarNode:
 		p.counts[path] = 1
-		out.Content = []*yaml.Node{p.plain(n, path, line, et)}
+		out.Content = []*yaml.Node{p.plain(n, path, line, et, "")}
 		p.items[path] = []item{{path: path, line: line}}
 		return out
 	case n.Kind != yaml.SequenceNode && isStruct:
@@ -193,17 +175,16 @@ func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Ty
 			p.errorf(c.Line, ip, "empty list item; remove the '-' or fill in the %s", what)
 		case short != nil && v.Kind == yaml.ScalarNode:
 			// The single value is reported at the entry, as written.
-			_, fields := keysOf(et)
 			k := short.shorthand()
 			out.Content = append(out.Content, &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: c.Line, Content: []*yaml.Node{
-				{Kind: yaml.ScalarNode, Tag: "!!str", Value: k, Line: c.Line}, p.plain(v, ip, c.Line, fields[k])}})
+				{Kind: yaml.ScalarNode, Tag: "!!str", Value: k, Line: c.Line}, p.plain(v, ip, c.Line, keysOf(et).fields[k].Type, "")}})
 			p.items[path] = append(p.items[path], item{path: ip, line: c.Line})
 		case isStruct && v.Kind != yaml.MappingNode && short != nil:
 			p.errorf(c.Line, ip, "want %s (a single value, or keys such as - %s), got %s", article(what), example, kindName(v))
 		case isStruct && v.Kind != yaml.MappingNode:
 			p.errorf(c.Line, ip, "want %s written as keys (such as - %s), got %s", article(what), example, kindName(v))
 		default:
-			if e := p.plain(v, ip, c.Line, et); e != nil {
+			if e := p.plain(v, ip, c.Line, et, ""); e != nil {
 				out.Content = append(out.Content, e)
 				p.items[path] = append(p.items[path], item{path: ip, line: c.Line})
 			}
@@ -212,33 +193,43 @@ func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Ty
 	return out
 }
 
-// keysOf returns the keys a struct declares, in field order (cached:
-// a lab file has a mapping per policy).
-func keysOf(t reflect.Type) (names []string, fields map[string]reflect.Type) {
+// keysOf returns the keys a struct declares, in field order, with their
+// fields and defaults (cached: a lab file has a mapping per policy).
+func keysOf(t reflect.Type) *schemaKeys {
 	if k, ok := schemaCache.Load(t); ok {
-		s := k.(schemaKeys)
-		return s.names, s.fields
+		return k.(*schemaKeys)
 	}
-	fields = map[string]reflect.Type{}
+	s := &schemaKeys{fields: map[string]reflect.StructField{}, defaults: map[string]*yaml.Node{}}
 	for i := range t.NumField() {
 		f := t.Field(i)
 		name, ok := keyName(f)
 		if !ok {
 			continue
 		}
-		names = append(names, name)
-		fields[name] = f.Type
+		s.names = append(s.names, name)
+		s.fields[name] = f
+		if d, ok := f.Tag.Lookup("default"); ok {
+			var doc yaml.Node
+			if err := yaml.Unmarshal([]byte(d), &doc); err != nil || len(doc.Content) != 1 {
+				panic(fmt.Sprintf("config: %s.%s: bad default %q", t, f.Name, d))
+			}
+			s.defaults[name] = doc.Content[0]
+		}
 	}
-	schemaCache.Store(t, schemaKeys{names, fields})
-	return names, fields
+	schemaCache.Store(t, s)
+	return s
 }
 
+// schemaKeys is what a struct declares: a key's default (its `default:`
+// tag, written as YAML) is decoded by the key's leaf type, like a value
+// written in the file, wherever the key is absent or null.
 type schemaKeys struct {
-	names  []string
-	fields map[string]reflect.Type
+	names    []string
+	fields   map[string]reflect.StructField
+	defaults map[string]*yaml.Node
 }
 
-var schemaCache sync.Map // reflect.Type -> schemaKeys
+var schemaCache sync.Map // reflect.Type -> *schemaKeys
 
 // keyName is the key a struct field declares.
 func keyName(f reflect.StructField) (string, bool) {
@@ -249,17 +240,23 @@ func keyName(f reflect.StructField) (string, bool) {
 // plainMapping returns mapping m of struct type t with merge keys (<<:
 // *anchor) expanded: keys written in m win over merged ones, and earlier
 // merges over later ones, as YAML specifies. It records the line of every
-// known key present (p.lines) and which ones are not null (p.given).
+// known key present (p.lines) and which ones are not null (p.given), and
+// adds the default of each key that is not given.
 func (p *parser) plainMapping(m *yaml.Node, path string, t reflect.Type) *yaml.Node {
 	out := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: m.Line}
-	names, fields := keysOf(t)
-	done := map[string]bool{}
-	p.collectKeys(m, path, names, fields, out, done, map[*yaml.Node]bool{m: true}, false, 0)
+	s := keysOf(t)
+	p.collectKeys(m, path, s.names, s.fields, out, map[string]bool{}, map[*yaml.Node]bool{m: true}, false, 0)
+	for _, name := range s.names {
+		fp := joinPath(path, show(name))
+		if d := s.defaults[name]; d != nil && !p.given[fp] {
+			out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name, Line: m.Line}, p.plain(d, fp, m.Line, s.fields[name].Type, ""))
+		}
+	}
 	return out
 }
 
 // collectKeys appends the keys of m (and of the mappings it merges) to out.
-func (p *parser) collectKeys(m *yaml.Node, path string, names []string, fields map[string]reflect.Type, out *yaml.Node, done map[string]bool, visited map[*yaml.Node]bool, merged bool, depth int) {
+func (p *parser) collectKeys(m *yaml.Node, path string, names []string, fields map[string]reflect.StructField, out *yaml.Node, done map[string]bool, visited map[*yaml.Node]bool, merged bool, depth int) {
 	var merges []*yaml.Node
 	here := map[string]int{} // keys written in this mapping -> line
 	for i := 0; i+1 < len(m.Content); i += 2 {
@@ -285,7 +282,7 @@ func (p *parser) collectKeys(m *yaml.Node, path string, names []string, fields m
 			continue
 		}
 		here[name] = kn.Line
-		ft, known := fields[name]
+		f, known := fields[name]
 		if !known {
 			p.unknownKey(kn.Line, fp, name, names)
 			continue
@@ -300,7 +297,7 @@ func (p *parser) collectKeys(m *yaml.Node, path string, names []string, fields m
 		if !isNull(v) {
 			p.given[fp] = true
 		}
-		if c := p.plain(v, fp, kn.Line, ft); c != nil {
+		if c := p.plain(v, fp, kn.Line, f.Type, f.Tag); c != nil {
 			out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name, Line: kn.Line}, c)
 		}
 	}
@@ -354,7 +351,8 @@ func (p *parser) unknownKey(line int, path, name string, known []string) {
 	p.errorf(line, path, "unknown key; the keys here are %s", strings.Join(known, ", "))
 }
 
-// item is one entry of a list, or a mapping's key, for messages.
+// item is where one entry of a list, a mapping's key or a value is
+// written, for messages.
 type item struct {
 	path string
 	line int // line of the element (or of its key) where it is written
