@@ -3,7 +3,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -110,13 +109,8 @@ func runMTU(cmd *cobra.Command, f mtuFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	}
-	printMTUReport(cmd.OutOrStdout(), r)
-	return nil
+	w := cmd.OutOrStdout()
+	return emit(w, f.asJSON, r, func() { printMTUReport(w, r) })
 }
 
 func printMTUReport(w io.Writer, r *mtu.Report) {
