@@ -3,14 +3,11 @@
 package cli
 
 import (
-	"context"
 	"fmt"
 	"net/netip"
 	"os"
-	"os/signal"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -101,28 +98,17 @@ func runAgent(cmd *cobra.Command, f agentFlags) error {
 		return usageErrorf("--interval %v: at least 1s", f.interval)
 	}
 	if f.file == "" {
-		abs := func(flag, p string) (string, error) {
-			if p == "" {
-				return "", nil
+		o.Local = fleet.Local{Name: o.Name, VICI: f.vici, CA: f.ca, Cert: f.cert, PrivKey: f.key}
+		for flag, p := range map[string]*string{"ca": &o.Local.CA, "cert": &o.Local.Cert, "private-key": &o.Local.PrivKey} {
+			if *p == "" {
+				continue
 			}
-			a, err := filepath.Abs(p)
+			a, err := filepath.Abs(*p)
 			if err != nil {
-				return "", usageErrorf("--%s %s: %v", flag, p, err)
+				return usageErrorf("--%s %s: %v", flag, *p, err)
 			}
-			return a, nil
+			*p = a
 		}
-		var err error
-		l := fleet.Local{Name: o.Name, VICI: f.vici}
-		if l.CA, err = abs("ca", f.ca); err != nil {
-			return err
-		}
-		if l.Cert, err = abs("cert", f.cert); err != nil {
-			return err
-		}
-		if l.PrivKey, err = abs("private-key", f.key); err != nil {
-			return err
-		}
-		o.Local = l
 		if f.vtep != "" || f.underlay != "" {
 			spec, err := agentSpec(f)
 			if err != nil {
@@ -143,11 +129,7 @@ func runAgent(cmd *cobra.Command, f agentFlags) error {
 	if err != nil {
 		return err
 	}
-	parent := cmd.Context()
-	if parent == nil {
-		parent = context.Background()
-	}
-	ctx, stop := signal.NotifyContext(parent, os.Interrupt, syscall.SIGTERM)
+	ctx, stop := signalContext(cmd.Context())
 	defer stop()
 	return a.Run(ctx)
 }

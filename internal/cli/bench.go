@@ -15,11 +15,10 @@ import (
 )
 
 func newBenchCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "bench",
 		Short: "Measure the fast path and lab traffic",
 	}
-	return cmd
 }
 
 func newBenchFastpathCmd() *cobra.Command {
@@ -70,12 +69,9 @@ measurement of another path than the one named is an error.`,
 }
 
 type benchFastpathFlags struct {
-	peer     string
-	tunnels  string
-	repeat   int
-	cases    string
-	counters bool
-	asJSON   bool
+	peer, tunnels, cases string
+	repeat               int
+	counters, asJSON     bool
 }
 
 func runBenchFastpath(cmd *cobra.Command, f benchFastpathFlags) error {

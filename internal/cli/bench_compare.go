@@ -5,7 +5,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
@@ -87,7 +86,7 @@ func runBenchCompare(cmd *cobra.Command, f benchCompareFlags) error {
 	defer cleanup()
 	ctx, stop := signalContext(cmd.Context())
 	defer stop()
-	rep := bench.NewReport("compare", "sluice "+strings.Join(os.Args[1:], " "), benchVersion(), f.load.settings(o))
+	rep := f.load.newReport("compare", o)
 	var runErr error
 rounds:
 	for r := 1; r <= f.rounds; r++ {
@@ -121,11 +120,7 @@ rounds:
 		}
 		return runErr
 	}
-	dir := f.load.outDir("compare")
-	if err := rep.WriteDir(dir); err != nil {
-		return errors.Join(runErr, err)
-	}
-	return benchFinishReport(cmd, rep, dir, f.load.asJSON, runErr)
+	return f.load.finish(cmd, rep, runErr)
 }
 
 // compareOrder is the order of round r (1-based): as given in odd rounds,

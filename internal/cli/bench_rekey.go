@@ -64,10 +64,9 @@ the chart (rekey.svg, rekey.png) and report.html. Measured figures and commands:
 }
 
 type benchRekeyFlags struct {
-	o      bench.RekeyOptions
-	to     string
-	outDir string
-	asJSON bool
+	o          bench.RekeyOptions
+	to, outDir string
+	asJSON     bool
 }
 
 func runBenchRekey(cmd *cobra.Command, f benchRekeyFlags) error {
@@ -82,12 +81,8 @@ func runBenchRekey(cmd *cobra.Command, f benchRekeyFlags) error {
 	}
 	rep.Command = "sluice " + strings.Join(os.Args[1:], " ")
 	w := cmd.OutOrStdout()
-	if f.asJSON {
-		if err := writeJSON(w, rep); err != nil {
-			return err
-		}
-	} else {
-		rep.WriteTable(w)
+	if err := emit(w, f.asJSON, rep, func() { rep.WriteTable(w) }); err != nil {
+		return err
 	}
 	if f.outDir != "" {
 		if err := rep.WriteDir(f.outDir); err != nil {

@@ -22,17 +22,10 @@ import (
 
 // loadFlags are the traffic flags shared by 'bench run' and 'bench compare'.
 type loadFlags struct {
-	labName       string
-	topology      string
-	tunnels       int
-	profile       string
-	steps         int
-	stepSeconds   float64
-	rateMax       string
-	lossThreshold float64
-	genCPUs       string
-	out           string
-	asJSON        bool
+	labName, topology, profile, rateMax, genCPUs, out string
+	tunnels, steps                                    int
+	stepSeconds, lossThreshold                        float64
+	asJSON                                            bool
 }
 
 func (f *loadFlags) register(cmd *cobra.Command, withLab bool) {
@@ -84,16 +77,10 @@ func (f *loadFlags) runOptions() (bench.RunOptions, error) {
 	return o, nil
 }
 
-func (f *loadFlags) settings(o bench.RunOptions) bench.Settings {
-	return bench.Settings{Profile: o.Profile, Steps: o.Steps, StepSeconds: o.StepDuration.Seconds(), RateMax: o.RateMax,
-		LossThreshold: o.LossThreshold, GenCPUs: o.GenCPUs}
-}
-
-func (f *loadFlags) outDir(kind string) string {
-	if f.out != "" {
-		return f.out
-	}
-	return filepath.Join("sluice-reports", kind+"-"+time.Now().Format("20060102-150405"))
+// newReport starts the report of a KIND run with options o.
+func (f *loadFlags) newReport(kind string, o bench.RunOptions) *bench.Report {
+	return bench.NewReport(kind, "sluice "+strings.Join(os.Args[1:], " "), benchVersion(), bench.Settings{Profile: o.Profile,
+		Steps: o.Steps, StepSeconds: o.StepDuration.Seconds(), RateMax: o.RateMax, LossThreshold: o.LossThreshold, GenCPUs: o.GenCPUs})
 }
 
 // tempLab builds the lab a run uses when --lab is not given.
@@ -135,8 +122,8 @@ func (f *loadFlags) tempLab(progress func(string)) (*lab.Lab, func(), error) {
 	}, nil
 }
 
-// benchIsTerminal reports whether w is a terminal (for the live line).
-func benchIsTerminal(w io.Writer) bool {
+// isTerminal reports whether w is a terminal (for a live progress line).
+func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
 	if !ok {
 		return false
@@ -148,7 +135,7 @@ func benchIsTerminal(w io.Writer) bool {
 // benchTicker draws a live progress line for the running step on a
 // terminal; the step's final line overwrites it.
 func benchTicker(w io.Writer, label string, total int) func(int, time.Duration, time.Duration) {
-	if !benchIsTerminal(w) {
+	if !isTerminal(w) {
 		return nil
 	}
 	return func(step int, el, d time.Duration) {
@@ -161,15 +148,12 @@ func benchTicker(w io.Writer, label string, total int) func(int, time.Duration, 
 
 // benchStepPrinter prints one line per finished step.
 func benchStepPrinter(w io.Writer, label string, total int) func(bench.Step) {
-	tty := benchIsTerminal(w)
+	tty := isTerminal(w)
 	return func(s bench.Step) {
 		if tty {
 			fmt.Fprint(w, "\r\033[K")
 		}
-		mark := ""
-		if s.GenLimited {
-			mark = "  (generator below target)"
-		}
+		mark := either(s.GenLimited, "  (generator below target)", "")
 		fmt.Fprintf(w, "%-12s step %2d/%d  target %-12s tx %-12s rx %-12s loss %7.3f%%  p50 %8.1f µs  p99 %8.1f µs%s\n",
 			label, s.Index, total, bench.FormatPPS(s.TargetPPS), bench.FormatPPS(s.TxPPS), bench.FormatPPS(s.RxPPS),
 			s.LossPct, s.Latency.P50Us, s.Latency.P99Us, mark)
@@ -214,10 +198,8 @@ The report directory holds report.json (docs/bench.md), steps.csv, the plots
 }
 
 type benchRunFlags struct {
-	load      loadFlags
-	forwarder string
-	label     string
-	search    string
+	load                     loadFlags
+	forwarder, label, search string
 }
 
 func runBenchRun(cmd *cobra.Command, f benchRunFlags) error {
@@ -263,7 +245,7 @@ func runBenchRun(cmd *cobra.Command, f benchRunFlags) error {
 	total := o.Steps
 	o.Progress = benchStepPrinter(log, o.Label, total)
 	o.Tick = benchTicker(log, o.Label, total)
-	rep := bench.NewReport(kind, "sluice "+strings.Join(os.Args[1:], " "), benchVersion(), f.load.settings(o))
+	rep := f.load.newReport(kind, o)
 	var run *bench.RunResult
 	if kind == "run" {
 		run, err = bench.Run(ctx, l, o)
@@ -277,16 +259,20 @@ func runBenchRun(cmd *cobra.Command, f benchRunFlags) error {
 	if err != nil && run == nil {
 		return err
 	}
-	dir := f.load.outDir(kind)
-	if werr := rep.WriteDir(dir); werr != nil {
-		return errors.Join(err, werr)
-	}
-	return benchFinishReport(cmd, rep, dir, f.load.asJSON, err)
+	return f.load.finish(cmd, rep, err)
 }
 
-// benchFinishReport prints the summary (or the JSON) and where the report is.
-func benchFinishReport(cmd *cobra.Command, rep *bench.Report, dir string, asJSON bool, runErr error) error {
-	if asJSON {
+// finish writes the report into --out (default ./sluice-reports/KIND-
+// YYYYmmdd-HHMMSS), then prints the summary (or the JSON) and where it is.
+func (f *loadFlags) finish(cmd *cobra.Command, rep *bench.Report, runErr error) error {
+	dir := f.out
+	if dir == "" {
+		dir = filepath.Join("sluice-reports", rep.Kind+"-"+time.Now().Format("20060102-150405"))
+	}
+	if err := rep.WriteDir(dir); err != nil {
+		return errors.Join(runErr, err)
+	}
+	if f.asJSON {
 		if err := writeJSON(cmd.OutOrStdout(), rep); err != nil {
 			return err
 		}

@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -81,14 +82,9 @@ func runBenchIperf3(cmd *cobra.Command, f benchIperf3Flags) error {
 			if i == 0 {
 				what = "warm-up"
 			}
-			switch f.o.Direction {
-			case bench.DirForward:
-				fmt.Fprintf(cmd.ErrOrStderr(), "%-10s forward %8.3f Gbit/s\n", what, r.ForwardBPS/1e9)
-			case bench.DirReverse:
-				fmt.Fprintf(cmd.ErrOrStderr(), "%-10s reverse %8.3f Gbit/s\n", what, r.ReverseBPS/1e9)
-			default:
-				fmt.Fprintf(cmd.ErrOrStderr(), "%-10s forward %8.3f Gbit/s  reverse %8.3f Gbit/s\n", what, r.ForwardBPS/1e9, r.ReverseBPS/1e9)
-			}
+			fw, rv := fmt.Sprintf(" forward %8.3f Gbit/s", r.ForwardBPS/1e9), fmt.Sprintf(" reverse %8.3f Gbit/s", r.ReverseBPS/1e9)
+			line := map[string]string{bench.DirForward: fw, bench.DirReverse: rv}[f.o.Direction]
+			fmt.Fprintf(cmd.ErrOrStderr(), "%-10s%s\n", what, cmp.Or(line, fw+" "+rv))
 		}
 	}
 	ctx, stop := signalContext(cmd.Context())
@@ -97,16 +93,11 @@ func runBenchIperf3(cmd *cobra.Command, f benchIperf3Flags) error {
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), res)
-	}
-	per := "2 directions"
-	if res.Direction != bench.DirBidi {
-		per = res.Direction + " only"
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "%.3g ± %.2g Gbit/s (mean ± sample std dev of %d values: %d runs, %s; %s)\n",
-		res.MeanBPS/1e9, res.StdDevBPS/1e9, res.N, len(res.Runs), per, res.Command)
-	return nil
+	return emit(cmd.OutOrStdout(), f.asJSON, res, func() {
+		per := either(res.Direction != bench.DirBidi, res.Direction+" only", "2 directions")
+		fmt.Fprintf(cmd.OutOrStdout(), "%.3g ± %.2g Gbit/s (mean ± sample std dev of %d values: %d runs, %s; %s)\n",
+			res.MeanBPS/1e9, res.StdDevBPS/1e9, res.N, len(res.Runs), per, res.Command)
+	})
 }
 
 func newBenchPingCmd() *cobra.Command {
@@ -150,13 +141,11 @@ func runBenchPing(cmd *cobra.Command, f benchPingFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), res)
-	}
 	r := res.Run
-	fmt.Fprintf(cmd.OutOrStdout(), "%.1f ± %.1f µs round trip (mean ± population std dev of %d replies to %d; min %.1f, max %.1f µs; after a warm-up of %d; %s)\n",
-		r.MeanUs, r.StdDevUs, r.Received, r.Sent, r.MinUs, r.MaxUs, res.Warmup.Sent, res.Command)
-	return nil
+	return emit(cmd.OutOrStdout(), f.asJSON, res, func() {
+		fmt.Fprintf(cmd.OutOrStdout(), "%.1f ± %.1f µs round trip (mean ± population std dev of %d replies to %d; min %.1f, max %.1f µs; after a warm-up of %d; %s)\n",
+			r.MeanUs, r.StdDevUs, r.Received, r.Sent, r.MinUs, r.MaxUs, res.Warmup.Sent, res.Command)
+	})
 }
 
 func newBenchTRexProfileCmd() *cobra.Command {
@@ -184,9 +173,8 @@ subnets 48.x.y.0/24 of the BlueField-3 benchmark's address plan.`,
 }
 
 type benchTRexProfileFlags struct {
-	o   bench.TRexOptions
-	out string
-	pps string
+	o        bench.TRexOptions
+	out, pps string
 }
 
 func runBenchTRexProfile(cmd *cobra.Command, f benchTRexProfileFlags, args []string) error {

@@ -103,12 +103,8 @@ func runDoctor(w io.Writer, f doctorFlags) error {
 	if err != nil {
 		return fmt.Errorf("--check: %w", err)
 	}
-	if f.asJSON {
-		if err := writeJSON(w, rep); err != nil {
-			return err
-		}
-	} else {
-		renderDoctor(w, rep)
+	if err := emit(w, f.asJSON, rep, func() { renderDoctor(w, rep) }); err != nil {
+		return err
 	}
 	if rep.Overall == diag.Fail {
 		var failed []string

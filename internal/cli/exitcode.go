@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -110,11 +111,7 @@ func addExitCodeHelp(c *cobra.Command) {
 	if when, ok := c.Annotations[exitAnnotation+strconv.Itoa(passthroughExit)]; ok {
 		fmt.Fprintf(&b, "  %s\n", when)
 	}
-	long := c.Long
-	if long == "" {
-		long = c.Short
-	}
-	c.Long = strings.TrimRight(long, "\n") + "\n\n" + strings.TrimRight(b.String(), "\n")
+	c.Long = strings.TrimRight(cmp.Or(c.Long, c.Short), "\n") + "\n\n" + strings.TrimRight(b.String(), "\n")
 }
 
 // ExitError carries a specific process exit code (ExitCheckFailed,

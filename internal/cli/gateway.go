@@ -3,7 +3,6 @@
 package cli
 
 import (
-	"errors"
 	"log/slog"
 	goruntime "runtime"
 
@@ -15,14 +14,13 @@ import (
 )
 
 func newGatewayCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "gateway",
 		Short: "Run, stop and explain the XDP fast path of an IPsec gateway",
 		Long: `The gateway fast path mirrors the kernel's XFRM policies and SAs into an XDP
 program and forwards in XDP the traffic whose SA the NIC packet-offloads,
 leaving everything else to the kernel. See docs/fastpath.md.`,
 	}
-	return cmd
 }
 
 func newGatewayRunCmd() *cobra.Command {
@@ -106,10 +104,6 @@ type gatewayStopFlags struct {
 func runGatewayStop(cmd *cobra.Command, f gatewayStopFlags) error {
 	return gateway.Stop(f.pinDir, cmd.OutOrStdout(), cmd.ErrOrStderr())
 }
-
-// errNoGateway is returned by explain when neither a running gateway nor a
-// config file is available.
-var errNoGateway = errors.New("no gateway is running here")
 
 func newGatewayExplainCmd() *cobra.Command {
 	var f explainFlags

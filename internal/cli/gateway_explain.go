@@ -117,7 +117,7 @@ func runExplain(cmd *cobra.Command, a explainFlags, args []string) error {
 		}
 		fmt.Fprintf(w, " %s -> %s ttl %d", o.Src, o.Dst, o.TTL)
 		if o.ChecksumOK != nil {
-			fmt.Fprintf(w, " checksum %s", map[bool]string{true: "ok", false: "BAD"}[*o.ChecksumOK])
+			fmt.Fprintf(w, " checksum %s", either(*o.ChecksumOK, "ok", "BAD"))
 		}
 		fmt.Fprintln(w)
 	}
@@ -144,7 +144,7 @@ func explainDatapath(a explainFlags) (*fastpath.Datapath, []xfrm.Policy, error) 
 		}
 		return nil, nil, err
 	} else if err != nil {
-		return nil, nil, fmt.Errorf("%w (no pinned maps in %s): start 'sluice gateway run', or pass -f with a gateway.yaml of static policies", errNoGateway, a.pinDir)
+		return nil, nil, fmt.Errorf("no gateway is running here (no pinned maps in %s): start 'sluice gateway run', or pass -f with a gateway.yaml of static policies", a.pinDir)
 	}
 	dp, err := fastpath.Load(fastpath.LoadOptions{PinPath: a.pinDir, AdoptOnly: true})
 	if err != nil {

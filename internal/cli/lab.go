@@ -6,7 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,7 +19,7 @@ import (
 )
 
 func newLabCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "lab",
 		Short: "Build, inspect and remove network-namespace labs for benchmarks",
 		Long: `A lab is a set of network namespaces joined by veth pairs, addressed with the
@@ -41,7 +42,6 @@ through it.`,
   sluice bench run --lab lab --profile imix-mno-1 --rate-max 2Mpps
   sluice lab down`,
 	}
-	return cmd
 }
 
 func newLabUpCmd() *cobra.Command {
@@ -107,11 +107,10 @@ appear on the host. Never read throughput from the VM: it is emulated.`,
 }
 
 type labUpFlags struct {
-	s         lab.Spec
-	asJSON    bool
-	vm        bool
-	vmTimeout time.Duration
-	rateLimit string
+	s          lab.Spec
+	asJSON, vm bool
+	vmTimeout  time.Duration
+	rateLimit  string
 }
 
 func runLabUp(cmd *cobra.Command, f labUpFlags, args []string) error {
@@ -163,16 +162,14 @@ func runLabUp(cmd *cobra.Command, f labUpFlags, args []string) error {
 		}
 		return err
 	}
-	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), l)
-	}
-	if l.Topology == lab.OverlayPair {
-		fmt.Fprintf(cmd.OutOrStdout(), "lab %s is up: %s, %d tunnel(s); measure across it with 'sluice bench ping --lab %s' or 'sluice bench iperf3 --lab %s'\n",
-			l.Name, l.Topology, l.Tunnels, l.Name, l.Name)
-		return nil
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "lab %s is up: %s, %d tunnel(s), forwarder %s\n", l.Name, l.Topology, l.Tunnels, l.Forwarder)
-	return nil
+	return emit(cmd.OutOrStdout(), f.asJSON, l, func() {
+		if l.Topology == lab.OverlayPair {
+			fmt.Fprintf(cmd.OutOrStdout(), "lab %s is up: %s, %d tunnel(s); measure across it with 'sluice bench ping --lab %s' or 'sluice bench iperf3 --lab %s'\n",
+				l.Name, l.Topology, l.Tunnels, l.Name, l.Name)
+		} else {
+			fmt.Fprintf(cmd.OutOrStdout(), "lab %s is up: %s, %d tunnel(s), forwarder %s\n", l.Name, l.Topology, l.Tunnels, l.Forwarder)
+		}
+	})
 }
 
 // labNameArg is the lab a command acts on: NAME as an argument (as in
@@ -190,7 +187,7 @@ func labNameArg(args []string, flag string) (string, error) {
 }
 
 func newLabDownCmd() *cobra.Command {
-	var f labDownFlags
+	var f labNameFlags
 	cmd := &cobra.Command{
 		Use:   "down [NAME]",
 		Short: "Remove a lab: daemons, XDP links, pins, namespaces, state",
@@ -208,12 +205,13 @@ an error.`,
 	return cmd
 }
 
-type labDownFlags struct {
+// labNameFlags are the flags of the commands that act on one named lab.
+type labNameFlags struct {
 	asJSON   bool
 	flagName string
 }
 
-func runLabDown(cmd *cobra.Command, f labDownFlags, args []string) error {
+func runLabDown(cmd *cobra.Command, f labNameFlags, args []string) error {
 	name, err := labNameArg(args, f.flagName)
 	if err != nil {
 		return err
@@ -222,20 +220,18 @@ func runLabDown(cmd *cobra.Command, f labDownFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), res)
-	}
-	if len(res.Namespaces) == 0 && len(res.Daemons) == 0 && len(res.Detached) == 0 {
-		fmt.Fprintf(cmd.OutOrStdout(), "lab %s: nothing to remove\n", name)
-		return nil
-	}
-	fmt.Fprintf(cmd.OutOrStdout(), "lab %s removed: %d namespace(s), %d daemon(s) stopped, %d XDP link(s) detached\n",
-		name, len(res.Namespaces), len(res.Daemons), len(res.Detached))
-	return nil
+	return emit(cmd.OutOrStdout(), f.asJSON, res, func() {
+		if len(res.Namespaces) == 0 && len(res.Daemons) == 0 && len(res.Detached) == 0 {
+			fmt.Fprintf(cmd.OutOrStdout(), "lab %s: nothing to remove\n", name)
+		} else {
+			fmt.Fprintf(cmd.OutOrStdout(), "lab %s removed: %d namespace(s), %d daemon(s) stopped, %d XDP link(s) detached\n",
+				name, len(res.Namespaces), len(res.Daemons), len(res.Detached))
+		}
+	})
 }
 
 func newLabStatusCmd() *cobra.Command {
-	var f labStatusFlags
+	var f labNameFlags
 	cmd := &cobra.Command{
 		Use:   "status [NAME]",
 		Short: "List the labs that exist and whether they are whole",
@@ -252,12 +248,7 @@ for 'sluice lab down NAME'. Exits 1 when NAME is given and not up.`,
 	return cmd
 }
 
-type labStatusFlags struct {
-	asJSON   bool
-	flagName string
-}
-
-func runLabStatus(cmd *cobra.Command, f labStatusFlags, args []string) error {
+func runLabStatus(cmd *cobra.Command, f labNameFlags, args []string) error {
 	all, err := lab.List()
 	if err != nil {
 		return err
@@ -267,16 +258,10 @@ func runLabStatus(cmd *cobra.Command, f labStatusFlags, args []string) error {
 		if err != nil {
 			return err
 		}
-		var only []lab.Status
-		for _, s := range all {
-			if s.Name == name {
-				only = append(only, s)
-			}
-		}
-		if len(only) == 0 {
+		all = slices.DeleteFunc(all, func(s lab.Status) bool { return s.Name != name })
+		if len(all) == 0 {
 			return fmt.Errorf("lab %q is not up (start it with 'sluice lab up TOPOLOGY --name %s')", name, name)
 		}
-		all = only
 	}
 	if f.asJSON {
 		if all == nil {
@@ -300,11 +285,7 @@ func runLabStatus(cmd *cobra.Command, f labStatusFlags, args []string) error {
 		case len(s.DeadDaemon) > 0:
 			state = "broken: gateway died in " + strings.Join(s.DeadDaemon, ",")
 		}
-		var nss []string
-		for _, n := range s.Namespaces {
-			nss = append(nss, n)
-		}
-		sort.Strings(nss)
+		nss := slices.Sorted(maps.Values(s.Namespaces))
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\n", s.Name, s.Topology, s.Tunnels, s.Forwarder, state, strings.Join(nss, " "))
 	}
 	if err := tw.Flush(); err != nil {

@@ -3,7 +3,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -110,13 +109,8 @@ func runMTU(cmd *cobra.Command, f mtuFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		enc := json.NewEncoder(cmd.OutOrStdout())
-		enc.SetIndent("", "  ")
-		return enc.Encode(r)
-	}
-	printMTUReport(cmd.OutOrStdout(), r)
-	return nil
+	w := cmd.OutOrStdout()
+	return emit(w, f.asJSON, r, func() { printMTUReport(w, r) })
 }
 
 func printMTUReport(w io.Writer, r *mtu.Report) {
@@ -147,10 +141,7 @@ func printMTUReport(w io.Writer, r *mtu.Report) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", l.Name, b, note)
 	}
-	over := fmt.Sprint(r.OverheadMin)
-	if r.OverheadMax != r.OverheadMin {
-		over = fmt.Sprintf("%d-%d", r.OverheadMin, r.OverheadMax)
-	}
+	over := either(r.OverheadMax != r.OverheadMin, fmt.Sprintf("%d-%d", r.OverheadMin, r.OverheadMax), fmt.Sprint(r.OverheadMin))
 	fmt.Fprintf(tw, "overhead\t%s\tunderlay IP packet minus overlay packet\n", over)
 	tw.Flush()
 
@@ -161,10 +152,8 @@ func printMTUReport(w io.Writer, r *mtu.Report) {
 		fmt.Fprintf(w, "largest overlay MTU %d\n  %s\n", r.MaxOverlayMTU, r.MaxArithmetic)
 	}
 	for _, c := range r.Checks {
-		verdict := fmt.Sprintf("fits (%d bytes to spare)", r.UnderlayMTU-c.UnderlayLen)
-		if !c.Fits {
-			verdict = fmt.Sprintf("does NOT fit (%d bytes over; use %d or less)", c.UnderlayLen-r.UnderlayMTU, r.MaxOverlayMTU)
-		}
+		verdict := either(c.Fits, fmt.Sprintf("fits (%d bytes to spare)", r.UnderlayMTU-c.UnderlayLen),
+			fmt.Sprintf("does NOT fit (%d bytes over; use %d or less)", c.UnderlayLen-r.UnderlayMTU, r.MaxOverlayMTU))
 		fmt.Fprintf(w, "Overlay MTU %d: underlay packet %d bytes: %s\n  %s\n", c.Overlay, c.UnderlayLen, verdict, c.Arithmetic)
 	}
 
@@ -197,10 +186,7 @@ func printMTUReport(w io.Writer, r *mtu.Report) {
 }
 
 func fitWord(n, size int) string {
-	if n <= size {
-		return fmt.Sprintf("fits (%d spare)", size-n)
-	}
-	return fmt.Sprintf("does NOT fit (%d over)", n-size)
+	return either(n <= size, fmt.Sprintf("fits (%d spare)", size-n), fmt.Sprintf("does NOT fit (%d over)", n-size))
 }
 
 // pageVerdict says which of the candidates fits and why, in one sentence.

@@ -35,6 +35,33 @@ func writeJSON(w io.Writer, v any) error {
 	return err
 }
 
+// emit is a command's output: v through writeJSON with --json, otherwise
+// the text that text writes.
+func emit(w io.Writer, asJSON bool, v any, text func()) error {
+	if asJSON {
+		return writeJSON(w, v)
+	}
+	text()
+	return nil
+}
+
+// either is yes when cond holds and no otherwise: the two-way words of a
+// line of text (both are evaluated).
+func either(cond bool, yes, no string) string {
+	if cond {
+		return yes
+	}
+	return no
+}
+
+// errString is err's message for a JSON result's "error" field, "" for nil.
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
 // hasKey reports whether the JSON object b has the top-level key k.
 func hasKey(b []byte, k string) bool {
 	var m map[string]json.RawMessage

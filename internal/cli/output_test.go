@@ -21,6 +21,7 @@ func TestJSONHasVersion(t *testing.T) {
 	for _, args := range [][]string{
 		{"show", "interface", "topology", "--sysroot", cx7Root, "--json"},
 		{"tune", "check", "-f", "../tune/testdata/seed004.yaml", "--sysroot", cx7Root, "--json"},
+		{"mtu", "--json"},
 	} {
 		out, _ := runCLI(t, args...)
 		var doc map[string]json.RawMessage

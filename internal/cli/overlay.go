@@ -3,13 +3,14 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
-	"net"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"sluice/internal/config"
 	"sluice/internal/overlay"
 )
 
@@ -70,21 +71,23 @@ type planFlags struct {
 	asJSON, exitCode bool
 }
 
-func runPlan(w io.Writer, f planFlags) error {
-	h, keys, live, err := overlay.Load(f.file, true)
+// loadPlan reads host.yaml, its keys and the live host, and plans apply.
+func loadPlan(file string) (*config.Host, *overlay.Plan, error) {
+	h, keys, live, err := overlay.Load(file, true)
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	p, err := overlay.NewPlan(h, keys, live)
+	return h, p, err
+}
+
+func runPlan(w io.Writer, f planFlags) error {
+	_, p, err := loadPlan(f.file)
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		if err := writeJSON(w, p); err != nil {
-			return err
-		}
-	} else {
-		renderPlan(w, p, "apply")
+	if err := emit(w, f.asJSON, p, func() { renderPlan(w, p, "apply") }); err != nil {
+		return err
 	}
 	if f.exitCode && !p.Empty() {
 		return checkFailed(fmt.Errorf("%d step(s) pending", len(p.Steps)))
@@ -148,21 +151,13 @@ type applyResult struct {
 }
 
 func runApply(w io.Writer, f applyFlags) error {
-	h, keys, live, err := overlay.Load(f.file, true)
-	if err != nil {
-		return err
-	}
-	p, err := overlay.NewPlan(h, keys, live)
+	h, p, err := loadPlan(f.file)
 	if err != nil {
 		return err
 	}
 	p.Force = f.force
 	if f.dryRun {
-		if f.asJSON {
-			return writeJSON(w, p)
-		}
-		renderPlan(w, p, "apply (dry run: nothing changed)")
-		return nil
+		return emit(w, f.asJSON, p, func() { renderPlan(w, p, "apply (dry run: nothing changed)") })
 	}
 	var progress io.Writer
 	if !f.asJSON {
@@ -171,14 +166,7 @@ func runApply(w io.Writer, f applyFlags) error {
 	}
 	res, err := overlay.Apply(p, f.stateDir, progress)
 	if f.asJSON {
-		out := applyResult{p, res, ""}
-		if err != nil {
-			out.Error = err.Error()
-		}
-		if jerr := writeJSON(w, out); jerr != nil {
-			return jerr
-		}
-		return err
+		return cmp.Or(writeJSON(w, applyResult{p, res, errString(err)}), err)
 	}
 	if res != nil {
 		for _, o := range res.Offload {
@@ -248,11 +236,7 @@ func runTeardown(w io.Writer, f teardownFlags) error {
 	}
 	p := overlay.NewTeardown(h, live, j, has)
 	if f.dryRun {
-		if f.asJSON {
-			return writeJSON(w, p)
-		}
-		renderPlan(w, p, "tear down (dry run: nothing changed)")
-		return nil
+		return emit(w, f.asJSON, p, func() { renderPlan(w, p, "tear down (dry run: nothing changed)") })
 	}
 	n, err := overlay.Teardown(p, j, func(i int, s overlay.Step) {
 		if !f.asJSON {
@@ -260,14 +244,7 @@ func runTeardown(w io.Writer, f teardownFlags) error {
 		}
 	})
 	if f.asJSON {
-		out := teardownResult{p, n, ""}
-		if err != nil {
-			out.Error = err.Error()
-		}
-		if jerr := writeJSON(w, out); jerr != nil {
-			return jerr
-		}
-		return err
+		return cmp.Or(writeJSON(w, teardownResult{p, n, errString(err)}), err)
 	}
 	renderNotes(w, p.Notes)
 	if err != nil {
@@ -326,39 +303,15 @@ func runVerify(w io.Writer, f verifyFlags) error {
 	}
 	r := overlay.Verify(h, keys, live)
 	if f.traffic {
-		var gen func() error
-		if f.sendTo != "" {
-			gen = func() error { return sendUDP(f.sendTo, f.window) }
-		}
-		if err := overlay.VerifyTraffic(h, r, f.window, gen); err != nil {
+		if err := overlay.VerifyTraffic(h, r, f.window, f.sendTo); err != nil {
 			return err
 		}
 	}
-	if f.asJSON {
-		if err := writeJSON(w, r); err != nil {
-			return err
-		}
-	} else {
-		renderVerify(w, r)
+	if err := emit(w, f.asJSON, r, func() { renderVerify(w, r) }); err != nil {
+		return err
 	}
 	if !r.OK {
 		return checkFailed(fmt.Errorf("%s: verify failed", h.File))
-	}
-	return nil
-}
-
-// sendUDP sends small datagrams to addr:9 (discard) for d, 50 per second.
-func sendUDP(addr string, d time.Duration) error {
-	c, err := net.Dial("udp", net.JoinHostPort(addr, "9"))
-	if err != nil {
-		return fmt.Errorf("--send-to %s: %w", addr, err)
-	}
-	defer c.Close()
-	end := time.Now().Add(d - 200*time.Millisecond)
-	payload := []byte("sluice verify --traffic")
-	for time.Now().Before(end) {
-		_, _ = c.Write(payload) // ICMP errors from the peer are expected
-		time.Sleep(20 * time.Millisecond)
 	}
 	return nil
 }

@@ -22,10 +22,7 @@ import (
 //	       fix: ...
 func renderDoctor(w io.Writer, r *diag.Report) {
 	for _, res := range r.Results {
-		subj := ""
-		if res.Subject != "" {
-			subj = " " + res.Subject + ":"
-		}
+		subj := either(res.Subject != "", " "+res.Subject+":", "")
 		fmt.Fprintf(w, "%s %s%s %s\n", res.Verdict.Tag(), res.Check, subj, res.Summary)
 		for _, e := range res.Evidence {
 			fmt.Fprintf(w, "       evidence: %s\n", e)
@@ -88,10 +85,7 @@ func renderTopology(w io.Writer, t *diag.Topology) {
 //	    rx-0   irq:169    cpu:4
 func renderRxTopology(w io.Writer, rt *diag.RxTopology) {
 	for _, n := range rt.Nodes {
-		cpus := "CPUs"
-		if n.NumCPUs == 1 {
-			cpus = "CPU"
-		}
+		cpus := either(n.NumCPUs == 1, "CPU", "CPUs")
 		fmt.Fprintf(w, " %s  [cpus: %s  %d %s]\n", numaNodeLabel(n.Node), n.CPUs, n.NumCPUs, cpus)
 		for _, ri := range n.Interfaces {
 			fmt.Fprintf(w, "   %s  rx_queues:%d\n", ri.Name, ri.RxQueues)

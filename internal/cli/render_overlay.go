@@ -41,10 +41,7 @@ func renderNotes(w io.Writer, notes []string) {
 // renderVerify prints verify's checks, counters and verdict.
 func renderVerify(w io.Writer, r *overlay.VerifyReport) {
 	for _, c := range r.Checks {
-		mark := "ok  "
-		if !c.OK {
-			mark = "FAIL"
-		}
+		mark := either(c.OK, "ok  ", "FAIL")
 		fmt.Fprintf(w, "%s %-9s %s\n", mark, c.Name, c.Detail)
 	}
 	for dev, cs := range r.Counters {
@@ -54,9 +51,5 @@ func renderVerify(w io.Writer, r *overlay.VerifyReport) {
 		}
 		fmt.Fprintf(w, "ethtool -S %s: %s\n", dev, strings.Join(parts, ", "))
 	}
-	if r.OK {
-		fmt.Fprintln(w, "verify: passed")
-	} else {
-		fmt.Fprintln(w, "verify: FAILED")
-	}
+	fmt.Fprintln(w, "verify: "+either(r.OK, "passed", "FAILED"))
 }

@@ -22,10 +22,7 @@ func renderNotApplicable(w io.Writer, items []tune.Item, prefix string) {
 // renderDrift prints one line per drifted item: key, live and wanted value.
 func renderDrift(w io.Writer, items []tune.Item) {
 	for _, it := range items {
-		tag := "[DRIFT]"
-		if it.ReportOnly {
-			tag = "[CHECK]"
-		}
+		tag := either(it.ReportOnly, "[CHECK]", "[DRIFT]")
 		fmt.Fprintf(w, "%s %s: live %s, want %s\n", tag, it.Key, it.Live, it.Want)
 	}
 }

@@ -3,9 +3,11 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"io"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -77,10 +79,7 @@ func runShowGateway(cmd *cobra.Command, f showGatewayFlags) error {
 	m := s.Mirror
 	fmt.Fprintf(w, "gateway: sluice %s, policy source %s, up %s, pins in %s\n", s.Version, s.PolicySource,
 		time.Since(s.Started).Round(time.Second), s.PinDir)
-	state := "IN SYNC"
-	if !m.InSync {
-		state = "CLOSED, " + m.State + " (everything goes to the kernel)"
-	}
+	state := either(m.InSync, "IN SYNC", "CLOSED, "+m.State+" (everything goes to the kernel)")
 	fmt.Fprintf(w, "mirror:  %s; %d of %d kernel policies mirrored, %d SAs; shapes v4 %d v6 %d; %d syncs (last %s), %d resyncs\n",
 		state, m.MirroredPolicies, m.KernelPolicies, m.KernelStates, m.TuplesIPv4, m.TuplesIPv6, m.Syncs, m.LastSyncDuration, m.Resyncs)
 	if m.LastError != "" {
@@ -100,10 +99,7 @@ func runShowGateway(cmd *cobra.Command, f showGatewayFlags) error {
 		fmt.Fprintln(w)
 	}
 	fc := s.FlowCache
-	keys := "per host pair"
-	if fc.KeysL4 {
-		keys = "per connection (a policy or the FIB looks at ports)"
-	}
+	keys := either(fc.KeysL4, "per connection (a policy or the FIB looks at ports)", "per host pair")
 	fmt.Fprintf(w, "cache:   %s; %d hits, %d fills, %d bypassed\n", keys, fc.Hits, fc.Fills, fc.Bypassed)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -116,10 +112,7 @@ func runShowGateway(cmd *cobra.Command, f showGatewayFlags) error {
 				nh += " (unresolved)"
 			}
 		}
-		inbound := "pass"
-		if i.InboundForward {
-			inbound = "forward"
-		}
+		inbound := either(i.InboundForward, "forward", "pass")
 		fwd := i.Reasons["forward-out"] + i.Reasons["forward-in"]
 		var passed uint64
 		for r, n := range i.Reasons {
@@ -127,10 +120,7 @@ func runShowGateway(cmd *cobra.Command, f showGatewayFlags) error {
 				passed += n
 			}
 		}
-		xdp := i.XDPMode
-		if i.Problem != "" {
-			xdp += " (NOT ATTACHED)" // the kernel has no program of ours there
-		}
+		xdp := i.XDPMode + either(i.Problem != "", " (NOT ATTACHED)", "") // Problem: the kernel has no program of ours there
 		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\t%s\t%d\t%d\t%s\n", i.Name, i.Ifindex, xdp, i.L2, inbound, nh, fwd, passed, topReasons(i.Reasons, 3))
 	}
 	tw.Flush()
@@ -147,21 +137,13 @@ func runShowGateway(cmd *cobra.Command, f showGatewayFlags) error {
 	return nil
 }
 
+// topReasons is the n reasons with the most packets, busiest first.
 func topReasons(rs map[string]uint64, n int) string {
-	type rc struct {
-		r string
-		c uint64
-	}
-	var l []rc
-	for r, c := range rs {
-		if c > 0 {
-			l = append(l, rc{r, c})
-		}
-	}
-	sort.Slice(l, func(a, b int) bool { return l[a].c > l[b].c })
 	var parts []string
-	for i := 0; i < len(l) && i < n; i++ {
-		parts = append(parts, fmt.Sprintf("%s %d", l[i].r, l[i].c))
+	for _, r := range slices.SortedFunc(maps.Keys(rs), func(a, b string) int { return cmp.Compare(rs[b], rs[a]) }) {
+		if rs[r] > 0 && len(parts) < n {
+			parts = append(parts, fmt.Sprintf("%s %d", r, rs[r]))
+		}
 	}
 	return strings.Join(parts, ", ")
 }
@@ -193,10 +175,7 @@ func printFlower(w io.Writer, f *api.FlowerStatus) {
 		return
 	}
 	fmt.Fprintln(w)
-	mode := "hardware (skip_sw)"
-	if f.SkipHW {
-		mode = "LAB: software (skip_hw)"
-	}
+	mode := either(f.SkipHW, "LAB: software (skip_hw)", "hardware (skip_sw)")
 	fmt.Fprintf(w, "flower:  %s; %d rules installed; %d added, %d removed, %d refused, %d withdrawn on XFRM events; %d promotions, %d demotions\n",
 		mode, f.RulesInstalled, f.RulesAdded, f.RulesRemoved, f.RulesRefused, f.RulesWithdrawn, f.Promotions, f.Demotions)
 	for _, d := range f.Devices {

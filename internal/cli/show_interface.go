@@ -11,7 +11,7 @@ import (
 )
 
 func newShowInterfaceCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "interface",
 		Short: "Show network interfaces: PCI/NUMA topology and RX queue pinning",
 		Long: `Show where the host's network interfaces sit: their PCI devices by NUMA
@@ -20,7 +20,6 @@ node, and which CPU serves each receive queue's interrupt.`,
   sluice show interface rx-queue topology`,
 		Args: cobra.NoArgs,
 	}
-	return cmd
 }
 
 func newShowRxQueueCmd() *cobra.Command {
@@ -38,7 +37,7 @@ func addSysroot(cmd *cobra.Command, root *string) {
 }
 
 func newShowInterfaceTopologyCmd() *cobra.Command {
-	var f showTopologyFlags
+	var f sysrootFlags
 	cmd := &cobra.Command{
 		Use:   "topology",
 		Short: "Show the PCI network devices by NUMA node: address, vendor, model, driver, interfaces",
@@ -62,25 +61,22 @@ IDs without a name in pci.ids print as "unknown [id]".`,
 	return cmd
 }
 
-type showTopologyFlags struct {
+// sysrootFlags are the flags of the commands that read sys/ and proc/.
+type sysrootFlags struct {
 	asJSON bool
 	root   string
 }
 
-func runShowInterfaceTopology(cmd *cobra.Command, f showTopologyFlags) error {
+func runShowInterfaceTopology(cmd *cobra.Command, f sysrootFlags) error {
 	topo, err := diag.ReadTopology(diag.FS{Root: f.root})
 	if err != nil {
 		return fmt.Errorf("show interface topology: %w", err)
 	}
-	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), topo)
-	}
-	renderTopology(cmd.OutOrStdout(), topo)
-	return nil
+	return emit(cmd.OutOrStdout(), f.asJSON, topo, func() { renderTopology(cmd.OutOrStdout(), topo) })
 }
 
 func newShowRxQueueTopologyCmd() *cobra.Command {
-	var f showRxQueueFlags
+	var f sysrootFlags
 	cmd := &cobra.Command{
 		Use:   "topology [INTERFACE...]",
 		Short: "Show each RX queue's IRQ and CPU by NUMA node, with a pinning verdict",
@@ -114,19 +110,10 @@ name the data-path ports to leave management ports out.`,
 	return cmd
 }
 
-type showRxQueueFlags struct {
-	asJSON bool
-	root   string
-}
-
-func runShowRxQueueTopology(cmd *cobra.Command, f showRxQueueFlags, args []string) error {
+func runShowRxQueueTopology(cmd *cobra.Command, f sysrootFlags, args []string) error {
 	rt, err := diag.ReadRxTopology(diag.FS{Root: f.root}, args)
 	if err != nil {
 		return fmt.Errorf("show interface rx-queue topology: %w", err)
 	}
-	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), rt)
-	}
-	renderRxTopology(cmd.OutOrStdout(), rt)
-	return nil
+	return emit(cmd.OutOrStdout(), f.asJSON, rt, func() { renderRxTopology(cmd.OutOrStdout(), rt) })
 }

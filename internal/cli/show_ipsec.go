@@ -3,8 +3,11 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
 	"net/netip"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -16,16 +19,14 @@ import (
 	"sluice/internal/kernel/xfrm"
 )
 
+// ipsecFilter holds the flags of show ipsec sa and policy and, after
+// parse, their values.
 type ipsecFilter struct {
-	addr  string
-	spi   string
-	dev   string
-	dir   string
-	keys  bool
-	json  bool
-	addrP netip.Prefix
-	spiN  uint32
-	devIx int
+	addr, spi, dev, dir string
+	keys, json          bool
+	addrP               netip.Prefix
+	spiN                uint32
+	devIx               int
 }
 
 func (f *ipsecFilter) parse() error {
@@ -65,6 +66,11 @@ func (f *ipsecFilter) overlaps(p netip.Prefix) bool {
 	return !f.addrP.IsValid() || (p.IsValid() && p.Overlaps(f.addrP))
 }
 
+// onDev reports whether a --dev filter admits an entry with offload o.
+func (f *ipsecFilter) onDev(o *xfrm.Offload) bool {
+	return f.devIx == 0 || (o != nil && o.Ifindex == f.devIx)
+}
+
 func (f *ipsecFilter) addFlags(cmd *cobra.Command, sa bool) {
 	cmd.Flags().StringVar(&f.addr, "addr", "", "only entries whose selector or endpoints overlap this address or prefix")
 	cmd.Flags().StringVar(&f.dev, "dev", "", "only entries offloaded to this interface")
@@ -78,7 +84,7 @@ func (f *ipsecFilter) addFlags(cmd *cobra.Command, sa bool) {
 }
 
 func newShowIPsecCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "ipsec",
 		Short: "The kernel's IPsec SAs, policies and error counters",
 		Long: `Show the kernel's XFRM state as sluice sees it: selectors, SPIs, mode,
@@ -86,20 +92,13 @@ offload (none/crypto/packet, device, direction), lifetimes and counters.
 Read from the kernel directly: no daemon needed. Keys are printed only with
 'sa --keys'.`,
 	}
-	return cmd
 }
 
 func offloadString(o *xfrm.Offload) string {
 	if o == nil {
 		return "none"
 	}
-	kind, dir := "crypto", "out"
-	if o.Packet() {
-		kind = "packet"
-	}
-	if o.Inbound() {
-		dir = "in"
-	}
+	kind, dir := either(o.Packet(), "packet", "crypto"), either(o.Inbound(), "in", "out")
 	name := strconv.Itoa(o.Ifindex)
 	if li, err := kernel.LinkByIndex(o.Ifindex); err == nil {
 		name = li.Name
@@ -132,19 +131,13 @@ func runShowIPsecSA(cmd *cobra.Command, f ipsecFilter) error {
 	if err != nil {
 		return fmt.Errorf("dumping SAs: %w", err)
 	}
-	var sas []xfrm.StateDetail
+	var sas []xfrm.StateDetail // null in --json when nothing matches
 	for _, s := range all {
-		if f.spiN != 0 && s.SPI != f.spiN {
-			continue
+		if (f.spiN == 0 || s.SPI == f.spiN) && f.onDev(s.Offload) && (!f.addrP.IsValid() ||
+			f.overlaps(netip.PrefixFrom(s.Src, s.Src.BitLen())) || f.overlaps(netip.PrefixFrom(s.Dst, s.Dst.BitLen())) ||
+			f.overlaps(s.Sel.Src) || f.overlaps(s.Sel.Dst)) {
+			sas = append(sas, s)
 		}
-		if f.devIx != 0 && (s.Offload == nil || s.Offload.Ifindex != f.devIx) {
-			continue
-		}
-		if f.addrP.IsValid() && !f.overlaps(netip.PrefixFrom(s.Src, s.Src.BitLen())) &&
-			!f.overlaps(netip.PrefixFrom(s.Dst, s.Dst.BitLen())) && !f.overlaps(s.Sel.Src) && !f.overlaps(s.Sel.Dst) {
-			continue
-		}
-		sas = append(sas, s)
 	}
 	if f.json {
 		return writeJSON(cmd.OutOrStdout(), sas)
@@ -184,12 +177,9 @@ func runShowIPsecPolicy(cmd *cobra.Command, f ipsecFilter) error {
 	}
 	var ps []xfrm.Policy
 	for _, p := range all {
-		if (f.dir != "" && p.Dir.String() != f.dir) ||
-			(f.devIx != 0 && (p.Offload == nil || p.Offload.Ifindex != f.devIx)) ||
-			(f.addrP.IsValid() && !f.overlaps(p.Sel.Src) && !f.overlaps(p.Sel.Dst)) {
-			continue
+		if (f.dir == "" || p.Dir.String() == f.dir) && f.onDev(p.Offload) && (f.overlaps(p.Sel.Src) || f.overlaps(p.Sel.Dst)) {
+			ps = append(ps, p)
 		}
-		ps = append(ps, p)
 	}
 	sort.SliceStable(ps, func(a, b int) bool { return ps[a].Priority < ps[b].Priority })
 	if f.json {
@@ -270,36 +260,20 @@ func runShowIPsecStats(cmd *cobra.Command, f showIPsecStatsFlags) error {
 	if f.asJSON {
 		return writeJSON(cmd.OutOrStdout(), ipsecStatsResult{st, nics})
 	}
-	names := make([]string, 0, len(st))
-	for n := range st {
-		names = append(names, n)
-	}
-	sort.Slice(names, func(a, b int) bool {
-		if (st[names[a]] == 0) != (st[names[b]] == 0) {
-			return st[names[a]] != 0
-		}
-		return names[a] < names[b]
+	// Non-zero counters first, each group by name.
+	names := slices.SortedFunc(maps.Keys(st), func(a, b string) int {
+		return cmp.Or(cmp.Compare(min(st[b], 1), min(st[a], 1)), strings.Compare(a, b))
 	})
 	tw := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 	for _, n := range names {
 		fmt.Fprintf(tw, "%s\t%d\n", n, st[n])
 	}
-	devs := make([]string, 0, len(nics))
-	for d := range nics {
-		devs = append(devs, d)
-	}
-	sort.Strings(devs)
-	for _, d := range devs {
-		cs := make([]string, 0, len(nics[d]))
-		for c := range nics[d] {
-			cs = append(cs, c)
-		}
-		sort.Strings(cs)
-		for _, c := range cs {
+	for _, d := range slices.Sorted(maps.Keys(nics)) {
+		for _, c := range slices.Sorted(maps.Keys(nics[d])) {
 			fmt.Fprintf(tw, "%s %s\t%d\n", d, c, nics[d][c])
 		}
 	}
-	if len(devs) == 0 {
+	if len(nics) == 0 {
 		fmt.Fprintln(tw, "(no interface reports IPsec counters)")
 	}
 	return tw.Flush()

@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -18,7 +18,7 @@ import (
 )
 
 func newSwanCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "swan",
 		Short: "Generate strongSwan configs for thousands of tunnels and drive charon over VICI",
 		Long: `Replace the BlueField-3 benchmark's bash heredoc generators and "swanctl -i" loops.
@@ -39,7 +39,6 @@ The strongSwan SAs and policies then appear in the kernel, where
   sluice swan up --dir /etc/swanctl/sluice
   sluice swan status --dir /etc/swanctl/sluice --json`,
 	}
-	return cmd
 }
 
 // specFlags are the flags that describe a tunnel set, shared by gen and
@@ -64,12 +63,7 @@ func (f *specFlags) add(cmd *cobra.Command) {
 }
 
 func (f *specFlags) given(cmd *cobra.Command) bool {
-	for _, n := range []string{"topology", "role", "tunnels", "port"} {
-		if cmd.Flags().Changed(n) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{"topology", "role", "tunnels", "port"}, cmd.Flags().Changed)
 }
 
 func (f *specFlags) spec() (*swan.Spec, error) {
@@ -189,15 +183,13 @@ func runSwanGen(cmd *cobra.Command, f swanGenFlags) error {
 	if err != nil {
 		return err
 	}
-	applied := false
 	if f.apply {
 		if err := plan.Apply(f.netns); err != nil {
 			return fmt.Errorf("%w (the configuration files were written; the routing plan is %s)", err, res.Files[len(res.Files)-1])
 		}
-		applied = true
 	}
 	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), swanGenResult{res, applied})
+		return writeJSON(cmd.OutOrStdout(), swanGenResult{res, f.apply})
 	}
 	w := cmd.OutOrStdout()
 	fmt.Fprintf(w, "wrote %d connections (%s %s, ports %s) to %s:\n", res.Tunnels, s.Topology, s.Role, portNames(s.Ports), f.out)
@@ -207,8 +199,8 @@ func runSwanGen(cmd *cobra.Command, f swanGenFlags) error {
 	if res.GeneratedPSK {
 		fmt.Fprintf(w, "a new random pre-shared key is in %s/psk (0600): pass it to the other gateway's gen with --psk-file\n", f.out)
 	}
-	if applied {
-		fmt.Fprintf(w, "routing plan applied%s\n", map[bool]string{true: " in netns " + f.netns, false: ""}[f.netns != ""])
+	if f.apply {
+		fmt.Fprintf(w, "routing plan applied%s\n", either(f.netns != "", " in netns "+f.netns, ""))
 	}
 	fmt.Fprintf(w, "next: start charon, then 'sluice swan up --dir %s'\n", f.out)
 	return nil
@@ -225,12 +217,7 @@ func portNames(ports []int) string {
 // progressPrinter draws one progress line on a terminal (updated in place,
 // at most 5 times a second) or prints a line every 5 s otherwise.
 func progressPrinter(w io.Writer, verb string) func(swan.Progress) {
-	tty := false
-	if f, ok := w.(*os.File); ok {
-		if st, err := f.Stat(); err == nil && st.Mode()&os.ModeCharDevice != 0 {
-			tty = true
-		}
-	}
+	tty := isTerminal(w)
 	var last time.Time
 	return func(p swan.Progress) {
 		final := p.Done == p.Total
@@ -320,12 +307,8 @@ func runSwanUp(cmd *cobra.Command, f swanUpFlags) error {
 	if err != nil && res.Loaded == 0 {
 		return err
 	}
-	if f.asJSON {
-		if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil {
-			return jerr
-		}
-	} else {
-		w := cmd.OutOrStdout()
+	w := cmd.OutOrStdout()
+	if jerr := emit(w, f.asJSON, res, func() {
 		fmt.Fprintf(w, "%s: loaded %d connections and %d secrets in %.2fs\n", res.Daemon, res.Loaded, res.Secrets, res.LoadSeconds)
 		if f.initiate {
 			fmt.Fprintf(w, "initiated %d children (concurrency %d) in %.2fs: %d established, %d failed; %d were already up\n",
@@ -336,6 +319,8 @@ func runSwanUp(cmd *cobra.Command, f swanUpFlags) error {
 		} else {
 			fmt.Fprintln(w, "not initiating (role gw1 waits for gw0; --initiate to force)")
 		}
+	}); jerr != nil {
+		return jerr
 	}
 	if err != nil {
 		return err
@@ -391,13 +376,11 @@ func runSwanDown(cmd *cobra.Command, f swanDownFlags) error {
 	if err != nil && swan.IsNoCharon(err) {
 		return err
 	}
-	if f.asJSON {
-		if jerr := writeJSON(cmd.OutOrStdout(), res); jerr != nil {
-			return jerr
-		}
-	} else {
+	if jerr := emit(cmd.OutOrStdout(), f.asJSON, res, func() {
 		fmt.Fprintf(cmd.OutOrStdout(), "terminated %d IKE_SAs (%d failed), unloaded %d connections and %d secrets in %.2fs\n",
 			res.Terminated, res.Failed, res.UnloadedConns, res.UnloadedSecrets, res.Seconds)
+	}); jerr != nil {
+		return jerr
 	}
 	return err
 }
@@ -447,27 +430,17 @@ func runSwanStatus(cmd *cobra.Command, f swanStatusFlags) error {
 	if err != nil {
 		return err
 	}
-	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), st)
-	}
-	printSwanStatus(cmd.OutOrStdout(), st, f.uri, f.sas)
-	return nil
+	return emit(cmd.OutOrStdout(), f.asJSON, st, func() { printSwanStatus(cmd.OutOrStdout(), st, f.uri, f.sas) })
 }
 
 func printSwanStatus(w io.Writer, st swan.Status, uri string, sas bool) {
 	fmt.Fprintf(w, "%s at %s (%d worker threads)\n", st.Daemon, uri, st.Workers)
-	of := ""
-	if st.Expected > 0 {
-		of = fmt.Sprintf(" of %d", st.Expected)
-	}
+	of := either(st.Expected > 0, fmt.Sprintf(" of %d", st.Expected), "")
 	fmt.Fprintf(w, "connections loaded:   %d%s\n", st.ConnsLoaded, of)
 	fmt.Fprintf(w, "IKE_SAs established:  %d%s (%d in other states)\n", st.IKEEstablished, of, st.IKEOther)
 	fmt.Fprintf(w, "CHILD_SAs installed:  %d\n", st.ChildInstalled)
 	if st.DownCount > 0 {
-		more := ""
-		if st.DownCount > len(st.Down) {
-			more = fmt.Sprintf(" (+%d more)", st.DownCount-len(st.Down))
-		}
+		more := either(st.DownCount > len(st.Down), fmt.Sprintf(" (+%d more)", st.DownCount-len(st.Down)), "")
 		fmt.Fprintf(w, "down (%d):             %s%s\n", st.DownCount, strings.Join(st.Down, " "), more)
 	}
 	if !sas {

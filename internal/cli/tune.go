@@ -4,7 +4,7 @@ package cli
 
 import (
 	"fmt"
-	"io"
+	"slices"
 
 	"github.com/spf13/cobra"
 
@@ -40,7 +40,7 @@ const tuneLong = `A tuning profile (tune.yaml) is the ConnectX-7 benchmark's hos
 See docs/tune.md.`
 
 func newTuneCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "tune",
 		Short: "Plan, apply and check a host tuning profile (IRQ pinning, rings, sysctls, ...)",
 		Long:  "Keep a host tuned as a declarative profile says.\n\n" + tuneLong,
@@ -49,7 +49,6 @@ func newTuneCmd() *cobra.Command {
   sluice tune check -f tune.yaml    # every drift, live vs wanted; exit 3 on drift`,
 		Args: cobra.NoArgs,
 	}
-	return cmd
 }
 
 type tuneReport struct {
@@ -122,8 +121,8 @@ func runTune(cmd *cobra.Command, f tuneFlags) error {
 	switch f.verb {
 	case "apply":
 		changed, remaining, aerr := h.Apply(p)
-		rep.Changed, rep.Drift = changed, nonNil(remaining)
-		if err := emitTune(w, f.asJSON, rep, func() {
+		rep.Changed, rep.Drift = changed, append([]tune.Item{}, remaining...) // [] rather than null in --json
+		if err := emit(w, f.asJSON, rep, func() {
 			for _, it := range changed {
 				fmt.Fprintf(w, "[APPLIED] %s: %s -> %s (%s)\n", it.Key, it.Live, it.Want, it.Command)
 			}
@@ -137,10 +136,8 @@ func runTune(cmd *cobra.Command, f tuneFlags) error {
 		if aerr != nil {
 			return aerr
 		}
-		for _, it := range remaining {
-			if !it.ReportOnly {
-				return fmt.Errorf("tune apply: %d setting(s) still differ", len(remaining))
-			}
+		if slices.ContainsFunc(remaining, func(it tune.Item) bool { return !it.ReportOnly }) {
+			return fmt.Errorf("tune apply: %d setting(s) still differ", len(remaining))
 		}
 		return nil
 	default:
@@ -148,12 +145,12 @@ func runTune(cmd *cobra.Command, f tuneFlags) error {
 		if err != nil {
 			return err
 		}
-		rep.Drift = nonNil(tune.Drift(items))
+		rep.Drift = append([]tune.Item{}, tune.Drift(items)...)
 		rep.NotApplicable = tune.NotApplicable(items)
 		if f.verb == "check" {
 			rep.Items = items
 		}
-		if err := emitTune(w, f.asJSON, rep, func() {
+		if err := emit(w, f.asJSON, rep, func() {
 			if f.verb == "plan" {
 				renderLayout(w, p)
 				renderTunePlan(w, items)
@@ -173,19 +170,4 @@ func runTune(cmd *cobra.Command, f tuneFlags) error {
 		}
 		return nil
 	}
-}
-
-func nonNil(items []tune.Item) []tune.Item {
-	if items == nil {
-		return []tune.Item{}
-	}
-	return items
-}
-
-func emitTune(w io.Writer, asJSON bool, rep tuneReport, text func()) error {
-	if asJSON {
-		return writeJSON(w, rep)
-	}
-	text()
-	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+	"slices"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -33,20 +34,17 @@ func buildCommit() string {
 	}
 	// `go build` inside a git checkout records the revision itself.
 	if bi, ok := debug.ReadBuildInfo(); ok {
-		rev, dirty := "", false
+		var rev, dirty string
 		for _, s := range bi.Settings {
-			switch s.Key {
-			case "vcs.revision":
+			switch {
+			case s.Key == "vcs.revision":
 				rev = s.Value
-			case "vcs.modified":
-				dirty = s.Value == "true"
+			case s.Key == "vcs.modified" && s.Value == "true":
+				dirty = "-dirty"
 			}
 		}
-		if rev != "" && dirty {
-			return rev + "-dirty"
-		}
 		if rev != "" {
-			return rev
+			return rev + dirty
 		}
 	}
 	return "unknown"
@@ -83,26 +81,18 @@ func runVersion(cmd *cobra.Command, f versionFlags) error {
 		GoVersion: runtime.Version(),
 		Kernel:    kernel.ProbeFeatures(),
 	}
-	if f.asJSON {
-		return writeJSON(cmd.OutOrStdout(), info)
-	}
-	printVersion(cmd.OutOrStdout(), info)
-	return nil
+	return emit(cmd.OutOrStdout(), f.asJSON, info, func() { printVersion(cmd.OutOrStdout(), info) })
 }
 
 func printVersion(w io.Writer, info versionInfo) {
 	fmt.Fprintf(w, "sluice %s (commit %s, %s)\n", info.Version, info.Commit, info.GoVersion)
 	fmt.Fprintf(w, "kernel %s\n\n", info.Kernel.Release)
-	unknown := map[string]bool{}
-	for _, n := range info.Kernel.Unknown {
-		unknown[n] = true
-	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "FEATURE\tSTATE\tEVIDENCE")
 	for _, n := range info.Kernel.Names() {
 		state := "no"
 		switch {
-		case unknown[n]:
+		case slices.Contains(info.Kernel.Unknown, n):
 			state = "unknown"
 		case info.Kernel.Have[n]:
 			state = "yes"

@@ -3,6 +3,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"strings"
@@ -14,7 +15,7 @@ import (
 )
 
 func newVMCmd() *cobra.Command {
-	cmd := &cobra.Command{
+	return &cobra.Command{
 		Use:   "vm",
 		Short: "Run commands in the test VM (qemu with a Debian 6.12 kernel)",
 		Long: `Run commands in the test VM.
@@ -28,7 +29,6 @@ is shared read-write at the same path. Commands run as root. Boot to the
 first command takes about 4-5 seconds on an idle host (longer when the host's
 CPUs are busy: everything is emulated).`,
 	}
-	return cmd
 }
 
 func newVMRunCmd() *cobra.Command {
@@ -119,46 +119,45 @@ func runVMCheck(w io.Writer) error {
 	return nil
 }
 
-func newVMNetdevsimCmd() *cobra.Command {
-	var f vmNetdevsimFlags
+// newVMModuleCmd declares a command that builds one kernel module for the
+// VM kernel with build (cached) and prints its path: netdevsim, nicmodel.
+func newVMModuleCmd(use, short, long string, build func(context.Context, testlab.Options) (string, error)) *cobra.Command {
+	var o testlab.Options
 	cmd := &cobra.Command{
-		Use:   "netdevsim",
-		Short: "Build netdevsim.ko for the VM kernel (cached) and print its path",
-		Long: `Build netdevsim.ko for the VM kernel and print its path.
+		Use:   use,
+		Short: short,
+		Long:  long,
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			o.Log = io.Discard
+			p, err := build(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(cmd.OutOrStdout(), p)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&o.Kernel, "kernel", "", "vmlinuz the module is for (default: as for vm run)")
+	cmd.Flags().StringVar(&o.CacheDir, "cache-dir", "", "cache directory (default /var/cache/sluice/vm)")
+	return cmd
+}
+
+func newVMNetdevsimCmd() *cobra.Command {
+	return newVMModuleCmd("netdevsim", "Build netdevsim.ko for the VM kernel (cached) and print its path",
+		`Build netdevsim.ko for the VM kernel and print its path.
 
 Debian kernels do not include netdevsim, the simulated NIC used to test
 offload (IPsec crypto offload, SR-IOV, switchdev). This extracts its source
 from /usr/src/linux-source-<series>.tar.xz and builds it against the kernel
 headers, about 20 seconds the first time; later calls print the cached path.
 Once built, "sluice vm run" passes the path to the guest as SLUICE_NETDEVSIM.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runVMNetdevsim(cmd, f) },
-	}
-	cmd.Flags().StringVar(&f.o.Kernel, "kernel", "", "vmlinuz the module is for (default: as for vm run)")
-	cmd.Flags().StringVar(&f.o.CacheDir, "cache-dir", "", "cache directory (default /var/cache/sluice/vm)")
-	return cmd
-}
-
-type vmNetdevsimFlags struct {
-	o testlab.Options
-}
-
-func runVMNetdevsim(cmd *cobra.Command, f vmNetdevsimFlags) error {
-	f.o.Log = io.Discard
-	p, err := testlab.NetdevsimModule(cmd.Context(), f.o)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(cmd.OutOrStdout(), p)
-	return nil
+		testlab.NetdevsimModule)
 }
 
 func newVMNicmodelCmd() *cobra.Command {
-	var f vmNetdevsimFlags
-	cmd := &cobra.Command{
-		Use:   "nicmodel",
-		Short: "Build nicmodel.ko, the packet-offload NIC model, for the VM kernel (cached) and print its path",
-		Long: `Build nicmodel.ko for the VM kernel and print its path.
+	return newVMModuleCmd("nicmodel", "Build nicmodel.ko, the packet-offload NIC model, for the VM kernel (cached) and print its path",
+		`Build nicmodel.ko for the VM kernel and print its path.
 
 nicmodel (kmod/nicmodel in the source tree, embedded in this binary) is a
 kernel module of sluice's own: pairs of Ethernet ports joined by a wire,
@@ -168,20 +167,5 @@ otherwise needs a ConnectX-6 Dx or BlueField-3. It is built against the
 kernel headers, about 10 seconds the first time, cached by kernel release
 and source digest. Once built, "sluice vm run" passes the path to the guest
 as SLUICE_NICMODEL.`,
-		Args: cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error { return runVMNicmodel(cmd, f) },
-	}
-	cmd.Flags().StringVar(&f.o.Kernel, "kernel", "", "vmlinuz the module is for (default: as for vm run)")
-	cmd.Flags().StringVar(&f.o.CacheDir, "cache-dir", "", "cache directory (default /var/cache/sluice/vm)")
-	return cmd
-}
-
-func runVMNicmodel(cmd *cobra.Command, f vmNetdevsimFlags) error {
-	f.o.Log = io.Discard
-	p, err := testlab.NicmodelModule(cmd.Context(), f.o)
-	if err != nil {
-		return err
-	}
-	fmt.Fprintln(cmd.OutOrStdout(), p)
-	return nil
+		testlab.NicmodelModule)
 }

@@ -4,6 +4,7 @@ package overlay
 
 import (
 	"fmt"
+	"net"
 	"sort"
 	"strings"
 	"time"
@@ -126,11 +127,11 @@ func onDev(d string) string {
 }
 
 // VerifyTraffic samples the SA counters and the offload devices' ethtool
-// IPsec counters, waits window while traffic flows (the caller's, or
-// generate's, which runs during the window), samples again and checks
+// IPsec counters, waits window while traffic flows (the caller's, or UDP
+// datagrams sent to sendTo:9 during the window), samples again and checks
 // that every SA of the file counted packets: traffic that reached the
 // peer without its SAs counting was not encrypted by them.
-func VerifyTraffic(h *config.Host, r *VerifyReport, window time.Duration, generate func() error) error {
+func VerifyTraffic(h *config.Host, r *VerifyReport, window time.Duration, sendTo string) error {
 	if h.IPsec == nil || len(h.IPsec.Peers) == 0 {
 		r.add("traffic", false, "the file has no ipsec peers: nothing to count")
 		return nil
@@ -147,12 +148,12 @@ func VerifyTraffic(h *config.Host, r *VerifyReport, window time.Duration, genera
 	}
 	eb := ethtoolIPsec(devs)
 	done := make(chan error, 1)
-	if generate != nil {
-		go func() { done <- generate() }()
+	if sendTo != "" {
+		go func() { done <- sendUDP(sendTo, window) }()
 	}
 	time.Sleep(window)
 	var genErr error
-	if generate != nil {
+	if sendTo != "" {
 		genErr = <-done
 	}
 	after, err := xfrm.StateDetails(false)
@@ -230,4 +231,21 @@ func ethtoolIPsec(devs map[string]bool) map[string]map[string]uint64 {
 		out[d] = m
 	}
 	return out
+}
+
+// sendUDP sends small datagrams to addr:9 (discard) for d, 50 per second;
+// the peer's ICMP port-unreachable replies cross the other SA.
+func sendUDP(addr string, d time.Duration) error {
+	c, err := net.Dial("udp", net.JoinHostPort(addr, "9"))
+	if err != nil {
+		return fmt.Errorf("--send-to %s: %w", addr, err)
+	}
+	defer c.Close()
+	end := time.Now().Add(d - 200*time.Millisecond)
+	payload := []byte("sluice verify --traffic")
+	for time.Now().Before(end) {
+		_, _ = c.Write(payload) // ICMP errors from the peer are expected
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
 }

@@ -32,6 +32,11 @@ func snmpForwarded(t *testing.T, ns string) int {
 // device: cleartext arrives tagged 502 on lan0 (the gateway's lan0.502),
 // matches a (lab) packet-offload policy on wan0, and is forwarded by XDP
 // with the tag popped, around the kernel's stack.
+//
+// The policy is a static (made-up) one on a veth, on purpose: this test is
+// about the 802.1Q ingress (tag popped, the child's policies, the kernel's
+// VLAN rules), which the NIC model does not change; the path into a real
+// packet-offloaded SA, with ESP on the wire, is TestGatewayPacketOffloadOnModel's.
 func TestGatewayVLANChild(t *testing.T) {
 	l := newLab(t)
 	gen, dut, sink := l.netns(t), l.netns(t), l.netns(t)
