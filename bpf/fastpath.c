@@ -543,6 +543,10 @@ static long classify_tuple(__u32 i, void *data)
 			.dst = p->dst[0] & t->dst_mask[0],
 		};
 		e = bpf_map_lookup_elem(c->table4, &k4);
+		/* Merged with the IPv6 lookup below, the one call site saw two
+		 * inner maps and the verifier could not inline it: a generic
+		 * bpf_map_lookup_elem, ~30 ns of a first packet (measured). */
+		keep_call_apart(e);
 	} else {
 		struct fp_pkey key;
 		__builtin_memset(&key, 0, sizeof(key));
