@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 
+	"sluice/internal/fileread"
 	"sluice/internal/kernel/xfrm"
 )
 
@@ -116,7 +117,7 @@ func needModel() error {
 // never printed.
 func (l *Lab) modelKeys() (out, in []byte, err error) {
 	path := filepath.Join(l.Dir(), "model.keys")
-	b, err := os.ReadFile(path)
+	b, err := fileread.Read(path, 1<<10) // 80 hex digits
 	if errors.Is(err, os.ErrNotExist) {
 		// rfc4106(gcm(aes)) with a 128-bit key: 16 key bytes + 4 salt.
 		k := make([]byte, 40)
