@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"syscall"
 	"unsafe"
 
 	"github.com/vishvananda/netlink/nl"
@@ -208,28 +209,17 @@ func (x *Handle) Watch(ctx context.Context) (*Watch, error) {
 	go func() {
 		defer readers.Done()
 		defer stop()
-		for {
-			msgs, from, err := s.Receive()
-			switch {
-			case ctx.Err() != nil:
-				return
-			case errors.Is(err, unix.ENOBUFS):
-				if !send(Event{Kind: Resync, Err: fmt.Errorf("xfrm monitor: socket overrun: %w", err)}) {
-					return
-				}
-				continue
-			case err != nil:
-				fatal(fmt.Errorf("xfrm monitor: %w", err))
-				return
-			case from.Pid == w.mpid:
+		receive(ctx, s, "xfrm monitor", send, fatal, func(msgs []syscall.NetlinkMessage, from *unix.SockaddrNetlink) bool {
+			if from.Pid == w.mpid {
 				for _, m := range msgs {
 					if m.Header.Type == markerType && !send(Event{Kind: Marker, Seq: m.Header.Seq}) {
-						return
+						return false
 					}
 				}
-				continue
-			case from.Pid != nl.PidKernel:
-				continue // only the kernel (and our marker) may speak here
+				return true
+			}
+			if from.Pid != nl.PidKernel {
+				return true // only the kernel (and our marker) may speak here
 			}
 			for _, m := range msgs {
 				ev, ok, err := decodeXFRMEvent(m.Header.Type, m.Data)
@@ -241,12 +231,36 @@ func (x *Handle) Watch(ctx context.Context) (*Watch, error) {
 					ev = lookupPolicyEvent(ev, lookup)
 				}
 				if ok && !send(ev) {
-					return
+					return false
 				}
 			}
-		}
+			return true
+		})
 	}()
 	return w, nil
+}
+
+// receive reads s until ctx ends, handle returns false or s fails: a lost
+// notification (ENOBUFS) is a Resync, any other error is fatal. what
+// names the socket in messages.
+func receive(ctx context.Context, s *nl.NetlinkSocket, what string, send func(Event) bool, fatal func(error),
+	handle func(msgs []syscall.NetlinkMessage, from *unix.SockaddrNetlink) bool) {
+	for {
+		msgs, from, err := s.Receive()
+		switch {
+		case ctx.Err() != nil:
+			return
+		case errors.Is(err, unix.ENOBUFS):
+			if !send(Event{Kind: Resync, Err: fmt.Errorf("%s: socket overrun: %w", what, err)}) {
+				return
+			}
+		case err != nil:
+			fatal(fmt.Errorf("%s: %w", what, err))
+			return
+		case !handle(msgs, from):
+			return
+		}
+	}
 }
 
 // decodeXFRMEvent turns one notification into an event; ok is false for

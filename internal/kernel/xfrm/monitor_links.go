@@ -5,8 +5,8 @@ package xfrm
 import (
 	"context"
 	"encoding/binary"
-	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
@@ -37,31 +37,20 @@ func (x *Handle) subscribeLinks() (*nl.NetlinkSocket, error) {
 // readLinksDown sends a Resync for every link that goes from up to down,
 // and for lost link notifications, until ctx ends or s fails (fatal).
 func readLinksDown(ctx context.Context, s *nl.NetlinkSocket, send func(Event) bool, fatal func(error)) {
-	for {
-		msgs, from, err := s.Receive()
-		switch {
-		case ctx.Err() != nil:
-			return
-		case errors.Is(err, unix.ENOBUFS):
-			if !send(Event{Kind: Resync, Err: fmt.Errorf("xfrm monitor: link notifications lost: %w", err)}) {
-				return
-			}
-			continue
-		case err != nil:
-			fatal(fmt.Errorf("xfrm monitor: links: %w", err))
-			return
-		case from.Pid != nl.PidKernel:
-			continue
+	receive(ctx, s, "xfrm monitor: links", send, fatal, func(msgs []syscall.NetlinkMessage, from *unix.SockaddrNetlink) bool {
+		if from.Pid != nl.PidKernel {
+			return true
 		}
 		for _, m := range msgs {
 			if idx, down := linkWentDown(m.Header.Type, m.Data); down {
 				err := fmt.Errorf("link %d went down: the kernel removed the SAs and policies offloaded to it without an XFRM event", idx)
 				if !send(Event{Kind: Resync, Err: err}) {
-					return
+					return false
 				}
 			}
 		}
-	}
+		return true
+	})
 }
 
 // linkWentDown reports whether an RTM_NEWLINK notification says IFF_UP was
