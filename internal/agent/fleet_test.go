@@ -347,8 +347,19 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 		// hv-d's label flaps 20 times in 2 s and ends as it was: the
 		// others see one change that settles to none (--settle), and
 		// apply nothing.
+		// hv-a may still be initiating the previous step's IKE SAs (each
+		// retry is an apply): wait until it has applied nothing for 2 s,
+		// so that only the churn can move the count.
+		quietSince, n0 := time.Now(), hosts["hv-a"].applied.Load()
+		for deadline := time.Now().Add(30 * time.Second); time.Since(quietSince) < 2*time.Second; time.Sleep(200 * time.Millisecond) {
+			if n := hosts["hv-a"].applied.Load(); n != n0 {
+				quietSince, n0 = time.Now(), n
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("hv-a kept applying for 30 s before the churn")
+			}
+		}
 		before := dataPath(t, hosts["hv-a"])
-		n0 := hosts["hv-a"].applied.Load()
 		for i := 0; i < 20; i++ {
 			lbl := map[string]string{"sluice.dev/overlay": []string{"retired", "prod"}[i%2]}
 			eventually(t, "relabel", 10*time.Second, func() error {
