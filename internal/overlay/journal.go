@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"sluice/internal/fileread"
+	"sluice/internal/kernel"
 )
 
 // The journal records what apply created and what it changed (with the
@@ -75,8 +76,15 @@ type Journal struct {
 	path    string
 }
 
-// netnsID names the calling thread's network namespace (its inode).
+// netnsID names the calling thread's network namespace by its cookie
+// (SO_NETNS_COOKIE), never reused during a boot. The inode is only the
+// fallback for a kernel without cookies: inodes are reused once a namespace
+// is gone, and a new namespace would inherit a dead one's journal (teardown
+// then replays steps for links that never existed there) and its key ledger.
 func netnsID() string {
+	if c, err := kernel.NetnsCookie(); err == nil {
+		return fmt.Sprintf("cookie-%d", c)
+	}
 	l, err := os.Readlink("/proc/thread-self/ns/net")
 	if err != nil {
 		return "unknown"

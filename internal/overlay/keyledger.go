@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"sluice/internal/fileread"
-	"sluice/internal/kernel"
 )
 
 // The key ledger remembers every manual key apply has installed, so that
@@ -48,15 +47,11 @@ type keyLedger struct {
 	path string
 }
 
-// ledgerPath names the ledger after the namespace's cookie, not its inode:
-// inodes are reused once a namespace is gone, and a new namespace must not
-// inherit the keys of an unrelated old one (nor be refused them).
+// ledgerPath names the ledger after the namespace (netnsID: its cookie), so
+// a new namespace neither inherits the keys of an unrelated old one nor is
+// refused them.
 func ledgerPath(journalPath string) string {
-	id := netnsID()
-	if c, err := kernel.NetnsCookie(); err == nil {
-		id = fmt.Sprintf("cookie-%d", c)
-	}
-	return filepath.Join(filepath.Dir(journalPath), fmt.Sprintf("keys-used@netns-%s.json", id))
+	return filepath.Join(filepath.Dir(journalPath), fmt.Sprintf("keys-used@netns-%s.json", netnsID()))
 }
 
 func loadLedger(path string) (*keyLedger, error) {
