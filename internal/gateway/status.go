@@ -91,7 +91,7 @@ func (r *gatewayRuntime) Status() (*api.GatewayStatus, error) {
 		is.Reasons = reasonMap(counts[is.Ifindex])
 		if gi.HairpinNextHop.IsValid() {
 			nh := &api.NextHop{Addr: gi.HairpinNextHop.String()}
-			if idx, mac, err := kernel.ResolveNextHop(gi.HairpinNextHop); err != nil {
+			if idx, mac, err := resolveNextHop(gi.HairpinNextHop); err != nil {
 				nh.Error = err.Error()
 			} else {
 				nh.Resolved, nh.MAC = true, mac.String()
