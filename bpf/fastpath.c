@@ -213,12 +213,28 @@ struct {
 	__type(value, __u64);
 } reason_counts SEC(".maps");
 
+/* Per-policy counters, by counter slot (struct fp_policy's cslot): a
+ * per-CPU array, whose lookup the verifier inlines, where a per-CPU hash
+ * keyed by the kernel's policy index cost ~30-40 ns a counted packet. The
+ * control plane assigns the slots (counterslots.go), keeps a policy's slot
+ * across generations, zeroes a slot before it gives it to another policy,
+ * and records each slot's owner in policy_slots, which the readers and a
+ * restarted daemon go by. */
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_HASH);
-	__uint(max_entries, 262144);
-	__type(key, __u32); /* kernel policy index */
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FP_MAX_COUNTER_SLOTS);
+	__type(key, __u32); /* counter slot */
 	__type(value, struct fp_counter);
 } policy_counts SEC(".maps");
+
+/* The kernel policy index that owns each counter slot (0: free). Written
+ * by the control plane only; the program never reads it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FP_MAX_COUNTER_SLOTS);
+	__type(key, __u32); /* counter slot */
+	__type(value, __u32);
+} policy_slots SEC(".maps");
 
 /* The route epoch in which each policy last handed the kernel a packet
  * (see use_due). LRU: a policy gone idle ages out; a lost entry costs one
@@ -891,10 +907,12 @@ static __always_inline void cache_fill(struct snap *s, struct pkt *p, struct fp_
 	nf->epoch = s->epoch;
 	nf->slot = d->slot;
 	nf->egress = egress;
-	nf->policy_index = d->policy_index;
+	nf->cslot = d->cslot;
 	nf->dir_l2 |= d->dir & FP_FLOW_DIR_MASK;
 	__builtin_memcpy(nf->in_dmac, p->dmac, ETH_ALEN);
-	nf->max_len = p->tot_len;
+	/* a pass does not depend on the packet's size */
+	int pass = nf->dir_l2 & FP_FLOW_PASS;
+	nf->max_len = pass ? 0xffff : p->tot_len;
 	int v4 = p->family == FP_FAM_V4;
 	__u64 h = key_hash(fk, v4);
 	nf->key_tag = key_tag(h);
@@ -913,9 +931,32 @@ static __always_inline void cache_fill(struct snap *s, struct pkt *p, struct fp_
 	} else {
 		bpf_map_update_elem(&flow_cache, fk, nf, BPF_ANY);
 	}
-	g->total_fills++;
+	if (pass)
+		g->total_pass_fills++;
+	else
+		g->total_fills++;
 	g->fills++;
 	cache_judge(g);
+}
+
+/* cache_pass remembers an `inbound` pass (d: its decision) for the next
+ * packets of the flow, so that with per-policy counters on they are
+ * counted against the same policy without the full decision. Everything
+ * that verdict was derived from is in the entry's key (ingress, VLAN,
+ * addresses, TOS, and protocol and ports whenever a policy or the FIB
+ * selects on them), its generation (the policies), its route epoch (the
+ * interfaces: MAC, inbound opt-in, VLAN children) or its destination MAC
+ * (l2-not-ours); TTL, parsing and ICMP errors are checked on every packet
+ * before the cache, and the size plays no part. */
+static __always_inline void cache_pass(struct scratch *w, struct pkt *p, struct fp_flow_key *fk,
+				       struct fp_decision *d)
+{
+	if (explain_mode || !fk->ifindex)
+		return;
+	struct fp_flow *nf = &w->nf;
+	__builtin_memset(nf, 0, sizeof(*nf));
+	nf->dir_l2 = FP_FLOW_PASS;
+	cache_fill(&w->sn, p, fk, nf, 0, d);
 }
 
 /* forward_out sends cleartext matching an allow OUT policy to the device
@@ -1080,6 +1121,16 @@ static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *
 	const __u16 *pm = (const __u16 *)p->dmac, *fm = (const __u16 *)fl->in_dmac;
 	if ((pm[0] ^ fm[0]) | (pm[1] ^ fm[1]) | (pm[2] ^ fm[2]))
 		return -1;
+	if (fl->dir_l2 & FP_FLOW_PASS) {
+		d->dir = fl->dir_l2 & FP_FLOW_DIR_MASK;
+		d->cslot = fl->cslot;
+		d->slot = fl->slot;
+		g->total_pass_hits++;
+		g->hits++;
+		cache_judge(g);
+		d->reason = FP_R_INBOUND;
+		return XDP_PASS;
+	}
 	__u8 dmac[ETH_ALEN], smac[ETH_ALEN];
 	__builtin_memcpy(dmac, fl->dmac, ETH_ALEN);
 	__builtin_memcpy(smac, fl->smac, ETH_ALEN);
@@ -1087,7 +1138,7 @@ static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *
 	int l2_fib = fl->dir_l2 & FP_FLOW_L2_FIB;
 	__u16 vid = fl->vid;
 	d->dir = fl->dir_l2 & FP_FLOW_DIR_MASK;
-	d->policy_index = fl->policy_index;
+	d->cslot = fl->cslot;
 	d->slot = fl->slot;
 	if (rewrite(ctx, p, vid, l2_fib, dmac, smac)) {
 		d->reason = FP_R_MALFORMED;
@@ -1357,6 +1408,7 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 		struct best *dec = fwd->found ? fwd : in;
 		d->dir = fwd->found ? 2 : 0;
 		d->policy_index = dec->pol.index;
+		d->cslot = dec->pol.cslot;
 		d->policy_priority = dec->pol.priority;
 		if (dec->tie || (dec->pol.flags & FP_F_UNCERTAIN) ||
 		    (in->found && (in->tie || (in->pol.flags & FP_F_UNCERTAIN)))) {
@@ -1370,6 +1422,7 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 		struct best *sa = in->found ? in : fwd;
 		if (!in_if->inbound_forward || sa->pol.offload_ifindex != phys) {
 			d->reason = FP_R_INBOUND;
+			cache_pass(w, p, fk, d);
 			return XDP_PASS;
 		}
 		if (!source_ok(ctx, w, p, in_if, logical_in, d))
@@ -1383,6 +1436,7 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 	}
 	d->dir = 1;
 	d->policy_index = out->pol.index;
+	d->cslot = out->pol.cslot;
 	d->policy_priority = out->pol.priority;
 	if (out->tie || (out->pol.flags & FP_F_UNCERTAIN)) {
 		d->reason = FP_R_UNCERTAIN;
@@ -1497,14 +1551,11 @@ int xdp_fastpath(struct xdp_md *ctx)
 	__u64 *rc = bpf_map_lookup_elem(&reason_counts, &reason);
 	if (rc)
 		(*rc)++;
-	if (d.policy_index && cfg && cfg->counters) {
-		struct fp_counter *c = bpf_map_lookup_elem(&policy_counts, &d.policy_index);
+	if (d.cslot && cfg && cfg->counters) {
+		struct fp_counter *c = bpf_map_lookup_elem(&policy_counts, &d.cslot);
 		if (c) {
 			c->packets++;
 			c->bytes += len;
-		} else {
-			struct fp_counter nc = {.packets = 1, .bytes = len};
-			bpf_map_update_elem(&policy_counts, &d.policy_index, &nc, BPF_NOEXIST);
 		}
 	}
 	return act;

@@ -22,6 +22,10 @@
  * (an IPv4 /24; for IPv6, its first 24 bits), per family. */
 #define FP_DST_BITS 24
 #define FP_DST_WORDS (1 << (FP_DST_BITS - 6)) /* 64-bit words per family */
+/* Per-policy counter slots (policy_counts, policy_slots): the control plane
+ * gives each policy of the tables a dense slot, 1..FP_MAX_COUNTER_SLOTS-1,
+ * kept while the policy exists; slot 0 counts nothing. */
+#define FP_MAX_COUNTER_SLOTS 262144
 
 enum fp_action {
 	FP_ALLOW = 0,
@@ -184,6 +188,9 @@ struct fp_policy {
 	 * MTU, computed by the control plane; the smallest over the SAs the
 	 * template may resolve to). 0: not known, nothing is forwarded. */
 	__u16 sa_mtu;
+	/* The policy's counter slot in policy_counts (0: not counted): an
+	 * array index, so counting is an inline load, not a hash lookup. */
+	__u32 cslot;
 };
 
 /* Value of a policy table: the best policy per direction for one key. */
@@ -286,11 +293,12 @@ struct fp_flow {
 	__u32 gen;
 	__u32 epoch;
 	__u32 egress;
-	__u32 policy_index;
+	__u32 cslot;              /* counter slot of the deciding policy (struct fp_policy) */
 	__u16 max_len;            /* largest L3 length the FIB accepted for this flow */
 	/* Direction of the deciding policy (1 out: forward-out, 0 in or 2
-	 * fwd: forward-in) | FP_FLOW_L2_FIB. One byte, so the destination
-	 * MAC below fits the exact-match slot's cache line. */
+	 * fwd: forward-in or a cached pass) | FP_FLOW_L2_FIB | FP_FLOW_PASS.
+	 * One byte, so the destination MAC below fits the exact-match slot's
+	 * cache line. */
 	__u8 dir_l2;
 	__u8 slot;                /* counter slot of the ingress interface: a hit needs no interface lookup */
 	__u8 dmac[6];
@@ -304,6 +312,10 @@ struct fp_flow {
 
 #define FP_FLOW_DIR_MASK 3
 #define FP_FLOW_L2_FIB 0x80
+/* A cached pass: the full decision's verdict was `inbound` (an IN/FWD
+ * policy decides, this interface does not forward inbound). Replayed as
+ * XDP_PASS with that reason and policy, under the rules of a forward. */
+#define FP_FLOW_PASS 0x40
 
 /* A slot of the exact-match cache (see flow_emc in fastpath.c): an IPv4
  * key and its forward in one 64-byte cache line. key.ifindex 0: empty. */
@@ -324,8 +336,10 @@ struct fp_cache_gate {
 	__u32 hits;               /* in the current window */
 	__u32 fills;
 	__u64 total_hits;         /* forwards replayed from the cache */
-	__u64 total_fills;        /* entries written */
+	__u64 total_fills;        /* forward entries written */
 	__u64 total_bypassed;     /* packets decided without it while it was off */
+	__u64 total_pass_hits;    /* `inbound` passes replayed from the cache */
+	__u64 total_pass_fills;   /* pass entries written */
 };
 
 /* What the explain instance of the program reports for one packet. */
@@ -338,6 +352,7 @@ struct fp_decision {
 	__u32 egress_ifindex;
 	__u32 matched;            /* bit per dir with a match */
 	__u32 slot;               /* counter slot of the ingress interface */
+	__u32 cslot;              /* counter slot of the deciding policy (0: none) */
 };
 
 #endif

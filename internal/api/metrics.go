@@ -31,7 +31,7 @@ var (
 	descResyncs  = prometheus.NewDesc("sluice_mirror_resyncs_total", "Full resynchronisations after lost XFRM events.", nil, nil)
 	descSyncs    = prometheus.NewDesc("sluice_mirror_syncs_total", "Fast-path table rebuilds.", nil, nil)
 	descNextHop  = prometheus.NewDesc("sluice_nexthop_resolved", "1 when the interface's hairpin next hop is resolved.", []string{"iface", "nexthop"}, nil)
-	descCache    = prometheus.NewDesc("sluice_flow_cache_packets_total", "Packets by what the flow cache did: hit (replayed), fill (decided in full, remembered), bypass (decided in full while the cache was off for thrashing).", []string{"result"}, nil)
+	descCache    = prometheus.NewDesc("sluice_flow_cache_packets_total", "Packets by what the flow cache did: hit (forward replayed), fill (forward decided in full, remembered), bypass (decided in full while the cache was off for thrashing), pass_hit and pass_fill (the same for inbound passes).", []string{"result"}, nil)
 	descCacheL4  = prometheus.NewDesc("sluice_flow_cache_keys_l4", "1 when flow-cache entries are per connection (a policy or the FIB looks at ports), 0 when per host pair.", nil, nil)
 	descOpen     = prometheus.NewDesc("sluice_fastpath_open", "1 when the XDP program forwards (tables ready, lease current); 0 while everything goes to the kernel.", nil, nil)
 	descAttached = prometheus.NewDesc("sluice_xdp_attached", "1 when the kernel has the daemon's XDP program on the interface (checked against its attachments); 0 while it is missing (the daemon re-attaches when it can).", []string{"iface"}, nil)
@@ -85,7 +85,7 @@ func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	for _, r := range []struct {
 		name string
 		n    uint64
-	}{{"hit", fc.Hits}, {"fill", fc.Fills}, {"bypass", fc.Bypassed}} {
+	}{{"hit", fc.Hits}, {"fill", fc.Fills}, {"bypass", fc.Bypassed}, {"pass_hit", fc.PassHits}, {"pass_fill", fc.PassFills}} {
 		ch <- prometheus.MustNewConstMetric(descCache, prometheus.CounterValue, float64(r.n), r.name)
 	}
 	ch <- prometheus.MustNewConstMetric(descCacheL4, prometheus.GaugeValue, b2f(fc.KeysL4))

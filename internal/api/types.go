@@ -66,6 +66,11 @@ type FlowCacheStatus struct {
 	// Bypassed counts packets decided without the cache while it was off
 	// for thrashing (more live flows than it holds).
 	Bypassed uint64 `json:"bypassed"`
+	// PassHits: `inbound` passes (an IN/FWD policy decides, the interface
+	// does not forward inbound) replayed from the cache and counted
+	// against their policy; PassFills: such entries written.
+	PassHits  uint64 `json:"pass_hits"`
+	PassFills uint64 `json:"pass_fills"`
 }
 
 // PinStatus says whether the pins under the pin dir are all there.

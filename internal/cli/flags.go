@@ -3,9 +3,12 @@
 package cli
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"sluice/internal/kernel"
 )
 
 // addFileFlag adds -f/--file, the one name of every command's input file.
@@ -23,4 +26,14 @@ func addFileFlag(cmd *cobra.Command, p *string, def, usage string, aliases ...st
 			_ = cmd.Flags().MarkShorthandDeprecated(name, "use -f")
 		}
 	}
+}
+
+// linkFlag looks up the interface a flag names; the kernel says it is
+// not there, the fix is said here, where the name was typed.
+func linkFlag(flag, name string) (*kernel.LinkInfo, error) {
+	li, err := kernel.Link(name)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w (check the name with `ip link`)", flag, err)
+	}
+	return li, nil
 }

@@ -48,9 +48,9 @@ func runExplain(cmd *cobra.Command, a explainFlags, args []string) error {
 	ingress := 0
 	var ingressMAC net.HardwareAddr
 	if a.iface != "" {
-		li, err := kernel.Link(a.iface)
+		li, err := linkFlag("--iface", a.iface)
 		if err != nil {
-			return fmt.Errorf("--iface: %w", err)
+			return err
 		}
 		ingress, ingressMAC = li.Ifindex, li.MAC
 	}

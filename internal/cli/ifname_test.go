@@ -45,3 +45,20 @@ func TestInterfaceNamesAndPSKFileChecked(t *testing.T) {
 		t.Errorf("a refused gen wrote routing.sh")
 	}
 }
+
+// An interface a flag names and the kernel does not know: the kernel
+// says so, the command adds how to check the name.
+func TestInterfaceFlagsCarryTheFix(t *testing.T) {
+	const fix = ": interface \"nosuch0\": Link not found (check the name with `ip link`)"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"show", "ipsec", "sa", "--dev", "nosuch0"}, "--dev" + fix},
+		{[]string{"gateway", "explain", "--iface", "nosuch0", "10.0.0.1", "10.1.0.1"}, "--iface" + fix},
+	} {
+		if _, err := runCLI(t, tc.args...); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("sluice %q: %v\nwant %s", tc.args, err, tc.want)
+		}
+	}
+}

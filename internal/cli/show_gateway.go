@@ -100,7 +100,7 @@ func runShowGateway(cmd *cobra.Command, f showGatewayFlags) error {
 	}
 	fc := s.FlowCache
 	keys := either(fc.KeysL4, "per connection (a policy or the FIB looks at ports)", "per host pair")
-	fmt.Fprintf(w, "cache:   %s; %d hits, %d fills, %d bypassed\n", keys, fc.Hits, fc.Fills, fc.Bypassed)
+	fmt.Fprintf(w, "cache:   %s; %d hits, %d fills, %d bypassed; inbound passes: %d hits, %d fills\n", keys, fc.Hits, fc.Fills, fc.Bypassed, fc.PassHits, fc.PassFills)
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "INTERFACE\tIFINDEX\tXDP\tL2\tINBOUND\tNEXT HOP\tFORWARDED\tTO KERNEL\tTOP REASONS")

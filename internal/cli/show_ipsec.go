@@ -49,9 +49,9 @@ func (f *ipsecFilter) parse() error {
 		f.spiN = uint32(n)
 	}
 	if f.dev != "" {
-		li, err := kernel.Link(f.dev)
+		li, err := linkFlag("--dev", f.dev)
 		if err != nil {
-			return fmt.Errorf("--dev: %w", err)
+			return err
 		}
 		f.devIx = li.Ifindex
 	}

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/spf13/cobra"
@@ -100,4 +101,8 @@ func printVersion(w io.Writer, info versionInfo) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", n, state, info.Kernel.Evidence[n])
 	}
 	tw.Flush()
+	if len(info.Kernel.Unknown) > 0 {
+		// The probes create namespaces, links and SAs: CAP_NET_ADMIN.
+		fmt.Fprintf(w, "\ncould not probe %s (run as root)\n", strings.Join(info.Kernel.Unknown, ", "))
+	}
 }

@@ -20,7 +20,15 @@ func (dp *Datapath) Apply(t *Tables) error {
 	if err != nil {
 		return err
 	}
+	// config.gen counts Applies; its low bit names the table set. A
+	// counter rather than 0/1: a flow-cache entry carries the gen it was
+	// made under, and an entry from two Applies back must not be fresh
+	// again (one from the tables before last, replayed under these).
 	idle := (cfg.Gen + 1) & 1
+	now := time.Now()
+	if err := dp.assignCounterSlots(t, now); err != nil {
+		return err
+	}
 	// fwd_dsts covers both policy sets until the flip, the new one after.
 	sets := forwardableDsts(t)
 	want := sets.want(dp.inboundAny, dp.countersOn)
@@ -65,7 +73,7 @@ func (dp *Datapath) Apply(t *Tables) error {
 			return fmt.Errorf("fastpath: writing %d IPv4 policies: %w", len(keys4), err)
 		}
 	}
-	if err := dp.writeDidx(idle, t.Didx); err != nil {
+	if err := dp.writeDidx(idle, t); err != nil {
 		return err
 	}
 	for fam := 0; fam < 2; fam++ {
@@ -94,13 +102,16 @@ func (dp *Datapath) Apply(t *Tables) error {
 	// generation), so the key's shape can change with it.
 	dp.policyL4 = t.selectsL4()
 	cfg.FlowL4 = b2u(dp.policyL4 || dp.fibL4)
-	cfg.Gen = idle
+	cfg.Gen++
 	cfg.Ready = 1
 	if err := dp.objs.Config.Put(uint32(0), cfg); err != nil {
 		return err
 	}
 	dp.dstSets = sets
-	return dp.writeDsts(want)
+	if err := dp.writeDsts(want); err != nil {
+		return err
+	}
+	return dp.releaseCounterSlots(t, now)
 }
 
 // selectsL4 reports whether any selector shape names a protocol or ports:

@@ -56,47 +56,40 @@ type PolicyCounter struct {
 	Bytes   uint64 `json:"bytes"`
 }
 
-// PolicyCounts returns the per-policy counters, summed over CPUs.
+// PolicyCounts returns the per-policy counters, summed over CPUs, of the
+// policies that counted something: by counter slot (policy_counts), named
+// by the slots' owners (policy_slots; see counterslots.go).
 func (dp *Datapath) PolicyCounts() ([]PolicyCounter, error) {
+	owners, err := readSlotOwners(dp.objs.PolicySlots)
+	if err != nil {
+		return nil, err
+	}
+	n := 0
+	for slot, index := range owners {
+		if index != 0 {
+			n = slot + 1
+		}
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	counts, err := readSlotCounts(dp.objs.PolicyCounts, n)
+	if err != nil {
+		return nil, err
+	}
 	var out []PolicyCounter
-	var k uint32
-	var perCPU []fastpathFpCounter
-	it := dp.objs.PolicyCounts.Iterate()
-	for it.Next(&k, &perCPU) {
-		c := PolicyCounter{Index: k}
-		for _, v := range perCPU {
-			c.Packets += v.Packets
-			c.Bytes += v.Bytes
-		}
-		out = append(out, c)
-	}
-	return out, it.Err()
-}
-
-// PruneCounters deletes the counters of policies for which keep is false
-// (policies the kernel no longer has), so churn cannot fill the map.
-func (dp *Datapath) PruneCounters(keep func(index uint32) bool) error {
-	var k uint32
-	var stale []uint32
-	var perCPU []fastpathFpCounter
-	it := dp.objs.PolicyCounts.Iterate()
-	for it.Next(&k, &perCPU) {
-		if !keep(k) {
-			stale = append(stale, k)
+	for slot, c := range counts {
+		if owners[slot] != 0 && c.Packets != 0 {
+			out = append(out, PolicyCounter{Index: owners[slot], Packets: c.Packets, Bytes: c.Bytes})
 		}
 	}
-	if err := it.Err(); err != nil {
-		return err
-	}
-	for _, k := range stale {
-		dp.objs.PolicyCounts.Delete(k)
-	}
-	return nil
+	return out, nil
 }
 
 // CacheStats returns the flow cache's counters over all CPUs: forwards
-// replayed (hits), entries written (fills), packets that went around it
-// while it was off for thrashing (bypassed).
+// replayed (hits), forward entries written (fills), packets that went
+// around it while it was off for thrashing (bypassed), and passes replayed
+// and written (pass hits, pass fills).
 func (dp *Datapath) CacheStats() (CacheCounters, error) {
 	var c CacheCounters
 	var perCPU []fastpathFpCacheGate
@@ -107,6 +100,8 @@ func (dp *Datapath) CacheStats() (CacheCounters, error) {
 		c.Hits += g.TotalHits
 		c.Fills += g.TotalFills
 		c.Bypassed += g.TotalBypassed
+		c.PassHits += g.TotalPassHits
+		c.PassFills += g.TotalPassFills
 	}
 	return c, nil
 }
@@ -118,6 +113,12 @@ type CacheCounters struct {
 	// Bypassed counts packets decided without the cache because it was
 	// thrashing on their CPU (more live flows than it holds).
 	Bypassed uint64 `json:"bypassed"`
+	// PassHits and PassFills count the cached `inbound` passes: packets an
+	// IN or FWD policy decides on an interface that does not forward
+	// inbound, passed from the cache (and counted against that policy)
+	// instead of by the full decision.
+	PassHits  uint64 `json:"pass_hits"`
+	PassFills uint64 `json:"pass_fills"`
 }
 
 // SetFlowCacheOff turns the flow cache off (true) or back on (false) on

@@ -5,7 +5,8 @@ package fastpath
 import (
 	"encoding/binary"
 	"fmt"
-	"sort"
+	"slices"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 )
@@ -30,6 +31,10 @@ type didx struct {
 	blocks []uint32      // didxL1 words: block number + 1 per /16, 0: none
 	slots  [][256]uint32 // per block, per /24 of its /16: rule number + 1, 0: none
 	rules  []fastpathFpDidx4
+	// keys are the rules' entries in Tables.Entries: writeDidx copies
+	// their values then, after Apply has given the policies their
+	// counter slots.
+	keys []fastpathFpPkey
 }
 
 // buildDidx indexes t's IPv4 entries by destination /24. A /24 gets a rule
@@ -40,13 +45,8 @@ type didx struct {
 // shorter than didxMinPlen, gets none, nor does what does not fit the
 // maps: the tuples decide those.
 func buildDidx(t *Tables) didx {
-	const contested = -1
-	type cand struct {
-		key  fastpathFpPkey
-		rule int
-	}
-	var cands []cand
-	owner := map[uint32]int{} // /24 (the address's first 24 bits) -> cands index or contested
+	var keys []fastpathFpPkey // candidate entries
+	var meets []uint64        // /24 (the address's first 24 bits) << 32 | candidate
 	var wide [didxMinPlen]map[uint32]bool
 	for k := range t.Entries {
 		if k.Family != 0 || int(k.Tuple) >= len(t.Tuples[0]) {
@@ -66,25 +66,27 @@ func buildDidx(t *Tables) didx {
 			n = 1 << (24 - plen)
 			first &^= n - 1
 		}
-		cands = append(cands, cand{key: k, rule: -1})
 		for v := first; v < first+n; v++ {
-			if _, ok := owner[v]; ok {
-				owner[v] = contested
-			} else {
-				owner[v] = len(cands) - 1
-			}
+			meets = append(meets, uint64(v)<<32|uint64(len(keys)))
 		}
+		keys = append(keys, k)
 	}
-	var own []uint32
-	for v, c := range owner {
-		if c != contested && !coveredWide(&wide, v) {
-			own = append(own, v)
-		}
-	}
-	sort.Slice(own, func(a, b int) bool { return own[a] < own[b] })
-
+	// Sorted, the entries meeting one /24 sit side by side (and the
+	// output does not depend on map order).
+	slices.Sort(meets)
 	x := didx{blocks: make([]uint32, didxL1)}
-	for _, v := range own {
+	rule := make([]uint32, len(keys)) // candidate -> rule number + 1
+	for i := 0; i < len(meets); {
+		v, c := uint32(meets[i]>>32), uint32(meets[i])
+		j := i + 1
+		for j < len(meets) && uint32(meets[j]>>32) == v {
+			j++
+		}
+		alone := j == i+1
+		i = j
+		if !alone || coveredWide(&wide, v) {
+			continue
+		}
 		b := x.blocks[v>>8]
 		if b == 0 {
 			if len(x.slots) == didxBlocks {
@@ -94,15 +96,16 @@ func buildDidx(t *Tables) didx {
 			b = uint32(len(x.slots))
 			x.blocks[v>>8] = b
 		}
-		c := &cands[owner[v]]
-		if c.rule < 0 {
+		if rule[c] == 0 {
 			if len(x.rules) == didxRules {
 				continue
 			}
-			c.rule = len(x.rules)
-			x.rules = append(x.rules, didxRule(c.key, t.Entries[c.key], &t.Tuples[0][c.key.Tuple]))
+			k := keys[c]
+			x.rules = append(x.rules, didxRule(k, t.Entries[k], &t.Tuples[0][k.Tuple]))
+			x.keys = append(x.keys, k)
+			rule[c] = uint32(len(x.rules))
 		}
-		x.slots[b-1][v&255] = uint32(c.rule + 1)
+		x.slots[b-1][v&255] = rule[c]
 	}
 	return x
 }
@@ -137,10 +140,12 @@ func beWord(w uint32) uint32 {
 // didxMaps are the destination index's maps, mapped into memory once.
 type didxMaps struct{ blocks, slots, rules *ebpf.Memory }
 
-// writeDidx writes x into generation gen's half of the destination index:
-// every /16 word (a stale block number from an older set must not stay),
-// the blocks and rules x uses. Call with dp.mu held, before the flip.
-func (dp *Datapath) writeDidx(gen uint32, x didx) error {
+// writeDidx writes t's index into generation gen's half of the
+// destination index: every /16 word (a stale block number from an older
+// set must not stay), the blocks and rules it uses, each rule with its
+// entry's value as t holds it now. Call with dp.mu held, before the flip.
+func (dp *Datapath) writeDidx(gen uint32, t *Tables) error {
+	x := t.Didx
 	m := &dp.didxMem
 	if m.blocks == nil {
 		var err error
@@ -173,12 +178,16 @@ func (dp *Datapath) writeDidx(gen uint32, x didx) error {
 	if _, err := m.slots.WriteAt(buf, g*4*256*didxBlocks); err != nil {
 		return fmt.Errorf("fastpath: writing the destination index: %w", err)
 	}
-	size := binary.Size(fastpathFpDidx4{})
-	buf, err := binary.Append(make([]byte, 0, size*len(x.rules)), binary.LittleEndian, x.rules)
-	if err != nil {
-		return fmt.Errorf("fastpath: encoding the destination index: %w", err)
+	// An array's values are 8-byte aligned: a rule takes its size
+	// rounded up. The bpf2go type has the C layout (structs.HostLayout).
+	size := int(unsafe.Sizeof(fastpathFpDidx4{}))
+	stride := (size + 7) &^ 7
+	buf = make([]byte, stride*len(x.rules))
+	for i, r := range x.rules {
+		r.E = t.Entries[x.keys[i]]
+		copy(buf[stride*i:], unsafe.Slice((*byte)(unsafe.Pointer(&r)), size))
 	}
-	if _, err := m.rules.WriteAt(buf, g*int64(size)*didxRules); err != nil {
+	if _, err := m.rules.WriteAt(buf, g*int64(stride)*didxRules); err != nil {
 		return fmt.Errorf("fastpath: writing the destination index: %w", err)
 	}
 	return nil

@@ -148,3 +148,41 @@ func TestDestinationIndexKeepsEveryVerdict(t *testing.T) {
 		t.Fatalf("the index decided %d matching and %d other packets: the generator no longer tests it", indexed[true], indexed[false])
 	}
 }
+
+// TestDestinationIndexCountsThePolicy: a first packet the index decides
+// is counted against its policy's counter slot, which Apply assigns after
+// Compile built the index (the rules carried the slot-less values of
+// Compile's entries before writeDidx copied them at write time: 0
+// counted).
+func TestDestinationIndexCountsThePolicy(t *testing.T) {
+	e := newTestEnv(t)
+	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB})
+	if err := e.dp.SetCounters(true); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.dp.SetFlowCacheOff(true); err != nil {
+		t.Fatal(err)
+	}
+	var s Snapshot
+	var outs []xfrm.Policy
+	for i, remote := range []string{"48.0.1.0/24", "48.0.2.0/24", "48.0.3.0/24"} {
+		out := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", remote, 100, "123.2.0.1", uint32(i+1), e.wan)
+		in := tunnelPolicy(xfrm.DirIn, remote, "10.0.0.0/8", 100, "123.2.0.1", uint32(i+1), e.wan)
+		s.Policies = append(s.Policies, out, in)
+		s.States = append(s.States, saFor(out, e.wan), saFor(in, e.wan))
+		outs = append(outs, out)
+	}
+	e.apply(s)
+	tb, err := Compile(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkt := udp("10.0.0.5", "48.0.2.9", 64)
+	if didxRuleOf(tb.Didx, pkt.Dst) == 0 {
+		t.Fatal("48.0.2.0/24 is not indexed: the test no longer takes the index")
+	}
+	e.runTimes(pkt, e.lan, 3)
+	if c := e.countsByIndex()[outs[1].Index]; c.Packets != 3 {
+		t.Fatalf("OUT policy %d counted %+v, want 3 packets", outs[1].Index, c)
+	}
+}

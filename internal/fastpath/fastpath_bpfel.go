@@ -14,13 +14,15 @@ import (
 )
 
 type fastpathFpCacheGate struct {
-	_             structs.HostLayout
-	OffUntilNs    uint64
-	Hits          uint32
-	Fills         uint32
-	TotalHits     uint64
-	TotalFills    uint64
-	TotalBypassed uint64
+	_              structs.HostLayout
+	OffUntilNs     uint64
+	Hits           uint32
+	Fills          uint32
+	TotalHits      uint64
+	TotalFills     uint64
+	TotalBypassed  uint64
+	TotalPassHits  uint64
+	TotalPassFills uint64
 }
 
 type fastpathFpConfig struct {
@@ -55,6 +57,7 @@ type fastpathFpDecision struct {
 	EgressIfindex  uint32
 	Matched        uint32
 	Slot           uint32
+	Cslot          uint32
 }
 
 type fastpathFpDidx4 struct {
@@ -98,19 +101,19 @@ type fastpathFpFibc struct {
 }
 
 type fastpathFpFlow struct {
-	_           structs.HostLayout
-	KeyTag      uint32
-	Gen         uint32
-	Epoch       uint32
-	Egress      uint32
-	PolicyIndex uint32
-	MaxLen      uint16
-	DirL2       uint8
-	Slot        uint8
-	Dmac        [6]uint8
-	Smac        [6]uint8
-	Vid         uint16
-	InDmac      [6]uint8
+	_      structs.HostLayout
+	KeyTag uint32
+	Gen    uint32
+	Epoch  uint32
+	Egress uint32
+	Cslot  uint32
+	MaxLen uint16
+	DirL2  uint8
+	Slot   uint8
+	Dmac   [6]uint8
+	Smac   [6]uint8
+	Vid    uint16
+	InDmac [6]uint8
 }
 
 type fastpathFpFlowKey struct {
@@ -206,6 +209,7 @@ type fastpathFpPolicy struct {
 	Action         uint8
 	Flags          uint8
 	SaMtu          uint16
+	Cslot          uint32
 }
 
 type fastpathFpReason uint32
@@ -290,6 +294,7 @@ const (
 	fastpathMapOwnAddrs       = "own_addrs"
 	fastpathMapOwnNets        = "own_nets"
 	fastpathMapPolicyCounts   = "policy_counts"
+	fastpathMapPolicySlots    = "policy_slots"
 	fastpathMapPolicyTables   = "policy_tables"
 	fastpathMapPolicyTables4  = "policy_tables4"
 	fastpathMapReasonCounts   = "reason_counts"
@@ -384,6 +389,7 @@ type fastpathMapSpecs struct {
 	OwnAddrs      *ebpf.MapSpec `ebpf:"own_addrs"`
 	OwnNets       *ebpf.MapSpec `ebpf:"own_nets"`
 	PolicyCounts  *ebpf.MapSpec `ebpf:"policy_counts"`
+	PolicySlots   *ebpf.MapSpec `ebpf:"policy_slots"`
 	PolicyTables  *ebpf.MapSpec `ebpf:"policy_tables"`
 	PolicyTables4 *ebpf.MapSpec `ebpf:"policy_tables4"`
 	ReasonCounts  *ebpf.MapSpec `ebpf:"reason_counts"`
@@ -452,6 +458,7 @@ type fastpathMaps struct {
 	OwnAddrs      *ebpf.Map `ebpf:"own_addrs"`
 	OwnNets       *ebpf.Map `ebpf:"own_nets"`
 	PolicyCounts  *ebpf.Map `ebpf:"policy_counts"`
+	PolicySlots   *ebpf.Map `ebpf:"policy_slots"`
 	PolicyTables  *ebpf.Map `ebpf:"policy_tables"`
 	PolicyTables4 *ebpf.Map `ebpf:"policy_tables4"`
 	ReasonCounts  *ebpf.Map `ebpf:"reason_counts"`
@@ -481,6 +488,7 @@ func (m *fastpathMaps) Close() error {
 		m.OwnAddrs,
 		m.OwnNets,
 		m.PolicyCounts,
+		m.PolicySlots,
 		m.PolicyTables,
 		m.PolicyTables4,
 		m.ReasonCounts,

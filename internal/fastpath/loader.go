@@ -51,6 +51,8 @@ type Datapath struct {
 	dsts                   []uint64
 	// didxMem: the destination index's maps, mapped (didx.go; under mu).
 	didxMem didxMaps
+	// slots: the per-policy counter slots (counterslots.go; under mu).
+	slots counterSlots
 
 	// links are the XDP links Attach made or adopted, by interface name,
 	// held open so that removing their pins cannot detach the program
@@ -149,7 +151,7 @@ func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Progra
 	repl := map[string]*ebpf.Map{
 		"config": objs.Config, "tuples": objs.Tuples, "policy_tables": objs.PolicyTables, "policy_tables4": objs.PolicyTables4,
 		"ifaces": objs.Ifaces, "vlans": objs.Vlans, "own_addrs": objs.OwnAddrs, "tx_ports": objs.TxPorts,
-		"reason_counts": objs.ReasonCounts, "policy_counts": objs.PolicyCounts,
+		"reason_counts": objs.ReasonCounts, "policy_counts": objs.PolicyCounts, "policy_slots": objs.PolicySlots,
 		"flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "flow_emc": objs.FlowEmc,
 		"cache_gate": objs.CacheGate, "lease": objs.Lease, "fwd_dsts": objs.FwdDsts,
 		"iface_slots": objs.IfaceSlots, "fib_cache": objs.FibCache, "own_nets": objs.OwnNets,

@@ -188,9 +188,6 @@ func (m *Mirror) publish() error {
 	if m.Tier != nil {
 		m.Tier.Update(snap)
 	}
-	if err := m.DP.PruneCounters(func(i uint32) bool { _, ok := m.copy.policies[i]; return ok }); err != nil {
-		m.Log.Warn("pruning per-policy counters", "err", err)
-	}
 	byIndex := make(map[uint32]xfrm.Policy, len(m.copy.policies))
 	for i, p := range m.copy.policies {
 		byIndex[i] = p

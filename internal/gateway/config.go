@@ -11,7 +11,6 @@ import (
 	"sluice/internal/config"
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
-	"sluice/internal/kernel"
 	"sluice/internal/kernel/xfrm"
 )
 
@@ -58,11 +57,11 @@ func FromConfig(g *config.Gateway, build api.Build) (Options, error) {
 	for n, i := range g.Interfaces {
 		// Checked here, where the line is known, not when the daemon
 		// resolves them (and before anything is attached).
-		if _, err := kernel.Link(i.Name); err != nil {
+		if _, err := link(i.Name); err != nil {
 			return o, fmt.Errorf("%s:%d: interfaces[%d].name: %w", g.File, i.Line, n, err)
 		}
 		if i.HairpinToNexthop.IsValid() {
-			if _, _, err := kernel.ResolveNextHop(i.HairpinToNexthop); err != nil {
+			if _, _, err := resolveNextHop(i.HairpinToNexthop); err != nil {
 				return o, fmt.Errorf("%s:%d: interfaces[%d] (%s) hairpin-to-nexthop: %w", g.File, i.Line, n, i.Name, err)
 			}
 		}
@@ -130,7 +129,7 @@ func staticSnapshot(g *config.Gateway) (fastpath.Snapshot, error) {
 		p.Tmpls = []xfrm.Tmpl{tm}
 		var off *xfrm.Offload
 		if sp.Offload == config.OffloadPacket {
-			li, err := kernel.Link(sp.OffloadDev)
+			li, err := link(sp.OffloadDev)
 			if err != nil {
 				return s, fmt.Errorf("%s:%d: policies[%d].offload-dev: %w", g.File, sp.Line, i, err)
 			}

@@ -16,14 +16,14 @@ import (
 func ResolveIfaces(gis []Iface) ([]fastpath.Iface, error) {
 	var out []fastpath.Iface
 	for _, gi := range gis {
-		li, err := kernel.Link(gi.Name)
+		li, err := link(gi.Name)
 		if err != nil {
 			return nil, err
 		}
 		i := fastpath.Iface{Ifindex: li.Ifindex, L2: gi.L2, InboundForward: gi.InboundForward,
 			VLANID: li.VLANID, ParentIfindex: li.ParentIfindex}
 		if gi.HairpinNextHop.IsValid() {
-			idx, mac, err := kernel.ResolveNextHop(gi.HairpinNextHop)
+			idx, mac, err := resolveNextHop(gi.HairpinNextHop)
 			if err != nil {
 				return nil, fmt.Errorf("%s: hairpin-to-nexthop: %w", gi.Name, err)
 			}

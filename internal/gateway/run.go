@@ -14,7 +14,6 @@ import (
 
 	"sluice/internal/api"
 	"sluice/internal/fastpath"
-	"sluice/internal/kernel"
 )
 
 // Iface is one configured interface, by name.
@@ -156,7 +155,7 @@ func Run(ctx context.Context, o Options) (err error) {
 		return err
 	}
 	for _, gi := range o.Ifaces {
-		li, err := kernel.Link(gi.Name)
+		li, err := link(gi.Name)
 		if err != nil {
 			return err
 		}

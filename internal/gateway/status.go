@@ -63,7 +63,7 @@ func (r *gatewayRuntime) Status() (*api.GatewayStatus, error) {
 		s.Flower = &fs
 	}
 	if c, err := r.dp.CacheStats(); err == nil {
-		s.FlowCache = api.FlowCacheStatus{Hits: c.Hits, Fills: c.Fills, Bypassed: c.Bypassed}
+		s.FlowCache = api.FlowCacheStatus{Hits: c.Hits, Fills: c.Fills, Bypassed: c.Bypassed, PassHits: c.PassHits, PassFills: c.PassFills}
 	}
 	if l4, err := r.dp.FlowCacheKeysL4(); err == nil {
 		s.FlowCache.KeysL4 = l4
@@ -91,7 +91,7 @@ func (r *gatewayRuntime) Status() (*api.GatewayStatus, error) {
 		is.Reasons = reasonMap(counts[is.Ifindex])
 		if gi.HairpinNextHop.IsValid() {
 			nh := &api.NextHop{Addr: gi.HairpinNextHop.String()}
-			if idx, mac, err := kernel.ResolveNextHop(gi.HairpinNextHop); err != nil {
+			if idx, mac, err := resolveNextHop(gi.HairpinNextHop); err != nil {
 				nh.Error = err.Error()
 			} else {
 				nh.Resolved, nh.MAC = true, mac.String()

@@ -62,7 +62,17 @@ func DevlinkVFPort(bus, dev string, vf int) (*VFPort, error) {
 			return &port.VFPort, nil
 		}
 	}
-	return nil, fmt.Errorf("devlink %s/%s has no eswitch port for VF %d (is the eswitch in switchdev mode, and does the VF exist?)", bus, dev, vf)
+	return nil, &NoVFPortError{Bus: bus, Dev: dev, VF: vf}
+}
+
+// NoVFPortError: device BUS/DEV lists no eswitch port for the VF.
+type NoVFPortError struct {
+	Bus, Dev string
+	VF       int
+}
+
+func (e *NoVFPortError) Error() string {
+	return fmt.Sprintf("devlink %s/%s has no eswitch port for VF %d", e.Bus, e.Dev, e.VF)
 }
 
 // DevlinkSetVFPortCaps sets the capability bits in mask to value on a

@@ -169,7 +169,7 @@ func probeXFRM(x *xfrm.Handle) (esp, gcm, xfrmOK probeResult) {
 	case errors.Is(err, unix.EPROTONOSUPPORT):
 		return no("ESP SA refused: " + err.Error()), yes("rfc4106(gcm(aes)) passed the algorithm check"), yes("XFRM netlink answers")
 	case errors.Is(err, unix.EPERM):
-		u := unknown("not permitted (run as root): " + err.Error())
+		u := unknown("not permitted: " + err.Error())
 		return u, u, u
 	default:
 		gcm = unknown("rfc4106(gcm(aes)) SA: " + err.Error())
@@ -200,7 +200,7 @@ func probeLink(h *netlink.Handle, l netlink.Link) probeResult {
 			return no("creating a " + kind + " link: " + err.Error())
 		}
 		if errors.Is(err, unix.EPERM) {
-			return unknown("not permitted (run as root): " + err.Error())
+			return unknown("not permitted: " + err.Error())
 		}
 		return no("creating a " + kind + " link: " + err.Error())
 	}

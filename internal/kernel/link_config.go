@@ -146,7 +146,7 @@ func NetdevsOfPCI(addr string) ([]string, error) {
 	ents, err := os.ReadDir(filepath.Join("/sys/bus/pci/devices", addr, "net"))
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return nil, fmt.Errorf("PCI device %s has no network interface here (lspci -s %s; is its driver bound, is it in this namespace?)", addr, addr)
+			return nil, fmt.Errorf("PCI device %s has no network interface in this namespace: %w", addr, err)
 		}
 		return nil, err
 	}

@@ -27,7 +27,7 @@ type LinkInfo struct {
 func Link(name string) (*LinkInfo, error) {
 	l, err := netlink.LinkByName(name)
 	if err != nil {
-		return nil, fmt.Errorf("interface %q: %w (check the name with `ip link`)", name, err)
+		return nil, fmt.Errorf("interface %q: %w", name, err)
 	}
 	a := l.Attrs()
 	info := &LinkInfo{Name: a.Name, Ifindex: a.Index, MAC: a.HardwareAddr, Up: a.Flags&net.FlagUp != 0}

@@ -207,7 +207,7 @@ func ResolveNextHopAt(ns netns.NsHandle, ip netip.Addr) (ifindex int, mac net.Ha
 	defer h.Close()
 	routes, err := h.RouteGet(ip.AsSlice())
 	if err != nil || len(routes) == 0 {
-		return 0, nil, fmt.Errorf("no route to %s (%v): add one, e.g. `ip route add %s via GATEWAY`", ip, err, ip)
+		return 0, nil, &NoRouteError{Addr: ip, Err: err}
 	}
 	r := routes[0]
 	if r.Type == unix.RTN_LOCAL {
@@ -239,5 +239,26 @@ func ResolveNextHopAt(ns netns.NsHandle, ip netip.Addr) (ifindex int, mac net.Ha
 			return r.LinkIndex, n.HardwareAddr, nil
 		}
 	}
-	return 0, nil, fmt.Errorf("no neighbour entry for %s on %s; ping it or add a permanent neighbour (`ip neigh replace %s lladdr MAC dev %s nud permanent`)", nh, dev, nh, dev)
+	return 0, nil, &NoNeighbourError{NextHop: nh, Dev: dev}
+}
+
+// NoRouteError: the kernel has no route to Addr (Err is what RTM_GETROUTE
+// said; nil when it answered with no route).
+type NoRouteError struct {
+	Addr netip.Addr
+	Err  error
+}
+
+func (e *NoRouteError) Error() string { return fmt.Sprintf("no route to %s (%v)", e.Addr, e.Err) }
+func (e *NoRouteError) Unwrap() error { return e.Err }
+
+// NoNeighbourError: the route leads to NextHop on Dev, but the neighbour
+// table has no usable link-layer address for it.
+type NoNeighbourError struct {
+	NextHop netip.Addr
+	Dev     string
+}
+
+func (e *NoNeighbourError) Error() string {
+	return fmt.Sprintf("no neighbour entry for %s on %s", e.NextHop, e.Dev)
 }

@@ -45,10 +45,10 @@ func TestResolveNextHop(t *testing.T) {
 	testutil.IP(t, ns, "route", "add", "2001:db8:99::/48", "via", "2001:db8:77::2")
 	testutil.IP(t, ns, "route", "add", "198.51.100.0/24", "via", "10.77.0.3")
 	for _, tc := range []struct{ ip, mac, wantErr string }{
-		{"10.77.0.2", "02:00:00:00:00:02", ""},      // on-link, permanent
-		{"192.0.2.77", "02:00:00:00:00:02", ""},     // via gateway 10.77.0.2
-		{"2001:db8:99::5", "02:00:00:00:00:06", ""}, // v6, via a stale neighbour
-		{"198.51.100.1", "", "no neighbour entry for 10.77.0.3 on v0; ping it or add a permanent neighbour"},
+		{"10.77.0.2", "02:00:00:00:00:02", ""},                         // on-link, permanent
+		{"192.0.2.77", "02:00:00:00:00:02", ""},                        // via gateway 10.77.0.2
+		{"2001:db8:99::5", "02:00:00:00:00:06", ""},                    // v6, via a stale neighbour
+		{"198.51.100.1", "", "no neighbour entry for 10.77.0.3 on v0"}, // the fix: internal/gateway's resolveNextHop
 		{"10.77.0.9", "", "no neighbour entry for 10.77.0.9 on v0"},
 		{"10.77.0.1", "", "address of this host"},
 		{"203.0.113.1", "", "no route to 203.0.113.1"},

@@ -53,6 +53,16 @@ func onLockedThread(fn func(orig netns.NsHandle) error) error {
 	}
 	defer orig.Close()
 	defer func() {
+		// A thread fn did not move (netns.New refused, say) stays: setns
+		// back into one's own namespace still needs CAP_SYS_ADMIN, and
+		// without it that refusal must not become a panic.
+		if cur, err := netns.Get(); err == nil {
+			same := cur.Equal(orig)
+			cur.Close()
+			if same {
+				return
+			}
+		}
 		if err := netns.Set(orig); err != nil {
 			panic(fmt.Sprintf("kernel: cannot restore network namespace: %v", err))
 		}

@@ -11,58 +11,63 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// DaemonSched is how a daemon process runs: CPU affinity, real-time
-// priority and locked memory (the ConnectX-7 benchmark's daemon-cpu, daemon-priority,
-// lock-memory).
-type DaemonSched struct {
-	CPUs       []int
-	Priority   int // SCHED_RR priority 1-99; 0 leaves the scheduler alone
-	LockMemory bool
+// The settings a daemon process runs with (gateway.yaml's daemon-cpu,
+// daemon-priority and lock-memory). Affinity and scheduling policy are
+// per thread in Linux: each existing thread (/proc/self/task) is set, and
+// threads created later inherit them from their creator. The errors say
+// which call failed and the errno; what to change on the host is the
+// caller's to say (it knows the setting's name).
+
+// SetProcessAffinity pins every thread of this process to cpus.
+func SetProcessAffinity(cpus []int) error {
+	var set unix.CPUSet
+	for _, c := range cpus {
+		set.Set(c)
+	}
+	return eachThread(func(tid int) error {
+		if err := unix.SchedSetaffinity(tid, &set); err != nil {
+			return fmt.Errorf("sched_setaffinity(%v): %w", cpus, err)
+		}
+		return nil
+	})
 }
 
-// ApplyDaemonSched applies s to every thread of the calling process.
-// Affinity and scheduling policy are per thread in Linux: each existing
-// thread (/proc/self/task) is set, and threads created later inherit them
-// from their creator. SCHED_RR rather than SCHED_FIFO: the Go runtime
-// runs several threads at the same priority, and round-robin lets them
-// share a CPU instead of one starving the rest. Memory is locked with
-// mlockall(MCL_CURRENT|MCL_FUTURE) (needs CAP_IPC_LOCK or a large enough
-// RLIMIT_MEMLOCK). Each failure is reported with the fix; nothing is
-// undone (each setting stands on its own).
-func ApplyDaemonSched(s DaemonSched) error {
-	var errs []error
+// SetProcessRR runs every thread of this process with SCHED_RR at prio
+// (1-99). SCHED_RR rather than SCHED_FIFO: the Go runtime runs several
+// threads at the same priority, and round-robin lets them share a CPU
+// instead of one starving the rest.
+func SetProcessRR(prio int) error {
+	return eachThread(func(tid int) error {
+		if err := schedSetRR(tid, prio); err != nil {
+			return fmt.Errorf("sched_setscheduler(SCHED_RR): %w", err)
+		}
+		return nil
+	})
+}
+
+// LockProcessMemory locks this process's memory, now and later
+// (mlockall(MCL_CURRENT|MCL_FUTURE)).
+func LockProcessMemory() error {
+	if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE); err != nil {
+		return fmt.Errorf("mlockall: %w", err)
+	}
+	return nil
+}
+
+// eachThread runs set on each thread of this process and stops at the
+// first failure; a thread that exited meanwhile (ESRCH) is no failure.
+func eachThread(set func(tid int) error) error {
 	tids, err := os.ReadDir("/proc/self/task")
 	if err != nil {
 		return fmt.Errorf("listing this process's threads: %w", err)
 	}
-	if len(s.CPUs) > 0 {
-		var set unix.CPUSet
-		for _, c := range s.CPUs {
-			set.Set(c)
-		}
-		for _, t := range tids {
-			tid, _ := strconv.Atoi(t.Name())
-			if err := unix.SchedSetaffinity(tid, &set); err != nil && !errors.Is(err, unix.ESRCH) {
-				errs = append(errs, fmt.Errorf("daemon-cpu: sched_setaffinity(%v): %w (are those CPUs online and in this cgroup's cpuset?)", s.CPUs, err))
-				break
-			}
+	for _, t := range tids {
+		tid, _ := strconv.Atoi(t.Name())
+		if err := set(tid); err != nil && !errors.Is(err, unix.ESRCH) {
+			return err
 		}
 	}
-	if s.Priority > 0 {
-		for _, t := range tids {
-			tid, _ := strconv.Atoi(t.Name())
-			if err := schedSetRR(tid, s.Priority); err != nil && !errors.Is(err, unix.ESRCH) {
-				errs = append(errs, fmt.Errorf("daemon-priority %d: sched_setscheduler(SCHED_RR): %w (needs root or CAP_SYS_NICE, and RLIMIT_RTPRIO; under systemd also no CPUSchedulingPolicy override)", s.Priority, err))
-				break
-			}
-		}
-	}
-	if s.LockMemory {
-		if err := unix.Mlockall(unix.MCL_CURRENT | unix.MCL_FUTURE); err != nil {
-			errs = append(errs, fmt.Errorf("lock-memory: mlockall: %w (needs CAP_IPC_LOCK or a larger RLIMIT_MEMLOCK: LimitMEMLOCK=infinity under systemd)", err))
-		}
-	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // schedSetRR is sched_setscheduler(tid, SCHED_RR, prio) (x/sys/unix has

@@ -13,16 +13,22 @@ import (
 	"sluice/internal/testutil"
 )
 
-// TestDaemonSchedChild is the child of TestApplyDaemonSched: it applies
+// TestDaemonSchedChild is the child of TestProcessSched: it applies
 // the settings to itself (a fresh process, so the test binary's own
 // threads are not touched), starts more threads, and prints what every
 // thread has.
 func TestDaemonSchedChild(t *testing.T) {
 	if os.Getenv("SLUICE_SCHED_CHILD") == "" {
-		t.Skip("run by TestApplyDaemonSched")
+		t.Skip("run by TestProcessSched")
 	}
-	if err := ApplyDaemonSched(DaemonSched{CPUs: []int{0}, Priority: 10, LockMemory: true}); err != nil {
-		t.Fatal(err)
+	for _, set := range []func() error{
+		func() error { return SetProcessAffinity([]int{0}) },
+		func() error { return SetProcessRR(10) },
+		LockProcessMemory,
+	} {
+		if err := set(); err != nil {
+			t.Fatal(err)
+		}
 	}
 	// Threads created after the call inherit the settings.
 	done := make(chan bool)
@@ -42,7 +48,7 @@ func TestDaemonSchedChild(t *testing.T) {
 // daemon-cpu, daemon-priority and lock-memory on a real process: every
 // thread, including those started afterwards, runs on the CPU asked for
 // with SCHED_RR at the priority asked for, and the memory is locked.
-func TestApplyDaemonSched(t *testing.T) {
+func TestProcessSched(t *testing.T) {
 	testutil.RequireRoot(t, "real-time scheduling and mlockall")
 	cmd := exec.Command(os.Args[0], "-test.run=^TestDaemonSchedChild$", "-test.v")
 	cmd.Env = append(os.Environ(), "SLUICE_SCHED_CHILD=1")

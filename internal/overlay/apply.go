@@ -3,6 +3,7 @@
 package overlay
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -113,7 +114,8 @@ func offloadFor(m, dev, dir string, policy bool) (*xfrm.Offload, error) {
 	}
 	l, err := kernel.Link(dev)
 	if err != nil {
-		return nil, err
+		// The plan found it; it went away since.
+		return nil, fmt.Errorf("%w (check the name with `ip link`)", err)
 	}
 	o := &xfrm.Offload{Ifindex: l.Ifindex}
 	if m == config.OffloadModePacket {
@@ -178,6 +180,9 @@ func (r *runner) addSA(w wantSA) error {
 		}
 		err = xfrm.StateAddESP(xfrm.ESPState{Src: w.src, Dst: w.dst, SPI: w.spi, Reqid: w.reqid, Tunnel: pr.Mode == config.ModeTunnel,
 			AEAD: AEAD, Key: w.key.Bytes(), ICVBits: ICVBits, ESN: pr.ESN, ReplayWindow: pr.ReplayWindow, Offload: off, OSeq: w.oseq, Seq: w.seq})
+		if errors.Is(err, xfrm.ErrSeqAbove32Bits) {
+			return fmt.Errorf("%s: %w: use a new key", w, err) // no offload mode can carry it over
+		}
 		if err != nil {
 			if w.offload == config.OffloadModeAuto && m != config.OffloadModeNone {
 				refused = append(refused, fmt.Sprintf("%s refused (%v)", m, trimErr(err)))

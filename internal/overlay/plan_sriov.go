@@ -3,6 +3,7 @@
 package overlay
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -284,6 +285,10 @@ func (p *planner) vfCaps(path, handle string, k *kernel.LinkConfig, vf config.VF
 		Commands: []string{fmt.Sprintf("devlink port function set %s/<VF %d port> %s   # VF unbound from its driver", handle, idx, strings.Join(capArgs(vf.IPsec), " "))},
 		run: func(r *runner) error {
 			port, err := kernel.DevlinkVFPort(bus, dev, idx)
+			var noPort *kernel.NoVFPortError
+			if errors.As(err, &noPort) {
+				return fmt.Errorf("%w (is the eswitch in switchdev mode, and does the VF exist?)", err)
+			}
 			if err != nil {
 				return err
 			}

@@ -23,7 +23,7 @@ func (o Offload) MarshalAttr() []byte {
 // the error can name the field.
 func (o Offload) validate() error {
 	if o.Ifindex <= 0 {
-		return fmt.Errorf("offload: ifindex %d: name the offloading device (ifindex > 0)", o.Ifindex)
+		return fmt.Errorf("offload: ifindex %d: no offloading device (the ifindex must be > 0)", o.Ifindex)
 	}
 	if o.Flags&^offloadKnownFlags != 0 {
 		return fmt.Errorf("offload: unknown flags %#x (known: ipv6=1, inbound=2, packet=4)", o.Flags&^offloadKnownFlags)

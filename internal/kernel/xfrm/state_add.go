@@ -3,6 +3,7 @@
 package xfrm
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"net"
@@ -52,6 +53,11 @@ type ESPState struct {
 	OSeq, Seq uint64
 }
 
+// ErrSeqAbove32Bits: StateAddESP carries sequence numbers over in the
+// 32-bit replay state (XFRMA_REPLAY_VAL), not the ESN one, so a number
+// past 2^32-1 cannot be carried over.
+var ErrSeqAbove32Bits = errors.New("needs its upper 32 bits, which sluice does not send")
+
 // StateAddESP installs s through StateAdd.
 func StateAddESP(s ESPState) error {
 	mode := netlink.XFRM_MODE_TRANSPORT
@@ -66,7 +72,7 @@ func StateAddESP(s ESPState) error {
 	}
 	if s.OSeq != 0 || s.Seq != 0 {
 		if s.OSeq > math.MaxUint32 || s.Seq > math.MaxUint32 {
-			return fmt.Errorf("xfrm state add spi %#x: carrying over sequence number %d/%d needs its upper 32 bits, which sluice does not send: use a new key", s.SPI, s.OSeq, s.Seq)
+			return fmt.Errorf("xfrm state add spi %#x: carrying over sequence number %d/%d %w", s.SPI, s.OSeq, s.Seq, ErrSeqAbove32Bits)
 		}
 		st.Replay = &netlink.XfrmReplayState{OSeq: uint32(s.OSeq), Seq: uint32(s.Seq)}
 	}
