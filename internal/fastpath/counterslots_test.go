@@ -32,14 +32,14 @@ func (e *testEnv) runTimes(p Packet, ingress, times int) {
 	}
 }
 
-// TestCachedPassCountsAgainstTheDecidingPolicy: with counters on, an
-// `inbound` pass is replayed from the flow cache and counted against the
-// policy the full decision names; a new generation (here: a better FWD
-// policy) sends it back through the full decision, and a cache entry from
-// two generations back is never fresh again (config.gen counted 0, 1, 0
-// before: the entry of the first set was replayed under the third and
-// counted against the first set's FWD policy).
-func TestCachedPassCountsAgainstTheDecidingPolicy(t *testing.T) {
+// TestCacheEntriesOfOlderGenerations: with counters on, an `inbound` pass
+// is replayed from the flow cache and counted against the policy the full
+// decision names; a new generation (here: a better FWD policy) sends it
+// back through the full decision; and no cache entry from two generations
+// back, pass or forward, is fresh again. config.gen flipped 0, 1, 0
+// before: the first set's entry was replayed under the third, counting a
+// pass against a policy gone and forwarding under a block policy.
+func TestCacheEntriesOfOlderGenerations(t *testing.T) {
 	e := newTestEnv(t)
 	g := newGateway(e)
 	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB})
@@ -90,18 +90,9 @@ func TestCachedPassCountsAgainstTheDecidingPolicy(t *testing.T) {
 	if got[g.fwdIn.Index].Packets != 7 || got[better.Index].Packets != 0 {
 		t.Fatalf("two generations on: old FWD %+v, removed FWD %+v; want 7 and none", got[g.fwdIn.Index], got[better.Index])
 	}
-}
 
-// TestFlowCacheEntryOfTwoGenerationsBack: a forward cached under one
-// policy set is not replayed after the set changed twice (the policy
-// turned to block, then another change), even within one route epoch.
-// With config.gen flipping 0/1 it was: the third set has the first one's
-// gen.
-func TestFlowCacheEntryOfTwoGenerationsBack(t *testing.T) {
-	e := newTestEnv(t)
-	g := newGateway(e)
-	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB})
-	e.apply(g.snap)
+	// The same for a forward: cached, then its policy turned to block,
+	// then another change within the same route epoch.
 	out := udp("10.0.0.5", "48.0.1.9", 64)
 	if ret, _ := e.liveRun(out, e.lan); ret == XDPPass {
 		t.Fatal("the tunnel's first packet was not forwarded")
@@ -117,56 +108,6 @@ func TestFlowCacheEntryOfTwoGenerationsBack(t *testing.T) {
 	e.apply(blocked)
 	if ret, _ := e.liveRun(out, e.lan); ret != XDPPass {
 		t.Fatalf("a forward cached two generations ago was replayed under a block policy (verdict %d)", ret)
-	}
-}
-
-// TestCounterSlotsStableAcrossRecompiles: a policy keeps its counter slot,
-// and its counts, for as long as it stays in the tables; a policy that
-// leaves is no longer reported, and its slot is not handed to a policy
-// that arrives right after (which starts from zero).
-func TestCounterSlotsStableAcrossRecompiles(t *testing.T) {
-	e := newTestEnv(t)
-	g := newGateway(e)
-	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB})
-	if err := e.dp.SetCounters(true); err != nil {
-		t.Fatal(err)
-	}
-	e.apply(g.snap)
-	fwd := udp("10.0.0.5", "48.0.1.9", 64)
-	wide := udp("10.0.0.5", "48.0.9.9", 64)
-	e.runTimes(fwd, e.lan, 3)
-	e.runTimes(wide, e.lan, 2)
-	slot := e.dp.slots.byIndex[g.tunnel.Index]
-	wideSlot := e.dp.slots.byIndex[g.wide.Index]
-	if slot == 0 || wideSlot == 0 || slot == wideSlot {
-		t.Fatalf("slots: tunnel %d, wide %d; want two distinct non-zero slots", slot, wideSlot)
-	}
-
-	// Recompile without `wide` and with a new policy: tunnel's slot and
-	// counts stay; the new one does not get wide's slot.
-	extra := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.7.0/24", 100, "123.2.0.1", 1, e.wan)
-	next := g.snap
-	next.Policies = []xfrm.Policy{extra}
-	for _, p := range g.snap.Policies {
-		if p.Index != g.wide.Index {
-			next.Policies = append(next.Policies, p)
-		}
-	}
-	e.apply(next)
-	if s := e.dp.slots.byIndex[g.tunnel.Index]; s != slot {
-		t.Fatalf("tunnel's slot moved from %d to %d on a recompile", slot, s)
-	}
-	if s := e.dp.slots.byIndex[extra.Index]; s == 0 || s == wideSlot {
-		t.Fatalf("the new policy got slot %d; wide's (%d) rests first", s, wideSlot)
-	}
-	e.runTimes(fwd, e.lan, 2)
-	e.runTimes(udp("10.0.0.5", "48.0.7.9", 64), e.lan, 1)
-	got := e.countsByIndex()
-	if got[g.tunnel.Index].Packets != 5 || got[extra.Index].Packets != 1 {
-		t.Fatalf("tunnel %+v, new %+v; want 5 and 1", got[g.tunnel.Index], got[extra.Index])
-	}
-	if c, ok := got[g.wide.Index]; ok {
-		t.Fatalf("a policy that left the tables is still reported: %+v", c)
 	}
 }
 
@@ -205,10 +146,14 @@ func TestCounterSlotRestsBeforeReuse(t *testing.T) {
 	}
 }
 
-// TestCounterSlotsAdoptedByARestartedDaemon: a daemon that adopts the
-// pinned maps keeps each policy's slot and counts (policy_slots records
-// the owners), and gives new policies slots nobody owns.
-func TestCounterSlotsAdoptedByARestartedDaemon(t *testing.T) {
+// TestCounterSlotsAcrossRecompilesAndRestarts: a policy keeps its counter
+// slot, and its counts, for as long as it stays in the tables; a policy
+// that leaves is no longer reported, and its slot is not handed to a
+// policy that arrives right after (which starts from zero). A daemon that
+// adopts the pinned maps keeps each policy's slot and counts
+// (policy_slots records the owners) and gives new policies slots nobody
+// owns.
+func TestCounterSlotsAcrossRecompilesAndRestarts(t *testing.T) {
 	e := newTestEnv(t)
 	g := newGateway(e)
 	dir := t.TempDir()
@@ -236,25 +181,60 @@ func TestCounterSlotsAdoptedByARestartedDaemon(t *testing.T) {
 	defer func() { e.dp = saved }()
 	e.dp = start()
 	e.apply(g.snap)
-	e.runTimes(udp("10.0.0.5", "48.0.1.9", 64), e.lan, 3)
+	fwd := udp("10.0.0.5", "48.0.1.9", 64)
+	e.runTimes(fwd, e.lan, 3)
+	e.runTimes(udp("10.0.0.5", "48.0.9.9", 64), e.lan, 2)
 	slot := e.dp.slots.byIndex[g.tunnel.Index]
-	e.dp.Close()
+	wideSlot := e.dp.slots.byIndex[g.wide.Index]
+	if slot == 0 || wideSlot == 0 || slot == wideSlot {
+		t.Fatalf("slots: tunnel %d, wide %d; want two distinct non-zero slots", slot, wideSlot)
+	}
 
-	e.dp = start()
-	defer e.dp.Close()
+	// Recompile without `wide` and with a new policy: tunnel's slot and
+	// counts stay; the new one does not get wide's slot.
 	extra := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.7.0/24", 100, "123.2.0.1", 1, e.wan)
 	next := g.snap
-	next.Policies = append(append([]xfrm.Policy(nil), g.snap.Policies...), extra)
+	next.Policies = []xfrm.Policy{extra}
+	for _, p := range g.snap.Policies {
+		if p.Index != g.wide.Index {
+			next.Policies = append(next.Policies, p)
+		}
+	}
+	e.apply(next)
+	if s := e.dp.slots.byIndex[g.tunnel.Index]; s != slot {
+		t.Fatalf("tunnel's slot moved from %d to %d on a recompile", slot, s)
+	}
+	if s := e.dp.slots.byIndex[extra.Index]; s == 0 || s == wideSlot {
+		t.Fatalf("the new policy got slot %d; wide's (%d) rests first", s, wideSlot)
+	}
+	e.runTimes(fwd, e.lan, 2)
+	e.runTimes(udp("10.0.0.5", "48.0.7.9", 64), e.lan, 1)
+	got := e.countsByIndex()
+	if got[g.tunnel.Index].Packets != 5 || got[extra.Index].Packets != 1 {
+		t.Fatalf("tunnel %+v, new %+v; want 5 and 1", got[g.tunnel.Index], got[extra.Index])
+	}
+	if c, ok := got[g.wide.Index]; ok {
+		t.Fatalf("a policy that left the tables is still reported: %+v", c)
+	}
+	e.dp.Close()
+
+	// A restarted daemon adopts the owners: the same slots, the counts
+	// kept, and a newcomer gets a slot nobody owns.
+	e.dp = start()
+	defer e.dp.Close()
+	late := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.8.0/24", 100, "123.2.0.1", 1, e.wan)
+	next.Policies = append(next.Policies, late)
 	e.apply(next)
 	if s := e.dp.slots.byIndex[g.tunnel.Index]; s != slot {
 		t.Fatalf("the restarted daemon moved the tunnel's slot from %d to %d", slot, s)
 	}
 	for index, s := range e.dp.slots.byIndex {
-		if s == e.dp.slots.byIndex[extra.Index] && index != extra.Index {
+		if s == e.dp.slots.byIndex[late.Index] && index != late.Index {
 			t.Fatalf("the new policy got slot %d, owned by policy %d", s, index)
 		}
 	}
-	if c := e.countsByIndex()[g.tunnel.Index]; c.Packets != 3 {
-		t.Fatalf("after the restart the tunnel counts %+v, want 3 packets", c)
+	got = e.countsByIndex()
+	if got[g.tunnel.Index].Packets != 5 || got[extra.Index].Packets != 1 {
+		t.Fatalf("after the restart: tunnel %+v, extra %+v; want 5 and 1", got[g.tunnel.Index], got[extra.Index])
 	}
 }

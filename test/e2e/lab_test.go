@@ -251,9 +251,11 @@ func TestBenchCountsExactly(t *testing.T) {
 				if s.TxPackets == 0 || s.TxPackets != s.RxPackets+s.Lost || s.Lost != 0 {
 					t.Errorf("step %d: sent %d, received %d, lost %d: want lossless and exact", s.Index, s.TxPackets, s.RxPackets, s.Lost)
 				}
-				// paced to the target: within 10% over a 0.5 s step
-				if got := float64(s.TxPackets) / 0.5; got < 0.9*s.TargetPPS || got > 1.1*s.TargetPPS {
-					t.Errorf("step %d: sent %.0f pps for a target of %.0f", s.Index, got, s.TargetPPS)
+				// Paced to the target: never more than 10% over it in a 0.5 s
+				// step. Under it only when the generator could not keep up
+				// (a loaded machine), and then the report must say so.
+				if got := float64(s.TxPackets) / 0.5; got > 1.1*s.TargetPPS || (got < 0.9*s.TargetPPS && !s.GenLimited) {
+					t.Errorf("step %d: sent %.0f pps for a target of %.0f (generator limited: %v)", s.Index, got, s.TargetPPS, s.GenLimited)
 				}
 				if s.Late != 0 || s.TsBackwards != 0 {
 					t.Errorf("step %d: %d late, %d stamps went back in time", s.Index, s.Late, s.TsBackwards)
