@@ -199,6 +199,38 @@ struct fp_pentry {
 	__u32 present;            /* bit per direction with a policy */
 };
 
+/* The destination index (see classify_direct4 in fastpath.c): per
+ * generation, 256 blocks of 256 words, one word per IPv4 /16 of a
+ * destination (a block number + 1, 0: none); FP_DIDX_BLOCKS blocks of 256
+ * words, one per /24 of a /16 (a rule number + 1, 0: none); and
+ * FP_DIDX_RULES rules. What does not fit is left to the tuples. */
+#define FP_DIDX_BLOCKS 1024
+#define FP_DIDX_RULES 65536
+
+/* 256 words in one array value: an array's values are 8-byte aligned, so
+ * single __u32 values would take 8 bytes each. */
+struct fp_didx_block {
+	__u32 w[256];
+};
+
+/* A rule of the destination index: the one policy-table entry (one
+ * selector) whose destination meets a /24, with that selector's fields
+ * masked as in its table's key and the masks themselves. */
+struct fp_didx4 {
+	__be32 src;               /* masked */
+	__be32 src_mask;
+	__be32 dst;               /* masked */
+	__be32 dst_mask;
+	__be16 sport;             /* masked */
+	__be16 sport_mask;
+	__be16 dport;             /* masked */
+	__be16 dport_mask;
+	__u8 proto;               /* 0 unless proto_set */
+	__u8 proto_set;
+	__u16 pad;
+	struct fp_pentry e;
+};
+
 struct fp_iface {
 	__u32 slot;               /* counter slot, see FP_MAX_IFACE_SLOTS */
 	__u8 l2_mode;             /* enum fp_l2_mode */

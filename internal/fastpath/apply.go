@@ -73,6 +73,9 @@ func (dp *Datapath) Apply(t *Tables) error {
 			return fmt.Errorf("fastpath: writing %d IPv4 policies: %w", len(keys4), err)
 		}
 	}
+	if err := dp.writeDidx(idle, t); err != nil {
+		return err
+	}
 	for fam := 0; fam < 2; fam++ {
 		for i, tu := range t.Tuples[fam] {
 			idx := uint32((int(idle)*2+fam)*MaxTuples + i)

@@ -38,6 +38,9 @@ type Tables struct {
 	// Mirrored counts the policies that can match traffic the program sees.
 	Mirrored        int
 	FwdDefaultBlock bool
+	// Didx is the IPv4 destination index (didx.go), a first stage that
+	// decides without the tuples where one entry alone meets a /24.
+	Didx didx
 }
 
 // ErrTooManyShapes means the policy set has more distinct selector shapes
@@ -154,6 +157,7 @@ func Compile(s Snapshot) (*Tables, error) {
 		t.Entries[pl.key] = e
 	}
 	t.Tuples = withTop8(t) // the address summaries (fwddsts.go)
+	t.Didx = buildDidx(t)
 	return t, nil
 }
 

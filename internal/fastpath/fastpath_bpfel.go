@@ -60,6 +60,27 @@ type fastpathFpDecision struct {
 	Cslot          uint32
 }
 
+type fastpathFpDidx4 struct {
+	_         structs.HostLayout
+	Src       uint32
+	SrcMask   uint32
+	Dst       uint32
+	DstMask   uint32
+	Sport     uint16
+	SportMask uint16
+	Dport     uint16
+	DportMask uint16
+	Proto     uint8
+	ProtoSet  uint8
+	Pad       uint16
+	E         fastpathFpPentry
+}
+
+type fastpathFpDidxBlock struct {
+	_ structs.HostLayout
+	W [256]uint32
+}
+
 type fastpathFpEmc struct {
 	_    structs.HostLayout
 	Key  fastpathFpFlowKey4
@@ -258,6 +279,9 @@ type fastpathFpVlanKey struct {
 const (
 	fastpathMapCacheGate      = "cache_gate"
 	fastpathMapConfig         = "config"
+	fastpathMapDidxBlocks     = "didx_blocks"
+	fastpathMapDidxRules4     = "didx_rules4"
+	fastpathMapDidxSlots      = "didx_slots"
 	fastpathMapExplainOut     = "explain_out"
 	fastpathMapFibCache       = "fib_cache"
 	fastpathMapFlowCache      = "flow_cache"
@@ -283,6 +307,7 @@ const (
 	fastpathProgXdpLeaseRenew = "xdp_lease_renew"
 	fastpathVarFpCounter      = "_fp_counter"
 	fastpathVarFpDecision     = "_fp_decision"
+	fastpathVarFpDidx4        = "_fp_didx4"
 	fastpathVarFpFlow         = "_fp_flow"
 	fastpathVarFpFlowKey      = "_fp_flow_key"
 	fastpathVarFpFlowKey4     = "_fp_flow_key4"
@@ -349,6 +374,9 @@ type fastpathProgramSpecs struct {
 type fastpathMapSpecs struct {
 	CacheGate     *ebpf.MapSpec `ebpf:"cache_gate"`
 	Config        *ebpf.MapSpec `ebpf:"config"`
+	DidxBlocks    *ebpf.MapSpec `ebpf:"didx_blocks"`
+	DidxRules4    *ebpf.MapSpec `ebpf:"didx_rules4"`
+	DidxSlots     *ebpf.MapSpec `ebpf:"didx_slots"`
 	ExplainOut    *ebpf.MapSpec `ebpf:"explain_out"`
 	FibCache      *ebpf.MapSpec `ebpf:"fib_cache"`
 	FlowCache     *ebpf.MapSpec `ebpf:"flow_cache"`
@@ -378,6 +406,7 @@ type fastpathMapSpecs struct {
 type fastpathVariableSpecs struct {
 	FpCounter   *ebpf.VariableSpec `ebpf:"_fp_counter"`
 	FpDecision  *ebpf.VariableSpec `ebpf:"_fp_decision"`
+	FpDidx4     *ebpf.VariableSpec `ebpf:"_fp_didx4"`
 	FpFlow      *ebpf.VariableSpec `ebpf:"_fp_flow"`
 	FpFlowKey   *ebpf.VariableSpec `ebpf:"_fp_flow_key"`
 	FpFlowKey4  *ebpf.VariableSpec `ebpf:"_fp_flow_key4"`
@@ -414,6 +443,9 @@ func (o *fastpathObjects) Close() error {
 type fastpathMaps struct {
 	CacheGate     *ebpf.Map `ebpf:"cache_gate"`
 	Config        *ebpf.Map `ebpf:"config"`
+	DidxBlocks    *ebpf.Map `ebpf:"didx_blocks"`
+	DidxRules4    *ebpf.Map `ebpf:"didx_rules4"`
+	DidxSlots     *ebpf.Map `ebpf:"didx_slots"`
 	ExplainOut    *ebpf.Map `ebpf:"explain_out"`
 	FibCache      *ebpf.Map `ebpf:"fib_cache"`
 	FlowCache     *ebpf.Map `ebpf:"flow_cache"`
@@ -441,6 +473,9 @@ func (m *fastpathMaps) Close() error {
 	return _FastpathClose(
 		m.CacheGate,
 		m.Config,
+		m.DidxBlocks,
+		m.DidxRules4,
+		m.DidxSlots,
 		m.ExplainOut,
 		m.FibCache,
 		m.FlowCache,
@@ -471,6 +506,7 @@ func (m *fastpathMaps) Close() error {
 type fastpathVariables struct {
 	FpCounter   *ebpf.Variable `ebpf:"_fp_counter"`
 	FpDecision  *ebpf.Variable `ebpf:"_fp_decision"`
+	FpDidx4     *ebpf.Variable `ebpf:"_fp_didx4"`
 	FpFlow      *ebpf.Variable `ebpf:"_fp_flow"`
 	FpFlowKey   *ebpf.Variable `ebpf:"_fp_flow_key"`
 	FpFlowKey4  *ebpf.Variable `ebpf:"_fp_flow_key4"`

@@ -49,6 +49,8 @@ type Datapath struct {
 	inboundAny, countersOn bool
 	dstMem                 *ebpf.Memory
 	dsts                   []uint64
+	// didxMem: the destination index's maps, mapped (didx.go; under mu).
+	didxMem didxMaps
 	// slots: the per-policy counter slots (counterslots.go; under mu).
 	slots counterSlots
 
@@ -153,6 +155,7 @@ func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Progra
 		"flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "flow_emc": objs.FlowEmc,
 		"cache_gate": objs.CacheGate, "lease": objs.Lease, "fwd_dsts": objs.FwdDsts,
 		"iface_slots": objs.IfaceSlots, "fib_cache": objs.FibCache, "own_nets": objs.OwnNets,
+		"didx_blocks": objs.DidxBlocks, "didx_slots": objs.DidxSlots, "didx_rules4": objs.DidxRules4,
 	}
 	for name, m := range es.Maps {
 		if repl[name] == nil {
