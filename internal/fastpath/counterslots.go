@@ -150,8 +150,14 @@ func (dp *Datapath) assignCounterSlots(t *Tables, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	if _, err := dp.objs.PolicyCounts.BatchUpdate(fresh, make([]fastpathFpCounter, len(fresh)*ncpu), nil); err != nil {
-		return fmt.Errorf("fastpath: zeroing %d counter slots: %w", len(fresh), err)
+	// in chunks: a zero per CPU per slot, for many CPUs, is a lot of memory at once
+	const chunk = 4096
+	zeros := make([]fastpathFpCounter, min(len(fresh), chunk)*ncpu)
+	for i := 0; i < len(fresh); i += chunk {
+		part := fresh[i:min(i+chunk, len(fresh))]
+		if _, err := dp.objs.PolicyCounts.BatchUpdate(part, zeros[:len(part)*ncpu], nil); err != nil {
+			return fmt.Errorf("fastpath: zeroing %d counter slots: %w", len(part), err)
+		}
 	}
 	if _, err := dp.objs.PolicySlots.BatchUpdate(fresh, owners, nil); err != nil {
 		return fmt.Errorf("fastpath: recording %d counter slots: %w", len(fresh), err)

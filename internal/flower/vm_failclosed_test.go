@@ -21,6 +21,7 @@ import (
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel/tcflower"
+	"sluice/internal/testutil"
 )
 
 // runTier runs the tier on a thread inside ns until the returned stop is
@@ -92,7 +93,7 @@ func (f *flowerLab) startMirror(t *testing.T, tier *flower.Tier) (stop func()) {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	m := &fastpath.Mirror{DP: dp, Src: f.source(t), Tier: tier, Log: slog.New(slog.NewTextHandler(logs, nil))}
 	done := make(chan error, 1)
 	go func() { done <- m.Run(ctx) }()

@@ -14,11 +14,26 @@ import (
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
+	"sluice/internal/kernel/tcflower"
 	"sluice/internal/kernel/xfrm"
 )
 
 // sendUDP sends n datagrams from inside ns to dst:port with the given TTL.
 func sendUDP(t *testing.T, ns string, dst netip.Addr, port, ttl, n int) {
+	t.Helper()
+	sendDatagrams(t, ns, dst, port, ttl, []byte("sluice flower test"), n)
+}
+
+// sendSizedUDP sends n datagrams of l3 bytes (IPv4) from ns to dst:port,
+// with the default TTL.
+func sendSizedUDP(t *testing.T, ns string, dst netip.Addr, port, l3, n int) {
+	t.Helper()
+	sendDatagrams(t, ns, dst, port, 0, make([]byte, l3-28), n)
+}
+
+// sendDatagrams sends payload n times from inside ns to dst:port, 50 ms
+// apart; ttl > 0 sets the TTL (hop limit), 0 leaves the default.
+func sendDatagrams(t *testing.T, ns string, dst netip.Addr, port, ttl int, payload []byte, n int) {
 	t.Helper()
 	inNetns(t, ns, func() {
 		c, err := net.Dial("udp", net.JoinHostPort(dst.String(), strconv.Itoa(port)))
@@ -27,19 +42,35 @@ func sendUDP(t *testing.T, ns string, dst netip.Addr, port, ttl, n int) {
 			return
 		}
 		defer c.Close()
-		rc, _ := c.(*net.UDPConn).SyscallConn()
-		rc.Control(func(fd uintptr) {
-			if dst.Is4() {
-				syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_TTL, ttl)
-			} else {
-				syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IPV6, syscall.IPV6_UNICAST_HOPS, ttl)
-			}
-		})
+		if ttl > 0 {
+			rc, _ := c.(*net.UDPConn).SyscallConn()
+			rc.Control(func(fd uintptr) {
+				if dst.Is4() {
+					syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IP, syscall.IP_TTL, ttl)
+				} else {
+					syscall.SetsockoptInt(int(fd), syscall.IPPROTO_IPV6, syscall.IPV6_UNICAST_HOPS, ttl)
+				}
+			})
+		}
 		for i := 0; i < n; i++ {
-			c.Write([]byte("sluice flower test"))
+			c.Write(payload)
 			time.Sleep(50 * time.Millisecond)
 		}
 	})
+}
+
+// openTC opens a tc flower socket in ns, closed when the test ends.
+func openTC(t *testing.T, ns string) *tcflower.Socket {
+	t.Helper()
+	var fs *tcflower.Socket
+	inNetns(t, ns, func() {
+		var err error
+		if fs, err = tcflower.Open(); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Cleanup(func() { fs.Close() })
+	return fs
 }
 
 // staticRouter is the FIB the test set up, as the flower tier's Router.

@@ -12,7 +12,6 @@ import (
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
-	"sluice/internal/kernel/tcflower"
 	"sluice/internal/testutil"
 )
 
@@ -29,14 +28,7 @@ import (
 func TestFlowerHardwareRulesOnModel(t *testing.T) {
 	l := newLab(t)
 	f := newFlowerLabOn(t, l, true)
-	var fs *tcflower.Socket
-	inNetns(t, f.gw, func() {
-		var err error
-		if fs, err = tcflower.Open(); err != nil {
-			t.Fatal(err)
-		}
-	})
-	t.Cleanup(func() { fs.Close() })
+	fs := openTC(t, f.gw)
 	inst := &flower.Installer{FS: fs} // skip_sw: the production path
 	res := f.derive()
 	if len(res.Rules) != 6 || len(res.Skips) != 0 {

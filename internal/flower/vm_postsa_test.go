@@ -5,34 +5,13 @@
 package flower_test
 
 import (
-	"net"
 	"net/netip"
-	"strconv"
 	"testing"
 	"time"
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
-	"sluice/internal/kernel/tcflower"
 )
-
-// sendSizedUDP sends n datagrams of l3 bytes (IPv4) from ns to dst:port,
-// 50 ms apart.
-func sendSizedUDP(t *testing.T, ns string, dst netip.Addr, port, l3, n int) {
-	t.Helper()
-	inNetns(t, ns, func() {
-		c, err := net.Dial("udp", net.JoinHostPort(dst.String(), strconv.Itoa(port)))
-		if err != nil {
-			t.Error(err)
-			return
-		}
-		defer c.Close()
-		for i := 0; i < n; i++ {
-			c.Write(make([]byte, l3-28))
-			time.Sleep(50 * time.Millisecond)
-		}
-	})
-}
 
 // TestFlowerPostSA: the skip_hw flower rules on packets, past the SA. With
 // kernel forwarding off on the gateway, only the rules move traffic, so
@@ -47,14 +26,7 @@ func sendSizedUDP(t *testing.T, ns string, dst netip.Addr, port, l3, n int) {
 func TestFlowerPostSA(t *testing.T) {
 	l := newLab(t)
 	f := newFlowerLab(t, l)
-	var fs *tcflower.Socket
-	inNetns(t, f.gw, func() {
-		var err error
-		if fs, err = tcflower.Open(); err != nil {
-			t.Fatal(err)
-		}
-	})
-	t.Cleanup(func() { fs.Close() })
+	fs := openTC(t, f.gw)
 	inst := &flower.Installer{SkipHW: true, FS: fs}
 	install := func(t *testing.T, useTime bool) {
 		t.Helper()

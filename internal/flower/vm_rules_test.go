@@ -62,13 +62,7 @@ func TestFlowerRulesOnPackets(t *testing.T) {
 			t.Fatalf("want 2 forwards and 4 guards, got %d rules, skips %v:\n%v", len(res.Rules), res.Skips, res.Rules)
 		}
 	})
-	inNetns(t, f.gw, func() {
-		var err error
-		if fs, err = tcflower.Open(); err != nil {
-			t.Fatal(err)
-		}
-	})
-	t.Cleanup(func() { fs.Close() })
+	fs = openTC(t, f.gw)
 	inst.FS = fs
 	step(t, "veth refuses skip_sw: production rules never run in software", func(t *testing.T) {
 		p := flower.Probe(fs, f.p0, 0)

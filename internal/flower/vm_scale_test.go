@@ -99,14 +99,7 @@ func TestFlowerScale(t *testing.T) {
 		return strings.Count(out, " handle 0x") // one header line per filter
 	}
 	var inst *flower.Installer
-	var fs *tcflower.Socket
-	inNetns(t, gw, func() {
-		var err error
-		if fs, err = tcflower.Open(); err != nil {
-			t.Fatal(err)
-		}
-	})
-	t.Cleanup(func() { fs.Close() })
+	fs := openTC(t, gw)
 	var installTook, removeTook, batchTook time.Duration
 	var installCPU, batchCPU cpuTime
 	step(t, "installer: add all, none lost", func(t *testing.T) {

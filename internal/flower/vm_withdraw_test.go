@@ -5,7 +5,6 @@
 package flower_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -16,7 +15,6 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -28,24 +26,6 @@ import (
 	"sluice/internal/kernel/tcflower"
 	"sluice/internal/testutil"
 )
-
-// syncBuffer is a log sink the tier and the test share.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var tookRe = regexp.MustCompile(`time=(\S+) .*rules withdrawn on an XFRM event.* took=(\S+)`)
 
@@ -115,7 +95,7 @@ func TestFlowerWithdrawsOnXFRMEvents(t *testing.T) {
 	}
 	t.Cleanup(xh.Close)
 	src := f.source(t)
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	tier := &flower.Tier{SkipHW: true, InboundChain: 1, Router: f.router, Log: slog.New(slog.NewTextHandler(logs, nil)),
 		Ports: []flower.PortConfig{{Name: "p0.502", Outbound: true, TTL: true}, {Name: "wan0", L2FIB: true}}}
 	runTier(t, f.gw, tier)

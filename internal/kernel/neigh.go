@@ -249,7 +249,12 @@ type NoRouteError struct {
 	Err  error
 }
 
-func (e *NoRouteError) Error() string { return fmt.Sprintf("no route to %s (%v)", e.Addr, e.Err) }
+func (e *NoRouteError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("no route to %s", e.Addr)
+	}
+	return fmt.Sprintf("no route to %s (%v)", e.Addr, e.Err)
+}
 func (e *NoRouteError) Unwrap() error { return e.Err }
 
 // NoNeighbourError: the route leads to NextHop on Dev, but the neighbour

@@ -88,9 +88,9 @@ func (g *trustGW) config(name, pinDir, extra string, ifaces ...string) string {
 
 // start runs a daemon and waits until its API says in sync; stop runs at
 // cleanup.
-func (g *trustGW) start(cfg, pinDir string) (*exec.Cmd, *syncBuffer) {
+func (g *trustGW) start(cfg, pinDir string) (*exec.Cmd, *testutil.SyncBuffer) {
 	g.t.Helper()
-	logs := &syncBuffer{}
+	logs := &testutil.SyncBuffer{}
 	d := exec.Command("ip", "netns", "exec", g.ns, g.bin, "gateway", "run", "-f", cfg)
 	d.Stdout, d.Stderr = logs, logs
 	if err := d.Start(); err != nil {
@@ -200,23 +200,6 @@ func pinnedLinkID(t *testing.T, path string) string {
 // asNobody prefixes a command to run it as uid/gid 65534 without
 // capabilities: a real other local user.
 var asNobody = []string{"setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "--inh-caps=-all"}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A local user cannot make one gateway's start act on another gateway's
 // program, nor block starts with a message that blames a gateway: before,

@@ -34,70 +34,60 @@ func TestNicmodelCryptoInterop(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			nsA, nsB := l.netns(t), l.netns(t)
-			devA, devB := l.nicPair(t, nsA, nsB)
-			h := newNMHosts(c.v6, c.tunnel)
-			h.wire(t, nsA, devA, nsB, devB)
-			s := nmSetup{keyAB: nmKeyAB, keyBA: nmKeyBA, bKeyAB: nmKeyAB, bKeyBA: nmKeyBA, crypto: true}
+			h := l.newNMHosts(t, c.v6, c.tunnel)
+			s := nmKeys().cryptoMode()
 			if c.esn {
-				s.replayWindowSize = "128"
-				out := []string{"flag", "esn", "replay-oseq", "0xfffffffd"}
-				in := []string{"flag", "esn", "replay-seq", "0xfffffff8"}
-				s.aOutX, s.aInX, s.bInX = out, in, in
-				s.bOutX = append([]string{"replay-window", "128"}, out...)
+				s = s.esnWrap()
 			}
-			h.install(t, ip, nsA, devA, nsB, s)
-			if st := run(t, ip, "-n", nsA, "xfrm", "state"); strings.Count(st, "mode crypto") != 2 {
+			h.install(t, ip, s)
+			if st := run(t, ip, "-n", h.nsA, "xfrm", "state"); strings.Count(st, "mode crypto") != 2 {
 				t.Fatalf("A's SAs are not both crypto-offloaded:\n%s", st)
 			}
 
-			before := ethStats(t, nsA, devA)
+			before := ethStats(t, h.nsA, h.devA)
 			const n = 5
-			if out, ok := h.ping(t, nsA, n); !ok {
+			if out, ok := h.ping(t, n); !ok {
 				t.Fatalf("ping through model crypto offload <-> kernel ESP failed:\n%s\nA: %v\nB: %v\n%s", out,
-					ethStats(t, nsA, devA), ethStats(t, nsB, devB), run(t, ip, "-n", nsA, "-s", "xfrm", "state"))
+					ethStats(t, h.nsA, h.devA), ethStats(t, h.nsB, h.devB), run(t, ip, "-n", h.nsA, "-s", "xfrm", "state"))
 			}
-			d := statDelta(before, ethStats(t, nsA, devA), "tx_ipsec_crypto_packets", "rx_ipsec_crypto_packets",
+			d := statDelta(before, ethStats(t, h.nsA, h.devA), "tx_ipsec_crypto_packets", "rx_ipsec_crypto_packets",
 				"rx_ipsec_crypto_auth_fail", "tx_ipsec_packets", "rx_ipsec_packets")
 			if d["tx_ipsec_crypto_packets"] < n || d["rx_ipsec_crypto_packets"] < n || d["rx_ipsec_crypto_auth_fail"] != 0 ||
 				d["tx_ipsec_packets"] != 0 || d["rx_ipsec_packets"] != 0 {
 				t.Errorf("model counters: %v, want >= %d encrypted and decrypted in crypto mode, none in packet mode", d, n)
 			}
-			if p, failed, out := saStats(t, nsB, h.linkA, h.linkB, "0x1001"); p < n || failed != 0 {
+			if p, failed, out := saStats(t, h.nsB, h.linkA, h.linkB, "0x1001"); p < n || failed != 0 {
 				t.Errorf("B's software SA A->B: %d packets, %d integrity failures, want >= %d, 0:\n%s", p, failed, n, out)
 			}
 			// The stack counts crypto-offloaded SAs itself (the model's
 			// update_stats leaves them alone).
 			for _, sa := range [][3]string{{h.linkA, h.linkB, "0x1001"}, {h.linkB, h.linkA, "0x2001"}} {
-				if p, failed, out := saStats(t, nsA, sa[0], sa[1], sa[2]); p < n || failed != 0 {
+				if p, failed, out := saStats(t, h.nsA, sa[0], sa[1], sa[2]); p < n || failed != 0 {
 					t.Errorf("A's crypto-offloaded SA %s: %d packets, %d failed in ip -s xfrm state, want >= %d, 0:\n%s", sa[2], p, failed, n, out)
 				}
 			}
 		})
 	}
 	t.Run("wrong-key", func(t *testing.T) {
-		nsA, nsB := l.netns(t), l.netns(t)
-		devA, devB := l.nicPair(t, nsA, nsB)
-		h := newNMHosts(false, true)
-		h.wire(t, nsA, devA, nsB, devB)
-		h.install(t, ip, nsA, devA, nsB, nmSetup{keyAB: nmKeyAB, keyBA: nmKeyBA, bKeyAB: nmKeyXX, bKeyBA: nmKeyXX, crypto: true})
+		h := l.newNMHosts(t, false, true)
+		h.install(t, ip, nmKeys().wrongKeys().cryptoMode())
 		const n = 3
-		if out, ok := h.ping(t, nsA, n); ok {
+		if out, ok := h.ping(t, n); ok {
 			t.Fatalf("ping succeeded with different keys on the two ends:\n%s", out)
 		}
 		// The model encrypted under A's key: B's kernel cannot verify it.
-		if _, failed, out := saStats(t, nsB, h.linkA, h.linkB, "0x1001"); failed < n {
+		if _, failed, out := saStats(t, h.nsB, h.linkA, h.linkB, "0x1001"); failed < n {
 			t.Errorf("B's kernel: %d integrity failures on the model's ESP under another key, want >= %d:\n%s", failed, n, out)
 		}
 		// B's ESP under B's key: the model's ICV check fails; it hands the
 		// packet up marked failed (as mlx5 does), and A's kernel counts it
 		// and drops it.
-		_, _ = try("ip", "netns", "exec", nsB, "ping", "-c", "3", "-i", "0.2", "-W", "1", "-I", h.innerB, h.innerA)
-		if st := ethStats(t, nsA, devA); st["rx_ipsec_crypto_auth_fail"] < n || st["rx_ipsec_crypto_packets"] != 0 {
+		_, _ = try("ip", "netns", "exec", h.nsB, "ping", "-c", "3", "-i", "0.2", "-W", "1", "-I", h.innerB, h.innerA)
+		if st := ethStats(t, h.nsA, h.devA); st["rx_ipsec_crypto_auth_fail"] < n || st["rx_ipsec_crypto_packets"] != 0 {
 			t.Errorf("model: rx_ipsec_crypto_auth_fail %d, rx_ipsec_crypto_packets %d; want >= %d and 0",
 				st["rx_ipsec_crypto_auth_fail"], st["rx_ipsec_crypto_packets"], n)
 		}
-		if p, failed, out := saStats(t, nsA, h.linkB, h.linkA, "0x2001"); failed < n || p != 0 {
+		if p, failed, out := saStats(t, h.nsA, h.linkB, h.linkA, "0x2001"); failed < n || p != 0 {
 			t.Errorf("A's kernel on the model's failed ICVs: %d integrity failures, %d packets; want >= %d and 0:\n%s", failed, p, n, out)
 		}
 	})

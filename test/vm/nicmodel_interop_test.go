@@ -29,20 +29,28 @@ const (
 	nmKeyXX = "0x4142434445464748494a4b4c4d4e4f5051525354"
 )
 
-// nmHosts is the addressing of one interop case.
+// nmHosts is one interop case: hosts A (nsA) and B (nsB) joined by a
+// pair of model ports (devA, devB), and their addressing.
 type nmHosts struct {
-	v6, tunnel     bool
-	linkA, linkB   string // on the model ports
-	innerA, innerB string // tunnel mode: on lo, routed through the link
-	plen           string // host prefix length
+	nsA, devA, nsB, devB string
+	v6, tunnel           bool
+	linkA, linkB         string // on the model ports
+	innerA, innerB       string // tunnel mode: on lo, routed through the link
+	plen                 string // host prefix length
 }
 
-func newNMHosts(v6, tunnel bool) nmHosts {
+// newNMHosts is the set-up every interop case shares: two namespaces, a
+// model pair between them, addressed and wired (no SAs yet: install).
+func (l *lab) newNMHosts(t *testing.T, v6, tunnel bool) nmHosts {
+	t.Helper()
 	h := nmHosts{v6: v6, tunnel: tunnel, linkA: "192.168.70.1", linkB: "192.168.70.2",
 		innerA: "10.71.0.1", innerB: "10.72.0.1", plen: "32"}
 	if v6 {
 		h.linkA, h.linkB, h.innerA, h.innerB, h.plen = "fc00:70::1", "fc00:70::2", "fd71::1", "fd72::1", "128"
 	}
+	h.nsA, h.nsB = l.netns(t), l.netns(t)
+	h.devA, h.devB = l.nicPair(t, h.nsA, h.nsB)
+	h.wire(t)
 	return h
 }
 
@@ -64,8 +72,9 @@ func (h nmHosts) mode() string {
 // wire addresses both namespaces, with permanent neighbours: a
 // transport-mode host-to-host policy would also select IPv6 neighbour
 // discovery.
-func (h nmHosts) wire(t *testing.T, nsA, devA, nsB, devB string) {
+func (h nmHosts) wire(t *testing.T) {
 	t.Helper()
+	nsA, devA, nsB, devB := h.nsA, h.devA, h.nsB, h.devB
 	linkPlen := "24"
 	if h.v6 {
 		linkPlen = "64"
@@ -128,8 +137,38 @@ type nmSetup struct {
 	crypto bool
 }
 
-func (h nmHosts) install(t *testing.T, ip, nsA, devA, nsB string, s nmSetup) {
+// nmKeys is the set-up with the same keys on both hosts.
+func nmKeys() nmSetup {
+	return nmSetup{keyAB: nmKeyAB, keyBA: nmKeyBA, bKeyAB: nmKeyAB, bKeyBA: nmKeyBA}
+}
+
+// wrongKeys gives B other keys than A's.
+func (s nmSetup) wrongKeys() nmSetup {
+	s.bKeyAB, s.bKeyBA = nmKeyXX, nmKeyXX
+	return s
+}
+
+// cryptoMode offloads A's SAs in crypto mode.
+func (s nmSetup) cryptoMode() nmSetup {
+	s.crypto = true
+	return s
+}
+
+// esnWrap starts the sequence numbers 3 below 2^32 both ways: the high
+// half must go into the AAD on send and be inferred on receive.
+func (s nmSetup) esnWrap() nmSetup {
+	s.replayWindowSize = "128"
+	out := []string{"flag", "esn", "replay-oseq", "0xfffffffd"}
+	in := []string{"flag", "esn", "replay-seq", "0xfffffff8"}
+	s.aOutX, s.aInX, s.bInX = out, in, in
+	// Without dir out, iproute2 wants a window with esn.
+	s.bOutX = append([]string{"replay-window", "128"}, out...)
+	return s
+}
+
+func (h nmHosts) install(t *testing.T, ip string, s nmSetup) {
 	t.Helper()
+	nsA, devA, nsB := h.nsA, h.devA, h.nsB
 	if s.replayWindowSize == "" {
 		s.replayWindowSize = "64"
 	}
@@ -175,10 +214,10 @@ func (h nmHosts) install(t *testing.T, ip, nsA, devA, nsB string, s nmSetup) {
 
 // ping sends n echo requests from A's end to B's and returns the output
 // and whether all were answered.
-func (h nmHosts) ping(t *testing.T, nsA string, n int) (string, bool) {
+func (h nmHosts) ping(t *testing.T, n int) (string, bool) {
 	t.Helper()
 	ea, eb := h.ends()
-	out, err := try("ip", "netns", "exec", nsA, "ping", "-c", fmt.Sprint(n), "-i", "0.2", "-W", "2", "-I", ea, eb)
+	out, err := try("ip", "netns", "exec", h.nsA, "ping", "-c", fmt.Sprint(n), "-i", "0.2", "-W", "2", "-I", ea, eb)
 	return out, err == nil && strings.Contains(out, " 0% packet loss")
 }
 
@@ -202,38 +241,30 @@ func TestNicmodelInterop(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			nsA, nsB := l.netns(t), l.netns(t)
-			devA, devB := l.nicPair(t, nsA, nsB)
-			h := newNMHosts(c.v6, c.tunnel)
-			h.wire(t, nsA, devA, nsB, devB)
-			s := nmSetup{keyAB: nmKeyAB, keyBA: nmKeyBA, bKeyAB: nmKeyAB, bKeyBA: nmKeyBA}
+			h := l.newNMHosts(t, c.v6, c.tunnel)
+			s := nmKeys()
 			if c.esn {
-				s.replayWindowSize = "128"
-				out := []string{"flag", "esn", "replay-oseq", "0xfffffffd"}
-				in := []string{"flag", "esn", "replay-seq", "0xfffffff8"}
-				s.aOutX, s.aInX, s.bInX = out, in, in
-				// Without dir out, iproute2 wants a window with esn.
-				s.bOutX = append([]string{"replay-window", "128"}, out...)
+				s = s.esnWrap()
 			}
-			h.install(t, ip, nsA, devA, nsB, s)
+			h.install(t, ip, s)
 
-			before := ethStats(t, nsA, devA)
+			before := ethStats(t, h.nsA, h.devA)
 			const n = 6
-			if out, ok := h.ping(t, nsA, n); !ok {
+			if out, ok := h.ping(t, n); !ok {
 				t.Fatalf("ping through model ESP <-> kernel ESP failed:\n%s\nA: %v\nB: %v\n%s", out,
-					ethStats(t, nsA, devA), ethStats(t, nsB, devB), run(t, ip, "-n", nsA, "-s", "xfrm", "state"))
+					ethStats(t, h.nsA, h.devA), ethStats(t, h.nsB, h.devB), run(t, ip, "-n", h.nsA, "-s", "xfrm", "state"))
 			}
-			d := statDelta(before, ethStats(t, nsA, devA), "tx_ipsec_packets", "rx_ipsec_packets", "rx_ipsec_drop_auth")
+			d := statDelta(before, ethStats(t, h.nsA, h.devA), "tx_ipsec_packets", "rx_ipsec_packets", "rx_ipsec_drop_auth")
 			if d["tx_ipsec_packets"] < n || d["rx_ipsec_packets"] < n {
 				t.Errorf("model counters: %v, want >= %d encrypted and decrypted", d, n)
 			}
 			// B's kernel decrypted what the model encrypted, and the
 			// model's SAs report their traffic through update_stats.
-			if p, failed, out := saStats(t, nsB, h.linkA, h.linkB, "0x1001"); p < n || failed != 0 {
+			if p, failed, out := saStats(t, h.nsB, h.linkA, h.linkB, "0x1001"); p < n || failed != 0 {
 				t.Errorf("B's software SA A->B: %d packets, %d integrity failures, want >= %d, 0:\n%s", p, failed, n, out)
 			}
 			for _, sa := range [][3]string{{h.linkA, h.linkB, "0x1001"}, {h.linkB, h.linkA, "0x2001"}} {
-				if p, _, out := saStats(t, nsA, sa[0], sa[1], sa[2]); p < n {
+				if p, _, out := saStats(t, h.nsA, sa[0], sa[1], sa[2]); p < n {
 					t.Errorf("A's offloaded SA %s: %d packets in ip -s xfrm state, want >= %d:\n%s", sa[2], p, n, out)
 				}
 			}
@@ -247,22 +278,19 @@ func TestNicmodelInterop(t *testing.T) {
 func TestNicmodelWrongKey(t *testing.T) {
 	l := newLab(t)
 	ip := ipPacket(t)
-	nsA, nsB := l.netns(t), l.netns(t)
-	devA, devB := l.nicPair(t, nsA, nsB)
-	h := newNMHosts(false, true)
-	h.wire(t, nsA, devA, nsB, devB)
-	h.install(t, ip, nsA, devA, nsB, nmSetup{keyAB: nmKeyAB, keyBA: nmKeyBA, bKeyAB: nmKeyXX, bKeyBA: nmKeyXX})
-	if out, ok := h.ping(t, nsA, 3); ok {
+	h := l.newNMHosts(t, false, true)
+	h.install(t, ip, nmKeys().wrongKeys())
+	if out, ok := h.ping(t, 3); ok {
 		t.Fatalf("ping succeeded with different keys on the two ends:\n%s", out)
 	}
-	if _, failed, out := saStats(t, nsB, h.linkA, h.linkB, "0x1001"); failed < 3 {
+	if _, failed, out := saStats(t, h.nsB, h.linkA, h.linkB, "0x1001"); failed < 3 {
 		t.Errorf("B's kernel: %d integrity failures on the model's ESP under another key, want >= 3:\n%s", failed, out)
 	}
 	// B's kernel drops A's requests, so A gets no reply to check: send
 	// B's own ESP (B pings A) under B's key.
 	b, a := h.innerB, h.innerA
-	_, _ = try("ip", "netns", "exec", nsB, "ping", "-c", "3", "-i", "0.2", "-W", "1", "-I", b, a)
-	if st := ethStats(t, nsA, devA); st["rx_ipsec_drop_auth"] < 3 || st["rx_ipsec_packets"] != 0 {
+	_, _ = try("ip", "netns", "exec", h.nsB, "ping", "-c", "3", "-i", "0.2", "-W", "1", "-I", b, a)
+	if st := ethStats(t, h.nsA, h.devA); st["rx_ipsec_drop_auth"] < 3 || st["rx_ipsec_packets"] != 0 {
 		t.Errorf("model: rx_ipsec_drop_auth %d, rx_ipsec_packets %d; want >= 3 and 0", st["rx_ipsec_drop_auth"], st["rx_ipsec_packets"])
 	}
 }
@@ -289,17 +317,14 @@ print("replayed", len(f))
 func TestNicmodelReplay(t *testing.T) {
 	l := newLab(t)
 	ip := ipPacket(t)
-	nsA, nsB := l.netns(t), l.netns(t)
-	devA, devB := l.nicPair(t, nsA, nsB)
-	h := newNMHosts(false, true)
-	h.wire(t, nsA, devA, nsB, devB)
-	h.install(t, ip, nsA, devA, nsB, nmSetup{keyAB: nmKeyAB, keyBA: nmKeyBA, bKeyAB: nmKeyAB, bKeyBA: nmKeyBA})
+	h := l.newNMHosts(t, false, true)
+	h.install(t, ip, nmKeys())
 
 	script := filepath.Join(t.TempDir(), "replay.py")
 	if err := os.WriteFile(script, []byte(replayScript), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command("ip", "netns", "exec", nsB, "python3", script, devB)
+	cmd := exec.Command("ip", "netns", "exec", h.nsB, "python3", script, h.devB)
 	cmd.Stderr = os.Stderr
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -312,7 +337,7 @@ func TestNicmodelReplay(t *testing.T) {
 	if line, err := r.ReadString('\n'); err != nil || !strings.HasPrefix(line, "ready") {
 		t.Fatalf("replay script did not start: %q %v", line, err)
 	}
-	if pout, ok := h.ping(t, nsA, 3); !ok {
+	if pout, ok := h.ping(t, 3); !ok {
 		t.Fatalf("ping: %s", pout)
 	}
 	rest, _ := io.ReadAll(r)
@@ -320,7 +345,7 @@ func TestNicmodelReplay(t *testing.T) {
 		t.Fatalf("replay script: %v\n%s", err, rest)
 	}
 	time.Sleep(300 * time.Millisecond)
-	if st := ethStats(t, nsA, devA); st["rx_ipsec_drop_replay"] != 2 || st["rx_ipsec_packets"] != 3 {
+	if st := ethStats(t, h.nsA, h.devA); st["rx_ipsec_drop_replay"] != 2 || st["rx_ipsec_packets"] != 3 {
 		t.Errorf("model after 3 replies and 2 replays of the first: rx_ipsec_drop_replay %d, rx_ipsec_packets %d; want 2 and 3",
 			st["rx_ipsec_drop_replay"], st["rx_ipsec_packets"])
 	}
