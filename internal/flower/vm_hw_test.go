@@ -8,7 +8,6 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
-	"time"
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
@@ -127,11 +126,7 @@ func TestFlowerHardwareRulesOnModel(t *testing.T) {
 			t.Fatalf("apply with use times: %v %v", errs, err)
 		}
 		mustContain(t, run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress", "pref", "49004"), "pkts_rate 1", "in_hw")
-		time.Sleep(1100 * time.Millisecond) // a full bucket
-		sendSizedUDP(t, f.a, netip.MustParseAddr("48.0.0.1"), 9999, 100, 10)
-		if n := recv4(); n != 9 {
-			t.Fatalf("b received %d of 10, want 9 (the first to the host)", n)
-		}
+		checkUseTimePolice(t, f, netip.MustParseAddr("48.0.0.1"), 9997)
 		if _, errs, err := inst.Apply(res.Rules); err != nil || len(errs) != 0 {
 			t.Fatalf("back to the rules without use times: %v %v", errs, err)
 		}

@@ -7,7 +7,6 @@ package flower_test
 import (
 	"net/netip"
 	"testing"
-	"time"
 
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
@@ -53,10 +52,6 @@ func TestFlowerPostSA(t *testing.T) {
 		inst.Apply(nil) // remove, then install with the use-time police
 		install(t, true)
 		mustContain(t, run(t, "tc", "-n", f.gw, "filter", "show", "dev", "p0", "ingress"), "pkts_rate 1")
-		time.Sleep(1100 * time.Millisecond)      // a full bucket
-		sendSizedUDP(t, f.a, dst, 9999, 100, 10) // half a second
-		if n := recv(); n != 9 {
-			t.Errorf("b received %d of 10, want 9 (the first to the host)", n)
-		}
+		checkUseTimePolice(t, f, dst, 9997)
 	})
 }

@@ -41,6 +41,8 @@ func labUp(t *testing.T, bin, name string, args ...string) {
 type benchStep struct {
 	Index           int                `json:"index"`
 	TargetPPS       float64            `json:"target_pps"`
+	TxPPS           float64            `json:"tx_pps"`
+	RxPPS           float64            `json:"rx_pps"`
 	TxPackets       uint64             `json:"tx_packets"`
 	RxPackets       uint64             `json:"rx_packets"`
 	Lost            uint64             `json:"lost_packets"`
@@ -323,17 +325,43 @@ func TestNDRSearchFindsTheBottleneck(t *testing.T) {
 	if r.Kind != "ndr" || s == nil {
 		t.Fatalf("report kind %q, search %+v", r.Kind, s)
 	}
-	if s.RatePPS < 0.85*100e3 || s.RatePPS > 1.02*100e3 {
-		var trials []string
-		for _, st := range r.Runs[0].Steps {
-			trials = append(trials, fmt.Sprintf("%.0f pps: lost %d of %d, generator limited %v", st.TargetPPS, st.Lost, st.TxPackets, st.GenLimited))
+	// Judged by what the report says of each trial, not by the machine's
+	// speed: on a loaded host the generator falls short of its target, the
+	// report flags the trial as generator limited and the search counts it
+	// as failed (it cannot show the path carries the rate), so the NDR may
+	// end below the limit, but only for that reason.
+	var trials []string
+	genLimited := 0
+	for _, st := range r.Runs[0].Steps {
+		trials = append(trials, fmt.Sprintf("%.0f pps: sent %.0f pps, received %.0f pps, lost %d of %d, generator limited %v", st.TargetPPS, st.TxPPS, st.RxPPS, st.Lost, st.TxPackets, st.GenLimited))
+		if st.GenLimited {
+			genLimited++
 		}
-		t.Errorf("NDR %.0f pps, want within [85k, 102k] below the 100 kpps limit; trials:\n%s", s.RatePPS, strings.Join(trials, "\n"))
+	}
+	report := strings.Join(trials, "\n")
+	if s.RatePPS > 1.02*100e3 {
+		t.Errorf("NDR %.0f pps, above the 100 kpps limit; trials:\n%s", s.RatePPS, report)
+	}
+	if s.RatePPS < 0.85*100e3 && genLimited == 0 {
+		t.Errorf("NDR %.0f pps, want within [85k, 102k] below the 100 kpps limit (no trial was generator limited); trials:\n%s", s.RatePPS, report)
 	}
 	for _, st := range r.Runs[0].Steps {
-		if st.TargetPPS > 105e3 && st.Lost == 0 {
-			t.Errorf("trial at %.0f pps above the limit lost nothing", st.TargetPPS)
+		// Whatever the generator managed, the limiter passes no more than
+		// its rate (its burst is 500 packets, 1.25 kpps over a 0.4 s trial).
+		if st.RxPPS > 1.05*100e3 {
+			t.Errorf("trial at %.0f pps: b received %.0f pps, above the 100 kpps limit; trials:\n%s", st.TargetPPS, st.RxPPS, report)
 		}
+		// Above the limit (by what was sent, not asked for) the limiter drops.
+		if st.TxPPS > 1.05*100e3 && st.Lost == 0 {
+			t.Errorf("trial at %.0f pps sent %.0f pps, above the limit, and lost nothing; trials:\n%s", st.TargetPPS, st.TxPPS, report)
+		}
+		// Well below it nothing is lost, unless the generator was short.
+		if st.TargetPPS < 0.85*100e3 && st.Lost > 0 && !st.GenLimited {
+			t.Errorf("trial at %.0f pps, below the limit, lost %d; trials:\n%s", st.TargetPPS, st.Lost, report)
+		}
+	}
+	if genLimited > 0 {
+		t.Logf("%d trials generator limited (a loaded machine); NDR %.0f pps; trials:\n%s", genLimited, s.RatePPS, report)
 	}
 }
 

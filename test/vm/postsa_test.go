@@ -6,6 +6,7 @@ package vm
 
 import (
 	"fmt"
+	"net"
 	"net/netip"
 	"regexp"
 	"strconv"
@@ -267,11 +268,49 @@ func TestPostSAAgainstKernel(t *testing.T) {
 	})
 }
 
-// useTimeBound is docs/fastpath.md's bound on how old a policy's use time
-// is under fast-path-only traffic (one route epoch, 1 s, plus the kernel's
-// whole-second stamp, 1 s, plus the flow's packet gap, 0.2 s here), with
-// half a second for a busy machine.
-const useTimeBound = 2*time.Second + 200*time.Millisecond + 500*time.Millisecond + time.Second
+// sends are when a sender wrote each packet: before[k] just before the
+// write (no hop saw it earlier), after[k] just after it returned.
+type sends struct{ before, after []time.Time }
+
+func (s sends) last() time.Time     { return s.before[len(s.before)-1] }
+func (s sends) span() time.Duration { return s.after[len(s.after)-1].Sub(s.before[0]) }
+func (s sends) maxGap() (g time.Duration) {
+	for k := 1; k < len(s.before); k++ {
+		g = max(g, s.after[k].Sub(s.before[k-1]))
+	}
+	return g
+}
+
+// sendPaced sends n small UDP datagrams from ns to addr, gap apart, and
+// returns when it wrote each: tests judge time bounds by those, since a
+// loaded guest stretches the gaps it asked for.
+func sendPaced(t *testing.T, ns, addr string, n int, gap time.Duration) sends {
+	t.Helper()
+	var s sends
+	inNetns(t, ns, func() {
+		to, err := net.ResolveUDPAddr("udp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Unconnected: an ICMP error for one datagram fails no later write.
+		c, err := net.ListenUDP("udp", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for k := 0; k < n; k++ {
+			if k > 0 {
+				time.Sleep(gap)
+			}
+			s.before = append(s.before, time.Now())
+			if _, err := c.WriteToUDP([]byte("sluice use time"), to); err != nil {
+				t.Fatal(err)
+			}
+			s.after = append(s.after, time.Now())
+		}
+	})
+	return s
+}
 
 // policyUseTime reads a policy's use time the way charon's update_usetime
 // does, with XFRM_MSG_GETPOLICY (`ip -s xfrm policy get` sends it); zero
