@@ -123,14 +123,22 @@ func TestDestinationIndexKeepsEveryVerdict(t *testing.T) {
 			t.Fatal(err)
 		}
 		offloadDev := func(p *xfrm.Policy) int { return packetOffloadDevice(p, s.States) }
-		for i := 0; i < packets; i++ {
-			pkt, inbound := randomPacket(r, false)
+		check := func(i int, pkt Packet, inbound bool, hostileShape bool) {
 			g := modelGateway{ingress: e.lan, ingressMAC: e.lanMAC, inboundOK: inboundOK, offloadDev: offloadDev,
 				own: []netip.Addr{addr("10.0.0.254"), addr("123.0.0.1"), addr("10.9.0.254")}, routeOf: e.routeOf}
 			if inbound {
 				g.ingress, g.ingressMAC = e.wan, e.wanMAC
 			}
-			frame, shape := hostile(r, pkt, false, g.ingressMAC)
+			frame, shape := []byte(nil), "aimed"
+			if hostileShape {
+				frame, shape = hostile(r, pkt, false, g.ingressMAC)
+			} else {
+				pkt.DstMAC = g.ingressMAC
+				var err error
+				if frame, err = pkt.Marshal(); err != nil {
+					t.Fatal(err)
+				}
+			}
 			want := modelDecide(s, frame, g)
 			got := e.explainFrame(frame, g.ingress)
 			if got.Reason != want {
@@ -142,11 +150,40 @@ func TestDestinationIndexKeepsEveryVerdict(t *testing.T) {
 				indexed[len(got.MatchedDirs) != 0]++
 			}
 		}
+		for i := 0; i < packets; i++ {
+			pkt, inbound := randomPacket(r, false)
+			check(i, pkt, inbound, true)
+		}
+		// and one packet aimed inside each policy's selector, so that
+		// every round has packets the index's rules match
+		for i := range s.Policies {
+			check(packets+i, aimedPacket(&s.Policies[i]), s.Policies[i].Dir != xfrm.DirOut, false)
+		}
 	}
 	t.Logf("packets the index decided: %d matching its rule, %d not", indexed[true], indexed[false])
-	if rounds >= 24 && (indexed[true] < 10 || indexed[false] < 10) {
+	if rounds >= 24 && (indexed[true] < 10 || indexed[false] < 20) {
 		t.Fatalf("the index decided %d matching and %d other packets: the generator no longer tests it", indexed[true], indexed[false])
 	}
+}
+
+// aimedPacket is a packet p's selector matches: addresses inside its
+// prefixes (not the first, which may be a network's own), its protocol
+// and ports.
+func aimedPacket(p *xfrm.Policy) Packet {
+	inside := func(pf netip.Prefix) netip.Addr {
+		if pf.Bits() == 32 {
+			return pf.Addr()
+		}
+		return pf.Masked().Addr().Next()
+	}
+	pkt := Packet{Src: inside(p.Sel.Src), Dst: inside(p.Sel.Dst), Proto: p.Sel.Proto, SPort: p.Sel.SPort, DPort: p.Sel.DPort, TTL: 64}
+	switch pkt.Proto {
+	case 0:
+		pkt.Proto, pkt.SPort, pkt.DPort = 17, 1234, 80
+	case 1:
+		pkt.ICMPType, pkt.SPort = uint8(p.Sel.SPort), 0
+	}
+	return pkt
 }
 
 // TestDestinationIndexCountsThePolicy: a first packet the index decides
