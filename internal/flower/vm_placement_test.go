@@ -102,7 +102,7 @@ policies:
 
 	// Every 250 ms for the whole test: never two forwarding rules on p0.
 	stopSampling := p.sampleBudget(l)
-	send := startPacer(t, a, 100)
+	send, burst := startPacer(t, a, 100)
 
 	step(t, "both tunnels start on XDP", func(t *testing.T) {
 		p.until(t, 60*time.Second, "both tunnels placed on XDP as new", func(s placementState) bool {
@@ -116,9 +116,11 @@ policies:
 	step(t, "brief bursts below the run length do not promote", func(t *testing.T) {
 		before := p.quick(t).xdp[B.idx]
 		for i := 0; i < 2; i++ {
-			send(B.dst)
-			time.Sleep(150 * time.Millisecond) // ~15 packets: at most 2 readings of a run of 3 see 20 pps
-			send()
+			// 15 packets, however long a loaded guest takes to send them
+			// (the test's sleep once let a stalled burst grow): 3 readings
+			// in a row at 20 pps over 0.5 s intervals take ~30 packets, 20
+			// even when one reading comes a whole interval late.
+			burst(B.dst, 15)
 			time.Sleep(1500 * time.Millisecond) // a reading below the threshold resets the run
 		}
 		s := p.state(t)
@@ -457,11 +459,14 @@ func (p placementProbe) metrics(t *testing.T) map[string]float64 {
 }
 
 // startPacer sends UDP datagrams from inside ns at pps, in turn to the
-// addresses the returned function last set (none: silent), until the test
-// ends.
-func startPacer(t *testing.T, ns string, pps int) (send func(...netip.Addr)) {
+// addresses send last set (none: silent), until the test ends. burst sends
+// exactly n to dst, then goes silent, and returns when they are sent: a
+// burst's size does not depend on when a loaded test wakes up.
+func startPacer(t *testing.T, ns string, pps int) (send func(...netip.Addr), burst func(dst netip.Addr, n int)) {
 	t.Helper()
 	var targets atomic.Pointer[[]netip.Addr]
+	var left atomic.Int64 // packets left in a burst
+	burstDone := make(chan struct{}, 1)
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	ready := make(chan error, 1)
@@ -494,6 +499,10 @@ func startPacer(t *testing.T, ns string, pps int) (send func(...netip.Addr)) {
 			if dsts := targets.Load(); dsts != nil && len(*dsts) > 0 {
 				dst := (*dsts)[n%len(*dsts)]
 				c.WriteTo(msg, net.UDPAddrFromAddrPort(netip.AddrPortFrom(dst, 9000)))
+				if left.Load() > 0 && left.Add(-1) == 0 {
+					targets.Store(nil)
+					burstDone <- struct{}{}
+				}
 			}
 		}
 	}()
@@ -504,5 +513,11 @@ func startPacer(t *testing.T, ns string, pps int) (send func(...netip.Addr)) {
 		close(stop)
 		<-done
 	})
-	return func(dsts ...netip.Addr) { targets.Store(&dsts) }
+	send = func(dsts ...netip.Addr) { left.Store(0); targets.Store(&dsts) }
+	burst = func(dst netip.Addr, n int) {
+		left.Store(int64(n))
+		targets.Store(&[]netip.Addr{dst})
+		<-burstDone
+	}
+	return send, burst
 }
