@@ -5,6 +5,7 @@ package testlab
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -156,6 +157,28 @@ func TestRunTimeout(t *testing.T) {
 	}
 	if d := time.Since(start); d > 30*time.Second {
 		t.Fatalf("timeout took %v to take effect", d)
+	}
+}
+
+// TestRunRebootsAGuestThatDiesBeforeTheCommand gives the guest an init
+// that does not exist, so its kernel panics before the command starts (as
+// 6.12 under TCG occasionally does by itself): Run boots it bootAttempts
+// times, says so, and then reports the failure.
+func TestRunRebootsAGuestThatDiesBeforeTheCommand(t *testing.T) {
+	skipWithoutVM(t)
+	var log bytes.Buffer
+	o := Options{Stdout: &bytes.Buffer{}, Log: &log, Timeout: 2 * time.Minute, KernelArgs: "rdinit=/no-such-init"}
+	code, err := Run(context.Background(), o, "true")
+	if err == nil || !strings.Contains(err.Error(), "stopped before the command started") {
+		t.Fatalf("Run = %d, %v; want a boot failure", code, err)
+	}
+	if n := strings.Count(log.String(), "booting again"); n < 1 || n != bootAttempts-1 {
+		t.Errorf("booted again %d times, want %d (at least once):\n%s", n, bootAttempts-1, log.String())
+	}
+	for i := 1; i < bootAttempts; i++ {
+		if want := fmt.Sprintf("(attempt %d of %d); booting again", i, bootAttempts); !strings.Contains(log.String(), want) {
+			t.Errorf("log lacks %q:\n%s", want, log.String())
+		}
 	}
 }
 
