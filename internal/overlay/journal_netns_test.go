@@ -4,38 +4,11 @@ package overlay
 
 import (
 	"os"
-	"runtime"
 	"testing"
 	"time"
 
-	"github.com/vishvananda/netns"
-
 	"sluice/internal/testutil"
 )
-
-// inFreshNetns runs f in a new, unnamed network namespace that dies when f
-// returns (the kernel then frees its inode for the next one).
-func inFreshNetns(t *testing.T, f func()) {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	ns, err := netns.New()
-	if err != nil {
-		t.Fatalf("new netns: %v", err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			panic("cannot return to the test's network namespace: " + err.Error())
-		}
-		ns.Close()
-	}()
-	f()
-}
 
 // A namespace that gets a dead one's inode must not inherit its journal.
 // Found in the test VM: an overlay left applied in a deleted namespace
@@ -51,7 +24,7 @@ func TestJournalNotInheritedByANewNamespace(t *testing.T) {
 	reused := ""
 	// The kernel frees a namespace from a work queue: give it time.
 	for deadline := time.Now().Add(10 * time.Second); reused == "" && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		inFreshNetns(t, func() {
+		testutil.InNewNetns(t, func() {
 			ino := nsInode(t)
 			j, exists, err := LoadJournal(dir, "b", "b.yaml")
 			if err != nil {

@@ -35,6 +35,41 @@ func InNetns(t testing.TB, name string, f func()) {
 	<-done
 }
 
+// InNetnsHandle runs f on the calling goroutine's thread switched into the
+// namespace h, then switches it back, so that f may call t.Fatal. A thread
+// that cannot return is not safe to hand back to Go: that panics.
+func InNetnsHandle(t testing.TB, h netns.NsHandle, f func()) {
+	t.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer orig.Close()
+	if err := netns.Set(h); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			panic("cannot return to the test's network namespace: " + err.Error())
+		}
+	}()
+	f()
+}
+
+// InNewNetns runs f in a new, unnamed network namespace that nothing holds
+// once f returns, so the kernel frees it (and its inode) right after.
+func InNewNetns(t testing.TB, f func()) {
+	t.Helper()
+	ns, err := created(t, netns.New)
+	if err != nil {
+		t.Fatalf("new netns: %v", err)
+	}
+	defer ns.Close()
+	InNetnsHandle(t, ns, f)
+}
+
 // Link returns a device's ifindex and MAC inside a namespace, as `ip -j
 // link show` reports them (netlink itself is internal/kernel's alone).
 func Link(t testing.TB, ns, dev string) (int, net.HardwareAddr) {

@@ -24,19 +24,7 @@ func NewNetNS(tb testing.TB) (string, netns.NsHandle) {
 	tb.Helper()
 	RequireRoot(tb, "creates network namespaces")
 	name := fmt.Sprintf("sluice-t%d-%d", os.Getpid(), netnsSeq.Add(1))
-	// netns.NewNamed moves the calling thread into the new namespace:
-	// lock it and move it back before anything else runs on it.
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer orig.Close()
-	ns, err := netns.NewNamed(name)
-	if serr := netns.Set(orig); serr != nil {
-		panic(fmt.Sprintf("cannot return to the test's network namespace: %v", serr))
-	}
+	ns, err := created(tb, func() (netns.NsHandle, error) { return netns.NewNamed(name) })
 	if err != nil {
 		tb.Fatalf("new netns %s: %v", name, err)
 	}
@@ -47,4 +35,23 @@ func NewNetNS(tb testing.TB) (string, netns.NsHandle) {
 		}
 	})
 	return name, ns
+}
+
+// created runs create, which moves the calling thread into the namespace
+// it makes (netns.New, netns.NewNamed), on a locked thread that it moves
+// back before anything else runs on it.
+func created(tb testing.TB, create func() (netns.NsHandle, error)) (netns.NsHandle, error) {
+	tb.Helper()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer orig.Close()
+	ns, err := create()
+	if serr := netns.Set(orig); serr != nil {
+		panic(fmt.Sprintf("cannot return to the test's network namespace: %v", serr))
+	}
+	return ns, err
 }

@@ -4,7 +4,6 @@ package tune
 
 import (
 	"os/exec"
-	"runtime"
 	"strings"
 	"testing"
 
@@ -138,23 +137,12 @@ interfaces:
 	}
 	in := func(fn func()) {
 		t.Helper()
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer orig.Close()
 		ns, err := netns.GetFromName(name)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ns.Close()
-		if err := netns.Set(ns); err != nil {
-			t.Fatal(err)
-		}
-		defer netns.Set(orig)
-		fn()
+		testutil.InNetnsHandle(t, ns, fn)
 	}
 	h := &Host{FS: diag.Host}
 	in(func() {

@@ -5,7 +5,6 @@ package tcflower
 import (
 	"encoding/binary"
 	"os/exec"
-	"runtime"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -76,7 +75,7 @@ func TestDumpFlowerEmptyAndMissing(t *testing.T) {
 	idx := clsactVeth(t, ns, h)
 	var hs, none []Installed
 	var derr, nerr error
-	inNS(t, h, func() {
+	testutil.InNetnsHandle(t, h, func() {
 		hs, derr = Dump(idx)
 		none, nerr = Dump(1 << 30)
 	})
@@ -87,27 +86,6 @@ func TestDumpFlowerEmptyAndMissing(t *testing.T) {
 		t.Fatalf("missing device: %v, no error", none)
 	}
 	t.Logf("missing device: %v", nerr)
-}
-
-// inNS runs f on a thread in the namespace.
-func inNS(t *testing.T, h netns.NsHandle, f func()) {
-	t.Helper()
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	orig, err := netns.Get()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer orig.Close()
-	if err := netns.Set(h); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := netns.Set(orig); err != nil {
-			panic("cannot return to the test's network namespace: " + err.Error())
-		}
-	}()
-	f()
 }
 
 // clsactVeth adds a veth pair v0/v1 in the namespace with a clsact qdisc

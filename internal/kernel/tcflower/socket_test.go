@@ -72,7 +72,7 @@ func openFlowerSocketIn(t *testing.T, h netns.NsHandle) *Socket {
 	t.Helper()
 	var fs *Socket
 	var err error
-	inNS(t, h, func() { fs, err = Open() })
+	testutil.InNetnsHandle(t, h, func() { fs, err = Open() })
 	if err != nil {
 		t.Fatal(err)
 	}
