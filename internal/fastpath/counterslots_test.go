@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"sluice/internal/kernel/xfrm"
 )
 
@@ -156,11 +154,7 @@ func TestCounterSlotRestsBeforeReuse(t *testing.T) {
 func TestCounterSlotsAcrossRecompilesAndRestarts(t *testing.T) {
 	e := newTestEnv(t)
 	g := newGateway(e)
-	dir := t.TempDir()
-	if err := unix.Mount("bpf", dir, "bpf", 0, ""); err != nil {
-		t.Fatalf("mounting a bpffs for the pins: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	dir := bpffsDir(t)
 	start := func() *Datapath {
 		var dp *Datapath
 		e.in(func() {

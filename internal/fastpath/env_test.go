@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"sluice/internal/kernel"
 	"sluice/internal/kernel/xfrm"
@@ -228,4 +229,16 @@ func saFor(p xfrm.Policy, offloadDev int) xfrm.State {
 		}
 	}
 	return st
+}
+
+// bpffsDir mounts a private bpffs for a test's pins (what a daemon pins
+// and another process adopts) and unmounts it when the test ends.
+func bpffsDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := unix.Mount("bpf", dir, "bpf", 0, ""); err != nil {
+		t.Fatalf("mounting a bpffs for the pins: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
 }

@@ -9,8 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"sluice/internal/kernel/xfrm"
 )
 
@@ -167,11 +165,7 @@ func TestFlowCacheKeepsPerPacketRules(t *testing.T) {
 func TestExplainConcurrentRuns(t *testing.T) {
 	e := newTestEnv(t)
 	g := newGateway(e)
-	dir := t.TempDir()
-	if err := unix.Mount("bpf", dir, "bpf", 0, ""); err != nil {
-		t.Fatalf("mounting a bpffs for the pins: %v", err)
-	}
-	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	dir := bpffsDir(t)
 	var daemon, a, b *Datapath
 	e.in(func() {
 		var err error
