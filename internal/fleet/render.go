@@ -183,8 +183,7 @@ func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l L
 		gw = a
 	}
 	d.Doc = hostDoc(o, me, mine.vtep, mine.prefix, gw, d.Peers, l)
-	sum := sha256.Sum256(d.Doc)
-	d.Digest = hex.EncodeToString(sum[:6])
+	d.Digest = Digest(d.Doc)
 	// The engine validates the document as it would a file: a problem
 	// here is sluice's bug or an object the CRD let through.
 	if _, err := config.ParseHost(d.Doc, OverlayName(o)+".yaml"); err != nil {
@@ -192,6 +191,13 @@ func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l L
 		d.Refused = true
 	}
 	return d
+}
+
+// Digest names a desired state: 12 hex digits of the SHA-256 of its
+// document. The agent's status and last good state use the same name.
+func Digest(doc []byte) string {
+	s := sha256.Sum256(doc)
+	return hex.EncodeToString(s[:6])
 }
 
 // Slot is a pair's fixed initiation delay within window: the same on both
