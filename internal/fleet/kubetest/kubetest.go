@@ -332,12 +332,12 @@ func (s *Server) Install(t testing.TB, root string) dynamic.Interface {
 		t.Fatal(err)
 	}
 	crds, _ := filepath.Glob(filepath.Join(root, "deploy/crds/*.yaml"))
-	objs, err := fleet.ReadManifests(append(crds, filepath.Join(root, "deploy/rbac.yaml"))...)
+	objs, err := ReadManifests(append(crds, filepath.Join(root, "deploy/rbac.yaml"))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := fleet.Apply(ctx, admin, objs); err != nil {
+	if err := Apply(ctx, admin, objs); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(60 * time.Second)
