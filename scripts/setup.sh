@@ -31,8 +31,10 @@ BPO_PKGS=(linux-image-amd64 linux-headers-amd64 linux-source)
 mkdir -p /var/cache/sluice
 if command -v go >/dev/null; then
   log "kube-apiserver build in the background (log: /var/cache/sluice/kube-apiserver.log)"
+  # Appended, not truncated: a second setup's build waits on the first's lock meanwhile.
+  echo "--- $(date -u +%FT%TZ) make setup" >>/var/cache/sluice/kube-apiserver.log
   SLUICE_KUBE_NO_APT=1 setsid bash "$(dirname "$0")/kube-apiserver.sh" </dev/null \
-    >/var/cache/sluice/kube-apiserver.log 2>&1 &
+    >>/var/cache/sluice/kube-apiserver.log 2>&1 &
 fi
 
 missing=()
