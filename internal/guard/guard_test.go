@@ -110,7 +110,8 @@ func TestImportRules(t *testing.T) {
 		}
 		if p.ImportPath == "sluice/internal/driverquirk" {
 			for _, imp := range p.Imports {
-				if strings.HasPrefix(imp, "sluice/") {
+				// fileread is a leaf too: the one bounded reader (the model's profile).
+				if strings.HasPrefix(imp, "sluice/") && imp != "sluice/internal/fileread" {
 					t.Errorf("internal/driverquirk imports %s: the driver table is a leaf the gateway, overlay and diag share", imp)
 				}
 			}
