@@ -50,6 +50,67 @@ const (
 	ActionBlock Action = 1 // XFRM_POLICY_BLOCK
 )
 
+func (a Action) String() string {
+	switch a {
+	case ActionAllow:
+		return "allow"
+	case ActionBlock:
+		return "block"
+	}
+	return "action " + strconv.Itoa(int(a))
+}
+
+// Proto is the IPsec protocol of an SA or template (xfrm_id.proto): an IP
+// protocol number.
+type Proto uint8
+
+const (
+	ProtoESP  Proto = 50  // IPPROTO_ESP
+	ProtoAH   Proto = 51  // IPPROTO_AH
+	ProtoComp Proto = 108 // IPPROTO_COMP (IPcomp)
+)
+
+// String names p as ip xfrm does.
+func (p Proto) String() string {
+	switch p {
+	case ProtoESP:
+		return "esp"
+	case ProtoAH:
+		return "ah"
+	case ProtoComp:
+		return "comp"
+	}
+	return "proto " + strconv.Itoa(int(p))
+}
+
+// Mode is the mode of an SA or template (XFRM_MODE_*).
+type Mode uint8
+
+const (
+	ModeTransport Mode = 0 // XFRM_MODE_TRANSPORT
+	ModeTunnel    Mode = 1 // XFRM_MODE_TUNNEL
+	ModeRO        Mode = 2 // XFRM_MODE_ROUTEOPTIMIZATION (Mobile IPv6)
+	ModeInTrigger Mode = 3 // XFRM_MODE_IN_TRIGGER
+	ModeBEET      Mode = 4 // XFRM_MODE_BEET
+)
+
+// String names m as ip xfrm does.
+func (m Mode) String() string {
+	switch m {
+	case ModeTransport:
+		return "transport"
+	case ModeTunnel:
+		return "tunnel"
+	case ModeRO:
+		return "ro"
+	case ModeInTrigger:
+		return "in_trigger"
+	case ModeBEET:
+		return "beet"
+	}
+	return "mode " + strconv.Itoa(int(m))
+}
+
 // Offload flags of XFRMA_OFFLOAD_DEV (struct xfrm_user_offload.flags).
 const (
 	OffloadIPv6    uint8 = 1 // XFRM_OFFLOAD_IPV6
@@ -85,8 +146,8 @@ type Selector struct {
 // matching traffic must go through.
 type Tmpl struct {
 	Src, Dst netip.Addr // tunnel endpoints (unset in transport mode)
-	Proto    uint8      // IPPROTO_ESP, _AH, _COMP
-	Mode     uint8      // XFRM_MODE_TRANSPORT=0, TUNNEL=1, ...
+	Proto    Proto
+	Mode     Mode
 	Reqid    uint32
 	SPI      uint32
 	Optional bool
@@ -116,10 +177,10 @@ type Policy struct {
 // fast path never needs them, so they cannot leak from here.
 type State struct {
 	Src, Dst netip.Addr
-	Proto    uint8
+	Proto    Proto
 	SPI      uint32
 	Reqid    uint32
-	Mode     uint8
+	Mode     Mode
 	Sel      Selector
 	Offload  *Offload
 	IfID     uint32

@@ -124,9 +124,9 @@ func parseTmpls(b []byte) ([]Tmpl, error) {
 		ts = append(ts, Tmpl{
 			Dst: dst, Src: src,
 			SPI:      be.Uint32(b[tmplSPI:]),
-			Proto:    b[tmplProto],
+			Proto:    Proto(b[tmplProto]),
 			Reqid:    ne.Uint32(b[tmplReqid:]),
-			Mode:     b[tmplMode],
+			Mode:     Mode(b[tmplMode]),
 			Optional: b[tmplOptional] != 0,
 		})
 	}
@@ -150,9 +150,9 @@ func parseStateInfo(b []byte) (State, error) {
 	return State{
 		Dst: dst, Src: src,
 		SPI:   be.Uint32(b[saSPI:]),
-		Proto: b[saProto],
+		Proto: Proto(b[saProto]),
 		Reqid: ne.Uint32(b[saReqid:]),
-		Mode:  b[saMode],
+		Mode:  Mode(b[saMode]),
 		Sel:   sel,
 		Alg:   StateAlg{ESN: b[saFlags]&nl.XFRM_STATE_ESN != 0},
 	}, nil
