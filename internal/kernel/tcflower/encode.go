@@ -90,7 +90,7 @@ func (e *nlAppender) nest(typ uint16) int {
 }
 
 func (e *nlAppender) end(at int) {
-	binary.NativeEndian.PutUint16(e.b[at:], uint16(len(e.b)-at))
+	binary.NativeEndian.PutUint16(e.b[at+nlaLen:], uint16(len(e.b)-at))
 }
 
 // structBytes is a fixed kernel struct's bytes. (The library's Serialize
@@ -274,8 +274,8 @@ func (a *Action) appendTo(e *nlAppender) {
 		for i := range p.Keys {
 			e.b = append(e.b, structBytes(&p.Keys[i])...)
 		}
-		binary.NativeEndian.PutUint16(e.b[parms:], uint16(len(e.b)-parms))
-		binary.NativeEndian.PutUint16(e.b[parms+2:], nl.TCA_PEDIT_PARMS_EX)
+		binary.NativeEndian.PutUint16(e.b[parms+nlaLen:], uint16(len(e.b)-parms))
+		binary.NativeEndian.PutUint16(e.b[parms+nlaType:], nl.TCA_PEDIT_PARMS_EX)
 		e.pad()
 		keys := e.nest(nl.TCA_PEDIT_KEYS_EX | nl.NLA_F_NESTED)
 		for _, ex := range p.KeysEx {
