@@ -31,7 +31,7 @@ type gatewayFile struct {
 	APIOwner                    text               `yaml:"api-owner"`
 	APIGroup                    text               `yaml:"api-group"`
 	MetricsListen               listenAddr         `yaml:"metrics-listen"`
-	MetricsTopPolicies          num[max100k]       `yaml:"metrics-top-policies"`
+	MetricsTopPolicies          num[max100k]       `yaml:"metrics-top-policies" default:"50"`
 	DaemonCPU                   cpuList            `yaml:"daemon-cpu"`
 	DaemonPriority              rtPriority         `yaml:"daemon-priority"`
 	LockMemory                  flag               `yaml:"lock-memory"`
@@ -53,7 +53,7 @@ type gatewayInterface struct {
 	HairpinToNexthop ipAddr        `yaml:"hairpin-to-nexthop"`
 	Flower           FlowerMode    `yaml:"flower" default:"off"`
 	FlowerTTL        flag          `yaml:"flower-ttl" default:"true"`
-	FlowerRuleBudget num[maxRules] `yaml:"flower-rule-budget"`
+	FlowerRuleBudget num[maxRules] `yaml:"flower-rule-budget" default:"16384"`
 }
 
 // gatewayPolicy is one entry of policies: (filled into StaticPolicy).
