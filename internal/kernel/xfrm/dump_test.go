@@ -62,7 +62,7 @@ func TestDumpPolicies(t *testing.T) {
 			Policy{Dir: DirOut, Sub: true,
 				Sel: Selector{Src: pfx("0.0.0.0/0"), Dst: pfx("10.9.0.0/16"), Ifindex: 1},
 				Tmpls: []Tmpl{{Src: addr("192.0.2.1"), Dst: addr("192.0.2.3"), Proto: ProtoAH, Reqid: 14, Mode: ModeTunnel},
-					{Proto: unix.IPPROTO_COMP, Optional: true}}}},
+					{Proto: ProtoComp, Optional: true}}}},
 	}
 	for _, c := range cases {
 		testutil.IP(t, ns, append([]string{"xfrm", "policy", "add"}, strings.Fields(c.cmd)...)...)
@@ -89,6 +89,14 @@ func TestDumpPolicies(t *testing.T) {
 		// the low 3 bits (xfrm_gen_index).
 		if p.Index == 0 || Dir(p.Index%8) != c.want.Dir {
 			t.Errorf("%s: index %#x does not carry dir %v", c.cmd, p.Index, c.want.Dir)
+		}
+		// Proto and Mode name themselves as ip xfrm spells them.
+		for _, tm := range p.Tmpls {
+			for _, w := range []string{"proto " + tm.Proto.String(), "mode " + tm.Mode.String()} {
+				if !strings.Contains(c.cmd, w) {
+					t.Errorf("%s: a template says %q, a word ip xfrm does not use here", c.cmd, w)
+				}
+			}
 		}
 		c.want.Index = p.Index
 		if !reflect.DeepEqual(*p, c.want) {

@@ -51,14 +51,10 @@ const (
 )
 
 func (a Action) String() string {
-	switch a {
-	case ActionAllow:
-		return "allow"
-	case ActionBlock:
-		return "block"
-	}
-	return "action " + strconv.Itoa(int(a))
+	return nameOr(actionNames, a, "action")
 }
+
+var actionNames = map[Action]string{ActionAllow: "allow", ActionBlock: "block"}
 
 // Proto is the IPsec protocol of an SA or template (xfrm_id.proto): an IP
 // protocol number.
@@ -72,16 +68,10 @@ const (
 
 // String names p as ip xfrm does.
 func (p Proto) String() string {
-	switch p {
-	case ProtoESP:
-		return "esp"
-	case ProtoAH:
-		return "ah"
-	case ProtoComp:
-		return "comp"
-	}
-	return "proto " + strconv.Itoa(int(p))
+	return nameOr(protoNames, p, "proto")
 }
+
+var protoNames = map[Proto]string{ProtoESP: "esp", ProtoAH: "ah", ProtoComp: "comp"}
 
 // Mode is the mode of an SA or template (XFRM_MODE_*).
 type Mode uint8
@@ -96,19 +86,17 @@ const (
 
 // String names m as ip xfrm does.
 func (m Mode) String() string {
-	switch m {
-	case ModeTransport:
-		return "transport"
-	case ModeTunnel:
-		return "tunnel"
-	case ModeRO:
-		return "ro"
-	case ModeInTrigger:
-		return "in_trigger"
-	case ModeBEET:
-		return "beet"
+	return nameOr(modeNames, m, "mode")
+}
+
+var modeNames = map[Mode]string{ModeTransport: "transport", ModeTunnel: "tunnel", ModeRO: "ro", ModeInTrigger: "in_trigger", ModeBEET: "beet"}
+
+// nameOr is v's name, or kind and its number for a value without one.
+func nameOr[T ~uint8](names map[T]string, v T, kind string) string {
+	if n, ok := names[v]; ok {
+		return n
 	}
-	return "mode " + strconv.Itoa(int(m))
+	return kind + " " + strconv.Itoa(int(v))
 }
 
 // Offload flags of XFRMA_OFFLOAD_DEV (struct xfrm_user_offload.flags).
