@@ -93,7 +93,7 @@ func TestDumpPolicies(t *testing.T) {
 		// Proto and Mode name themselves as ip xfrm spells them.
 		for _, tm := range p.Tmpls {
 			for _, w := range []string{"proto " + tm.Proto.String(), "mode " + tm.Mode.String()} {
-				if !strings.Contains(c.cmd, w) {
+				if !strings.Contains(" "+c.cmd+" ", " "+w+" ") {
 					t.Errorf("%s: a template says %q, a word ip xfrm does not use here", c.cmd, w)
 				}
 			}
