@@ -99,9 +99,6 @@ func (m *hostMeta) applyIKEDefaults(p *parser, h *Host) {
 	if s == nil {
 		return
 	}
-	if s.Keying == "" {
-		s.Keying = KeyingManual
-	}
 	for i, it := range m.peers {
 		if !p.given[it.path+".keying"] {
 			s.Peers[i].Keying = s.Keying
