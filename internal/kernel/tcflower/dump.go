@@ -9,6 +9,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/kernel/nlattr"
 )
 
 // Dump lists the flower filters on the device's clsact ingress, in
@@ -147,12 +149,5 @@ func actionPackets(act []byte) uint64 {
 // eachAttr calls f for each netlink attribute in b (type without the
 // nested and byte-order flags).
 func eachAttr(b []byte, f func(typ uint16, v []byte)) {
-	for len(b) >= nlaHdrLen {
-		l := int(binary.NativeEndian.Uint16(b[nlaLen:]))
-		if l < nlaHdrLen || l > len(b) {
-			return
-		}
-		f(binary.NativeEndian.Uint16(b[nlaType:])&nl.NLA_TYPE_MASK, b[nlaHdrLen:l])
-		b = b[min(len(b), nlAlign(l)):]
-	}
+	_ = nlattr.Walk(b, f) // a dump read as far as it is whole: the counters are advisory
 }

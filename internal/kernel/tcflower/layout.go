@@ -2,7 +2,11 @@
 
 package tcflower
 
-import "golang.org/x/sys/unix"
+import (
+	"golang.org/x/sys/unix"
+
+	"sluice/internal/kernel/nlattr"
+)
 
 // The layout of the netlink and tc uapi structs that tcflower reads byte
 // by byte (include/uapi/linux/netlink.h, rtnetlink.h, gen_stats.h): every
@@ -19,17 +23,11 @@ const (
 	nlmsgHdrLen = unix.SizeofNlMsghdr
 )
 
-// struct nlattr, and NLMSG_ALIGN / NLA_ALIGN.
-const (
-	nlaLen    = 0 // __u16, the header included
-	nlaType   = 2 // __u16, with the nested and byte-order flags
-	nlaHdrLen = 4
-	nlAlignTo = 4
-)
+// struct nlattr and the alignment are kernel/nlattr's, shared with
+// kernel/xfrm.
 
-// nlAlign rounds a netlink message or attribute length up to its
-// alignment (NLMSG_ALIGN, NLA_ALIGN).
-func nlAlign(l int) int { return (l + nlAlignTo - 1) &^ (nlAlignTo - 1) }
+// nlAlign is NLMSG_ALIGN / NLA_ALIGN.
+func nlAlign(l int) int { return nlattr.Align(l) }
 
 // struct nlmsgerr: the error, then the request's header (and, without
 // NLM_F_CAPPED, its payload), then the extended-ack attributes.

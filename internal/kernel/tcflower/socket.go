@@ -13,6 +13,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/kernel/nlattr"
 )
 
 // Window is how many filter requests Socket sends in one
@@ -238,17 +240,11 @@ func ackError(f *Filter, flags uint16, data []byte) error {
 			l = nlmsgHdrLen
 		}
 		rest = rest[min(len(rest), nlAlign(l)):]
-		for len(rest) >= nlaHdrLen {
-			al := int(binary.NativeEndian.Uint16(rest[nlaLen:]))
-			at := binary.NativeEndian.Uint16(rest[nlaType:])
-			if al < nlaHdrLen || al > len(rest) {
-				break
-			}
+		_ = nlattr.Walk(rest, func(at uint16, v []byte) {
 			if at == nl.NLMSGERR_ATTR_MSG {
-				e.Msg = unix.ByteSliceToString(rest[nlaHdrLen:al])
+				e.Msg = unix.ByteSliceToString(v)
 			}
-			rest = rest[min(len(rest), nlAlign(al)):]
-		}
+		}) // the extended ack only adds words to the errno
 	}
 	return e
 }
