@@ -223,7 +223,7 @@ func (p *planner) ikePeer(path string, pr *config.Peer) {
 		return
 	}
 	mode, ok := p.ikeOffload(path, pr)
-	if !ok {
+	if !ok || !p.driverQuirks(path, pr, map[string]string{"out": mode, "in": mode}, false) {
 		return
 	}
 	if problem := config.IKESecretProblem(ikeSecretFile(p.h)); problem != "" {

@@ -82,6 +82,9 @@ const (
 	ModeRO        Mode = 2 // XFRM_MODE_ROUTEOPTIMIZATION (Mobile IPv6)
 	ModeInTrigger Mode = 3 // XFRM_MODE_IN_TRIGGER
 	ModeBEET      Mode = 4 // XFRM_MODE_BEET
+	// ModeIPTFS is IP traffic flow security (RFC 9347, Linux 6.14): inner
+	// packets aggregated and fragmented into fixed-size ESP payloads.
+	ModeIPTFS Mode = 5
 )
 
 // String names m as ip xfrm does.
@@ -89,7 +92,7 @@ func (m Mode) String() string {
 	return nameOr(modeNames, m, "mode")
 }
 
-var modeNames = map[Mode]string{ModeTransport: "transport", ModeTunnel: "tunnel", ModeRO: "ro", ModeInTrigger: "in_trigger", ModeBEET: "beet"}
+var modeNames = map[Mode]string{ModeTransport: "transport", ModeTunnel: "tunnel", ModeRO: "ro", ModeInTrigger: "in_trigger", ModeBEET: "beet", ModeIPTFS: "iptfs"}
 
 // nameOr is v's name, or kind and its number for a value without one.
 func nameOr[T ~uint8](names map[T]string, v T, kind string) string {
@@ -98,6 +101,20 @@ func nameOr[T ~uint8](names map[T]string, v T, kind string) string {
 	}
 	return kind + " " + strconv.Itoa(int(v))
 }
+
+// SADir is an SA's XFRMA_SA_DIR (Linux 6.10): which way the kernel lets it
+// carry traffic. SADirAny means the attribute is absent (either way).
+type SADir uint8
+
+const (
+	SADirAny SADir = 0
+	SADirIn  SADir = 1 // XFRM_SA_DIR_IN
+	SADirOut SADir = 2 // XFRM_SA_DIR_OUT
+)
+
+func (d SADir) String() string { return nameOr(saDirNames, d, "dir") }
+
+var saDirNames = map[SADir]string{SADirAny: "any", SADirIn: "in", SADirOut: "out"}
 
 // Offload flags of XFRMA_OFFLOAD_DEV (struct xfrm_user_offload.flags).
 const (
@@ -176,6 +193,12 @@ type State struct {
 	MarkMask uint32
 	// Alg is what sizes the SA's packets; never key material.
 	Alg StateAlg
+	// Dir is XFRMA_SA_DIR (Linux 6.10); SADirAny without it.
+	Dir SADir
+	// PerCPU and CPU: XFRMA_SA_PCPU (Linux 6.13), an SA the kernel uses
+	// for packets sent from CPU only; several such SAs share a template.
+	PerCPU bool
+	CPU    uint32
 }
 
 // StateAlg is an SA's transform and framing as far as its size on the
