@@ -3,7 +3,6 @@
 package testutil
 
 import (
-	"bufio"
 	"errors"
 	"fmt"
 	"os"
@@ -14,7 +13,9 @@ import (
 	"testing"
 
 	"github.com/vishvananda/netns"
+
 	"golang.org/x/sys/unix"
+	"sluice/internal/fileread"
 )
 
 var netnsSeq atomic.Int32
@@ -92,17 +93,15 @@ func prepareNetnsRunDir() error {
 // is path, so that a namespace that cannot be removed says which mount
 // still holds it (and its parent, which tells a shadowed mount).
 func mountsHolding(path string) string {
-	f, err := os.Open("/proc/self/mountinfo")
+	b, err := fileread.ReadKernel("/proc/self/mountinfo", 16<<20)
 	if err != nil {
-		return ""
+		return fmt.Sprintf(" (cannot read /proc/self/mountinfo: %v)", err)
 	}
-	defer f.Close()
 	var held []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
 		if len(fields) > 4 && fields[4] == path {
-			held = append(held, sc.Text())
+			held = append(held, line)
 		}
 	}
 	if len(held) == 0 {
