@@ -55,13 +55,15 @@ func guestView(root, p string) string {
 
 // runIn runs a build tool for root: directly over the host's own root,
 // else chrooted into root, so that the root's toolchain (gcc 14 for the
-// 7.3 headers) builds against the root's headers. Paths in args are the
-// guest's (guestView).
+// 7.3 headers) builds against the root's headers. The chroot gets a proc
+// of its own (objtool reads /proc) in a private mount namespace, gone with
+// the build. Paths in args are the guest's (guestView).
 func runIn(ctx context.Context, root, name string, args ...string) error {
 	if root == "/" {
 		return runTool(ctx, name, args...)
 	}
-	return runTool(ctx, "chroot", append([]string{root, name}, args...)...)
+	const inChroot = `mount -t proc proc "$0/proc" && exec chroot "$0" "$@"`
+	return runTool(ctx, "unshare", append([]string{"--mount", "--propagation", "private", "sh", "-c", inChroot, root, name}, args...)...)
 }
 
 // defaultKernelIn is defaultKernel for root's /boot.
