@@ -5,9 +5,11 @@
 package xfrm
 
 import (
+	"net"
 	"strings"
 	"testing"
 
+	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
 	"sluice/internal/testutil"
@@ -86,5 +88,64 @@ func compareRelease(release string, major, minor int) int {
 		return ma - major
 	default:
 		return mi - minor
+	}
+}
+
+// TestVMDecodesSADirAndCPU: the kernel's own dump and notification of SAs
+// with XFRMA_SA_DIR (6.10) and XFRMA_SA_PCPU (6.13) decode to State.Dir
+// and PerCPU/CPU. Per-CPU SAs need a 6.13+ kernel (SLUICE_VM_KERNEL=next).
+func TestVMDecodesSADirAndCPU(t *testing.T) {
+	testutil.RequireVM(t)
+	var u unix.Utsname
+	if err := unix.Uname(&u); err != nil {
+		t.Fatal(err)
+	}
+	release := unix.ByteSliceToString(u.Release[:])
+	_, h := testutil.NewNetNS(t)
+	w, _ := watchXFRM(t, h)
+	nh, err := netlink.NewHandleAt(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nh.Close()
+	sa := func(spi int, dir netlink.SADir, cpu *uint32) *netlink.XfrmState {
+		return &netlink.XfrmState{
+			Src: net.ParseIP("192.0.2.1"), Dst: net.ParseIP("192.0.2.2"), Proto: netlink.XFRM_PROTO_ESP,
+			Mode: netlink.XFRM_MODE_TUNNEL, Spi: spi, Reqid: 7, SADir: dir, Pcpunum: cpu,
+			Aead: &netlink.XfrmStateAlgo{Name: "rfc4106(gcm(aes))", Key: make([]byte, 20), ICVLen: 128},
+		}
+	}
+	want := map[uint32]State{0x300: {Dir: SADirOut}}
+	if err := nh.XfrmStateAdd(sa(0x300, netlink.XFRM_SA_DIR_OUT, nil)); err != nil {
+		t.Fatalf("SA with dir out on %s: %v", release, err)
+	}
+	if compareRelease(release, 6, 13) >= 0 {
+		cpu := uint32(1)
+		if err := nh.XfrmStateAdd(sa(0x301, 0, &cpu)); err != nil {
+			t.Fatalf("per-CPU SA on %s: %v", release, err)
+		}
+		want[0x301] = State{PerCPU: true, CPU: 1}
+	} else {
+		t.Logf("kernel %s: no per-CPU SAs before 6.13, only the direction is checked", release)
+	}
+	for range want {
+		ev := nextEvent(t, w.Events)
+		if ev.Kind != StateNew {
+			t.Fatalf("%v (%v), want state-new", ev.Kind, ev.Err)
+		}
+		wt := want[ev.State.SPI]
+		if ev.State.Dir != wt.Dir || ev.State.PerCPU != wt.PerCPU || ev.State.CPU != wt.CPU {
+			t.Errorf("notified spi %#x: dir %v per-CPU %v cpu %d; want %v %v %d", ev.State.SPI, ev.State.Dir, ev.State.PerCPU, ev.State.CPU, wt.Dir, wt.PerCPU, wt.CPU)
+		}
+	}
+	ss, err := HandleAt(h).DumpStates()
+	if err != nil || len(ss) != len(want) {
+		t.Fatalf("dump: %+v, %v", ss, err)
+	}
+	for _, s := range ss {
+		wt := want[s.SPI]
+		if s.Dir != wt.Dir || s.PerCPU != wt.PerCPU || s.CPU != wt.CPU {
+			t.Errorf("dumped spi %#x: dir %v per-CPU %v cpu %d; want %v %v %d", s.SPI, s.Dir, s.PerCPU, s.CPU, wt.Dir, wt.PerCPU, wt.CPU)
+		}
 	}
 }
