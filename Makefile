@@ -60,7 +60,7 @@ kernel-next:
 
 ## vmtest-next: the VM tests whose subject the newer kernel changed, on it: mirror and monitor,
 ## post-SA, the NIC model, flower, the gateway on the model. VMTEST_NEXT overrides the filter.
-VMTEST_NEXT ?= ^(TestVMMonitorMigrateMovesSA|TestPostSA.*|TestNicmodel.*|TestFlower.*|TestGateway.*|TestSwanTunnelsMirroredByGateway)$$
+VMTEST_NEXT ?= ^(TestVM.*|TestPostSA.*|TestNicmodel.*|TestFlower.*|TestGateway.*|TestSwanTunnelsMirroredByGateway)$$
 vmtest-next: kernel-next
 	SLUICE_VM_KERNEL=next bash scripts/vmtest.sh '$(VMTEST_NEXT)'
 
