@@ -92,8 +92,15 @@ t0=$(now_ms)
 "$out/sluice" vm netdevsim >/dev/null
 log "netdevsim.ko ready ($(since "$t0"))"
 t0=$(now_ms)
-"$out/sluice" vm nicmodel >/dev/null
-log "nicmodel.ko ready ($(since "$t0"))"
+if "$out/sluice" vm nicmodel >/dev/null; then
+  log "nicmodel.ko ready ($(since "$t0"))"
+elif [ "${SLUICE_VM_KERNEL:-}" = next ]; then
+  # The second kernel (docs/testing.md "The next kernel") may be ahead of the model's C: run the
+  # rest, and let the model's tests say they have no module.
+  log "nicmodel.ko does not build for the next kernel (above); its tests cannot load it"
+else
+  exit 1
+fi
 
 filters=("$@")
 

@@ -172,7 +172,8 @@ const (
 // stores the value as given never matches it; either way the kernel
 // decides.
 func uncertain(p *xfrm.Policy) bool {
-	return p.MarkMask != 0 || p.Mark != 0 || p.IfID != 0 || p.Sel.Ifindex != 0 || p.Sub || p.SecCtx || p.Unconfirmed
+	return p.MarkMask != 0 || p.Mark != 0 || p.IfID != 0 || p.Sel.Ifindex != 0 || p.Sub || p.SecCtx || p.Unconfirmed ||
+		p.UnknownAttr != 0 // an XFRM attribute newer than sluice (xfrm.Policy.UnknownAttr)
 }
 
 // effectivePriority is the priority a policy competes with. The kernel

@@ -56,6 +56,7 @@ func TestSAsTheKernelChoosesPerPacketAreNotForwarded(t *testing.T) {
 		{"out, SA dir in", out, withDir(out, xfrm.SADirIn), "direction in, the policy is out"},
 		{"fwd, SA dir out", fwd, withDir(fwd, xfrm.SADirOut), "direction out, the policy is fwd"},
 		{"IP-TFS", iptfs, []xfrm.State{iptfsSA}, "IP-TFS"},
+		{"an SA attribute newer than sluice", out, func() []xfrm.State { st := saFor(out, dev); st.UnknownAttr = 42; return []xfrm.State{st} }(), "attribute 42"},
 	} {
 		got, why := OffloadDevice(&tc.p, tc.states), ForwardRefusal(&tc.p, tc.states)
 		if tc.says == "" {
@@ -67,5 +68,18 @@ func TestSAsTheKernelChoosesPerPacketAreNotForwarded(t *testing.T) {
 		if got != 0 || !strings.Contains(why, tc.says) {
 			t.Errorf("%s: device %d, reason %q; want 0 and a reason saying %q", tc.name, got, why, tc.says)
 		}
+	}
+}
+
+// TestPolicyWithAnUnknownAttributeIsUncertain: a policy attribute newer
+// than sluice may change what the policy matches: the kernel decides.
+func TestPolicyWithAnUnknownAttributeIsUncertain(t *testing.T) {
+	out := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.1.0/24", 100, "123.2.0.1", 1, 7)
+	if v := policyValue(&out, []xfrm.State{saFor(out, 7)}, nil); v.Flags&flagUncertain != 0 {
+		t.Fatalf("plain policy: flags %#x, uncertain (the test's premise)", v.Flags)
+	}
+	out.UnknownAttr = 42
+	if v := policyValue(&out, []xfrm.State{saFor(out, 7)}, nil); v.Flags&flagUncertain == 0 {
+		t.Fatalf("policy with attribute 42: flags %#x, want uncertain", v.Flags)
 	}
 }

@@ -31,9 +31,10 @@ import (
 // the mirror closes the fast path at once and dumps, and the dump already
 // holds the migrated state.
 
-// xfrmMsgMigrateState is XFRM_MSG_MIGRATE_STATE (Linux 7.2), the type after
-// XFRM_MSG_GETDEFAULT; nl does not have it. Were the number wrong, the
-// message would still be an unknown type, which resyncs too.
+// xfrmMsgMigrateState is XFRM_MSG_MIGRATE_STATE (Linux 7.2; 0x29, the type
+// after XFRM_MSG_GETDEFAULT in 7.3.4's uapi); nl does not have it. The
+// kernel sends it on the MIGRATE group only (xfrm_send_migrate_state),
+// after the new SA is installed.
 const xfrmMsgMigrateState = xfrmMsgGetDefault + 1
 
 // Message types the watch knows and deliberately ignores: none changes a
@@ -187,4 +188,38 @@ func familyOf(a netip.Addr) uint16 {
 		return unix.AF_INET
 	}
 	return unix.AF_INET6
+}
+
+// struct xfrm_user_migrate_state (Linux 7.2; read in 7.3.4's
+// include/uapi/linux/xfrm.h).
+const (
+	umsID                   = 0   // struct xfrm_usersa_id: the SA to move
+	umsNewDaddr             = 24  // xfrm_address_t
+	umsNewSaddr             = 40  // xfrm_address_t
+	umsOldMark              = 56  // struct xfrm_mark
+	umsNewSel               = 64  // struct xfrm_selector (AF_UNSPEC: left to the kernel)
+	umsNewReqid             = 120 // __u32
+	umsFlags                = 124 // __u32 XFRM_MIGRATE_STATE_*
+	umsNewFamily            = 128 // __u16
+	xfrmUserMigrateStateLen = 132
+)
+
+// MigrateState sends XFRM_MSG_MIGRATE_STATE (Linux 7.2): the unmarked ESP
+// SA spi to dst becomes one from newSrc to newDst with reqid, keeping its
+// sequence numbers and inheriting its offload device. Like Migrate, it is
+// for the tests; a kernel before 7.2 refuses the type (EINVAL).
+func (x *Handle) MigrateState(dst netip.Addr, spi uint32, newSrc, newDst netip.Addr, reqid uint32) error {
+	b := make([]byte, xfrmUserMigrateStateLen)
+	copy(b[umsID+saIDDaddr:], dst.AsSlice())
+	be.PutUint32(b[umsID+saIDSPI:], spi)
+	ne.PutUint16(b[umsID+saIDFamily:], familyOf(dst))
+	b[umsID+saIDProto] = unix.IPPROTO_ESP
+	copy(b[umsNewDaddr:], newDst.AsSlice())
+	copy(b[umsNewSaddr:], newSrc.AsSlice())
+	ne.PutUint32(b[umsNewReqid:], reqid)
+	ne.PutUint16(b[umsNewFamily:], familyOf(newDst))
+	if err := x.execute(xfrmRequest(xfrmMsgMigrateState, unix.NLM_F_ACK, b), 0, nil); err != nil {
+		return fmt.Errorf("xfrm migrate state spi %#x to %s: %w", spi, dst, err)
+	}
+	return nil
 }

@@ -184,3 +184,27 @@ func TestFastPathRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodeUnknownAttributes: an attribute newer than this code (above
+// XFRMA_IPTFS_PKT_SIZE, 41) is recorded on the policy or SA, so that the
+// fast path leaves it to the kernel; the last known one is not.
+func TestDecodeUnknownAttributes(t *testing.T) {
+	pol := hexBytes(iproute2NewPolicy)
+	sa := hexBytes(iproute2NewSA[0].want)[unix.SizeofNlMsghdr:]
+	for _, tc := range []struct {
+		typ  uint16
+		want uint16
+	}{{41, 0}, {42, 42}, {0x3000, 0x3000}} {
+		p, err := parsePolicyMsg(append(append([]byte(nil), pol...), nlAttr(tc.typ, []byte{1, 0, 0, 0})...))
+		if err != nil || p.UnknownAttr != tc.want {
+			t.Errorf("policy with attribute %d: unknown %d, %v; want %d", tc.typ, p.UnknownAttr, err, tc.want)
+		}
+		s, err := parseStateMsg(append(append([]byte(nil), sa...), nlAttr(tc.typ, []byte{1, 0, 0, 0})...))
+		if err != nil || s.UnknownAttr != tc.want {
+			t.Errorf("SA with attribute %d: unknown %d, %v; want %d", tc.typ, s.UnknownAttr, err, tc.want)
+		}
+		if why := s.FastPathRefusal(DirOut); (why != "") != (tc.want != 0) {
+			t.Errorf("SA with attribute %d: refusal %q", tc.typ, why)
+		}
+	}
+}

@@ -15,8 +15,10 @@ import "fmt"
 //     chooses from by the sending CPU (xfrm_state_find); picking one of the
 //     set, or leaving the choice to the NIC, is a guess.
 //   - An SA whose XFRMA_SA_DIR is the other way than the policy's: the
-//     kernel drops outbound packets through an "in" SA (xfrm_output) and
-//     inbound ones through an "out" SA (xfrm_input).
+//     kernel drops outbound packets through an "in" SA (xfrm_tmpl_resolve_one)
+//     and inbound ones through an "out" SA (xfrm_input).
+//   - An SA with an attribute newer than this code (UnknownAttr): what it
+//     changes is unknown.
 func (s *State) FastPathRefusal(dir Dir) string {
 	switch {
 	case s.Mode == ModeIPTFS:
@@ -25,6 +27,8 @@ func (s *State) FastPathRefusal(dir Dir) string {
 		return fmt.Sprintf("SA spi %#x to %s is per-CPU (cpu %d): the kernel picks the SA by the sending CPU", s.SPI, s.Dst, s.CPU)
 	case s.Dir == SADirIn && dir == DirOut, s.Dir == SADirOut && dir != DirOut:
 		return fmt.Sprintf("SA spi %#x to %s has direction %s, the policy is %s: the kernel would drop it", s.SPI, s.Dst, s.Dir, dir)
+	case s.UnknownAttr != 0:
+		return fmt.Sprintf("SA spi %#x to %s carries XFRM attribute %d, newer than this sluice", s.SPI, s.Dst, s.UnknownAttr)
 	}
 	return ""
 }

@@ -176,6 +176,10 @@ type Policy struct {
 	// whether it had a context is unknown.
 	Unconfirmed bool
 	Offload     *Offload
+	// UnknownAttr is the first attribute type newer than this code
+	// (wire.go, xfrmaKnownMax), 0 without one: the policy may match
+	// differently than its fields say, so the fast path calls it uncertain.
+	UnknownAttr uint16
 }
 
 // State is an XFRM SA as the kernel reports it. Keys are not kept: the
@@ -199,6 +203,9 @@ type State struct {
 	// for packets sent from CPU only; several such SAs share a template.
 	PerCPU bool
 	CPU    uint32
+	// UnknownAttr is the first attribute type newer than this code, 0
+	// without one (FastPathRefusal).
+	UnknownAttr uint16
 }
 
 // StateAlg is an SA's transform and framing as far as its size on the

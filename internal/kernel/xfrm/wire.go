@@ -168,6 +168,25 @@ func xfrmAttrs(b []byte) (map[uint16][]byte, error) {
 	return m, nil
 }
 
+// xfrmaKnownMax is the last XFRMA_* attribute this code knows:
+// XFRMA_IPTFS_PKT_SIZE (41, Linux 6.14), still the last in 7.3.4's uapi. A
+// newer one may change what a policy matches or how an SA sends, which the
+// mirror must not guess: UnknownAttr records it, and the fast path leaves
+// the policy or SA to the kernel.
+const xfrmaKnownMax = 41
+
+// firstUnknownAttr returns the lowest attribute type above xfrmaKnownMax
+// in a, 0 when there is none.
+func firstUnknownAttr(a map[uint16][]byte) uint16 {
+	var u uint16
+	for t := range a {
+		if t > xfrmaKnownMax && (u == 0 || t < u) {
+			u = t
+		}
+	}
+	return u
+}
+
 // markAndIfID reads XFRMA_MARK and XFRMA_IF_ID, shared by policies and SAs.
 func markAndIfID(a map[uint16][]byte) (mark, mask, ifid uint32, err error) {
 	if v, ok := a[nl.XFRMA_MARK]; ok {
@@ -208,6 +227,7 @@ func applyPolicyAttrs(p *Policy, a map[uint16][]byte) (err error) {
 		p.Sub = v[policyTypeType] == xfrmPolicyTypeSub
 	}
 	_, p.SecCtx = a[nl.XFRMA_SEC_CTX]
+	p.UnknownAttr = firstUnknownAttr(a)
 	p.Offload, err = offloadAttr(a)
 	return err
 }
@@ -246,6 +266,7 @@ func applyStateAttrs(s *State, a map[uint16][]byte) (err error) {
 		}
 		s.PerCPU, s.CPU = true, ne.Uint32(v)
 	}
+	s.UnknownAttr = firstUnknownAttr(a)
 	s.Offload, err = offloadAttr(a)
 	return err
 }
