@@ -116,6 +116,9 @@ filters=("$@")
 # each took in the last full run on this machine (kept in $times), else
 # by the list below, measured on 2026-11-25 (the rest in name order).
 times=${VMTEST_TIMES:-/var/cache/sluice/vmtest-seconds.tsv}
+# A new machine has no last run: start from the seconds recorded in the repository (a full run on
+# this machine type, scripts/vmtest-seconds.tsv), so that its slow tests still start first.
+[ -s "$times" ] || times=$repo/scripts/vmtest-seconds.tsv
 slow_first="TestOverlayIKE TestOverlayBondVXLANESP TestSwanTunnelsMirroredByGateway TestOverlayGuests
 TestOverlayNetdevsimOffload TestOverlaySRIOV TestLabOverlayPair TestOverlayBondPortOffloadFailover"
 queue=$out/queue.tsv
@@ -223,10 +226,11 @@ while IFS=$'\t' read -r idx name dir pat; do
   fi
 done <"$queue"
 
-# What each top-level test took, for the next full run's order.
-if [ ${#filters[@]} -eq 0 ] && mkdir -p "$(dirname "$times")" 2>/dev/null; then
-  cat "$out"/results/*.log | sed -nE 's/^--- (PASS|FAIL): (Test[A-Za-z0-9_]*) \(([0-9.]+)s\)$/\2\t\3/p' >"$times.new" &&
-    mv "$times.new" "$times" || true
+# What each top-level test took, for the next full run's order (never into the repository's seed).
+seen=${VMTEST_TIMES:-/var/cache/sluice/vmtest-seconds.tsv}
+if [ ${#filters[@]} -eq 0 ] && mkdir -p "$(dirname "$seen")" 2>/dev/null; then
+  cat "$out"/results/*.log | sed -nE 's/^--- (PASS|FAIL): (Test[A-Za-z0-9_]*) \(([0-9.]+)s\)$/\2\t\3/p' >"$seen.new" &&
+    mv "$seen.new" "$seen" || true
 fi
 
 echo
