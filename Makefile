@@ -11,7 +11,7 @@ BIN        := bin/sluice
 # Generated BPF bindings are committed; `check-generated` proves they match the C.
 BPF_GEN    := $(wildcard internal/*/*_bpfel.go internal/*/*_bpfel.o)
 
-.PHONY: all setup build generate check-generated lint test-host test-kernel-model vmtest test demo package clean
+.PHONY: all setup build generate check-generated lint test-host test-kernel-model vmtest test demo package clean kernel-next vmtest-next
 
 all: build
 
@@ -41,17 +41,26 @@ lint:
 	$(GO) tool staticcheck ./...
 	$(GO) tool staticcheck -tags vmtest ./...
 
-## test-host: unit tests and privileged host tests (BPF_PROG_RUN, netns, XDP on veth).
-## The lab tests (test/e2e) pace real traffic: they run alone, after the rest, because
-## another package's tests on the second CPU delay the generator, and its catch-up
-## bursts then overflow the 5 ms token bucket the NDR test measures against.
+## test-host: unit tests and privileged host tests (BPF_PROG_RUN, netns, XDP on veth); the
+## packages that need the kube-apiserver build after the rest, the lab tests (test/e2e) alone
+## at the end (scripts/test-host.sh says why)
 test-host:
-	$(GO) test -count=1 -timeout 10m $$($(GO) list ./... | grep -v /test/e2e)
-	$(GO) test -count=1 -timeout 10m ./test/e2e
+	GO=$(GO) bash scripts/test-host.sh
 
 ## vmtest: the tests that need ESP, bonding, flower, netdevsim..., in the qemu test VM
 vmtest:
 	bash scripts/vmtest.sh
+
+## kernel-next: the second test kernel (the newest Linux in trixie-backports, 7.3) and its trixie root
+## with strongSwan 6, cached in /var/cache/sluice/next (docs/testing.md "The next kernel")
+kernel-next:
+	bash scripts/kernel-next.sh
+
+## vmtest-next: the VM tests whose subject the newer kernel changed, on it: mirror and monitor,
+## post-SA, the NIC model, flower, the gateway on the model. VMTEST_NEXT overrides the filter.
+VMTEST_NEXT ?= ^(TestVM.*|TestPostSA.*|TestNicmodel.*|TestFlower.*|TestGateway.*|TestSwanTunnelsMirroredByGateway)$$
+vmtest-next: kernel-next
+	SLUICE_VM_KERNEL=next bash scripts/vmtest.sh '$(VMTEST_NEXT)'
 
 ## test-kernel-model: longer random runs of the fast path against the kernel and its model (SLUICE_MODEL_ROUNDS=200)
 test-kernel-model:

@@ -27,7 +27,12 @@ The guest's root filesystem is the host's "/", shared read-only, with tmpfs
 on /tmp, /run, /var/tmp, /root and a writable copy of /etc; the repository
 is shared read-write at the same path. Commands run as root. Boot to the
 first command takes about 4-5 seconds on an idle host (longer when the host's
-CPUs are busy: everything is emulated).`,
+CPUs are busy: everything is emulated).
+
+SLUICE_VM_KERNEL=next boots the second test kernel instead (the newest Linux
+in Debian trixie-backports, 7.3) over the Debian trixie root that
+"make kernel-next" builds in /var/cache/sluice/next/root, which then is the
+guest's "/"; modules are built there with the root's own toolchain.`,
 	}
 }
 

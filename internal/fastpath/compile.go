@@ -172,7 +172,8 @@ const (
 // stores the value as given never matches it; either way the kernel
 // decides.
 func uncertain(p *xfrm.Policy) bool {
-	return p.MarkMask != 0 || p.Mark != 0 || p.IfID != 0 || p.Sel.Ifindex != 0 || p.Sub || p.SecCtx || p.Unconfirmed
+	return p.MarkMask != 0 || p.Mark != 0 || p.IfID != 0 || p.Sel.Ifindex != 0 || p.Sub || p.SecCtx || p.Unconfirmed ||
+		p.UnknownAttr != 0 // an XFRM attribute newer than sluice (xfrm.Policy.UnknownAttr)
 }
 
 // effectivePriority is the priority a policy competes with. The kernel
@@ -238,7 +239,8 @@ func packetOffloadDevice(p *xfrm.Policy, states []xfrm.State) int {
 		if !tmplMatches(tm, st) {
 			continue
 		}
-		if !st.Offload.Packet() || st.Offload.Inbound() != wantInbound || !selCovers(st, p) {
+		if !st.Offload.Packet() || st.Offload.Inbound() != wantInbound || !selCovers(st, p) ||
+			st.FastPathRefusal(p.Dir) != "" { // IP-TFS, per-CPU, SA direction (refusal.go)
 			return 0
 		}
 		if dev != 0 && dev != st.Offload.Ifindex {

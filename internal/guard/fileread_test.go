@@ -15,18 +15,20 @@ import (
 // else reads through internal/fileread (a size limit, regular files only).
 // Each reads only what the kernel or sluice itself writes.
 var unboundedReaders = map[string]string{
-	"internal/kernel/":                 "/proc and /sys values the kernel writes",
-	"internal/overlay/live.go":         "/proc/sys/kernel/osrelease",
-	"internal/lab/forwarder.go":        "/proc/PID and the lab's own gateway log",
-	"internal/cli/lab_vm.go":           "copies this binary into the VM cache",
-	"internal/swan/charon.go":          "/proc/PID/status and charon's log in the test's directory",
-	"internal/bench/report.go":         "/proc/cpuinfo and /proc/thread-self/net/snmp",
-	"internal/bench/rekey_counters.go": "/proc/thread-self/net files held open in each namespace",
-	"internal/testutil/ip.go":          "the running kernel's build config (/proc/config.gz, /boot)",
-	"internal/testlab/":                "the host's kernel, modules and busybox for the test VM",
-	"internal/fileread/":               "the bounded reader itself",
-	"internal/gateway/lock.go":         "opens the pin dir to flock it, and /proc/locks",
-	"internal/gateway/pidfile.go":      "the daemon's own pid file and /proc/PID/cmdline",
+	"internal/kernel/":                  "/proc and /sys values the kernel writes",
+	"internal/overlay/live.go":          "/proc/sys/kernel/osrelease",
+	"internal/lab/forwarder.go":         "/proc/PID and the lab's own gateway log",
+	"internal/cli/lab_vm.go":            "copies this binary into the VM cache",
+	"internal/swan/charon.go":           "/proc/PID/status and charon's log in the test's directory",
+	"internal/bench/report.go":          "/proc/cpuinfo and /proc/thread-self/net/snmp",
+	"internal/bench/rekey_counters.go":  "/proc/thread-self/net files held open in each namespace",
+	"internal/testutil/ip.go":           "the running kernel's build config (/proc/config.gz, /boot)",
+	"internal/testlab/":                 "the host's kernel, modules and busybox for the test VM",
+	"internal/fileread/":                "the bounded reader itself",
+	"internal/gateway/lock.go":          "opens the pin dir to flock it, and /proc/locks",
+	"internal/gateway/pidfile.go":       "the daemon's own pid file and /proc/PID/cmdline",
+	"internal/fleet/kubetest/binary.go": "opens the kube-apiserver build's lock file to flock it",
+	"internal/driverquirk/model.go":     "the NIC model's profile module parameter in /sys (the table is a leaf package)",
 }
 
 // TestFilesAreReadThroughFileread: /dev/zero as a profile once grew the

@@ -163,7 +163,7 @@ func VerifyTraffic(h *config.Host, r *VerifyReport, window time.Duration, sendTo
 	ea := ethtoolIPsec(devs)
 	count := func(sas []xfrm.StateDetail, st SAStatus, dst string) (uint64, bool) {
 		for _, s := range sas {
-			if s.SPI == st.SPI && s.Dst.String() == dst && s.Proto == protoESP {
+			if s.SPI == st.SPI && s.Dst.String() == dst && s.Proto == xfrm.ProtoESP {
 				return s.Packets, true
 			}
 		}
@@ -218,15 +218,9 @@ func ethtoolIPsec(devs map[string]bool) map[string]map[string]uint64 {
 	}
 	sort.Strings(names)
 	for _, d := range names {
-		s, err := kernel.EthtoolStats(d)
+		m, err := kernel.EthtoolIPsecStats(d)
 		if err != nil {
 			continue
-		}
-		m := map[string]uint64{}
-		for k, v := range s {
-			if strings.Contains(strings.ToLower(k), "ipsec") {
-				m[k] = v
-			}
 		}
 		out[d] = m
 	}

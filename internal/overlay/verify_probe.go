@@ -208,7 +208,7 @@ func outSAPackets(p subnetProbe) (uint64, error) {
 		return 0, err
 	}
 	for _, s := range sas {
-		if s.SPI == p.spi && s.Dst == p.saDst && s.Proto == protoESP {
+		if s.SPI == p.spi && s.Dst == p.saDst && s.Proto == xfrm.ProtoESP {
 			return s.Packets, nil
 		}
 	}

@@ -61,8 +61,8 @@ func isStaticELF(path string) bool {
 
 // initramfs returns the path of the cached initramfs for release, building
 // it first when missing.
-func initramfs(cacheDir, release string) (string, error) {
-	mods, err := bootModuleFiles(release)
+func initramfs(cacheDir, root, release string) (string, error) {
+	mods, err := bootModuleFiles(root, release)
 	if err != nil {
 		return "", err
 	}
@@ -76,7 +76,7 @@ func initramfs(cacheDir, release string) (string, error) {
 // It is for guests other than the test VM, e.g. a libvirt domain booted by
 // a host test.
 func GuestInitramfs(cacheDir, release, init string, modules []string) (string, error) {
-	mods, err := moduleFiles(release, modules)
+	mods, err := moduleFiles("/", release, modules)
 	if err != nil {
 		return "", fmt.Errorf("testlab: %w", err)
 	}

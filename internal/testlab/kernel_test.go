@@ -91,11 +91,43 @@ func TestKernelRelease(t *testing.T) {
 }
 
 func TestSourceTarball(t *testing.T) {
-	if _, err := sourceTarball("nonsense"); err == nil {
+	if _, err := sourceTarball("/", "nonsense"); err == nil {
 		t.Error("want an error for a release without a series")
 	}
-	_, err := sourceTarball("99.7.1-x")
+	_, err := sourceTarball("/", "99.7.1-x")
 	if err == nil || !strings.Contains(err.Error(), "linux-source-99.7.tar.xz") {
 		t.Errorf("err = %v, want it to name linux-source-99.7.tar.xz", err)
+	}
+}
+
+// TestNextRootPaths: the next kernel's root is the guest's "/": host paths
+// under it map to the guest's, and the environment picks it.
+func TestNextRootPaths(t *testing.T) {
+	if got := guestView(NextRoot, NextRoot+"/var/cache/sluice/vm/netdevsim/x/netdevsim.ko"); got != "/var/cache/sluice/vm/netdevsim/x/netdevsim.ko" {
+		t.Errorf("guestView = %q", got)
+	}
+	if got := guestView("/", "/var/cache/sluice/vm/a.ko"); got != "/var/cache/sluice/vm/a.ko" {
+		t.Errorf("guestView on the host root = %q", got)
+	}
+	if got := inRoot(NextRoot, "/lib/modules"); got != NextRoot+"/lib/modules" {
+		t.Errorf("inRoot = %q", got)
+	}
+	t.Setenv(KernelEnv, "")
+	if r, err := selectedRoot(); err != nil || r != "/" {
+		t.Errorf("unset: %q, %v; want the host's root", r, err)
+	}
+	t.Setenv(KernelEnv, "7.3")
+	if _, err := selectedRoot(); err == nil || !strings.Contains(err.Error(), "want next") {
+		t.Errorf("an unknown value: %v, want an error naming the choices", err)
+	}
+	t.Setenv(KernelEnv, "next")
+	r, err := selectedRoot()
+	switch {
+	case fileExists(filepath.Join(NextRoot, "usr/sbin/swanctl")):
+		if err != nil || r != NextRoot {
+			t.Errorf("next: %q, %v; want %s", r, err, NextRoot)
+		}
+	case err == nil || !strings.Contains(err.Error(), "make kernel-next"):
+		t.Errorf("next without the root: %v, want the fix (make kernel-next)", err)
 	}
 }

@@ -12,11 +12,12 @@ import (
 
 // cachedModule returns the path of an out-of-tree module built for the VM
 // kernel, building it once: path names the cached .ko for a kernel release,
-// build compiles it into dir and renames it to final. One build at a time
+// build compiles it into dir (under root, with root's toolchain: runIn) and
+// renames it to final. One build at a time
 // per release: a second process waits on the lock, then finds the module.
 func cachedModule(ctx context.Context, opts Options, name string,
 	path func(cacheDir, release string) (string, error),
-	build func(ctx context.Context, release, dir, final string) error) (string, error) {
+	build func(ctx context.Context, root, release, dir, final string) error) (string, error) {
 	o, err := opts.withDefaults()
 	if err != nil {
 		return "", err
@@ -45,7 +46,7 @@ func cachedModule(ctx context.Context, opts Options, name string,
 		return final, nil
 	}
 	t0 := time.Now()
-	if err := build(ctx, release, dir, final); err != nil {
+	if err := build(ctx, o.Root, release, dir, final); err != nil {
 		return "", fmt.Errorf("testlab: building %s for %s: %w", name, release, err)
 	}
 	o.logf("built %s in %.1fs", final, time.Since(t0).Seconds())

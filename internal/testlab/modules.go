@@ -114,14 +114,14 @@ func loadOrder(deps moduleDeps, builtin map[string]bool, want []string) ([]strin
 
 // bootModuleFiles resolves bootModules for a release into absolute paths,
 // in load order.
-func bootModuleFiles(release string) ([]string, error) {
-	return moduleFiles(release, bootModules)
+func bootModuleFiles(root, release string) ([]string, error) {
+	return moduleFiles(root, release, bootModules)
 }
 
 // moduleFiles resolves the modules named in want, and their dependencies,
-// for a release into absolute paths, in load order.
-func moduleFiles(release string, want []string) ([]string, error) {
-	dir := filepath.Join("/lib/modules", release)
+// for a release under root into absolute host paths, in load order.
+func moduleFiles(root, release string, want []string) ([]string, error) {
+	dir := inRoot(root, filepath.Join("/lib/modules", release))
 	f, err := os.Open(filepath.Join(dir, "modules.dep"))
 	if err != nil {
 		return nil, fmt.Errorf("modules for kernel %s: %w (run make setup)", release, err)

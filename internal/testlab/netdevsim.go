@@ -32,12 +32,12 @@ func NetdevsimModule(ctx context.Context, opts Options) (string, error) {
 	}, buildNetdevsim)
 }
 
-func buildNetdevsim(ctx context.Context, release, dir, final string) error {
+func buildNetdevsim(ctx context.Context, root, release, dir, final string) error {
 	headers := filepath.Join("/lib/modules", release, "build")
-	if !fileExists(filepath.Join(headers, "Makefile")) {
-		return fmt.Errorf("kernel headers missing at %s (run make setup)", headers)
+	if !fileExists(inRoot(root, filepath.Join(headers, "Makefile"))) {
+		return fmt.Errorf("kernel headers missing at %s (run make setup)", inRoot(root, headers))
 	}
-	src, err := sourceTarball(release)
+	src, err := sourceTarball(root, release)
 	if err != nil {
 		return err
 	}
@@ -56,7 +56,7 @@ func buildNetdevsim(ctx context.Context, release, dir, final string) error {
 		return fmt.Errorf("drivers/net/netdevsim not found in %s", src)
 	}
 	m := matches[0]
-	if err := runTool(ctx, "make", "-C", headers, "M="+m, "CONFIG_NETDEVSIM=m", "modules"); err != nil {
+	if err := runIn(ctx, root, "make", "-C", headers, "M="+guestView(root, m), "CONFIG_NETDEVSIM=m", "modules"); err != nil {
 		return err
 	}
 	// Rename within the cache filesystem: atomic, readers never see a
@@ -66,7 +66,7 @@ func buildNetdevsim(ctx context.Context, release, dir, final string) error {
 
 // sourceTarball finds /usr/src/linux-source-<major.minor>.tar.xz for a
 // release like "6.12.95+deb12-amd64".
-func sourceTarball(release string) (string, error) {
+func sourceTarball(root, release string) (string, error) {
 	parts := strings.SplitN(release, ".", 3)
 	if len(parts) < 2 {
 		return "", fmt.Errorf("unexpected kernel release %q", release)
@@ -76,7 +76,7 @@ func sourceTarball(release string) (string, error) {
 		minor = minor[:i]
 	}
 	series := parts[0] + "." + minor
-	p := "/usr/src/linux-source-" + series + ".tar.xz"
+	p := inRoot(root, "/usr/src/linux-source-"+series+".tar.xz")
 	if !fileExists(p) {
 		return "", fmt.Errorf("%s missing (run make setup: linux-source from bookworm-backports)", p)
 	}

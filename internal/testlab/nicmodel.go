@@ -63,10 +63,10 @@ func NicmodelModule(ctx context.Context, opts Options) (string, error) {
 	return cachedModule(ctx, opts, "nicmodel", nicmodelPath, buildNicmodel)
 }
 
-func buildNicmodel(ctx context.Context, release, dir, final string) error {
+func buildNicmodel(ctx context.Context, root, release, dir, final string) error {
 	headers := filepath.Join("/lib/modules", release, "build")
-	if !fileExists(filepath.Join(headers, "Makefile")) {
-		return fmt.Errorf("kernel headers missing at %s (run make setup)", headers)
+	if !fileExists(inRoot(root, filepath.Join(headers, "Makefile"))) {
+		return fmt.Errorf("kernel headers missing at %s (run make setup)", inRoot(root, headers))
 	}
 	work, err := os.MkdirTemp(dir, ".build-")
 	if err != nil {
@@ -77,7 +77,7 @@ func buildNicmodel(ctx context.Context, release, dir, final string) error {
 		return err
 	}
 	src := filepath.Join(work, "nicmodel")
-	if err := runTool(ctx, "make", "-C", headers, "M="+src, "modules"); err != nil {
+	if err := runIn(ctx, root, "make", "-C", headers, "M="+guestView(root, src), "modules"); err != nil {
 		return err
 	}
 	return os.Rename(filepath.Join(src, "nicmodel.ko"), final)

@@ -20,7 +20,11 @@ type Options struct {
 	Dir      string        // working directory of the command in the guest; default Share
 	Env      []string      // extra env for the command
 	Stdout   io.Writer     // guest command output, stdout and stderr (and only that — kernel noise suppressed with quiet loglevel); default os.Stdout
-	CacheDir string        // default /var/cache/sluice/vm (initramfs, netdevsim build)
+	CacheDir string        // default /var/cache/sluice/vm under Root (initramfs, netdevsim build)
+	// Root is the host directory the guest mounts read-only as its root
+	// filesystem, with the kernel's modules under it: default "/", the
+	// host's own, or NextRoot when KernelEnv is "next" (next.go).
+	Root string
 
 	// Log receives the harness's own progress and timing lines ("guest
 	// ready after 7.9s"); nil means silent. Kept apart from Stdout so that
@@ -53,14 +57,22 @@ func (o Options) withDefaults() (Options, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = defaultTimeout
 	}
+	if o.Root == "" {
+		r, err := selectedRoot()
+		if err != nil {
+			return o, fmt.Errorf("testlab: %w", err)
+		}
+		o.Root = r
+	}
 	if o.CacheDir == "" {
-		o.CacheDir = defaultCacheDir
+		// Under the root: the guest reads the modules built here.
+		o.CacheDir = inRoot(o.Root, defaultCacheDir)
 	}
 	if o.Stdout == nil {
 		o.Stdout = os.Stdout
 	}
 	if o.Kernel == "" {
-		k, err := defaultKernel("/boot")
+		k, err := defaultKernelIn(o.Root)
 		if err != nil {
 			return o, err
 		}

@@ -3,6 +3,7 @@
 package testlab
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -27,18 +28,26 @@ const guestPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 // Available reports nil when a VM can run here, else an error saying what is
 // missing and the fix ("run make setup").
 func Available() error {
-	k, err := defaultKernel("/boot")
+	root, err := selectedRoot()
 	if err != nil {
 		return fmt.Errorf("testlab: %w", err)
 	}
-	_, err = checkHost(k)
+	k, err := defaultKernelIn(root)
+	if err != nil {
+		return fmt.Errorf("testlab: %w", err)
+	}
+	_, err = checkHost(root, k)
 	return err
 }
 
 // DefaultKernel returns the kernel Run boots when Options.Kernel is empty,
 // and its release.
 func DefaultKernel() (path, release string, err error) {
-	path, err = defaultKernel("/boot")
+	root, err := selectedRoot()
+	if err != nil {
+		return "", "", fmt.Errorf("testlab: %w", err)
+	}
+	path, err = defaultKernelIn(root)
 	if err != nil {
 		return "", "", fmt.Errorf("testlab: %w", err)
 	}
@@ -49,9 +58,9 @@ func DefaultKernel() (path, release string, err error) {
 	return path, release, nil
 }
 
-// checkHost verifies everything Run needs from the host for kernel k and
-// returns k's release.
-func checkHost(kernel string) (string, error) {
+// checkHost verifies everything Run needs from the host for kernel k over
+// root and returns k's release.
+func checkHost(root, kernel string) (string, error) {
 	if _, err := exec.LookPath(qemuBinary); err != nil {
 		return "", fmt.Errorf("testlab: %s not found (run make setup: qemu-system-x86)", qemuBinary)
 	}
@@ -62,7 +71,7 @@ func checkHost(kernel string) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("testlab: %w", err)
 	}
-	mods, err := bootModuleFiles(release)
+	mods, err := bootModuleFiles(root, release)
 	if err != nil {
 		return "", fmt.Errorf("testlab: %w", err)
 	}
@@ -95,12 +104,12 @@ func Run(ctx context.Context, opts Options, command string) (exitCode int, err e
 	if err != nil {
 		return -1, err
 	}
-	release, err := checkHost(o.Kernel)
+	release, err := checkHost(o.Root, o.Kernel)
 	if err != nil {
 		return -1, err
 	}
 	t0 := time.Now()
-	initrd, err := initramfs(o.CacheDir, release)
+	initrd, err := initramfs(o.CacheDir, o.Root, release)
 	if err != nil {
 		return -1, fmt.Errorf("testlab: %w", err)
 	}
@@ -114,13 +123,23 @@ func Run(ctx context.Context, opts Options, command string) (exitCode int, err e
 		"SLUICE_IN_VM=1",
 	}
 	if p := netdevsimPath(o.CacheDir, release); fileExists(p) {
-		env = append(env, "SLUICE_NETDEVSIM="+p)
+		env = append(env, "SLUICE_NETDEVSIM="+guestView(o.Root, p))
 	}
 	if p, err := nicmodelPath(o.CacheDir, release); err == nil && fileExists(p) {
-		env = append(env, "SLUICE_NICMODEL="+p)
+		env = append(env, "SLUICE_NICMODEL="+guestView(o.Root, p))
 	}
-	if fileExists(IPPacketOffload) {
+	if fileExists(inRoot(o.Root, IPPacketOffload)) {
 		env = append(env, "SLUICE_IP_PACKET="+IPPacketOffload)
+	} else if o.Root != "/" && fileExists(inRoot(o.Root, "/usr/sbin/ip")) {
+		// A root newer than bookworm: its own iproute2 knows "offload packet".
+		env = append(env, "SLUICE_IP_PACKET=/usr/sbin/ip")
+	}
+	if o.Root != "/" {
+		// The share is mounted at its host path: the read-only root
+		// needs the mount point (init.sh cannot make it there).
+		if err := os.MkdirAll(inRoot(o.Root, o.Share), 0o755); err != nil {
+			return -1, fmt.Errorf("testlab: mount point for the share in %s: %w", o.Root, err)
+		}
 	}
 	env = append(env, o.Env...)
 	script, err := runScript(env, o.Dir, command)
@@ -145,7 +164,7 @@ func Run(ctx context.Context, opts Options, command string) (exitCode int, err e
 	if err := os.WriteFile(filepath.Join(ctl, "run.sh"), []byte(script), 0o755); err != nil {
 		return -1, fmt.Errorf("testlab: %w", err)
 	}
-	if err := writeEtcArchive("/etc", filepath.Join(ctl, "etc.tar")); err != nil {
+	if err := writeEtcArchive(inRoot(o.Root, "/etc"), filepath.Join(ctl, "etc.tar")); err != nil {
 		return -1, fmt.Errorf("testlab: archiving /etc for the guest: %w", err)
 	}
 
@@ -252,7 +271,7 @@ func qemuArgs(o Options, initrd, ctl string) []string {
 	}
 	// multidevs=remap: the host root spans several filesystems; without it
 	// inode numbers from different ones could collide in the guest.
-	args = append(args, virtfs("hostroot", "/", "readonly=on,multidevs=remap")...)
+	args = append(args, virtfs("hostroot", cmp.Or(o.Root, "/"), "readonly=on,multidevs=remap")...)
 	args = append(args, virtfs("sluiceshare", o.Share, "")...)
 	args = append(args, virtfs("sluicectl", ctl, "")...)
 	return args

@@ -9,6 +9,8 @@ import (
 
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/kernel/nlattr"
 )
 
 // Decoding of the XFRM uapi structs (include/uapi/linux/xfrm.h). We read the
@@ -16,9 +18,6 @@ import (
 // and XfrmState because those drop what the fast path needs (port masks,
 // template "optional", policy type, security context, offload device).
 // The offsets are named in layout.go.
-
-// nlaTypeMask strips NLA_F_NESTED and NLA_F_NET_BYTEORDER from a type.
-const nlaTypeMask = 0x3fff
 
 // Netlink carries host-order integers in native byte order; addresses,
 // ports and SPIs are big endian, as on the wire.
@@ -124,9 +123,9 @@ func parseTmpls(b []byte) ([]Tmpl, error) {
 		ts = append(ts, Tmpl{
 			Dst: dst, Src: src,
 			SPI:      be.Uint32(b[tmplSPI:]),
-			Proto:    b[tmplProto],
+			Proto:    Proto(b[tmplProto]),
 			Reqid:    ne.Uint32(b[tmplReqid:]),
-			Mode:     b[tmplMode],
+			Mode:     Mode(b[tmplMode]),
 			Optional: b[tmplOptional] != 0,
 		})
 	}
@@ -150,9 +149,9 @@ func parseStateInfo(b []byte) (State, error) {
 	return State{
 		Dst: dst, Src: src,
 		SPI:   be.Uint32(b[saSPI:]),
-		Proto: b[saProto],
+		Proto: Proto(b[saProto]),
 		Reqid: ne.Uint32(b[saReqid:]),
-		Mode:  b[saMode],
+		Mode:  Mode(b[saMode]),
 		Sel:   sel,
 		Alg:   StateAlg{ESN: b[saFlags]&nl.XFRM_STATE_ESN != 0},
 	}, nil
@@ -163,15 +162,29 @@ func parseStateInfo(b []byte) (State, error) {
 // fast path.
 func xfrmAttrs(b []byte) (map[uint16][]byte, error) {
 	m := make(map[uint16][]byte, 4)
-	for len(b) >= unix.SizeofRtAttr {
-		l, t := int(ne.Uint16(b)), ne.Uint16(b[2:])&nlaTypeMask
-		if l < unix.SizeofRtAttr || l > len(b) {
-			return nil, fmt.Errorf("attribute %d: length %d with %d bytes left", t, l, len(b))
-		}
-		m[t] = b[unix.SizeofRtAttr:l]
-		b = b[min((l+3)&^3, len(b)):]
+	if err := nlattr.Walk(b, func(t uint16, v []byte) { m[t] = v }); err != nil {
+		return nil, err
 	}
 	return m, nil
+}
+
+// xfrmaKnownMax is the last XFRMA_* attribute this code knows:
+// XFRMA_IPTFS_PKT_SIZE (41, Linux 6.14), still the last in 7.3.4's uapi. A
+// newer one may change what a policy matches or how an SA sends, which the
+// mirror must not guess: UnknownAttr records it, and the fast path leaves
+// the policy or SA to the kernel.
+const xfrmaKnownMax = 41
+
+// firstUnknownAttr returns the lowest attribute type above xfrmaKnownMax
+// in a, 0 when there is none.
+func firstUnknownAttr(a map[uint16][]byte) uint16 {
+	var u uint16
+	for t := range a {
+		if t > xfrmaKnownMax && (u == 0 || t < u) {
+			u = t
+		}
+	}
+	return u
 }
 
 // markAndIfID reads XFRMA_MARK and XFRMA_IF_ID, shared by policies and SAs.
@@ -214,6 +227,7 @@ func applyPolicyAttrs(p *Policy, a map[uint16][]byte) (err error) {
 		p.Sub = v[policyTypeType] == xfrmPolicyTypeSub
 	}
 	_, p.SecCtx = a[nl.XFRMA_SEC_CTX]
+	p.UnknownAttr = firstUnknownAttr(a)
 	p.Offload, err = offloadAttr(a)
 	return err
 }
@@ -238,6 +252,21 @@ func applyStateAttrs(s *State, a map[uint16][]byte) (err error) {
 	if v, ok := a[nl.XFRMA_ENCAP]; ok && len(v) >= encapType+2 {
 		s.Alg.Encap = ne.Uint16(v[encapType:])
 	}
+	// Short direction or CPU attributes are errors, not "absent": an SA
+	// read as unrestricted would reach the fast path as one it may use.
+	if v, ok := a[nl.XFRMA_SA_DIR]; ok {
+		if len(v) < 1 {
+			return fmt.Errorf("XFRMA_SA_DIR: empty")
+		}
+		s.Dir = SADir(v[0])
+	}
+	if v, ok := a[nl.XFRMA_SA_PCPU]; ok {
+		if len(v) < 4 {
+			return fmt.Errorf("XFRMA_SA_PCPU: %d bytes, want 4", len(v))
+		}
+		s.PerCPU, s.CPU = true, ne.Uint32(v)
+	}
+	s.UnknownAttr = firstUnknownAttr(a)
 	s.Offload, err = offloadAttr(a)
 	return err
 }

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The second test kernel (issue 32): the newest Linux Debian ships (trixie-backports, 7.3 today) and a
+# Debian trixie root for it, cached under /var/cache/sluice/next. Nothing is installed on the host:
+#   - apt reads trixie and trixie-backports through lists of its own (Dir::State::Lists,
+#     Dir::Cache, Dir::Etc::SourceList under $NEXT/apt); the machine's lists and caches stay bookworm's;
+#   - the kernel's packages are fetched with apt-get download and unpacked (dpkg -x) into the root,
+#     which carries its own /boot/vmlinuz-*, /lib/modules/<release> and headers;
+#   - the root is made by debootstrap (trixie: glibc 2.41, gcc 14, the toolchain the 7.3 headers
+#     need) with iproute2, strongSwan 6 and the tools the VM tests run; internal/testlab boots the
+#     7.3 kernel over this root (SLUICE_VM_KERNEL=next) and builds netdevsim and the NIC model in it.
+# Idempotent: each phase is skipped when its result is there. Prints each phase's time.
+#
+#   bash scripts/kernel-next.sh            # everything
+#   NEXT_KERNEL_SERIES=7.3 bash scripts/kernel-next.sh
+set -euo pipefail
+
+NEXT=${SLUICE_NEXT_DIR:-/var/cache/sluice/next}
+SERIES=${NEXT_KERNEL_SERIES:-7.3}
+ROOT=$NEXT/root
+log() { printf 'kernel-next: %s\n' "$*"; }
+now() { date +%s; }
+phase() { log "$1: $(( $(now) - $2 ))s"; }
+
+[ "$(id -u)" = 0 ] || { echo "kernel-next: run as root (debootstrap, chroot)" >&2; exit 1; }
+command -v debootstrap >/dev/null || { echo "kernel-next: debootstrap missing (make setup installs it)" >&2; exit 1; }
+
+uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+[ -n "$uri" ] || uri=http://deb.debian.org/debian
+keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+
+# 1. apt lists of trixie and trixie-backports, apart from the machine's.
+mkdir -p "$NEXT/apt/lists/partial" "$NEXT/apt/cache" "$NEXT/apt/archives/partial" "$NEXT/debs"
+cat >"$NEXT/apt/sources.list" <<SRC
+deb [signed-by=$keyring] $uri trixie main
+deb [signed-by=$keyring] $uri trixie-backports main
+SRC
+APT=(-o "Dir::Etc::SourceList=$NEXT/apt/sources.list" -o Dir::Etc::SourceParts=/dev/null -o APT::Sandbox::User=root
+  -o "Dir::State::Lists=$NEXT/apt/lists" -o "Dir::Cache=$NEXT/apt/cache"
+  -o "Dir::Cache::Archives=$NEXT/apt/archives" -o Dir::State::status=/dev/null)
+t=$(now)
+if [ -z "$(find "$NEXT/apt/lists" -maxdepth 1 -name '*trixie-backports*Packages' -mmin -1440 2>/dev/null)" ]; then
+  apt-get "${APT[@]}" update -q >/dev/null
+fi
+phase "apt lists (trixie, trixie-backports)" "$t"
+
+# The newest kernel of the series in trixie-backports: linux-image-<release> names it.
+release=$(apt-cache "${APT[@]}" search --names-only "^linux-image-${SERIES//./\\.}\.[0-9]+\+[a-z0-9]+-amd64\$" 2>/dev/null |
+  awk '{print $1}' | sed 's/^linux-image-//' | sort -V | tail -1)
+[ -n "$release" ] || { echo "kernel-next: no linux-image-$SERIES.* in trixie-backports" >&2; exit 1; }
+ver=${release%-amd64}          # 7.3.4+deb13
+log "kernel $release"
+
+# 2. The kernel's packages, downloaded only (the image is split into base, binary and modules).
+t=$(now)
+pkgs=(linux-base-$release linux-binary-$release linux-modules-$release
+  linux-headers-$release linux-headers-$ver-common linux-kbuild-$ver linux-source-$SERIES)
+( cd "$NEXT/debs"
+  for p in "${pkgs[@]}"; do
+    ls "${p}"_*.deb >/dev/null 2>&1 || apt-get "${APT[@]}" download -q -t trixie-backports "$p" >/dev/null
+  done )
+phase "kernel packages downloaded ($(du -sh "$NEXT/debs" | cut -f1))" "$t"
+
+# 3. The trixie root: the toolchain for the headers (gcc-14, make, pahole, libelf, libssl), kmod for
+#    the guest's module loading, and what the VM tests run (iproute2, ethtool, tcpdump, strongSwan 6).
+t=$(now)
+if [ ! -x "$ROOT/usr/sbin/swanctl" ]; then
+  rm -rf "$ROOT.new"
+  mkdir -p "$NEXT"
+  include=gcc-14,make,libc6-dev,libelf-dev,libssl-dev,pahole,bc,bison,flex,kmod,xz-utils,zstd,ca-certificates
+  include+=,iproute2,ethtool,tcpdump,iputils-ping,iperf3,procps,psmisc,nftables
+  include+=,strongswan,strongswan-swanctl,charon-systemd,libcharon-extra-plugins
+  include+=,libstrongswan-standard-plugins,libstrongswan-extra-plugins,strongswan-pki
+  log "debootstrap trixie into $ROOT (nice -n 10)"
+  nice -n 10 debootstrap --variant=minbase --include="$include" trixie "$ROOT.new" "$uri" >"$NEXT/debootstrap.log" 2>&1 ||
+    { tail -20 "$NEXT/debootstrap.log" >&2; exit 1; }
+  rm -rf "$ROOT"
+  mv "$ROOT.new" "$ROOT"
+fi
+phase "trixie root ($(du -sh "$ROOT" 2>/dev/null | cut -f1))" "$t"
+
+# 4. The kernel, modules and headers unpacked into the root; depmod there.
+t=$(now)
+if [ ! -f "$ROOT/lib/modules/$release/modules.dep" ] || [ ! -e "$ROOT/lib/modules/$release/build/Makefile" ]; then
+  for p in "${pkgs[@]}"; do
+    [ "$p" = "linux-source-$SERIES" ] && continue
+    dpkg -x "$NEXT/debs/${p}"_*.deb "$ROOT"
+  done
+  chroot "$ROOT" depmod -a "$release"
+fi
+# Debian 13 ships the image as /usr/lib/modules/<release>/vmlinuz and links it into /boot from the
+# postinst, which dpkg -x does not run: testlab looks in the root's /boot.
+[ -f "$ROOT/boot/vmlinuz-$release" ] || cp "$ROOT/usr/lib/modules/$release/vmlinuz" "$ROOT/boot/vmlinuz-$release"
+# netdevsim is built from this tarball (only drivers/net/netdevsim is extracted), as for 6.12.
+[ -f "$ROOT/usr/src/linux-source-$SERIES.tar.xz" ] || dpkg -x "$NEXT/debs/linux-source-${SERIES}"_*.deb "$ROOT"
+phase "kernel unpacked into the root" "$t"
+
+# 5. Prove the toolchain: an empty out-of-tree module built against the headers in the root.
+t=$(now)
+probe=$ROOT/tmp/sluice-kbuild-probe
+rm -rf "$probe" && mkdir -p "$probe"
+printf '#include <linux/module.h>\nMODULE_LICENSE("GPL");\n' >"$probe/probe.c"
+echo 'obj-m := probe.o' >"$probe/Makefile"
+# objtool reads /proc (read_stack_limit): the chroot gets a proc of its own, in a private mount
+# namespace that vanishes with the build (as internal/testlab's runIn does).
+in_root() { unshare --mount --propagation private sh -c 'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"' "$ROOT" "$@"; }
+in_root make -s -C "/lib/modules/$release/build" M=/tmp/sluice-kbuild-probe modules >"$NEXT/kbuild-probe.log" 2>&1 ||
+  { tail -20 "$NEXT/kbuild-probe.log" >&2; exit 1; }
+rm -rf "$probe"
+phase "probe module built with $(chroot "$ROOT" gcc-14 --version | head -1)" "$t"
+
+ls "$ROOT/boot/vmlinuz-$release" >/dev/null
+echo "$release" >"$NEXT/release"
+log "ready: kernel $ROOT/boot/vmlinuz-$release, strongSwan $(chroot "$ROOT" dpkg-query -W -f='${Version}' strongswan)"
