@@ -13,9 +13,6 @@ import (
 	"time"
 )
 
-// DefaultSocket is where `sluice gateway run` listens unless configured.
-const DefaultSocket = "/run/sluice/sluice.sock"
-
 // ErrNotRunning means no daemon answers on the socket.
 var ErrNotRunning = errors.New("the sluice daemon is not running")
 
@@ -25,11 +22,9 @@ type Client struct {
 	http   *http.Client
 }
 
-// NewClient returns a client for the daemon at socket ("" = DefaultSocket).
+// NewClient returns a client for the daemon at socket (the CLI's default
+// is gateway.yaml's api-socket default, config.DefaultAPISocket).
 func NewClient(socket string) *Client {
-	if socket == "" {
-		socket = DefaultSocket
-	}
 	return &Client{Socket: socket, http: &http.Client{
 		Timeout: 10 * time.Second,
 		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {

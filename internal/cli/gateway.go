@@ -130,7 +130,7 @@ or as an Ethernet frame in hex with --hex.`,
 	cmd.Flags().StringVar(&f.iface, "iface", "", "interface the packet arrives on")
 	cmd.Flags().StringVar(&f.hexFrame, "hex", "", "the packet as an Ethernet frame in hex")
 	cmd.Flags().StringVar(&f.pinDir, "pin-dir", config.DefaultPinDir, "bpffs directory of the running gateway")
-	cmd.Flags().StringVar(&f.socket, "socket", api.DefaultSocket, "the running gateway's API socket, asked which tier (flower or XDP) serves the deciding policy")
+	cmd.Flags().StringVar(&f.socket, "socket", config.DefaultAPISocket, "the running gateway's API socket, asked which tier (flower or XDP) serves the deciding policy")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"sluice/internal/api"
+	"sluice/internal/config"
 )
 
 func newShowGatewayCmd() *cobra.Command {
@@ -30,7 +31,7 @@ busiest policies.`,
 		Args:    cobra.NoArgs,
 		RunE:    func(cmd *cobra.Command, _ []string) error { return runShowGateway(cmd, f) },
 	}
-	cmd.Flags().StringVar(&f.socket, "socket", api.DefaultSocket, "the daemon's API socket")
+	cmd.Flags().StringVar(&f.socket, "socket", config.DefaultAPISocket, "the daemon's API socket")
 	cmd.Flags().IntVar(&f.top, "top", 10, "how many of the busiest policies to list")
 	cmd.Flags().BoolVar(&f.asJSON, "json", false, "print JSON")
 	return cmd

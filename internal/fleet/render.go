@@ -3,7 +3,6 @@
 package fleet
 
 import (
-	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -240,9 +239,10 @@ func hostDoc(o *v1alpha1.Overlay, me *v1alpha1.Host, vtep netip.Addr, under neti
 		// without mtu:/addresses: the engine leaves it as it is.
 		h.Uplinks = &config.Uplinks{Ports: []string{iface}, MTU: me.Spec.Underlay.MTU}
 	}
-	encap := cmp.Or(o.Spec.Encapsulation, config.VTEPVXLAN)
+	// Encapsulation, IPsec mode and key bits left empty take host.yaml's
+	// defaults (vxlan, transport, 128), which are the CRD's too.
 	for _, s := range o.Spec.Segments {
-		v := config.VTEP{Name: "sl-" + s.Name, Type: encap, VNI: s.VNI, Local: vtep, Port: s.Port}
+		v := config.VTEP{Name: "sl-" + s.Name, Type: o.Spec.Encapsulation, VNI: s.VNI, Local: vtep, Port: s.Port}
 		if o.Spec.MTU.Policy == "fixed" && o.Spec.MTU.Value > 0 {
 			v.MTU = o.Spec.MTU.Value
 		}
@@ -261,12 +261,10 @@ func hostDoc(o *v1alpha1.Overlay, me *v1alpha1.Host, vtep netip.Addr, under neti
 			return nil, err
 		}
 		h.IPsec = &config.IPsec{Keying: config.KeyingIKE, IKE: ike}
-		mode := cmp.Or(o.Spec.IPsecMode, config.ModeTransport)
-		bits := cmp.Or(o.Spec.KeyBits, 128)
 		off := offloadModes[o.Spec.Offload]
 		for _, p := range peers {
 			// The certificates carry the host names as subjectAltName DNS.
-			pr := config.Peer{Name: p.Name, Local: vtep, Remote: p.VTEP, Mode: mode, KeyBits: bits, Offload: off,
+			pr := config.Peer{Name: p.Name, Local: vtep, Remote: p.VTEP, Mode: o.Spec.IPsecMode, KeyBits: o.Spec.KeyBits, Offload: off,
 				LocalID: me.Name, RemoteID: p.Name}
 			if off != config.OffloadModeNone {
 				pr.OffloadDev = iface

@@ -57,7 +57,8 @@ func TestRenderMesh(t *testing.T) {
 			t.Fatalf("%s: %v\n%s", self, err, d.Doc)
 		}
 		if len(h.VTEPs) != 2 || len(h.VTEPs[0].Remotes) != 2 || len(h.IPsec.Peers) != 2 || h.IPsec.Peers[0].Keying != config.KeyingIKE ||
-			h.IPsec.Peers[0].Offload != config.OffloadModeAuto {
+			h.IPsec.Peers[0].Offload != config.OffloadModeAuto || h.VTEPs[0].Type != config.VTEPVXLAN ||
+			h.IPsec.Peers[0].Mode != config.ModeTransport || h.IPsec.Peers[0].KeyBits != 128 {
 			t.Fatalf("%s: %+v", self, h)
 		}
 		for _, p := range d.Peers {
