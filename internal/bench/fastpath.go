@@ -53,14 +53,14 @@ func tunnelSnapshot(n, wan int) fastpath.Snapshot {
 		base := uint32(i+1) << 3
 		s.Policies = append(s.Policies,
 			xfrm.Policy{Index: base | 1, Dir: xfrm.DirOut, Priority: 1000, Sel: xfrm.Selector{Src: lan, Dst: remote},
-				Tmpls: []xfrm.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid}}, Offload: out},
+				Tmpls: []xfrm.Tmpl{{Src: local, Dst: peer, Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, Reqid: reqid}}, Offload: out},
 			xfrm.Policy{Index: base, Dir: xfrm.DirIn, Priority: 1000, Sel: xfrm.Selector{Src: remote, Dst: lan},
-				Tmpls: []xfrm.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}}, Offload: in},
+				Tmpls: []xfrm.Tmpl{{Src: peer, Dst: local, Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, Reqid: reqid}}, Offload: in},
 			xfrm.Policy{Index: base | 2, Dir: xfrm.DirFwd, Priority: 1000, Sel: xfrm.Selector{Src: remote, Dst: lan},
-				Tmpls: []xfrm.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}}})
+				Tmpls: []xfrm.Tmpl{{Src: peer, Dst: local, Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, Reqid: reqid}}})
 		s.States = append(s.States,
-			xfrm.State{Src: local, Dst: peer, Proto: 50, SPI: 0x10000 + reqid, Reqid: reqid, Mode: 1, Offload: out, Alg: gcm128},
-			xfrm.State{Src: peer, Dst: local, Proto: 50, SPI: 0x20000 + reqid, Reqid: reqid, Mode: 1, Offload: in, Alg: gcm128})
+			xfrm.State{Src: local, Dst: peer, Proto: xfrm.ProtoESP, SPI: 0x10000 + reqid, Reqid: reqid, Mode: xfrm.ModeTunnel, Offload: out, Alg: gcm128},
+			xfrm.State{Src: peer, Dst: local, Proto: xfrm.ProtoESP, SPI: 0x20000 + reqid, Reqid: reqid, Mode: xfrm.ModeTunnel, Offload: in, Alg: gcm128})
 		// a 1500-byte route under each SA: its MTU is 1446, above every packet here
 		s.RouteMTU[fastpath.Endpoints{Src: local, Dst: peer}] = 1500
 	}

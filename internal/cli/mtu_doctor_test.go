@@ -50,7 +50,7 @@ func TestMTUAndDoctorAgreeOnIPv6Underlay(t *testing.T) {
 					{Name: "bond0", Index: 10, Kind: "bond", MTU: 9000},
 					{Name: "vx0", Index: 11, Kind: "vxlan", MTU: 9000, Lower: "bond0", OuterIPv6: tc.v6},
 				},
-				States: []xfrm.State{{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), Proto: 50, SPI: 0x100, Mode: 1,
+				States: []xfrm.State{{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), Proto: xfrm.ProtoESP, SPI: 0x100, Mode: xfrm.ModeTunnel,
 					Alg: xfrm.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}}},
 			}
 			facts := filepath.Join(t.TempDir(), "facts.json")

@@ -275,6 +275,14 @@ during the window; --send-to ADDR sends UDP datagrams to ADDR (an overlay
 address of a peer, port 9) during the window, whose packets (and the
 peer's ICMP port-unreachable replies) cross both SAs.
 
+--traffic also probes each packet-offloaded tunnel whose selectors are
+wider than one host: 20 UDP datagrams from this host's address in the
+local selector to the second address of the remote one (not its network
+address); the device's ESP transmit counter must rise by as many. A device
+that matches selector addresses exactly (mlx5 before 6.15) sends them in
+cleartext: the check fails with the fix. The datagrams carry only
+"sluice verify subnet probe".
+
 ` + hostFileHelp,
 		Example: `  sluice verify -f /etc/sluice/host.yaml
   sluice verify -f host.yaml --traffic --window 5s   # while iperf3 runs
@@ -304,6 +312,9 @@ func runVerify(w io.Writer, f verifyFlags) error {
 	r := overlay.Verify(h, keys, live)
 	if f.traffic {
 		if err := overlay.VerifyTraffic(h, r, f.window, f.sendTo); err != nil {
+			return err
+		}
+		if err := overlay.ProbeSubnets(h, live, r); err != nil {
 			return err
 		}
 	}

@@ -106,10 +106,6 @@ func offloadString(o *xfrm.Offload) string {
 	return fmt.Sprintf("%s dev %s dir %s", kind, name, dir)
 }
 
-func modeString(m uint8) string {
-	return map[uint8]string{0: "transport", 1: "tunnel", 2: "ro", 3: "in_trigger", 4: "beet"}[m]
-}
-
 func newShowIPsecSACmd() *cobra.Command {
 	var f ipsecFilter
 	cmd := &cobra.Command{
@@ -146,7 +142,7 @@ func runShowIPsecSA(cmd *cobra.Command, f ipsecFilter) error {
 	fmt.Fprintln(tw, "SRC\tDST\tSPI\tREQID\tMODE\tALGORITHM\tOFFLOAD\tPACKETS\tBYTES\tFAILED")
 	for _, s := range sas {
 		fmt.Fprintf(tw, "%s\t%s\t0x%08x\t%d\t%s\t%s\t%s\t%d\t%d\t%d\n", s.Src, s.Dst, s.SPI, s.Reqid,
-			modeString(s.Mode), s.Algorithm, offloadString(s.Offload), s.Packets, s.Bytes, s.Failed)
+			s.Mode, s.Algorithm, offloadString(s.Offload), s.Packets, s.Bytes, s.Failed)
 		if s.Key != nil {
 			fmt.Fprintf(tw, "\tkey %s\n", *s.Key)
 		}
@@ -189,7 +185,7 @@ func runShowIPsecPolicy(cmd *cobra.Command, f ipsecFilter) error {
 	fmt.Fprintln(tw, "INDEX\tDIR\tPRIO\tACTION\tSELECTOR\tTEMPLATE\tOFFLOAD")
 	for _, p := range ps {
 		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\n", p.Index, p.Dir, p.Priority,
-			[...]string{"allow", "block"}[p.Action&1], p.Sel, tmplString(p.Tmpls), offloadString(p.Offload))
+			p.Action, p.Sel, tmplString(p.Tmpls), offloadString(p.Offload))
 	}
 	return tw.Flush()
 }
@@ -197,7 +193,7 @@ func runShowIPsecPolicy(cmd *cobra.Command, f ipsecFilter) error {
 func tmplString(ts []xfrm.Tmpl) string {
 	var parts []string
 	for _, t := range ts {
-		s := modeString(t.Mode)
+		s := t.Mode.String()
 		if t.Dst.IsValid() {
 			s += fmt.Sprintf(" %s->%s", t.Src, t.Dst)
 		}

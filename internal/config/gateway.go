@@ -286,22 +286,12 @@ func (p Protocol) HasPorts() bool {
 	return false
 }
 
-// Defaults and limits.
+// Limits, and the defaults that are no key's (defaults.go has the others).
 const (
-	DefaultPinDir = "/sys/fs/bpf/sluice"
-	DefaultLease  = 5 * time.Second
-	// DefaultAPISocket is where the daemon's API listens.
-	DefaultAPISocket = "/run/sluice/sluice.sock"
-	// DefaultTopPolicies policies get their own metric labels.
-	DefaultTopPolicies = 50
-	// DefaultFlowerInboundChain is the post-decrypt chain fastSwan's mlx5
-	// patches use.
-	DefaultFlowerInboundChain = 1
-	MaxFlowerChain            = 65535
-	DefaultFlowerRuleBudget   = 16384
-	MaxFlowerRuleBudget       = 1 << 20
-	MinLease                  = time.Second
-	MaxLease                  = 5 * time.Minute
+	MaxFlowerChain      = 65535
+	MaxFlowerRuleBudget = 1 << 20
+	MinLease            = time.Second
+	MaxLease            = 5 * time.Minute
 	// DefaultPlacementInterval is how often placement reads the counters
 	// (docs/flower.md, "Placement"); labs may shorten it within
 	// MinPlacementInterval..MaxPlacementInterval.

@@ -31,7 +31,7 @@ type gatewayFile struct {
 	APIOwner                    text               `yaml:"api-owner"`
 	APIGroup                    text               `yaml:"api-group"`
 	MetricsListen               listenAddr         `yaml:"metrics-listen"`
-	MetricsTopPolicies          num[max100k]       `yaml:"metrics-top-policies"`
+	MetricsTopPolicies          num[max100k]       `yaml:"metrics-top-policies" default:"50"`
 	DaemonCPU                   cpuList            `yaml:"daemon-cpu"`
 	DaemonPriority              rtPriority         `yaml:"daemon-priority"`
 	LockMemory                  flag               `yaml:"lock-memory"`
@@ -53,7 +53,7 @@ type gatewayInterface struct {
 	HairpinToNexthop ipAddr        `yaml:"hairpin-to-nexthop"`
 	Flower           FlowerMode    `yaml:"flower" default:"off"`
 	FlowerTTL        flag          `yaml:"flower-ttl" default:"true"`
-	FlowerRuleBudget num[maxRules] `yaml:"flower-rule-budget"`
+	FlowerRuleBudget num[maxRules] `yaml:"flower-rule-budget" default:"16384"`
 }
 
 // gatewayPolicy is one entry of policies: (filled into StaticPolicy).
@@ -103,35 +103,35 @@ func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
 }
 
 func (s *PolicySource) UnmarshalYAML(n *yaml.Node) error {
-	return oneOf(n, s, PolicySourceKernel, PolicySourceKernel, PolicySourceStatic)
+	return oneOf(n, s, PolicySourceKernel, PolicySourceStatic)
 }
 
-func (s *L2Mode) UnmarshalYAML(n *yaml.Node) error { return oneOf(n, s, L2NIC, L2NIC, L2FIB) }
+func (s *L2Mode) UnmarshalYAML(n *yaml.Node) error { return oneOf(n, s, L2NIC, L2FIB) }
 
 func (s *XDPMode) UnmarshalYAML(n *yaml.Node) error {
-	return oneOf(n, s, XDPNative, XDPNative, XDPGeneric)
+	return oneOf(n, s, XDPNative, XDPGeneric)
 }
 
 func (s *InboundMode) UnmarshalYAML(n *yaml.Node) error {
-	return oneOf(n, s, InboundPass, InboundPass, InboundForward)
+	return oneOf(n, s, InboundPass, InboundForward)
 }
 
 func (s *Antispoof) UnmarshalYAML(n *yaml.Node) error {
-	return oneOf(n, s, AntispoofNone, AntispoofNone, AntispoofUpstream)
+	return oneOf(n, s, AntispoofNone, AntispoofUpstream)
 }
 
 func (s *FlowerMode) UnmarshalYAML(n *yaml.Node) error {
-	return oneOf(n, s, FlowerOff, FlowerOff, FlowerOutbound, FlowerInbound, FlowerBoth)
+	return oneOf(n, s, FlowerOff, FlowerOutbound, FlowerInbound, FlowerBoth)
 }
 
-func (s *Direction) UnmarshalYAML(n *yaml.Node) error { return oneOf(n, s, "", DirIn, DirOut, DirFwd) }
+func (s *Direction) UnmarshalYAML(n *yaml.Node) error { return oneOf(n, s, DirIn, DirOut, DirFwd) }
 
 func (s *Action) UnmarshalYAML(n *yaml.Node) error {
-	return oneOf(n, s, ActionAllow, ActionAllow, ActionBlock)
+	return oneOf(n, s, ActionAllow, ActionBlock)
 }
 
 func (s *OffloadMode) UnmarshalYAML(n *yaml.Node) error {
-	return oneOf(n, s, OffloadNone, OffloadNone, OffloadPacket)
+	return oneOf(n, s, OffloadNone, OffloadPacket)
 }
 
 // pinDir is pin-dir: an absolute path, cleaned.

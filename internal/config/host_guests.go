@@ -96,11 +96,11 @@ type Guest struct {
 	Line   int
 }
 
-// Guest defaults.
+// Guest defaults that depend on other keys (the vCPU count on cpus:, the
+// queue size on attach:); DefaultGuestMemoryMiB is in defaults.go.
 const (
-	DefaultGuestVCPUs     = 2
-	DefaultGuestMemoryMiB = 2048
-	DefaultQueueSize      = 1024
+	DefaultGuestVCPUs = 2
+	DefaultQueueSize  = 1024 // virtio only: given in applyDefaults
 )
 
 // guestMeta is where guest items are, for validation.

@@ -19,9 +19,8 @@ const (
 	KeyingIKE = "ike"
 )
 
-// IKE defaults.
+// IKE limits (DefaultVICI: defaults.go).
 const (
-	DefaultVICI = "unix:///var/run/charon.vici"
 	// MinRekeyTime keeps rekeying from being a denial of service on
 	// oneself; short times are for the rekey bench.
 	MinRekeyTime = 5 * time.Second
@@ -99,9 +98,6 @@ func (m *hostMeta) applyIKEDefaults(p *parser, h *Host) {
 	s := h.IPsec
 	if s == nil {
 		return
-	}
-	if s.Keying == "" {
-		s.Keying = KeyingManual
 	}
 	for i, it := range m.peers {
 		if !p.given[it.path+".keying"] {

@@ -79,7 +79,7 @@ type hostIPsec struct {
 	Keys              keyFile    `yaml:"keys"`
 	Peers             []hostPeer `yaml:"peers" what:"peer" example:"name: node-b"`
 	UnsafeBondOffload flag       `yaml:"unsafe-bond-offload"`
-	Keying            keyingMode `yaml:"keying"`
+	Keying            keyingMode `yaml:"keying" default:"manual"` // each peer's, unless it says
 	IKE               *ikeFile   `yaml:"ike" example:"psk: /etc/sluice/ike.psk"`
 }
 

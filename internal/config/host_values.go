@@ -54,30 +54,30 @@ type (
 )
 
 func (v *eswitchMode) UnmarshalYAML(n *yaml.Node) error {
-	return oneOf(n, v, "", "legacy", "switchdev")
+	return oneOf(n, v, "legacy", "switchdev")
 }
-func (v *steeringMode) UnmarshalYAML(n *yaml.Node) error { return oneOf(n, v, "", "dmfs", "smfs") }
-func (v *vfCap) UnmarshalYAML(n *yaml.Node) error        { return oneOf(n, v, "", "crypto", "packet") }
+func (v *steeringMode) UnmarshalYAML(n *yaml.Node) error { return oneOf(n, v, "dmfs", "smfs") }
+func (v *vfCap) UnmarshalYAML(n *yaml.Node) error        { return oneOf(n, v, "crypto", "packet") }
 func (v *vtepType) UnmarshalYAML(n *yaml.Node) error {
-	return oneOf(n, v, VTEPVXLAN, VTEPVXLAN, VTEPGeneve)
+	return oneOf(n, v, VTEPVXLAN, VTEPGeneve)
 }
 func (v *keyingMode) UnmarshalYAML(n *yaml.Node) error {
-	return oneOf(n, v, KeyingManual, KeyingManual, KeyingIKE)
+	return oneOf(n, v, KeyingManual, KeyingIKE)
 }
 func (v *ipsecMode) UnmarshalYAML(n *yaml.Node) error {
-	return oneOf(n, v, ModeTransport, ModeTransport, ModeTunnel)
+	return oneOf(n, v, ModeTransport, ModeTunnel)
 }
 func (v *offloadSetting) UnmarshalYAML(n *yaml.Node) error {
-	return oneOf(n, v, OffloadModeNone, OffloadModeNone, OffloadModeCrypto, OffloadModePacket, OffloadModeAuto)
+	return oneOf(n, v, OffloadModeNone, OffloadModeCrypto, OffloadModePacket, OffloadModeAuto)
 }
 func (v *offloadDir) UnmarshalYAML(n *yaml.Node) error {
-	return oneOf(n, v, "", OffloadModeNone, OffloadModeCrypto, OffloadModePacket, OffloadModeAuto)
+	return oneOf(n, v, OffloadModeNone, OffloadModeCrypto, OffloadModePacket, OffloadModeAuto)
 }
 func (v *bridgeType) UnmarshalYAML(n *yaml.Node) error {
-	return oneOf(n, v, BridgeOVS, BridgeOVS, BridgeLinux)
+	return oneOf(n, v, BridgeOVS, BridgeLinux)
 }
 func (v *attachMode) UnmarshalYAML(n *yaml.Node) error {
-	return oneOf(n, v, "", AttachVFPassthrough, AttachRepresentor, AttachVirtio)
+	return oneOf(n, v, AttachVFPassthrough, AttachRepresentor, AttachVirtio)
 }
 
 // nameRE is what host, peer and guest names may be: usable in file

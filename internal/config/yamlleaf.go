@@ -144,11 +144,11 @@ func wholeNumber(n *yaml.Node, limit uint64) (uint64, error) {
 	return v, nil
 }
 
-// oneOf sets out to the allowed value n holds; def, when not empty, is
-// marked as the default in messages. The enum types' UnmarshalYAML
-// methods call it.
-func oneOf[T ~string](n *yaml.Node, out *T, def T, allowed ...T) error {
-	list := enumList(def, allowed)
+// oneOf sets out to the allowed value n holds. The enum types'
+// UnmarshalYAML methods call it; the default, marked in messages, is the
+// key's default: tag (markDefault), not an argument here.
+func oneOf[T ~string](n *yaml.Node, out *T, allowed ...T) error {
+	list := enumList(allowed)
 	s, err := scalar(n, "one of "+list)
 	if err != nil {
 		return err
@@ -163,13 +163,10 @@ func oneOf[T ~string](n *yaml.Node, out *T, def T, allowed ...T) error {
 }
 
 // enumList lists allowed values for messages ("a, b or c").
-func enumList[T ~string](def T, allowed []T) string {
+func enumList[T ~string](allowed []T) string {
 	parts := make([]string, len(allowed))
 	for i, a := range allowed {
 		parts[i] = string(a)
-		if a == def && def != "" {
-			parts[i] += " (default)"
-		}
 	}
 	if len(parts) < 2 {
 		return strings.Join(parts, "")

@@ -84,7 +84,7 @@ func (p *parser) leafError(s string) {
 	if m := leafErrRE.FindStringSubmatch(s); m != nil {
 		if i, err := strconv.Atoi(m[1]); err == nil && i < len(p.leaves) {
 			l := p.leaves[i]
-			p.errorf(l.line, l.path, "%s", m[2])
+			p.errorf(l.line, l.path, "%s", markDefault(m[2], l.def))
 			return
 		}
 	}
@@ -94,6 +94,28 @@ func (p *parser) leafError(s string) {
 		line, _ = strconv.Atoi(m[1])
 	}
 	p.errorf(line, "", "%s", oneLine(s))
+}
+
+// markDefault marks def in msg's list of allowed values ("use one of a,
+// b or c"): the default is the key's tag, so the enum types do not repeat
+// it.
+func markDefault(msg, def string) string {
+	i := strings.Index(msg, "one of ")
+	if def == "" || i < 0 {
+		return msg
+	}
+	re := regexp.MustCompile(`(^|, | or )` + regexp.QuoteMeta(def) + `(,| or |$)`)
+	head, list := msg[:i+len("one of ")], msg[i+len("one of "):]
+	end := strings.IndexAny(list, ";")
+	tail := ""
+	if end >= 0 {
+		list, tail = list[:end], list[end:]
+	}
+	if loc := re.FindStringSubmatchIndex(list); loc != nil {
+		at := loc[3] + len(def) // after def
+		list = list[:at] + " (default)" + list[at:]
+	}
+	return head + list + tail
 }
 
 // leafErr is how a leaf's UnmarshalYAML reports a bad value: a
@@ -114,7 +136,7 @@ func (p *parser) plain(n *yaml.Node, path string, line int, t reflect.Type, tag 
 	if reflect.PointerTo(t).Implements(unmarshalerType) {
 		c := *n
 		c.Column = len(p.leaves)
-		p.leaves = append(p.leaves, item{path: path, line: line})
+		p.leaves = append(p.leaves, item{path: path, line: line, def: tag.Get("default")})
 		return &c
 	}
 	switch t.Kind() {
@@ -356,6 +378,9 @@ func (p *parser) unknownKey(line int, path, name string, known []string) {
 type item struct {
 	path string
 	line int // line of the element (or of its key) where it is written
+	// def is a leaf key's default: tag, which messages mark in the list
+	// of allowed values (markDefault).
+	def string
 }
 
 func joinPath(parent, name string) string {

@@ -307,7 +307,7 @@ func checkSteering(f *Facts, o *DoctorOptions) []Result {
 func vtepESP(states []xfrm.State, outerIPv6 bool) (mtu.ESPMode, mtu.Cipher, string) {
 	mode, best, why, worst := mtu.ESPNone, mtu.Cipher{}, "", 0
 	for _, s := range states {
-		if s.Proto != 50 || s.Dst.Is6() != outerIPv6 {
+		if s.Proto != xfrm.ProtoESP || s.Dst.Is6() != outerIPv6 {
 			continue
 		}
 		c, err := stateCipher(s.Alg)
@@ -392,7 +392,7 @@ func checkSAPerPeer(f *Facts, _ *DoctorOptions) []Result {
 	by := map[pair][]xfrm.State{}
 	var order []pair
 	for _, s := range f.States {
-		if s.Proto != 50 {
+		if s.Proto != xfrm.ProtoESP {
 			continue
 		}
 		p := pair{s.Src, s.Dst}

@@ -25,7 +25,7 @@ func fixed() kernel.EthFeature { return kernel.EthFeature{} }
 func healthy() *Facts {
 	espOn := map[string]kernel.EthFeature{"esp-hw-offload": on(), "tx-esp-segmentation": on(), "hw-tc-offload": on()}
 	sa := func(src, dst string, spi uint32) xfrm.State {
-		return xfrm.State{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), Proto: 50, SPI: spi, Mode: 1,
+		return xfrm.State{Src: netip.MustParseAddr(src), Dst: netip.MustParseAddr(dst), Proto: xfrm.ProtoESP, SPI: spi, Mode: xfrm.ModeTunnel,
 			Offload: &xfrm.Offload{Ifindex: 10, Flags: xfrm.OffloadPacket}}
 	}
 	return withGuests(&Facts{

@@ -68,7 +68,7 @@ func TestDoctorSABudget(t *testing.T) {
 			if inbound {
 				o.Flags = xfrm.OffloadInbound
 			}
-			f.States = append(f.States, xfrm.State{Proto: 50, SPI: uint32(0x5000 + len(f.States)), Offload: o})
+			f.States = append(f.States, xfrm.State{Proto: xfrm.ProtoESP, SPI: uint32(0x5000 + len(f.States)), Offload: o})
 		}
 	}
 	add(21, 800, true) // the VF's inbound SAs

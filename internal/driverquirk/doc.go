@@ -10,5 +10,6 @@
 // behaviour can be shown with packets. The NIC model (kmod/nicmodel)
 // stands for a driver through its `profile` module parameter (model.go).
 //
-// A leaf: it imports nothing of sluice, so every part can share it.
+// A leaf: it imports nothing of sluice but the bounded reader
+// (internal/fileread), so every part can share it.
 package driverquirk

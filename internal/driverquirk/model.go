@@ -3,9 +3,10 @@
 package driverquirk
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
+
+	"sluice/internal/fileread"
 )
 
 // The NIC model (kmod/nicmodel) reports driver "nicmodel" to ethtool and
@@ -66,7 +67,7 @@ func ForModel(profile, kernelRelease string) Set {
 // ReadModelProfile reads the model's profile parameter; false when the
 // loaded model has none.
 func ReadModelProfile(sysRoot string) (string, bool) {
-	b, err := os.ReadFile(filepath.Join(sysRoot, ModelProfileParam))
+	b, err := fileread.ReadKernel(filepath.Join(sysRoot, ModelProfileParam), fileread.ProcLimit)
 	if err != nil {
 		return "", false
 	}

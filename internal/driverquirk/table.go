@@ -76,7 +76,10 @@ var Table = []Entry{
 		Fix:    "esn: true on packet-offloaded peers (both ends)",
 	},
 	{
-		Driver: MLX5, From: mlx5Packet, Behaviour: SeqRestartsAtOne,
+		// Leaks: the same key and salt from sequence 1 again repeat
+		// AES-GCM nonces, which gives away the XOR of two plaintexts and
+		// the authentication key.
+		Driver: MLX5, From: mlx5Packet, Behaviour: SeqRestartsAtOne, Leaks: true,
 		Source: mlx5Dir + "ipsec.c:mlx5e_xfrm_add_state (6.12.95: a non-ESN SA gets esn_state.esn = 1 whatever oseq says; unchanged upstream as of 2025-10)",
 		Fix:    "esn: true (an ESN SA starts where oseq says), or a new SPI and key instead of moving the SA",
 	},

@@ -14,7 +14,7 @@ import (
 type stateKey struct {
 	dst   netip.Addr
 	spi   uint32
-	proto uint8
+	proto xfrm.Proto
 }
 
 func keyOf(s *xfrm.State) stateKey { return stateKey{dst: s.Dst, spi: s.SPI, proto: s.Proto} }

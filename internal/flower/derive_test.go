@@ -58,19 +58,19 @@ func tunnel(src, dst string, prio uint32, dev int) ([]xfrm.Policy, []xfrm.State)
 	s, d := netip.MustParsePrefix(src), netip.MustParsePrefix(dst)
 	reqid := idx
 	out := xfrm.Policy{Index: idx + 1, Dir: xfrm.DirOut, Priority: prio, Sel: xfrm.Selector{Src: s, Dst: d},
-		Tmpls:   []xfrm.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid}},
+		Tmpls:   []xfrm.Tmpl{{Src: local, Dst: peer, Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, Reqid: reqid}},
 		Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}}
 	fwdOut := out
 	fwdOut.Index, fwdOut.Dir, fwdOut.Offload = idx+2, xfrm.DirFwd, nil
-	fwdOut.Tmpls = []xfrm.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid, Optional: true}}
+	fwdOut.Tmpls = []xfrm.Tmpl{{Src: local, Dst: peer, Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, Reqid: reqid, Optional: true}}
 	in := xfrm.Policy{Index: idx + 3, Dir: xfrm.DirIn, Priority: prio, Sel: xfrm.Selector{Src: d, Dst: s},
-		Tmpls:   []xfrm.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}},
+		Tmpls:   []xfrm.Tmpl{{Src: peer, Dst: local, Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, Reqid: reqid}},
 		Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket | xfrm.OffloadInbound}}
 	fwdIn := in
 	fwdIn.Index, fwdIn.Dir, fwdIn.Offload = idx+4, xfrm.DirFwd, nil
 	states := []xfrm.State{
-		{Src: local, Dst: peer, Proto: 50, SPI: idx + 100, Reqid: reqid, Mode: 1, Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}},
-		{Src: peer, Dst: local, Proto: 50, SPI: idx + 200, Reqid: reqid, Mode: 1, Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket | xfrm.OffloadInbound}},
+		{Src: local, Dst: peer, Proto: xfrm.ProtoESP, SPI: idx + 100, Reqid: reqid, Mode: xfrm.ModeTunnel, Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}},
+		{Src: peer, Dst: local, Proto: xfrm.ProtoESP, SPI: idx + 200, Reqid: reqid, Mode: xfrm.ModeTunnel, Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket | xfrm.OffloadInbound}},
 	}
 	return []xfrm.Policy{out, fwdOut, in, fwdIn}, states
 }

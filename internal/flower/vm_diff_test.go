@@ -59,10 +59,10 @@ func randomPolicySet(rng *rand.Rand, dev int) fastpath.Snapshot {
 		}
 		switch k := rng.Intn(12); {
 		case k < 8: // OUT allow with its SA and strongSwan's fwd-out
-			tm := xfrm.Tmpl{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: idx}
+			tm := xfrm.Tmpl{Src: local, Dst: peer, Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, Reqid: idx}
 			p.Tmpls = []xfrm.Tmpl{tm}
 			p.Offload = &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}
-			sa := xfrm.State{Src: local, Dst: peer, Proto: 50, SPI: 0x100 + idx, Reqid: idx, Mode: 1, Offload: p.Offload}
+			sa := xfrm.State{Src: local, Dst: peer, Proto: xfrm.ProtoESP, SPI: 0x100 + idx, Reqid: idx, Mode: xfrm.ModeTunnel, Offload: p.Offload}
 			if rng.Intn(6) == 0 {
 				sa.Offload = nil // software SA: not XDP's, not flower's
 			}

@@ -35,7 +35,7 @@ import (
 // 65,536 real ones would cost minutes that say nothing about the rules.
 func flowerTunnel(index uint32, src, dst string, dev int) ([]xfrm.Policy, []xfrm.State) {
 	local, peer := netip.MustParseAddr("123.0.0.1"), netip.MustParseAddr("123.0.0.2")
-	tm := xfrm.Tmpl{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: index}
+	tm := xfrm.Tmpl{Src: local, Dst: peer, Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, Reqid: index}
 	out := xfrm.Policy{Index: index, Dir: xfrm.DirOut, Priority: 100,
 		Sel:     xfrm.Selector{Src: netip.MustParsePrefix(src), Dst: netip.MustParsePrefix(dst)},
 		Tmpls:   []xfrm.Tmpl{tm},
@@ -47,7 +47,7 @@ func flowerTunnel(index uint32, src, dst string, dev int) ([]xfrm.Policy, []xfrm
 	fwd.Tmpls = []xfrm.Tmpl{opt}
 	// The SA's selector is the policy's, as strongSwan installs it: an
 	// IPv4 SA carries IPv6 only with an IPv6 selector (xfrm_state_find).
-	sa := xfrm.State{Src: local, Dst: peer, Proto: 50, SPI: 0x1000 + index, Reqid: index, Mode: 1,
+	sa := xfrm.State{Src: local, Dst: peer, Proto: xfrm.ProtoESP, SPI: 0x1000 + index, Reqid: index, Mode: xfrm.ModeTunnel,
 		Offload: &xfrm.Offload{Ifindex: dev, Flags: xfrm.OffloadPacket}, Sel: out.Sel}
 	return []xfrm.Policy{out, fwd}, []xfrm.State{sa}
 }

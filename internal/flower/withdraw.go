@@ -195,12 +195,12 @@ func damageOf(c fastpath.XFRMChange, gen uint64) (d damage, ok bool) {
 		// An added or changed SA can break a template too: one that is not
 		// packet-offloaded on the rule's device makes the kernel's choice
 		// uncertain for XDP, so the rule goes.
-		if c.Kind == xfrm.StateExpire && !c.Hard || c.State.Proto != 50 {
+		if c.Kind == xfrm.StateExpire && !c.Hard || c.State.Proto != xfrm.ProtoESP {
 			return d, false // a soft expire; templates are ESP
 		}
 		d.bucket, d.spared = &bucketKey{c.State.Dst, c.State.Reqid}, map[uint32]int{}
 	case xfrm.StateFlush:
-		if c.State != nil && c.State.Proto != 0 && c.State.Proto != 50 {
+		if c.State != nil && c.State.Proto != 0 && c.State.Proto != xfrm.ProtoESP {
 			return d, false
 		}
 		d.all = true

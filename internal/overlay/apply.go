@@ -158,7 +158,7 @@ func liveOffload(w wantSA) (string, string, error) {
 		return "", "", err
 	}
 	for _, s := range sas {
-		if s.Dst == w.dst && s.SPI == w.spi && s.Proto == protoESP {
+		if s.Dst == w.dst && s.SPI == w.spi && s.Proto == xfrm.ProtoESP {
 			dev := ""
 			if s.Offload != nil {
 				if l, err := kernel.LinkByIndex(s.Offload.Ifindex); err == nil {

@@ -217,7 +217,7 @@ func hasCaps(s config.SRIOV) bool {
 func (l *Live) sa(dst netip.Addr, spi uint32) *xfrm.StateDetail {
 	for i := range l.SAs {
 		s := &l.SAs[i]
-		if s.Dst == dst && s.SPI == spi && s.Proto == protoESP {
+		if s.Dst == dst && s.SPI == spi && s.Proto == xfrm.ProtoESP {
 			return s
 		}
 	}
@@ -245,8 +245,6 @@ func (l *Live) route(dst netip.Prefix) *kernel.Route {
 	}
 	return nil
 }
-
-const protoESP = 50
 
 // hasAddr reports whether link k carries address a (any prefix length).
 func hasAddr(k *kernel.LinkConfig, a netip.Prefix) bool {

@@ -159,7 +159,7 @@ func carrySeq(w *wantSA) error {
 		return err
 	}
 	for _, s := range sas {
-		if s.Dst != w.dst || s.SPI != w.spi || s.Proto != protoESP {
+		if s.Dst != w.dst || s.SPI != w.spi || s.Proto != xfrm.ProtoESP {
 			continue
 		}
 		if s.KeyDigest != xfrm.KeyDigest(w.key.Bytes()) {

@@ -80,6 +80,9 @@ func TestPlanDriverQuirks(t *testing.T) {
 		{"packet on a bond on 6.14", seedHost("packet", "bond0"), mlx5612("6.14.3"), "", "", "accepts cleartext"},
 		{"non-ESN packet on a bond on mlx5 6.12", strings.Replace(seedHost("packet", "bond0"), "      esn: true\n      replay-window: 64\n", "", 1) + acceptBondLeak, mlx5612("6.12.95"),
 			"the driver starts a non-ESN SA at 1 whatever oseq says", "", ""},
+		{"non-ESN packet on a bond, accepted", strings.Replace(seedHost("packet", "bond0"), "      esn: true\n      replay-window: 64\n", "", 1) +
+			"      accept-leaks: [cleartext-accepted-on-offloaded-in, seq-restarts-at-one]\n", mlx5612("6.12.95"),
+			"", "Accepted by accept-leaks: seq-restarts-at-one", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, ks := load(t, tc.host)

@@ -235,12 +235,12 @@ func (p *planner) saDiff(w wantSA, l *xfrm.StateDetail) string {
 	if l.Src != w.src {
 		d = append(d, fmt.Sprintf("src %s, want %s", l.Src, w.src))
 	}
-	wantMode := uint8(0)
+	wantMode := xfrm.ModeTransport
 	if pr.Mode == config.ModeTunnel {
-		wantMode = 1
+		wantMode = xfrm.ModeTunnel
 	}
 	if l.Mode != wantMode {
-		d = append(d, fmt.Sprintf("mode %d, want %s", l.Mode, pr.Mode))
+		d = append(d, fmt.Sprintf("mode %s, want %s", l.Mode, pr.Mode))
 	}
 	if l.Reqid != w.reqid {
 		d = append(d, fmt.Sprintf("reqid %d, want %d", l.Reqid, w.reqid))
@@ -384,12 +384,12 @@ func (p *planner) policyDiff(pol xfrm.ESPPolicy, l *xfrm.Policy, wantPacket bool
 		d = append(d, fmt.Sprintf("%d templates, want 1", len(l.Tmpls)))
 	} else {
 		t := l.Tmpls[0]
-		mode := uint8(0)
+		mode := xfrm.ModeTransport
 		if pol.Tunnel {
-			mode = 1
+			mode = xfrm.ModeTunnel
 		}
-		if t.Proto != protoESP || t.Reqid != pol.Reqid || t.Mode != mode || t.Optional {
-			d = append(d, fmt.Sprintf("template proto %d reqid %d mode %d, want esp reqid %d mode %d", t.Proto, t.Reqid, t.Mode, pol.Reqid, mode))
+		if t.Proto != xfrm.ProtoESP || t.Reqid != pol.Reqid || t.Mode != mode || t.Optional {
+			d = append(d, fmt.Sprintf("template %s reqid %d mode %s, want esp reqid %d mode %s", t.Proto, t.Reqid, t.Mode, pol.Reqid, mode))
 		}
 		if pol.Tunnel && (t.Src != pol.TmplSrc || t.Dst != pol.TmplDst) {
 			d = append(d, fmt.Sprintf("tunnel %s->%s, want %s->%s", orNone(t.Src), orNone(t.Dst), pol.TmplSrc, pol.TmplDst))

@@ -70,7 +70,7 @@ func TestPlanSABudget(t *testing.T) {
 				o.Flags = xfrm.OffloadInbound
 			}
 			l.SAs = append(l.SAs, xfrm.StateDetail{State: xfrm.State{Src: netip.MustParseAddr("10.9.0.1"), Dst: netip.MustParseAddr("10.9.0.2"),
-				Proto: 50, SPI: uint32(0x9000 + i), Offload: o}})
+				Proto: xfrm.ProtoESP, SPI: uint32(0x9000 + i), Offload: o}})
 		}
 	}
 	notes := func(l *Live) string {

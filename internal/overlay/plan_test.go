@@ -105,13 +105,13 @@ func matchingLive(t *testing.T) *Live {
 	a, b := netip.MustParseAddr("192.168.80.2"), netip.MustParseAddr("192.168.80.3")
 	sa := func(src, dst netip.Addr, spi uint32, key string) xfrm.StateDetail {
 		k, _ := hexKey(key)
-		return xfrm.StateDetail{State: xfrm.State{Src: src, Dst: dst, Proto: 50, SPI: spi, Reqid: spi,
+		return xfrm.StateDetail{State: xfrm.State{Src: src, Dst: dst, Proto: xfrm.ProtoESP, SPI: spi, Reqid: spi,
 			Alg: xfrm.StateAlg{ESN: true, AEAD: AEAD, ICVBits: 128}}, ReplayWindow: 64, KeyBits: 160, KeyDigest: xfrm.KeyDigest(k)}
 	}
 	l.SAs = []xfrm.StateDetail{sa(a, b, 0x1001, testKeyOut), sa(b, a, 0x1002, testKeyIn)}
 	pol := func(dir xfrm.Dir, src, dst netip.Addr, reqid uint32) xfrm.Policy {
 		return xfrm.Policy{Dir: dir, Sel: xfrm.Selector{Src: netip.PrefixFrom(src, 32), Dst: netip.PrefixFrom(dst, 32)},
-			Tmpls: []xfrm.Tmpl{{Proto: 50, Reqid: reqid}}}
+			Tmpls: []xfrm.Tmpl{{Proto: xfrm.ProtoESP, Reqid: reqid}}}
 	}
 	l.Policies = []xfrm.Policy{pol(xfrm.DirOut, a, b, 0x1001), pol(xfrm.DirIn, b, a, 0x1002)}
 	return l
@@ -215,7 +215,7 @@ func TestPlanDrift(t *testing.T) {
 		{"SA offloaded, file says none", func(l *Live) { l.SAs[0].Offload = &xfrm.Offload{Ifindex: 4} },
 			[]string{"replace SA out 192.168.80.2->192.168.80.3 spi 0x1001: offload crypto, want none"}},
 		{"policy reqid", func(l *Live) { l.Policies[0].Tmpls[0].Reqid = 7 },
-			[]string{"replace policy out 192.168.80.2/32->192.168.80.3/32: template proto 50 reqid 7 mode 0, want esp reqid 4097 mode 0"}},
+			[]string{"replace policy out 192.168.80.2/32->192.168.80.3/32: template esp reqid 7 mode transport, want esp reqid 4097 mode transport"}},
 		{"missing IN policy", func(l *Live) { l.Policies = l.Policies[:1] }, []string{"create policy in 192.168.80.3/32->192.168.80.2/32: missing"}},
 		{"VXLAN VNI", func(l *Live) { l.Links[4].VXLAN.VNI = 7 }, []string{"replace vtep vxlan1: vni 7, want 1024", "change link vxlan1: created down"}},
 		{"VTEP MTU", func(l *Live) { l.Links[4].MTU = 1500 }, []string{"change link vxlan1: mtu 1500, want 3986"}},

@@ -163,7 +163,7 @@ func VerifyTraffic(h *config.Host, r *VerifyReport, window time.Duration, sendTo
 	ea := ethtoolIPsec(devs)
 	count := func(sas []xfrm.StateDetail, st SAStatus, dst string) (uint64, bool) {
 		for _, s := range sas {
-			if s.SPI == st.SPI && s.Dst.String() == dst && s.Proto == protoESP {
+			if s.SPI == st.SPI && s.Dst.String() == dst && s.Proto == xfrm.ProtoESP {
 				return s.Packets, true
 			}
 		}

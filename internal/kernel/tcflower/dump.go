@@ -9,6 +9,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/kernel/nlattr"
 )
 
 // Dump lists the flower filters on the device's clsact ingress, in
@@ -54,14 +56,14 @@ func Dump(ifindex int) ([]Installed, error) {
 		if err != nil {
 			return nil, fmt.Errorf("tc flower: dump ifindex %d: %w", ifindex, err)
 		}
-		for b := buf[:n]; len(b) >= unix.SizeofNlMsghdr; {
-			l := int(binary.NativeEndian.Uint32(b))
-			if l < unix.SizeofNlMsghdr || l > len(b) {
+		for b := buf[:n]; len(b) >= nlmsgHdrLen; {
+			l := int(binary.NativeEndian.Uint32(b[nlmsgLen:]))
+			if l < nlmsgHdrLen || l > len(b) {
 				return nil, fmt.Errorf("tc flower: dump ifindex %d: malformed message", ifindex)
 			}
-			typ, mseq := binary.NativeEndian.Uint16(b[4:]), binary.NativeEndian.Uint32(b[8:])
-			body := b[unix.SizeofNlMsghdr:l]
-			b = b[min(len(b), (l+3)&^3):]
+			typ, mseq := binary.NativeEndian.Uint16(b[nlmsgType:]), binary.NativeEndian.Uint32(b[nlmsgSeq:])
+			body := b[nlmsgHdrLen:l]
+			b = b[min(len(b), nlAlign(l)):]
 			if mseq != seq {
 				continue
 			}
@@ -88,17 +90,16 @@ func Dump(ifindex int) ([]Installed, error) {
 // nlmsghdr). ok is false for other classifiers and for the header each
 // priority's filter list begins with (handle 0).
 func parseFlowerHandle(b []byte) (h Installed, ok bool) {
-	const sizeofTcMsg = 20
-	if len(b) < sizeofTcMsg {
+	if len(b) < tcmsgLen {
 		return h, false
 	}
-	h.Handle = binary.NativeEndian.Uint32(b[8:])
-	h.Pref = uint16(binary.NativeEndian.Uint32(b[16:]) >> 16)
+	h.Handle = binary.NativeEndian.Uint32(b[tcmHandle:])
+	h.Pref = uint16(binary.NativeEndian.Uint32(b[tcmInfo:]) >> 16)
 	if h.Handle == 0 {
 		return h, false
 	}
 	flower := false
-	eachAttr(b[sizeofTcMsg:], func(typ uint16, v []byte) {
+	eachAttr(b[tcmsgLen:], func(typ uint16, v []byte) {
 		switch typ {
 		case nl.TCA_KIND:
 			flower = string(v) == "flower\x00"
@@ -135,8 +136,8 @@ func actionPackets(act []byte) uint64 {
 		}
 		eachAttr(v, func(typ uint16, v []byte) {
 			switch {
-			case typ == nl.TCA_STATS_BASIC && len(v) >= 12: // struct gnet_stats_basic: bytes u64, packets u32
-				basic = uint64(binary.NativeEndian.Uint32(v[8:]))
+			case typ == nl.TCA_STATS_BASIC && len(v) >= gnetBasicLen:
+				basic = uint64(binary.NativeEndian.Uint32(v[gnetBasicPackets:]))
 			case typ == nl.TCA_STATS_PKT64 && len(v) >= 8:
 				pkt64 = binary.NativeEndian.Uint64(v)
 			}
@@ -148,12 +149,5 @@ func actionPackets(act []byte) uint64 {
 // eachAttr calls f for each netlink attribute in b (type without the
 // nested and byte-order flags).
 func eachAttr(b []byte, f func(typ uint16, v []byte)) {
-	for len(b) >= 4 {
-		l := int(binary.NativeEndian.Uint16(b))
-		if l < 4 || l > len(b) {
-			return
-		}
-		f(binary.NativeEndian.Uint16(b[2:])&nl.NLA_TYPE_MASK, b[4:l])
-		b = b[min(len(b), (l+3)&^3):]
-	}
+	_ = nlattr.Walk(b, f) // a dump read as far as it is whole: the counters are advisory
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/kernel/nlattr"
 )
 
 // The filter requests are encoded by appending to one reused buffer:
@@ -26,8 +28,10 @@ type nlAppender struct {
 	base int
 }
 
+// attr appends one attribute, padded relative to the message's start
+// (base): a batch buffer need not begin aligned.
 func (e *nlAppender) attr(typ uint16, data []byte) {
-	e.b = binary.NativeEndian.AppendUint16(e.b, uint16(4+len(data)))
+	e.b = binary.NativeEndian.AppendUint16(e.b, uint16(nlattr.HdrLen+len(data)))
 	e.b = binary.NativeEndian.AppendUint16(e.b, typ)
 	e.b = append(e.b, data...)
 	e.pad()
@@ -90,7 +94,7 @@ func (e *nlAppender) nest(typ uint16) int {
 }
 
 func (e *nlAppender) end(at int) {
-	binary.NativeEndian.PutUint16(e.b[at:], uint16(len(e.b)-at))
+	nlattr.PatchLen(e.b, at)
 }
 
 // structBytes is a fixed kernel struct's bytes. (The library's Serialize
@@ -268,14 +272,12 @@ func (a *Action) appendTo(e *nlAppender) {
 		p := peditFor(a)
 		o := options("pedit")
 		// TCA_PEDIT_PARMS_EX: struct tc_pedit_sel, then its keys.
-		parms := len(e.b)
-		e.b = binary.NativeEndian.AppendUint32(e.b, 0)
+		parms := e.nest(nl.TCA_PEDIT_PARMS_EX) // not nested: one value appended in pieces
 		e.b = append(e.b, structBytes(&p.Sel)...)
 		for i := range p.Keys {
 			e.b = append(e.b, structBytes(&p.Keys[i])...)
 		}
-		binary.NativeEndian.PutUint16(e.b[parms:], uint16(len(e.b)-parms))
-		binary.NativeEndian.PutUint16(e.b[parms+2:], nl.TCA_PEDIT_PARMS_EX)
+		e.end(parms)
 		e.pad()
 		keys := e.nest(nl.TCA_PEDIT_KEYS_EX | nl.NLA_F_NESTED)
 		for _, ex := range p.KeysEx {

@@ -13,6 +13,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/kernel/nlattr"
 )
 
 // Window is how many filter requests Socket sends in one
@@ -171,20 +173,20 @@ func (fs *Socket) acks(fl []*Filter, errs []error, first uint32) error {
 				return fmt.Errorf("tc flower: receive: an acknowledgement was truncated (over %d bytes)", flowerAckSlot)
 			}
 			b := fs.recv[i*flowerAckSlot : i*flowerAckSlot+int(fs.msgs[i].Len)]
-			for len(b) >= unix.SizeofNlMsghdr {
-				l := int(binary.NativeEndian.Uint32(b))
-				if l < unix.SizeofNlMsghdr || l > len(b) {
+			for len(b) >= nlmsgHdrLen {
+				l := int(binary.NativeEndian.Uint32(b[nlmsgLen:]))
+				if l < nlmsgHdrLen || l > len(b) {
 					break
 				}
-				typ := binary.NativeEndian.Uint16(b[4:])
-				flags := binary.NativeEndian.Uint16(b[6:])
-				k := binary.NativeEndian.Uint32(b[8:]) - first // the request's index in the batch
+				typ := binary.NativeEndian.Uint16(b[nlmsgType:])
+				flags := binary.NativeEndian.Uint16(b[nlmsgFlags:])
+				k := binary.NativeEndian.Uint32(b[nlmsgSeq:]) - first // the request's index in the batch
 				if typ == unix.NLMSG_ERROR && int(k) < len(fl) && !done[k] {
 					done[k] = true
 					missing--
-					errs[k] = ackError(fl[k], flags, b[unix.SizeofNlMsghdr:l])
+					errs[k] = ackError(fl[k], flags, b[nlmsgHdrLen:l])
 				}
-				b = b[min(len(b), (l+3)&^3):]
+				b = b[min(len(b), nlAlign(l)):]
 			}
 		}
 	}
@@ -223,32 +225,26 @@ func (fs *Socket) receive() (int, error) {
 // ackError decodes an NLMSG_ERROR's payload (errno 0: an ack) with its
 // extended ack.
 func ackError(f *Filter, flags uint16, data []byte) error {
-	if len(data) < 4 {
+	if len(data) < nlmsgerrMsg {
 		return nil
 	}
-	errno := int32(binary.NativeEndian.Uint32(data))
+	errno := int32(binary.NativeEndian.Uint32(data[nlmsgerrError:]))
 	if errno == 0 {
 		return nil
 	}
 	e := &Error{Filter: f, Errno: syscall.Errno(-errno)}
-	rest := data[4:]
-	if flags&unix.NLM_F_ACK_TLVS != 0 && len(rest) >= unix.SizeofNlMsghdr {
-		l := int(binary.NativeEndian.Uint32(rest))
+	rest := data[nlmsgerrMsg:]
+	if flags&unix.NLM_F_ACK_TLVS != 0 && len(rest) >= nlmsgHdrLen {
+		l := int(binary.NativeEndian.Uint32(rest[nlmsgLen:]))
 		if flags&unix.NLM_F_CAPPED != 0 {
-			l = unix.SizeofNlMsghdr
+			l = nlmsgHdrLen
 		}
-		rest = rest[min(len(rest), (l+3)&^3):]
-		for len(rest) >= 4 {
-			al := int(binary.NativeEndian.Uint16(rest))
-			at := binary.NativeEndian.Uint16(rest[2:])
-			if al < 4 || al > len(rest) {
-				break
-			}
+		rest = rest[min(len(rest), nlAlign(l)):]
+		_ = nlattr.Walk(rest, func(at uint16, v []byte) {
 			if at == nl.NLMSGERR_ATTR_MSG {
-				e.Msg = unix.ByteSliceToString(rest[4:al])
+				e.Msg = unix.ByteSliceToString(v)
 			}
-			rest = rest[min(len(rest), (al+3)&^3):]
-		}
+		}) // the extended ack only adds words to the errno
 	}
 	return e
 }

@@ -38,13 +38,13 @@ func TestDumpPolicies(t *testing.T) {
 			Policy{Dir: DirOut, Priority: 100, Mark: 5, MarkMask: 0xff, IfID: 7,
 				Sel: Selector{Src: pfx("10.0.1.0/24"), Dst: pfx("10.0.2.0/24"), Proto: unix.IPPROTO_TCP,
 					SPort: 1000, SPortMask: 0xffff, DPort: 2000, DPortMask: 0xffff},
-				Tmpls: []Tmpl{{Src: addr("192.0.2.1"), Dst: addr("192.0.2.2"), Proto: unix.IPPROTO_ESP, SPI: 0x1234, Reqid: 11, Mode: 1}}}},
+				Tmpls: []Tmpl{{Src: addr("192.0.2.1"), Dst: addr("192.0.2.2"), Proto: ProtoESP, SPI: 0x1234, Reqid: 11, Mode: ModeTunnel}}}},
 		{"src 2001:db8:1::/64 dst 2001:db8:2::/64 proto udp sport 53 dport 5353 dir in priority 200 " +
 			"tmpl proto esp reqid 12 mode transport level use",
 			Policy{Dir: DirIn, Priority: 200,
 				Sel: Selector{Src: pfx("2001:db8:1::/64"), Dst: pfx("2001:db8:2::/64"), Proto: unix.IPPROTO_UDP,
 					SPort: 53, SPortMask: 0xffff, DPort: 5353, DPortMask: 0xffff},
-				Tmpls: []Tmpl{{Proto: unix.IPPROTO_ESP, Reqid: 12, Mode: 0, Optional: true}}}},
+				Tmpls: []Tmpl{{Proto: ProtoESP, Reqid: 12, Mode: ModeTransport, Optional: true}}}},
 		// The kernel keeps the host bits (10.0.3.7/24); we report the prefix.
 		// ICMP type and code travel in the port fields, host order.
 		{"src 10.0.3.7/24 dst 10.0.4.0/24 proto icmp type 8 code 3 dir fwd action block",
@@ -56,13 +56,13 @@ func TestDumpPolicies(t *testing.T) {
 			Policy{Dir: DirFwd, Priority: 5,
 				Sel: Selector{Src: pfx("2001:db8:3::1/128"), Dst: pfx("::/0"), Proto: unix.IPPROTO_ICMPV6,
 					SPort: 128, SPortMask: 0xffff, DPortMask: 0xffff},
-				Tmpls: []Tmpl{{Src: addr("2001:db8::a"), Dst: addr("2001:db8::b"), Proto: unix.IPPROTO_ESP, Reqid: 13, Mode: 1}}}},
+				Tmpls: []Tmpl{{Src: addr("2001:db8::a"), Dst: addr("2001:db8::b"), Proto: ProtoESP, Reqid: 13, Mode: ModeTunnel}}}},
 		{"src 0.0.0.0/0 dst 10.9.0.0/16 dev lo dir out ptype sub " +
 			"tmpl src 192.0.2.1 dst 192.0.2.3 proto ah reqid 14 mode tunnel tmpl proto comp mode transport level use",
 			Policy{Dir: DirOut, Sub: true,
 				Sel: Selector{Src: pfx("0.0.0.0/0"), Dst: pfx("10.9.0.0/16"), Ifindex: 1},
-				Tmpls: []Tmpl{{Src: addr("192.0.2.1"), Dst: addr("192.0.2.3"), Proto: unix.IPPROTO_AH, Reqid: 14, Mode: 1},
-					{Proto: unix.IPPROTO_COMP, Optional: true}}}},
+				Tmpls: []Tmpl{{Src: addr("192.0.2.1"), Dst: addr("192.0.2.3"), Proto: ProtoAH, Reqid: 14, Mode: ModeTunnel},
+					{Proto: ProtoComp, Optional: true}}}},
 	}
 	for _, c := range cases {
 		testutil.IP(t, ns, append([]string{"xfrm", "policy", "add"}, strings.Fields(c.cmd)...)...)
@@ -89,6 +89,14 @@ func TestDumpPolicies(t *testing.T) {
 		// the low 3 bits (xfrm_gen_index).
 		if p.Index == 0 || Dir(p.Index%8) != c.want.Dir {
 			t.Errorf("%s: index %#x does not carry dir %v", c.cmd, p.Index, c.want.Dir)
+		}
+		// Proto and Mode name themselves as ip xfrm spells them.
+		for _, tm := range p.Tmpls {
+			for _, w := range []string{"proto " + tm.Proto.String(), "mode " + tm.Mode.String()} {
+				if !strings.Contains(" "+c.cmd+" ", " "+w+" ") {
+					t.Errorf("%s: a template says %q, a word ip xfrm does not use here", c.cmd, w)
+				}
+			}
 		}
 		c.want.Index = p.Index
 		if !reflect.DeepEqual(*p, c.want) {

@@ -7,6 +7,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/kernel/nlattr"
 )
 
 // The pieces the SA and policy encoders share (state_add.go, policy.go,
@@ -73,13 +75,5 @@ func marshalMark(value, mask uint32) []byte {
 	return v
 }
 
-// putAttr appends one netlink attribute, padded to 4 bytes.
-func putAttr(b []byte, typ uint16, v []byte) []byte {
-	b = ne.AppendUint16(b, uint16(unix.SizeofRtAttr+len(v)))
-	b = ne.AppendUint16(b, typ)
-	b = append(b, v...)
-	for len(b)%4 != 0 {
-		b = append(b, 0)
-	}
-	return b
-}
+// putAttr appends one netlink attribute, padded (nlattr.Append).
+func putAttr(b []byte, typ uint16, v []byte) []byte { return nlattr.Append(b, typ, v) }

@@ -147,9 +147,9 @@ func wirePolicy(p *Policy) []byte {
 			copy(v[0:16], tm.Dst.AsSlice())
 			copy(v[28:44], tm.Src.AsSlice())
 			be.PutUint32(v[16:], tm.SPI)
-			v[20] = tm.Proto
+			v[20] = byte(tm.Proto)
 			ne.PutUint32(v[44:], tm.Reqid)
-			v[48] = tm.Mode
+			v[48] = byte(tm.Mode)
 			if tm.Optional {
 				v[50] = 1
 			}

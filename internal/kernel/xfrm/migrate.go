@@ -66,7 +66,8 @@ const (
 type Migration struct {
 	OldSrc, OldDst netip.Addr
 	NewSrc, NewDst netip.Addr
-	Proto, Mode    uint8
+	Proto          Proto
+	Mode           Mode
 	Reqid          uint32
 }
 
@@ -102,7 +103,7 @@ func parseMigrate(b []byte) (Dir, []Migration, error) {
 	}
 	var ms []Migration
 	for ; len(v) > 0; v = v[xfrmUserMigrateLen:] {
-		m := Migration{Proto: v[umProto], Mode: v[umMode], Reqid: ne.Uint32(v[umReqid:])}
+		m := Migration{Proto: Proto(v[umProto]), Mode: Mode(v[umMode]), Reqid: ne.Uint32(v[umReqid:])}
 		oldF, newF := ne.Uint16(v[umOldFamily:]), ne.Uint16(v[umNewFamily:])
 		var errs [4]error
 		m.OldDst, errs[0] = xfrmEndpoint(v[umOldDaddr:], oldF)
@@ -167,7 +168,7 @@ func (x *Handle) Migrate(dir Dir, src, dst netip.Prefix, ms []Migration) error {
 		copy(u[umOldSaddr:], m.OldSrc.AsSlice())
 		copy(u[umNewDaddr:], m.NewDst.AsSlice())
 		copy(u[umNewSaddr:], m.NewSrc.AsSlice())
-		u[umProto], u[umMode] = m.Proto, m.Mode
+		u[umProto], u[umMode] = byte(m.Proto), byte(m.Mode)
 		ne.PutUint32(u[umReqid:], m.Reqid)
 		ne.PutUint16(u[umOldFamily:], familyOf(m.OldDst))
 		ne.PutUint16(u[umNewFamily:], familyOf(m.NewDst))

@@ -77,7 +77,7 @@ func TestDecodeMigrationsResync(t *testing.T) {
 	copy(um[umOldSaddr:], addr("192.0.2.1").AsSlice())
 	copy(um[umNewDaddr:], addr("198.51.100.9").AsSlice())
 	copy(um[umNewSaddr:], addr("192.0.2.1").AsSlice())
-	um[umProto], um[umMode] = unix.IPPROTO_ESP, ModeTunnel
+	um[umProto], um[umMode] = unix.IPPROTO_ESP, byte(ModeTunnel)
 	ne.PutUint32(um[umReqid:], 3)
 	ne.PutUint16(um[umOldFamily:], unix.AF_INET)
 	ne.PutUint16(um[umNewFamily:], unix.AF_INET)

@@ -322,7 +322,7 @@ func decodeXFRMEvent(typ uint16, b []byte) (ev Event, ok bool, err error) {
 		}
 		// IPSEC_PROTO_ANY (255, what strongSwan sends) means AH, ESP and
 		// IPcomp: report it as 0, "all", like iproute2's plain flush.
-		proto := b[flushProto]
+		proto := Proto(b[flushProto])
 		if proto == 255 {
 			proto = 0
 		}
@@ -401,7 +401,7 @@ func parseDelState(b []byte) (*State, error) {
 		if s.Dst, err = xfrmEndpoint(b[saIDDaddr:], ne.Uint16(b[saIDFamily:])); err != nil {
 			return nil, err
 		}
-		s.SPI, s.Proto = be.Uint32(b[saIDSPI:]), b[saIDProto]
+		s.SPI, s.Proto = be.Uint32(b[saIDSPI:]), Proto(b[saIDProto])
 	}
 	return &s, applyStateAttrs(&s, a)
 }

@@ -23,7 +23,7 @@ import (
 func TestWatchPolicyEventTakesContextFromLookup(t *testing.T) {
 	p := Policy{Index: 0x41, Dir: DirFwd, Priority: 7,
 		Sel:   Selector{Src: netip.MustParsePrefix("10.0.0.0/24"), Dst: netip.MustParsePrefix("10.1.0.0/24")},
-		Tmpls: []Tmpl{{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), Proto: unix.IPPROTO_ESP, Mode: 1, Reqid: 1}}}
+		Tmpls: []Tmpl{{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), Proto: ProtoESP, Mode: ModeTunnel, Reqid: 1}}}
 	notified := wirePolicy(&p) // as xfrm_notify_policy sends it: no XFRMA_SEC_CTX
 	labelled := p
 	labelled.SecCtx = true

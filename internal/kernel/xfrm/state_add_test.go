@@ -87,11 +87,11 @@ func TestNewSAMatchesIproute2(t *testing.T) {
 
 func TestParseStateFromIproute2Bytes(t *testing.T) {
 	want := []State{
-		{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), Proto: unix.IPPROTO_ESP,
-			SPI: 0x1000, Reqid: 7, Mode: 1, Offload: &Offload{Ifindex: 1, Flags: OffloadInbound},
+		{Src: netip.MustParseAddr("10.0.0.1"), Dst: netip.MustParseAddr("10.0.0.2"), Proto: ProtoESP,
+			SPI: 0x1000, Reqid: 7, Mode: ModeTunnel, Offload: &Offload{Ifindex: 1, Flags: OffloadInbound},
 			Alg: StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}},
-		{Src: netip.MustParseAddr("2001:db8::1"), Dst: netip.MustParseAddr("2001:db8::2"), Proto: unix.IPPROTO_ESP,
-			SPI: 0x2000, Reqid: 9, Mode: 0, Offload: &Offload{Ifindex: 1}, IfID: 5, Mark: 0x10, MarkMask: 0xff,
+		{Src: netip.MustParseAddr("2001:db8::1"), Dst: netip.MustParseAddr("2001:db8::2"), Proto: ProtoESP,
+			SPI: 0x2000, Reqid: 9, Mode: ModeTransport, Offload: &Offload{Ifindex: 1}, IfID: 5, Mark: 0x10, MarkMask: 0xff,
 			Alg: StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128},
 			Sel: Selector{Src: netip.MustParsePrefix("2001:db8:1::/64"), Dst: netip.MustParsePrefix("2001:db8:2::/64"),
 				Proto: unix.IPPROTO_UDP, SPort: 500, SPortMask: 0xffff, DPort: 4500, DPortMask: 0xffff}},

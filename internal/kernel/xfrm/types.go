@@ -50,15 +50,57 @@ const (
 	ActionBlock Action = 1 // XFRM_POLICY_BLOCK
 )
 
-// SA and template modes (XFRM_MODE_*) the fast path names.
+func (a Action) String() string {
+	return nameOr(actionNames, a, "action")
+}
+
+var actionNames = map[Action]string{ActionAllow: "allow", ActionBlock: "block"}
+
+// Proto is the IPsec protocol of an SA or template (xfrm_id.proto): an IP
+// protocol number.
+type Proto uint8
+
 const (
-	ModeTransport uint8 = 0 // XFRM_MODE_TRANSPORT
-	ModeTunnel    uint8 = 1 // XFRM_MODE_TUNNEL
-	ModeBEET      uint8 = 4 // XFRM_MODE_BEET
+	ProtoESP  Proto = 50  // IPPROTO_ESP
+	ProtoAH   Proto = 51  // IPPROTO_AH
+	ProtoComp Proto = 108 // IPPROTO_COMP (IPcomp)
+)
+
+// String names p as ip xfrm does.
+func (p Proto) String() string {
+	return nameOr(protoNames, p, "proto")
+}
+
+var protoNames = map[Proto]string{ProtoESP: "esp", ProtoAH: "ah", ProtoComp: "comp"}
+
+// Mode is the mode of an SA or template (XFRM_MODE_*).
+type Mode uint8
+
+const (
+	ModeTransport Mode = 0 // XFRM_MODE_TRANSPORT
+	ModeTunnel    Mode = 1 // XFRM_MODE_TUNNEL
+	ModeRO        Mode = 2 // XFRM_MODE_ROUTEOPTIMIZATION (Mobile IPv6)
+	ModeInTrigger Mode = 3 // XFRM_MODE_IN_TRIGGER
+	ModeBEET      Mode = 4 // XFRM_MODE_BEET
 	// ModeIPTFS is IP traffic flow security (RFC 9347, Linux 6.14): inner
 	// packets aggregated and fragmented into fixed-size ESP payloads.
-	ModeIPTFS uint8 = 5
+	ModeIPTFS Mode = 5
 )
+
+// String names m as ip xfrm does.
+func (m Mode) String() string {
+	return nameOr(modeNames, m, "mode")
+}
+
+var modeNames = map[Mode]string{ModeTransport: "transport", ModeTunnel: "tunnel", ModeRO: "ro", ModeInTrigger: "in_trigger", ModeBEET: "beet", ModeIPTFS: "iptfs"}
+
+// nameOr is v's name, or kind and its number for a value without one.
+func nameOr[T ~uint8](names map[T]string, v T, kind string) string {
+	if n, ok := names[v]; ok {
+		return n
+	}
+	return kind + " " + strconv.Itoa(int(v))
+}
 
 // SADir is an SA's XFRMA_SA_DIR (Linux 6.10): which way the kernel lets it
 // carry traffic. SADirAny means the attribute is absent (either way).
@@ -70,17 +112,9 @@ const (
 	SADirOut SADir = 2 // XFRM_SA_DIR_OUT
 )
 
-func (d SADir) String() string {
-	switch d {
-	case SADirAny:
-		return "any"
-	case SADirIn:
-		return "in"
-	case SADirOut:
-		return "out"
-	}
-	return "dir " + strconv.Itoa(int(d))
-}
+func (d SADir) String() string { return nameOr(saDirNames, d, "dir") }
+
+var saDirNames = map[SADir]string{SADirAny: "any", SADirIn: "in", SADirOut: "out"}
 
 // Offload flags of XFRMA_OFFLOAD_DEV (struct xfrm_user_offload.flags).
 const (
@@ -117,8 +151,8 @@ type Selector struct {
 // matching traffic must go through.
 type Tmpl struct {
 	Src, Dst netip.Addr // tunnel endpoints (unset in transport mode)
-	Proto    uint8      // IPPROTO_ESP, _AH, _COMP
-	Mode     uint8      // XFRM_MODE_TRANSPORT=0, TUNNEL=1, ...
+	Proto    Proto
+	Mode     Mode
 	Reqid    uint32
 	SPI      uint32
 	Optional bool
@@ -152,10 +186,10 @@ type Policy struct {
 // fast path never needs them, so they cannot leak from here.
 type State struct {
 	Src, Dst netip.Addr
-	Proto    uint8
+	Proto    Proto
 	SPI      uint32
 	Reqid    uint32
-	Mode     uint8
+	Mode     Mode
 	Sel      Selector
 	Offload  *Offload
 	IfID     uint32

@@ -9,6 +9,8 @@ import (
 
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"sluice/internal/kernel/nlattr"
 )
 
 // Decoding of the XFRM uapi structs (include/uapi/linux/xfrm.h). We read the
@@ -16,9 +18,6 @@ import (
 // and XfrmState because those drop what the fast path needs (port masks,
 // template "optional", policy type, security context, offload device).
 // The offsets are named in layout.go.
-
-// nlaTypeMask strips NLA_F_NESTED and NLA_F_NET_BYTEORDER from a type.
-const nlaTypeMask = 0x3fff
 
 // Netlink carries host-order integers in native byte order; addresses,
 // ports and SPIs are big endian, as on the wire.
@@ -124,9 +123,9 @@ func parseTmpls(b []byte) ([]Tmpl, error) {
 		ts = append(ts, Tmpl{
 			Dst: dst, Src: src,
 			SPI:      be.Uint32(b[tmplSPI:]),
-			Proto:    b[tmplProto],
+			Proto:    Proto(b[tmplProto]),
 			Reqid:    ne.Uint32(b[tmplReqid:]),
-			Mode:     b[tmplMode],
+			Mode:     Mode(b[tmplMode]),
 			Optional: b[tmplOptional] != 0,
 		})
 	}
@@ -150,9 +149,9 @@ func parseStateInfo(b []byte) (State, error) {
 	return State{
 		Dst: dst, Src: src,
 		SPI:   be.Uint32(b[saSPI:]),
-		Proto: b[saProto],
+		Proto: Proto(b[saProto]),
 		Reqid: ne.Uint32(b[saReqid:]),
-		Mode:  b[saMode],
+		Mode:  Mode(b[saMode]),
 		Sel:   sel,
 		Alg:   StateAlg{ESN: b[saFlags]&nl.XFRM_STATE_ESN != 0},
 	}, nil
@@ -163,13 +162,8 @@ func parseStateInfo(b []byte) (State, error) {
 // fast path.
 func xfrmAttrs(b []byte) (map[uint16][]byte, error) {
 	m := make(map[uint16][]byte, 4)
-	for len(b) >= unix.SizeofRtAttr {
-		l, t := int(ne.Uint16(b)), ne.Uint16(b[2:])&nlaTypeMask
-		if l < unix.SizeofRtAttr || l > len(b) {
-			return nil, fmt.Errorf("attribute %d: length %d with %d bytes left", t, l, len(b))
-		}
-		m[t] = b[unix.SizeofRtAttr:l]
-		b = b[min((l+3)&^3, len(b)):]
+	if err := nlattr.Walk(b, func(t uint16, v []byte) { m[t] = v }); err != nil {
+		return nil, err
 	}
 	return m, nil
 }

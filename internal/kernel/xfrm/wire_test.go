@@ -28,7 +28,7 @@ var iproute2Policy = Policy{
 	Sel: Selector{Src: netip.MustParsePrefix("10.0.1.0/24"), Dst: netip.MustParsePrefix("10.0.2.0/24"),
 		Proto: unix.IPPROTO_TCP, SPort: 1000, SPortMask: 0xffff, DPort: 2000, DPortMask: 0xffff},
 	Tmpls: []Tmpl{{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"),
-		Proto: unix.IPPROTO_ESP, Mode: 1, Reqid: 11, SPI: 0x1234, Optional: true}},
+		Proto: ProtoESP, Mode: ModeTunnel, Reqid: 11, SPI: 0x1234, Optional: true}},
 }
 
 func hexBytes(s string) []byte {
@@ -110,10 +110,10 @@ func TestDecodeStateEvents(t *testing.T) {
 		{"delsa with XFRMA_SA", nl.XFRM_MSG_DELSA, append(append(append([]byte(nil), id...), nlAttr(nl.XFRMA_SA, info)...), saAttrs...),
 			Event{Kind: StateDel, State: &full}},
 		{"delsa id only", nl.XFRM_MSG_DELSA, append(append([]byte(nil), id...), mark...),
-			Event{Kind: StateDel, State: &State{Dst: full.Dst, SPI: 0x2000, Proto: unix.IPPROTO_ESP, Mark: 0x10, MarkMask: 0xff}}},
+			Event{Kind: StateDel, State: &State{Dst: full.Dst, SPI: 0x2000, Proto: ProtoESP, Mark: 0x10, MarkMask: 0xff}}},
 		{"hard expire", nl.XFRM_MSG_EXPIRE, expire(1), Event{Kind: StateExpire, State: &full, Hard: true}},
 		{"soft expire", nl.XFRM_MSG_EXPIRE, expire(0), Event{Kind: StateExpire, State: &full}},
-		{"flush esp", nl.XFRM_MSG_FLUSHSA, []byte{unix.IPPROTO_ESP, 0, 0, 0}, Event{Kind: StateFlush, State: &State{Proto: unix.IPPROTO_ESP}}},
+		{"flush esp", nl.XFRM_MSG_FLUSHSA, []byte{unix.IPPROTO_ESP, 0, 0, 0}, Event{Kind: StateFlush, State: &State{Proto: ProtoESP}}},
 		{"flush any", nl.XFRM_MSG_FLUSHSA, []byte{255, 0, 0, 0}, Event{Kind: StateFlush, State: &State{Proto: 0}}},
 	} {
 		got, ok, err := decodeXFRMEvent(tc.typ, tc.in)
