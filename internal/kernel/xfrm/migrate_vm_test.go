@@ -120,11 +120,13 @@ func TestVMDecodesSADirAndCPU(t *testing.T) {
 		t.Fatalf("SA with dir out on %s: %v", release, err)
 	}
 	if compareRelease(release, 6, 13) >= 0 {
+		// 7.3 takes XFRMA_SA_PCPU only with XFRMA_SA_DIR ("SA_PCPU only
+		// supported with SA_DIR", verify_newsa_info).
 		cpu := uint32(1)
-		if err := nh.XfrmStateAdd(sa(0x301, 0, &cpu)); err != nil {
+		if err := nh.XfrmStateAdd(sa(0x301, netlink.XFRM_SA_DIR_OUT, &cpu)); err != nil {
 			t.Fatalf("per-CPU SA on %s: %v", release, err)
 		}
-		want[0x301] = State{PerCPU: true, CPU: 1}
+		want[0x301] = State{Dir: SADirOut, PerCPU: true, CPU: 1}
 	} else {
 		t.Logf("kernel %s: no per-CPU SAs before 6.13, only the direction is checked", release)
 	}
