@@ -239,8 +239,15 @@ static int nm_state_add(struct xfrm_state *x, struct netlink_ext_ack *extack)
 	/* A larval SA from an acquire: nothing for the hardware yet. */
 	if (x->xso.flags & XFRM_DEV_OFFLOAD_FLAG_ACQ)
 		return 0;
+	/*
+	 * Through a bond, 6.12's bond_ipsec_add_sa (bond_main.c) calls the
+	 * port's xdo_dev_state_add while xso.real_dev is still the bond (it
+	 * sets the port after the call): the model cannot tell which port the
+	 * bond chose, and the bond's private data is not a port's. It declines
+	 * (crypto offload: the kernel keeps the SA in software).
+	 */
 	if (!priv) {
-		NL_SET_ERR_MSG_MOD(extack, "nicmodel: the SA's device is not a nicmodel port");
+		NL_SET_ERR_MSG_MOD(extack, "nicmodel: the SA's device is not a nicmodel port (through a bond, 6.12 names the port only after the add)");
 		return -EOPNOTSUPP;
 	}
 	err = nm_validate_state(x, extack);
@@ -571,7 +578,10 @@ static int nm_validate_policy(struct xfrm_policy *xp,
 
 static int nm_policy_add(struct xfrm_policy *xp, struct netlink_ext_ack *extack)
 {
-	struct nm_priv *priv = nm_port_priv(xp->xdo.real_dev);
+	/* Policies are offloaded to the device named (6.12 sets no
+	 * xdo.real_dev); bonding offers no policy offload.
+	 */
+	struct nm_priv *priv = nm_port_priv(xp->xdo.dev);
 	struct list_head *head;
 	struct nm_pol *pol, *pos;
 	int err;
