@@ -15,7 +15,12 @@ import (
 // (sluice vm nicmodel) and exports its path as SLUICE_NICMODEL, and an
 // iproute2 that knows "offload packet" as SLUICE_IP_PACKET.
 
-var nicmodelLoad sync.Mutex
+var (
+	nicmodelLoad sync.Mutex
+	// nicmodelProfileSet: this process has set the profile of the loaded
+	// module once; later loads leave it (UseNicmodelProfile's choice).
+	nicmodelProfileSet bool
+)
 
 // The driver profiles of the model (kmod/nicmodel/README.md).
 const (
@@ -35,17 +40,22 @@ func NicmodelProfile() string {
 }
 
 // LoadNicmodel inserts the module once per VM boot, under NicmodelProfile.
-// A module already loaded is set to that profile: a test that switched it
-// (UseNicmodelProfile) and died must not leave it to the next.
+// A module already loaded is set to that profile the first time this
+// process asks: a test that switched it (UseNicmodelProfile) and died
+// must not leave it to the next test's process.
 func LoadNicmodel(t testing.TB) {
 	t.Helper()
 	nicmodelLoad.Lock()
 	defer nicmodelLoad.Unlock()
 	prof := NicmodelProfile()
 	if _, err := os.Stat("/sys/module/nicmodel"); err == nil {
-		setNicmodelProfile(t, prof)
+		if !nicmodelProfileSet {
+			setNicmodelProfile(t, prof)
+			nicmodelProfileSet = true
+		}
 		return
 	}
+	nicmodelProfileSet = true
 	ko := os.Getenv("SLUICE_NICMODEL")
 	if ko == "" {
 		t.Fatal("SLUICE_NICMODEL unset: scripts/vmtest.sh builds the model with `sluice vm nicmodel`")

@@ -45,7 +45,9 @@ func TestNicmodelLeak(t *testing.T) {
 	step(t, "mirred-frames-meet-policies", func(t *testing.T) {
 		// A frame mirred into the port by tc carries no xfrm state: only
 		// the port's policy table decides. From 10.71.9.1 (on vc) it
-		// leaks until an OUT policy selects 10.71.9.0/24.
+		// leaks until an OUT policy selects 10.71.9.1/32 (a host
+		// selector: mlx5 in 6.12 matches a subnet's network address
+		// only, TestNicmodelProfileSubnetSelector).
 		veth(t, h.nsA, "vc", "10.71.9.1/24", h.nsA, "vg", "")
 		run(t, "tc", "-n", h.nsA, "qdisc", "add", "dev", "vg", "clsact")
 		run(t, "tc", "-n", h.nsA, "filter", "add", "dev", "vg", "ingress", "matchall",
@@ -65,7 +67,7 @@ func TestNicmodelLeak(t *testing.T) {
 		if d := mirred(); leaked < 3 || d["tx_cleartext_packets"] < 3 || d["tx_ipsec_packets"] != 0 {
 			t.Fatalf("mirred frames no policy selects: %d cleartext on the wire, A %v, want >= 3 cleartext, 0 ESP", leaked, d)
 		}
-		run(t, ip, "-n", h.nsA, "xfrm", "policy", "add", "src", "10.71.9.0/24", "dst", eb+"/32", "dir", "out",
+		run(t, ip, "-n", h.nsA, "xfrm", "policy", "add", "src", "10.71.9.1/32", "dst", eb+"/32", "dir", "out",
 			"tmpl", "src", h.linkA, "dst", h.linkB, "proto", "esp", "reqid", "1", "mode", "tunnel",
 			"offload", "packet", "dev", h.devA)
 		// A full run on 2026-11-25 counted 1 cleartext frame beside the 3

@@ -71,24 +71,25 @@ func TestNicmodelProfileSubnetSelector(t *testing.T) {
 	}
 }
 
-// nmMirred gives A a second source, 10.71.9.1 on a veth, whose frames tc
-// mirreds into A's model port: frames that reach the device without the
-// kernel's xfrm (as XDP's do), so only the device's tables decide. send
-// pings B's end from it with extra ping arguments.
-func nmMirred(t *testing.T, h nmHosts, actions ...string) (send func(n string, extra ...string)) {
+// nmMirred gives A a second source, 10.71.9.1 in a namespace of its own
+// (its kernel has no xfrm policy), whose frames tc on A's veth end mirreds
+// into A's model port: frames that reach the device without A's kernel
+// xfrm (as XDP's do), so only the device's tables decide. send pings B's
+// end from it with extra ping arguments.
+func nmMirred(t *testing.T, l *lab, h nmHosts, actions ...string) (send func(n string, extra ...string)) {
 	t.Helper()
 	_, eb := h.ends()
-	veth(t, h.nsA, "vc", "10.71.9.1/24", h.nsA, "vg", "")
+	nsC := l.netns(t)
+	veth(t, nsC, "vc", "10.71.9.1/24", h.nsA, "vg", "")
 	run(t, "tc", "-n", h.nsA, "qdisc", "add", "dev", "vg", "clsact")
 	args := []string{"-n", h.nsA, "filter", "add", "dev", "vg", "ingress", "matchall",
 		"action", "pedit", "ex", "munge", "eth", "dst", "set", macOf(t, h.nsB, h.devB), "pipe"}
 	args = append(args, actions...)
 	run(t, "tc", append(args, "action", "mirred", "egress", "redirect", "dev", h.devA)...)
-	run(t, "ip", "-n", h.nsA, "route", "add", eb+"/32", "dev", "vc", "table", "100")
-	run(t, "ip", "-n", h.nsA, "rule", "add", "from", "10.71.9.1", "lookup", "100")
-	run(t, "ip", "-n", h.nsA, "neigh", "replace", eb, "lladdr", "02:00:00:00:00:01", "dev", "vc", "nud", "permanent")
+	run(t, "ip", "-n", nsC, "route", "add", eb+"/32", "dev", "vc")
+	run(t, "ip", "-n", nsC, "neigh", "replace", eb, "lladdr", "02:00:00:00:00:01", "dev", "vc", "nud", "permanent")
 	return func(n string, extra ...string) {
-		a := append([]string{"netns", "exec", h.nsA, "ping", "-c", n, "-i", "0.2", "-W", "1", "-I", "10.71.9.1"}, extra...)
+		a := append([]string{"netns", "exec", nsC, "ping", "-c", n, "-i", "0.2", "-W", "1", "-I", "10.71.9.1"}, extra...)
 		_, _ = try("ip", append(a, eb)...)
 	}
 }
@@ -116,10 +117,10 @@ func TestNicmodelProfileDeviceMisses(t *testing.T) {
 	ip := ipPacket(t)
 	_, eb := (nmHosts{tunnel: true, innerA: "10.71.0.1", innerB: "10.72.0.1"}).ends()
 	flow := testutil.FlowOf("10.71.9.1", eb)
-	step(t, "row 2: no SA under the policy, the frames leave in cleartext", func(t *testing.T) {
+	t.Run("row 2: no SA under the policy, the frames leave in cleartext", func(t *testing.T) {
 		h, oracle := nmProfileHosts(t, l, testutil.NicmodelProfile())
 		h.install(t, ip, nmKeys())
-		send := nmMirred(t, h)
+		send := nmMirred(t, l, h)
 		nmMirredPolicy(t, ip, h, "7") // no SA has reqid 7
 		m, a0 := oracle.Drain(t), ethStats(t, h.nsA, h.devA)
 		send("3")
@@ -134,10 +135,10 @@ func TestNicmodelProfileDeviceMisses(t *testing.T) {
 		send("3")
 		oracle.NoCleartext(t, m, flow, "tx_miss_cleartext=0")
 	})
-	step(t, "row 6: a reqid 0 template meets no SA, cleartext", func(t *testing.T) {
+	t.Run("row 6: a reqid 0 template meets no SA, cleartext", func(t *testing.T) {
 		h, oracle := nmProfileHosts(t, l, testutil.NicmodelProfile())
 		h.install(t, ip, nmKeys())
-		send := nmMirred(t, h)
+		send := nmMirred(t, l, h)
 		nmMirredPolicy(t, ip, h, "0")
 		m := oracle.Drain(t)
 		send("3")
@@ -145,10 +146,10 @@ func TestNicmodelProfileDeviceMisses(t *testing.T) {
 			t.Errorf("reqid 0 template: %d cleartext frames on the wire, want >= 3 (%s)", n, testutil.Tally(oracle.Since(m), flow))
 		}
 	})
-	step(t, "row 3: fragments leave in cleartext, whole packets as ESP", func(t *testing.T) {
+	t.Run("row 3: fragments leave in cleartext, whole packets as ESP", func(t *testing.T) {
 		h, oracle := nmProfileHosts(t, l, testutil.NicmodelProfile())
 		h.install(t, ip, nmKeys())
-		send := nmMirred(t, h)
+		send := nmMirred(t, l, h)
 		nmMirredPolicy(t, ip, h, "1")
 		m := oracle.Drain(t)
 		send("2", "-s", "2000") // two fragments each on vc's 1,500 bytes
@@ -170,10 +171,10 @@ func TestNicmodelProfileDeviceMisses(t *testing.T) {
 		send("2")
 		oracle.NoCleartext(t, m, flow, "unfragmented pings")
 	})
-	step(t, "VLAN-tagged frames are encrypted, tag kept, and counted", func(t *testing.T) {
+	t.Run("VLAN-tagged frames are encrypted, tag kept, and counted", func(t *testing.T) {
 		h, oracle := nmProfileHosts(t, l, testutil.NicmodelProfile())
 		h.install(t, ip, nmKeys())
-		send := nmMirred(t, h, "action", "vlan", "push", "id", "5", "pipe")
+		send := nmMirred(t, l, h, "action", "vlan", "push", "id", "5", "pipe")
 		nmMirredPolicy(t, ip, h, "1")
 		m, a0 := oracle.Drain(t), ethStats(t, h.nsA, h.devA)
 		send("3")
