@@ -42,10 +42,11 @@ static void nm_parse_ports(const struct sk_buff *skb, struct nm_flow *fl)
 /*
  * nm_ipv6_exthdrs walks IPv6 extension headers from off (the first one)
  * to the upper-layer header, as a NIC's parser does: fl->proto becomes
- * the upper protocol, fl->l4off its offset. -EINVAL on a truncated chain.
+ * the upper protocol, fl->l4off its offset; *later_frag is set for a
+ * fragment other than the first. -EINVAL on a truncated chain.
  */
 static int nm_ipv6_exthdrs(const struct sk_buff *skb, struct nm_flow *fl,
-			   unsigned int off, unsigned int end)
+			   unsigned int off, unsigned int end, bool *later_frag)
 {
 	u8 nexthdr = fl->proto;
 	int n;
@@ -61,7 +62,7 @@ static int nm_ipv6_exthdrs(const struct sk_buff *skb, struct nm_flow *fl,
 			fl->frag = true;
 			/* A later fragment carries no upper header. */
 			if (ntohs(*(const __be16 *)(h + 2)) & ~7)
-				fl->sport = fl->dport = 0;
+				*later_frag = true;
 			len = 8;
 		} else if (nexthdr == NEXTHDR_AUTH) {
 			len = (h[1] + 2) * 4;
@@ -85,6 +86,7 @@ static int nm_ipv6_exthdrs(const struct sk_buff *skb, struct nm_flow *fl,
 int nm_parse_flow(const struct sk_buff *skb, struct nm_flow *fl)
 {
 	const struct ethhdr *eth = (const struct ethhdr *)skb->data;
+	bool later_frag = false;
 	__be16 proto;
 	int tags;
 
@@ -131,9 +133,10 @@ int nm_parse_flow(const struct sk_buff *skb, struct nm_flow *fl)
 		memcpy(&fl->daddr.in6, &ip6->daddr, sizeof(ip6->daddr));
 		fl->l3len = sizeof(*ip6) + ntohs(ip6->payload_len);
 		if (nm_ipv6_exthdrs(skb, fl, fl->l3off + sizeof(*ip6),
-				    fl->l3off + fl->l3len))
+				    fl->l3off + fl->l3len, &later_frag))
 			return -EINVAL;
-		nm_parse_ports(skb, fl);
+		if (!later_frag)
+			nm_parse_ports(skb, fl);
 		return 0;
 	}
 	return -EINVAL;
