@@ -130,8 +130,8 @@ func EthStats(t testing.TB, ns, dev string) map[string]uint64 {
 
 // WireAgrees checks the model's own count of the cleartext IP frames a
 // port received (rx_cleartext_packets, since before) against the oracle's
-// capture of the same port or its tap (since m): the counters must tell
-// what the wire carried.
+// capture of the port's tap (NicWireOracle, since m): the counters must
+// tell what the wire carried.
 func WireAgrees(t testing.TB, o *WireOracle, m Mark, ns, port string, before map[string]uint64) {
 	t.Helper()
 	// The traffic is over: the model counted each frame before the tap

@@ -21,10 +21,12 @@ import (
 // that reads the model's counters lets the model grade itself; the oracle
 // reads the frames.
 //
-// Capture on the far end of the wire: the far port itself when it holds
-// no SAs (it hands its stack the frames as they came), or its tap
-// (NicTap) when it decrypts, since its stack then sees the decrypted
-// packets.
+// On a NIC model wire, capture on the far port's tap (NicWireOracle): a
+// capture on the port itself also sees what the far host decrypted, the
+// model's packet offload and the kernel's own software ESP alike (a
+// tunnel-mode packet esp4 decrypted is received again on the port, and
+// AF_PACKET sees it there as cleartext). The tap gets each frame as it
+// came off the wire, before anything of the receiving host.
 
 // FrameClass is what a captured frame is.
 type FrameClass int
@@ -232,6 +234,7 @@ type WireOracle struct {
 
 // StartWireOracle captures on dev in ns until the test ends. Frames the
 // host itself sends on dev are left out: the oracle sees what arrives.
+// On a model port use NicWireOracle (see above).
 func StartWireOracle(t testing.TB, ns, dev string) *WireOracle {
 	t.Helper()
 	ifindex, _ := Link(t, ns, dev)
@@ -255,6 +258,11 @@ func StartWireOracle(t testing.TB, ns, dev string) *WireOracle {
 	})
 	// A big buffer: a flood must not overflow it between two reads.
 	_ = unix.SetsockoptInt(o.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, 8<<20)
+	// The stack takes a frame's outer VLAN tag out of the bytes before
+	// AF_PACKET sees them; PACKET_AUXDATA says it was there.
+	if err := unix.SetsockoptInt(o.fd, unix.SOL_PACKET, unix.PACKET_AUXDATA, 1); err != nil {
+		t.Fatalf("wire oracle: PACKET_AUXDATA: %v", err)
+	}
 	go o.read()
 	t.Cleanup(func() { o.Stop() })
 	return o
@@ -264,7 +272,7 @@ func htons(v uint16) uint16 { return v<<8 | v>>8 }
 
 func (o *WireOracle) read() {
 	defer close(o.done)
-	buf := make([]byte, 65536)
+	buf, oob := make([]byte, 65536), make([]byte, 256)
 	pfd := []unix.PollFd{{Fd: int32(o.fd), Events: unix.POLLIN}}
 	for {
 		select {
@@ -286,7 +294,7 @@ func (o *WireOracle) read() {
 			o.mu.Unlock()
 			continue
 		}
-		m, from, err := unix.Recvfrom(o.fd, buf, unix.MSG_DONTWAIT)
+		m, oobn, _, from, err := unix.Recvmsg(o.fd, buf, oob, unix.MSG_DONTWAIT)
 		// ENETDOWN: the device went down (a failover test does that);
 		// the socket stays bound and captures again once it is up.
 		if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) || errors.Is(err, unix.ENETDOWN) {
@@ -303,10 +311,28 @@ func (o *WireOracle) read() {
 			continue
 		}
 		f := ClassifyFrame(buf[:m])
+		if strippedVLAN(oob[:oobn]) {
+			f.VLANs++
+		}
 		o.mu.Lock()
 		o.frames = append(o.frames, f)
 		o.mu.Unlock()
 	}
+}
+
+// strippedVLAN reads PACKET_AUXDATA: was a VLAN tag taken off the frame?
+func strippedVLAN(oob []byte) bool {
+	msgs, err := unix.ParseSocketControlMessage(oob)
+	if err != nil {
+		return false
+	}
+	for _, m := range msgs {
+		// struct tpacket_auxdata: tp_status first.
+		if m.Header.Level == unix.SOL_PACKET && m.Header.Type == unix.PACKET_AUXDATA && len(m.Data) >= 4 {
+			return binary.NativeEndian.Uint32(m.Data)&unix.TP_STATUS_VLAN_VALID != 0
+		}
+	}
+	return false
 }
 
 func (o *WireOracle) fail(err error) {
@@ -411,14 +437,18 @@ func (o *WireOracle) NoCleartext(t testing.TB, m Mark, flow Flow, what string) {
 func NicTap(t testing.TB, ns, port string) string {
 	t.Helper()
 	tap := port + "t"
+	if len(tap) > 15 {
+		t.Fatalf("NicTap: the tap's name %q is too long for a device: name the port shorter", tap)
+	}
 	NSRun(t, ns, "sh", "-c", "echo '"+port+" "+tap+"' > /sys/module/nicmodel/parameters/new_tap")
 	NSRun(t, ns, "sysctl", "-qw", "net.ipv6.conf."+tap+".disable_ipv6=1")
 	Run(t, "ip", "-n", ns, "link", "set", tap, "up")
 	return tap
 }
 
-// WireTapOracle is StartWireOracle on a new tap of a model port.
-func WireTapOracle(t testing.TB, ns, port string) *WireOracle {
+// NicWireOracle is the wire oracle of a model port: StartWireOracle on a
+// new tap of the port, which sees the wire as it was.
+func NicWireOracle(t testing.TB, ns, port string) *WireOracle {
 	t.Helper()
 	return StartWireOracle(t, ns, NicTap(t, ns, port))
 }

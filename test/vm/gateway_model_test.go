@@ -22,10 +22,10 @@ import (
 // NIC model's port (`ip xfrm ... offload packet dev nmD`), the daemon
 // mirrors them, XDP forwards the cleartext into the port
 // (ndo_xdp_xmit), the model encrypts, and the peer's kernel decrypts.
-// The wire is watched from the peer's model port, which holds no SAs (the
-// peer's ESP is the kernel's, so the port hands its stack the frames as
-// they crossed): a capture there (testutil's wire oracle) classifies
-// every frame, and the port's rx_cleartext_packets must agree with it.
+// The wire is watched on the peer's model port through its tap (testutil's
+// wire oracle), which gets each frame as it crossed, before the peer's
+// kernel decrypts: the capture classifies every frame, and the port's
+// rx_cleartext_packets must agree with it.
 //
 //	gen 10.0.0.1 -- lan0 [dut: sluice XDP] nmD 123.0.0.1 ==model wire== nmP 123.0.0.254 [peer: esp4] lo 48.0.1.1
 func TestGatewayPacketOffloadOnModel(t *testing.T) {
@@ -94,7 +94,7 @@ func TestGatewayPacketOffloadOnModel(t *testing.T) {
 	nsRun(t, gen, "ethtool", "-K", "g0", "gro", "on")
 	g := startGateway(t, l, dut, "interfaces:\n  - {name: lan0, l2: fib}\n"+
 		"  - {name: "+nmD+", l2: fib, inbound: forward, wan-antispoof: upstream}\n")
-	oracle, p0 := testutil.StartWireOracle(t, peer, nmP), ethStats(t, peer, nmP)
+	oracle, p0 := testutil.NicWireOracle(t, peer, nmP), ethStats(t, peer, nmP)
 	// wire counts the frames that crossed the wire not as ESP (and not as
 	// the hosts' link control) since the capture began.
 	wire := func() uint64 { return uint64(len(oracle.Leaks(t, 0, testutil.Flow{}))) }

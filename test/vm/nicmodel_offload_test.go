@@ -16,7 +16,7 @@ import (
 
 // TestNicmodelLeak: a frame no offloaded OUT policy selects leaves the
 // model in cleartext, as it would leave a real NIC: a capture on B's port
-// (the wire oracle; B's ESP is the kernel's, its port holds no SA) sees
+// (the wire oracle, on the tap of B's port) sees
 // it, and the model's counters agree. Frames that arrive without xfrm
 // metadata (tc mirred here) are matched against the same policy table as
 // the stack's.
@@ -26,7 +26,7 @@ func TestNicmodelLeak(t *testing.T) {
 	h := l.newNMHosts(t, false, true)
 	// Counting frames: no IPv6 router solicitations or MLD on the port.
 	nsRun(t, h.nsA, "sysctl", "-qw", "net.ipv6.conf."+h.devA+".disable_ipv6=1")
-	oracle, b0 := testutil.StartWireOracle(t, h.nsB, h.devB), ethStats(t, h.nsB, h.devB)
+	oracle, b0 := testutil.NicWireOracle(t, h.nsB, h.devB), ethStats(t, h.nsB, h.devB)
 	defer testutil.WireAgrees(t, oracle, 0, h.nsB, h.devB, b0)
 	ea, eb := h.ends()
 

@@ -14,7 +14,7 @@ import (
 
 // The driver profiles of the NIC model (kmod/nicmodel/README.md, "Driver
 // profiles"): each test proves one row of the table on the wire, through
-// the wire oracle (a capture on B's port, which holds no SAs), not the
+// the wire oracle (a capture on the tap of B's port), not the
 // model's counters. These tests assert the driver's behaviour: a leak
 // they expect is the proof that mlx5 in 6.12 leaks.
 
@@ -28,7 +28,7 @@ func nmProfileHosts(t *testing.T, l *lab, profile string) (nmHosts, *testutil.Wi
 	h := l.newNMHosts(t, false, true)
 	nsRun(t, h.nsA, "sysctl", "-qw", "net.ipv6.conf."+h.devA+".disable_ipv6=1")
 	nsRun(t, h.nsB, "sysctl", "-qw", "net.ipv6.conf."+h.devB+".disable_ipv6=1")
-	return h, testutil.StartWireOracle(t, h.nsB, h.devB)
+	return h, testutil.NicWireOracle(t, h.nsB, h.devB)
 }
 
 // TestNicmodelProfileSubnetSelector (row 1): A's OUT policy selects

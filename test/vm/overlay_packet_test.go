@@ -10,8 +10,8 @@ package vm
 // (the seed's "offload packet dev ${PF0}"), VXLAN over ESP transport
 // between VTEP addresses on lo. Host B is the same over b0, b1 with
 // software ESP, so its model ports hold no SA and decrypt nothing: a
-// capture on each (testutil's wire oracle) sees the wire as it was, and
-// their rx_cleartext_packets must agree with it.
+// capture on each port's tap (testutil's wire oracle) sees the wire as it
+// was, and their rx_cleartext_packets must agree with it.
 
 import (
 	"fmt"
@@ -123,7 +123,7 @@ func newOVPacketLab(t *testing.T, l *lab, offloadDev string) ovPacketLab {
 	}
 	l.nicPairNamed(t, o.a, "a0", o.b, "b0")
 	l.nicPairNamed(t, o.a, "a1", o.b, "b1")
-	o.ob0, o.ob1 = testutil.StartWireOracle(t, o.b, "b0"), testutil.StartWireOracle(t, o.b, "b1")
+	o.ob0, o.ob1 = testutil.NicWireOracle(t, o.b, "b0"), testutil.NicWireOracle(t, o.b, "b1")
 	b0, b1 := ethStats(t, o.b, "b0"), ethStats(t, o.b, "b1")
 	t.Cleanup(func() {
 		testutil.WireAgrees(t, o.ob0, 0, o.b, "b0", b0)

@@ -70,9 +70,8 @@ func TestPostSAOffloaded(t *testing.T) {
 		}
 	})
 
-	// The wire oracle: the peer holds no SA, its port passes the frames up
-	// as they crossed.
-	oracle, p0 := testutil.StartWireOracle(t, peer, devB), ethStats(t, peer, devB)
+	// The wire oracle: a capture on the peer port's tap.
+	oracle, p0 := testutil.NicWireOracle(t, peer, devB), ethStats(t, peer, devB)
 	defer testutil.WireAgrees(t, oracle, 0, peer, devB, p0)
 	step(t, "use times under fast-path-only traffic", func(t *testing.T) {
 		before, m := ethStats(t, dut, devA), oracle.Drain(t)
