@@ -378,7 +378,14 @@ func (o *WireOracle) Drain(t testing.TB) Mark {
 	return 0
 }
 
-// Since returns the frames read after m (call Drain first).
+// Frames drains the capture and returns the frames after m.
+func (o *WireOracle) Frames(t testing.TB, m Mark) []Frame {
+	t.Helper()
+	o.Drain(t)
+	return o.Since(m)
+}
+
+// Since returns the frames read after m (call Drain first, or Frames).
 func (o *WireOracle) Since(m Mark) []Frame {
 	o.mu.Lock()
 	defer o.mu.Unlock()

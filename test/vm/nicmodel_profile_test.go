@@ -180,7 +180,7 @@ func TestNicmodelProfileDeviceMisses(t *testing.T) {
 		send("3")
 		d := statDelta(a0, ethStats(t, h.nsA, h.devA), "tx_ipsec_packets", "tx_non_ip_packets")
 		var tagged int
-		for _, f := range oracle.Since(oracle.Drain(t)) {
+		for _, f := range oracle.Frames(t, m) {
 			if f.Class == testutil.ESP && f.VLANs == 1 {
 				tagged++
 			}
@@ -212,7 +212,7 @@ func TestNicmodelProfileSASelection(t *testing.T) {
 			t.Errorf("ping %s -> %s failed", ea, eb)
 		}
 		n := map[uint32]int{}
-		for _, f := range oracle.Since(m) {
+		for _, f := range oracle.Frames(t, m) {
 			if flow.Has(f) && f.Class == testutil.ESP {
 				n[f.SPI]++
 			}
@@ -282,7 +282,7 @@ func TestNicmodelProfileOffloadOK(t *testing.T) {
 	m, a0 := oracle.Drain(t), ethStats(t, h.nsA, h.devA)
 	out, err := try("ip", "netns", "exec", h.nsA, "ping", "-R", "-c", "2", "-i", "0.2", "-W", "1", "-I", ea, eb)
 	d := statDelta(a0, ethStats(t, h.nsA, h.devA), "tx_ipsec_packets", "tx_cleartext_packets")
-	c := testutil.Tally(oracle.Since(oracle.Drain(t)), testutil.FlowOf(h.linkA, h.linkB))
+	c := testutil.Tally(oracle.Frames(t, m), testutil.FlowOf(h.linkA, h.linkB))
 	if err == nil || d["tx_ipsec_packets"] != 0 || c[testutil.ESP] != 0 {
 		t.Errorf("pings with IPv4 options: %v, A %v, wire %s; want none sent (the kernel drops what offload_ok refuses)\n%s",
 			err, d, c, out)
