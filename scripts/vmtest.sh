@@ -172,7 +172,10 @@ guest=$out/guest.sh
   echo "export SLUICE_BIN=/run/sluice-vmtest/sluice"
   # Scale runs (docs/benchmarks.md): SLUICE_FLOWER_SCALE=65536 bash scripts/vmtest.sh TestFlowerScale
   [ -z "${SLUICE_FLOWER_SCALE:-}" ] || echo "export SLUICE_FLOWER_SCALE=$(q "$SLUICE_FLOWER_SCALE")"
-  # Measurement (docs/testing.md): SLUICE_NICMODEL_TX_MISS_CLEARTEXT=1 bash scripts/vmtest.sh TestGatewayPacketOffloadOnModel
+  # The NIC model's driver profile (kmod/nicmodel/README.md), default mlx5-6.12:
+  # SLUICE_NICMODEL_PROFILE=mlx5-upstream bash scripts/vmtest.sh TestNicmodel
+  [ -z "${SLUICE_NICMODEL_PROFILE:-}" ] || echo "export SLUICE_NICMODEL_PROFILE=$(q "$SLUICE_NICMODEL_PROFILE")"
+  # Override of the profile's TX SA miss (docs/testing.md): SLUICE_NICMODEL_TX_MISS_CLEARTEXT=0 (drop) or 1
   # The fleet mesh with ESP (~10 min under TCG) runs only when asked: SLUICE_FLEET_MESH_ESP=1.
   [ -z "${SLUICE_FLEET_MESH_ESP:-}" ] || echo "export SLUICE_FLEET_MESH_ESP=$(q "$SLUICE_FLEET_MESH_ESP")"
   [ -z "${SLUICE_NICMODEL_TX_MISS_CLEARTEXT:-}" ] || echo "export SLUICE_NICMODEL_TX_MISS_CLEARTEXT=$(q "$SLUICE_NICMODEL_TX_MISS_CLEARTEXT")"

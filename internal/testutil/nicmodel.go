@@ -15,21 +15,70 @@ import (
 // (sluice vm nicmodel) and exports its path as SLUICE_NICMODEL, and an
 // iproute2 that knows "offload packet" as SLUICE_IP_PACKET.
 
-var nicmodelLoad sync.Mutex
+var (
+	nicmodelLoad sync.Mutex
+	// nicmodelProfileSet: this process has set the profile of the loaded
+	// module once; later loads leave it (UseNicmodelProfile's choice).
+	nicmodelProfileSet bool
+)
 
-// LoadNicmodel inserts the module once per VM boot.
+// The driver profiles of the model (kmod/nicmodel/README.md).
+const (
+	ProfileMlx5_612      = "mlx5-6.12"
+	ProfileMlx5Upstream  = "mlx5-upstream"
+	nicmodelProfileParam = "/sys/module/nicmodel/parameters/profile"
+)
+
+// NicmodelProfile is the driver profile the tests run the model under:
+// $SLUICE_NICMODEL_PROFILE (scripts/vmtest.sh passes it to the guest),
+// else the module's default, mlx5-6.12.
+func NicmodelProfile() string {
+	if p := os.Getenv("SLUICE_NICMODEL_PROFILE"); p != "" {
+		return p
+	}
+	return ProfileMlx5_612
+}
+
+// LoadNicmodel inserts the module once per VM boot, under NicmodelProfile.
+// A module already loaded is set to that profile the first time this
+// process asks: a test that switched it (UseNicmodelProfile) and died
+// must not leave it to the next test's process.
 func LoadNicmodel(t testing.TB) {
 	t.Helper()
 	nicmodelLoad.Lock()
 	defer nicmodelLoad.Unlock()
+	prof := NicmodelProfile()
 	if _, err := os.Stat("/sys/module/nicmodel"); err == nil {
+		if !nicmodelProfileSet {
+			setNicmodelProfile(t, prof)
+			nicmodelProfileSet = true
+		}
 		return
 	}
+	nicmodelProfileSet = true
 	ko := os.Getenv("SLUICE_NICMODEL")
 	if ko == "" {
 		t.Fatal("SLUICE_NICMODEL unset: scripts/vmtest.sh builds the model with `sluice vm nicmodel`")
 	}
-	Run(t, "insmod", ko)
+	Run(t, "insmod", ko, "profile="+prof)
+}
+
+func setNicmodelProfile(t testing.TB, prof string) {
+	t.Helper()
+	if err := os.WriteFile(nicmodelProfileParam, []byte(prof), 0); err != nil {
+		t.Fatalf("nicmodel profile %q: %v (known: %s, %s)", prof, err, ProfileMlx5_612, ProfileMlx5Upstream)
+	}
+}
+
+// UseNicmodelProfile switches the loaded model to a driver profile for
+// the rest of the test, and back to NicmodelProfile after it. Behaviours
+// read when an SA is added (its first sequence number, its replay window)
+// follow the profile of that moment: switch before installing SAs.
+func UseNicmodelProfile(t testing.TB, prof string) {
+	t.Helper()
+	LoadNicmodel(t)
+	setNicmodelProfile(t, prof)
+	t.Cleanup(func() { setNicmodelProfile(t, NicmodelProfile()) })
 }
 
 // IPPacket is the path of an ip(8) that knows "offload packet".
@@ -77,6 +126,29 @@ func EthStats(t testing.TB, ns, dev string) map[string]uint64 {
 		t.Fatalf("ethtool -S %s: no tx_ipsec_packets counter:\n%s", dev, out)
 	}
 	return m
+}
+
+// WireAgrees checks the model's own count of the cleartext IP frames a
+// port received (rx_cleartext_packets, since before) against the oracle's
+// capture of the port's tap (NicWireOracle, since m): the counters must
+// tell what the wire carried.
+func WireAgrees(t testing.TB, o *WireOracle, m Mark, ns, port string, before map[string]uint64) {
+	t.Helper()
+	// The traffic is over: the model counted each frame before the tap
+	// got its copy (the same NAPI poll), so read the counter, then drain.
+	model := EthStats(t, ns, port)["rx_cleartext_packets"] - before["rx_cleartext_packets"]
+	o.Drain(t)
+	frames := o.Since(m)
+	var ip int
+	for _, f := range frames {
+		if f.Src.IsValid() && f.Class != ESP {
+			ip++
+		}
+	}
+	if model != uint64(ip) {
+		t.Errorf("%s's rx_cleartext_packets rose by %d, the capture saw %d cleartext IP frames (%s)",
+			port, model, ip, Tally(frames, Flow{}))
+	}
 }
 
 // StatDelta returns after[k]-before[k] for each k.

@@ -98,7 +98,7 @@ static bool nm_sel_ok(const struct xfrm_selector *sel, const struct sk_buff *skb
 	if (!sel->prefixlen_d && !sel->prefixlen_s && !sel->proto &&
 	    !sel->sport_mask && !sel->dport_mask)
 		return true;
-	return !nm_parse_flow(skb, &fl) && nm_sel_match(sel, &fl);
+	return !nm_parse_flow(skb, &fl) && nm_sel_match(sel, &fl, false);
 }
 
 /* Rewrite the decrypted frame in place into the packet it carried. */
@@ -233,6 +233,11 @@ struct sk_buff *nm_esp_rx(struct nm_priv *priv, struct sk_buff *skb,
 			nm_inc(priv, NM_RX_CLEARTEXT_PACKETS);
 		return skb;
 	}
+	/* The model decapsulates untagged frames without IPv6 extension
+	 * headers only: the rest goes up as it came (README.md).
+	 */
+	if (fl.l3off != ETH_HLEN || (fl.family == AF_INET6 && fl.ip_opts))
+		return skb;
 	if (fl.l3off + fl.l3len < fl.l4off + NM_ESP_MIN)
 		goto drop;
 	esph = (struct ip_esp_hdr *)(skb->data + fl.l4off);

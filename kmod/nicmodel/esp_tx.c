@@ -140,7 +140,7 @@ static void nm_transport_ip(u8 *p, u16 family, unsigned int hdrlen,
 	}
 }
 
-static void nm_tunnel_eth(struct nm_priv *priv, struct ethhdr *eth, u16 family)
+static void nm_tunnel_eth(struct nm_priv *priv, struct ethhdr *eth)
 {
 	struct net_device *peer = rcu_dereference(priv->peer);
 
@@ -151,13 +151,12 @@ static void nm_tunnel_eth(struct nm_priv *priv, struct ethhdr *eth, u16 family)
 	if (peer)
 		ether_addr_copy(eth->h_dest, peer->dev_addr);
 	ether_addr_copy(eth->h_source, priv->dev->dev_addr);
-	eth->h_proto = htons(family == AF_INET ? ETH_P_IP : ETH_P_IPV6);
 }
 
 struct sk_buff *nm_esp_encrypt(struct nm_priv *priv, struct nm_sa *sa,
 			       struct sk_buff *skb, const struct nm_flow *fl)
 {
-	unsigned int hdrlen, plen, clen, pad, total, i;
+	unsigned int hdrlen, plen, clen, pad, total, i, l2 = fl->l3off;
 	const u8 *payload;
 	struct sk_buff *out;
 	struct ip_esp_hdr *esph;
@@ -179,7 +178,10 @@ struct sk_buff *nm_esp_encrypt(struct nm_priv *priv, struct nm_sa *sa,
 	}
 	clen = ALIGN(plen + 2, 4);
 	pad = clen - plen - 2;
-	total = ETH_HLEN + hdrlen + sizeof(*esph) + NM_IV_LEN + clen + NM_ICV_LEN;
+	/* The L2 header is kept, VLAN tags included: the device encrypts
+	 * tagged frames too (its parser reads through the tags).
+	 */
+	total = l2 + hdrlen + sizeof(*esph) + NM_IV_LEN + clen + NM_ICV_LEN;
 
 	if (!nm_next_seq(sa, &seq)) {
 		nm_inc(priv, NM_TX_DROP_SEQ_OVERFLOW);
@@ -193,17 +195,20 @@ struct sk_buff *nm_esp_encrypt(struct nm_priv *priv, struct nm_sa *sa,
 	skb_reserve(out, NET_SKB_PAD + NET_IP_ALIGN);
 	p = skb_put(out, total);
 
-	memcpy(p, skb->data, ETH_HLEN);
+	memcpy(p, skb->data, l2);
 	if (sa->tunnel) {
-		nm_tunnel_eth(priv, (struct ethhdr *)p, sa->family);
-		nm_outer_ip(sa, p + ETH_HLEN, total - ETH_HLEN - hdrlen,
+		nm_tunnel_eth(priv, (struct ethhdr *)p);
+		/* The ethertype after the tags, now the outer family's. */
+		*(__be16 *)(p + l2 - 2) = htons(sa->family == AF_INET ?
+						ETH_P_IP : ETH_P_IPV6);
+		nm_outer_ip(sa, p + l2, total - l2 - hdrlen,
 			    nm_outer_dsfield(skb, fl));
 	} else {
-		memcpy(p + ETH_HLEN, skb->data + fl->l3off, hdrlen);
-		nm_transport_ip(p + ETH_HLEN, fl->family, hdrlen,
-				total - ETH_HLEN - hdrlen);
+		memcpy(p + l2, skb->data + fl->l3off, hdrlen);
+		nm_transport_ip(p + l2, fl->family, hdrlen,
+				total - l2 - hdrlen);
 	}
-	esph = (struct ip_esp_hdr *)(p + ETH_HLEN + hdrlen);
+	esph = (struct ip_esp_hdr *)(p + l2 + hdrlen);
 	esph->spi = sa->spi;
 	esph->seq_no = htonl(lower_32_bits(seq));
 	iv = cpu_to_be64(seq);
@@ -258,7 +263,7 @@ int nm_crypto_tx(struct nm_priv *priv, struct sk_buff *skb)
 		return 0;
 	sp = skb_sec_path(skb);
 	x = sp->xvec[sp->len - 1];
-	if (x->xso.type != XFRM_DEV_OFFLOAD_CRYPTO || x->xso.dev != priv->dev)
+	if (x->xso.type != XFRM_DEV_OFFLOAD_CRYPTO || x->xso.real_dev != priv->dev)
 		return 0;
 	sa = (struct nm_sa *)x->xso.offload_handle;
 	off = skb_transport_offset(skb);

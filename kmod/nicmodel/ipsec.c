@@ -49,10 +49,6 @@ void nm_ipsec_init(struct nm_priv *priv)
 	INIT_LIST_HEAD(&priv->tc_rules);
 }
 
-static struct nm_priv *nm_xso_priv(struct net_device *dev)
-{
-	return netdev_priv(dev);
-}
 
 static bool nm_window_ok(u32 w)
 {
@@ -153,6 +149,11 @@ static int nm_validate_state(struct xfrm_state *x,
 	return 0;
 }
 
+/*
+ * nm_sa_expire_work runs with a reference on the state, taken when the
+ * work was queued (nm_sa_count); whoever dequeues it puts that reference:
+ * this work, or nm_state_delete when it cancels the work.
+ */
 static void nm_sa_expire_work(struct work_struct *w)
 {
 	struct nm_sa *sa = container_of(w, struct nm_sa, expire_work);
@@ -160,9 +161,13 @@ static void nm_sa_expire_work(struct work_struct *w)
 
 	/* As a driver does on a hardware lifetime event: the core reads
 	 * the counters through update_stats, then raises soft/hard expire.
+	 * Only on a state still valid: a deleted (DEAD) one would be set
+	 * EXPIRED again and its timer armed to delete it a second time
+	 * (mlx5e_ipsec_handle_limits checks the same under x->lock).
 	 */
 	spin_lock_bh(&x->lock);
-	xfrm_state_check_expire(x);
+	if (x->km.state == XFRM_STATE_VALID)
+		xfrm_state_check_expire(x);
 	spin_unlock_bh(&x->lock);
 	xfrm_state_put(x);
 }
@@ -171,7 +176,11 @@ static void nm_sa_free_work(struct work_struct *w)
 {
 	struct nm_sa *sa = container_of(to_rcu_work(w), struct nm_sa, free_work);
 
-	cancel_work_sync(&sa->expire_work);
+	/* The state's last reference is gone, so no expire work holds one:
+	 * none is queued (nm_state_delete cancelled it or it ran). This
+	 * only waits for one still finishing its xfrm_state_put.
+	 */
+	flush_work(&sa->expire_work);
 	crypto_free_aead(sa->tfm);
 	kfree_sensitive(sa);
 }
@@ -201,15 +210,46 @@ static int nm_sa_crypto(struct nm_sa *sa, struct xfrm_state *x,
 	return err;
 }
 
+/*
+ * nm_reqid_dup_full: under reqid_only_sa, mlx5's TX SA rule matches
+ * reg_c_4 == reqid only (tx_add_rule, setup_fte_reg_c4 in ipsec_fs.c), so
+ * a second OUT SA of a reqid is a duplicate rule that flow steering keeps
+ * pending, and a third is refused (add_rule_dup_match_fte in fs_core.c).
+ * Under priv->tbl_lock.
+ */
+static bool nm_reqid_dup_full(struct nm_priv *priv, u32 reqid)
+{
+	struct nm_sa *sa;
+	int n = 0;
+
+	list_for_each_entry(sa, &priv->sa_out, node) {
+		if (sa->reqid == reqid)
+			n++;
+	}
+	return n >= 2;
+}
+
 static int nm_state_add(struct xfrm_state *x, struct netlink_ext_ack *extack)
 {
-	struct nm_priv *priv = nm_xso_priv(x->xso.dev);
+	struct nm_priv *priv = nm_port_priv(x->xso.real_dev);
+	const struct nm_profile *prof = nm_prof();
 	struct nm_sa *sa;
 	int err;
 
 	/* A larval SA from an acquire: nothing for the hardware yet. */
 	if (x->xso.flags & XFRM_DEV_OFFLOAD_FLAG_ACQ)
 		return 0;
+	/*
+	 * Through a bond, 6.12's bond_ipsec_add_sa (bond_main.c) calls the
+	 * port's xdo_dev_state_add while xso.real_dev is still the bond (it
+	 * sets the port after the call): the model cannot tell which port the
+	 * bond chose, and the bond's private data is not a port's. It declines
+	 * (crypto offload: the kernel keeps the SA in software).
+	 */
+	if (!priv) {
+		NL_SET_ERR_MSG_MOD(extack, "nicmodel: the SA's device is not a nicmodel port (through a bond, 6.12 names the port only after the add)");
+		return -EOPNOTSUPP;
+	}
 	err = nm_validate_state(x, extack);
 	if (err)
 		return err;
@@ -245,6 +285,18 @@ static int nm_state_add(struct xfrm_state *x, struct netlink_ext_ack *extack)
 		sa->seq = x->replay.oseq;
 		sa->window = x->props.replay_window;
 	}
+	if (!sa->esn && !sa->crypto) {
+		/* mlx5e_xfrm_add_state: esn_state.esn = 1 without ESN; the
+		 * hardware numbers from 1 whatever oseq the SA carries.
+		 */
+		if (prof->seq_restart)
+			sa->seq = 0;
+		/* mlx5e_ipsec_build_accel_xfrm_attrs programs the replay
+		 * window only under replay_esn.trigger (ESN).
+		 */
+		if (prof->replay_esn_only)
+			sa->window = 0;
+	}
 
 	spin_lock_bh(&priv->tbl_lock);
 	/* mlx5 blocks tc against packet offload only (ipsec_fs.c). */
@@ -254,6 +306,10 @@ static int nm_state_add(struct xfrm_state *x, struct netlink_ext_ack *extack)
 	} else if (priv->n_sa + priv->n_crypto >= nm_sa_budget) {
 		err = -ENOSPC;
 		NL_SET_ERR_MSG_FMT_MOD(extack, "Device SA table is full (%u SAs; nicmodel sa_budget)", nm_sa_budget);
+	} else if (sa->out && !sa->crypto && prof->reqid_only_sa &&
+		   nm_reqid_dup_full(priv, sa->reqid)) {
+		err = -EEXIST;
+		NL_SET_ERR_MSG_MOD(extack, "Can have only a single duplicate rule (a third OUT SA of one reqid, mlx5 flow steering)");
 	} else {
 		sa->add_seq = ++priv->sa_seq;
 		/* Crypto OUT SAs are found through the skb's secpath, never
@@ -302,8 +358,15 @@ static void nm_state_delete(struct xfrm_state *x)
 {
 	struct nm_sa *sa = (struct nm_sa *)x->xso.offload_handle;
 
-	if (sa)
-		nm_sa_unlink(sa);
+	if (!sa)
+		return;
+	nm_sa_unlink(sa);
+	/* A queued expire holds a reference (nm_sa_count): dequeued here,
+	 * the reference is ours to put, or the state never reaches free.
+	 * The caller holds its own reference, so this put does not free.
+	 */
+	if (cancel_work(&sa->expire_work))
+		xfrm_state_put(x);
 }
 
 static void nm_state_free(struct xfrm_state *x)
@@ -317,12 +380,17 @@ static void nm_state_free(struct xfrm_state *x)
 	queue_rcu_work(nm_wq, &sa->free_work);
 }
 
+/*
+ * nm_offload_ok refuses what mlx5e_ipsec_offload_ok (ipsec.c, 6.12 and
+ * upstream) refuses: IPv4 options and IPv6 extension headers. The kernel
+ * then drops the packet (packet offload) or encrypts in software
+ * (crypto offload).
+ */
 static bool nm_offload_ok(struct sk_buff *skb, struct xfrm_state *x)
 {
-	/* The model's ESP takes IPv4 and IPv6 (no extension headers). */
 	if (x->props.family == AF_INET)
-		return true;
-	return ipv6_hdr(skb)->nexthdr != NEXTHDR_HOP;
+		return ip_hdr(skb)->ihl <= 5;
+	return !ipv6_ext_hdr(ipv6_hdr(skb)->nexthdr);
 }
 
 /*
@@ -410,11 +478,39 @@ static bool nm_addr_any(const xfrm_address_t *a, u16 family)
  * Among candidates the newest not past its hard limit wins, so a rekey
  * moves traffic to the new SA as soon as it is added.
  */
+/*
+ * nm_sa_for_reqid: mlx5's TX SA table (tx_add_rule) matches reg_c_4, which
+ * the policy rule set to its template's reqid (tx_add_policy, only if it is
+ * not 0), and nothing else of the SA for packet offload. A template with
+ * reqid 0 leaves reg_c_4 0 and meets no SA (an SA needs a reqid). Of two
+ * SAs of one reqid the first added is in hardware, the second pending
+ * until the first is deleted (add_rule_dup_match_fte, fs_core.c).
+ */
+static struct nm_sa *nm_sa_for_reqid(struct nm_priv *priv,
+				     const struct xfrm_tmpl *t)
+{
+	struct nm_sa *sa, *best = NULL;
+
+	if (!t->reqid)
+		return NULL;
+	list_for_each_entry_rcu(sa, &priv->sa_out, node) {
+		if (sa->reqid == t->reqid && (!best || sa->add_seq < best->add_seq))
+			best = sa;
+	}
+	return best;
+}
+
 struct nm_sa *nm_sa_for_tmpl(struct nm_priv *priv, const struct nm_pol *pol,
 			     const struct nm_flow *fl)
 {
+	const struct nm_profile *prof = nm_prof();
 	const struct xfrm_tmpl *t = &pol->tmpl;
 	struct nm_sa *sa, *best = NULL;
+
+	if (prof->reqid_only_sa)
+		return nm_sa_for_reqid(priv, t);
+	if (prof->reqid0_sa_miss && !t->reqid)
+		return NULL;
 
 	list_for_each_entry_rcu(sa, &priv->sa_out, node) {
 		if (t->reqid && sa->reqid != t->reqid)
@@ -482,10 +578,18 @@ static int nm_validate_policy(struct xfrm_policy *xp,
 
 static int nm_policy_add(struct xfrm_policy *xp, struct netlink_ext_ack *extack)
 {
-	struct nm_priv *priv = nm_xso_priv(xp->xdo.dev);
+	/* Policies are offloaded to the device named (6.12 sets no
+	 * xdo.real_dev); bonding offers no policy offload.
+	 */
+	struct nm_priv *priv = nm_port_priv(xp->xdo.dev);
 	struct list_head *head;
 	struct nm_pol *pol, *pos;
 	int err;
+
+	if (!priv) {
+		NL_SET_ERR_MSG_MOD(extack, "nicmodel: the policy's device is not a nicmodel port");
+		return -EOPNOTSUPP;
+	}
 
 	err = nm_validate_policy(xp, extack);
 	if (err)
@@ -494,6 +598,7 @@ static int nm_policy_add(struct xfrm_policy *xp, struct netlink_ext_ack *extack)
 	if (!pol)
 		return -ENOMEM;
 	pol->xp = xp;
+	pol->priv = priv;
 	pol->sel = xp->selector;
 	pol->priority = xp->priority;
 	pol->dir = xp->xdo.dir;
@@ -539,7 +644,7 @@ static void nm_policy_delete(struct xfrm_policy *xp)
 	struct nm_pol *pol = (struct nm_pol *)xp->xdo.offload_handle;
 
 	if (pol)
-		nm_pol_unlink(nm_xso_priv(xp->xdo.dev), pol);
+		nm_pol_unlink(pol->priv, pol);
 }
 
 static void nm_policy_free(struct xfrm_policy *xp)
@@ -548,7 +653,7 @@ static void nm_policy_free(struct xfrm_policy *xp)
 
 	if (!pol)
 		return;
-	nm_pol_unlink(nm_xso_priv(xp->xdo.dev), pol);
+	nm_pol_unlink(pol->priv, pol);
 	xp->xdo.offload_handle = 0;
 	kfree_rcu(pol, rcu);
 }

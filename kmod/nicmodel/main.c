@@ -26,20 +26,33 @@ MODULE_PARM_DESC(sa_budget, "SAs one port can offload (the flow-steering capacit
 /*
  * A frame an offloaded OUT policy selects whose template has no SA: the
  * kernel never hands the device one (it has no SA either), but XDP and tc
- * can. The model drops it. mlx5 in 6.12 (en_accel/ipsec_fs.c) gives its
- * TX SA table no miss rule outside switchdev mode, which reads as "the
- * frame continues unencrypted"; unverified on hardware. This switch makes
- * the model do that, to measure what a fast path sends in such windows.
+ * can. mlx5 (en_accel/ipsec_fs.c, tx_create) gives its TX SA table a
+ * miss rule only in switchdev mode (tx_esw): such a frame continues
+ * unencrypted, which the profiles model. -1 follows the profile; 0 drops
+ * (tx_ipsec_drop_no_state) and 1 sends in cleartext, whatever the profile.
  */
-bool nm_tx_miss_cleartext;
-module_param_named(tx_miss_cleartext, nm_tx_miss_cleartext, bool, 0644);
-MODULE_PARM_DESC(tx_miss_cleartext, "send frames a policy selects but no SA serves in cleartext (default: drop)");
+int nm_tx_miss_cleartext = -1;
+module_param_named(tx_miss_cleartext, nm_tx_miss_cleartext, int, 0644);
+MODULE_PARM_DESC(tx_miss_cleartext, "frames a policy selects but no SA serves: -1 as the profile (default), 0 drop, 1 cleartext");
 
 static struct rtnl_link_ops nm_link_ops;
 
 bool nm_is_port(const struct net_device *dev)
 {
 	return dev->rtnl_link_ops == &nm_link_ops;
+}
+
+/*
+ * nm_port_priv: the model's state of dev, or NULL if dev is not a model
+ * port. The xfrm core hands a driver the device an SA was added on
+ * (xso.dev), which is a bond when the SA goes through one: the port is
+ * xso.real_dev, and netdev_priv of anything else is not ours.
+ */
+struct nm_priv *nm_port_priv(struct net_device *dev)
+{
+	if (!dev || !nm_is_port(dev))
+		return NULL;
+	return netdev_priv(dev);
 }
 
 static int nm_open(struct net_device *dev)
@@ -189,12 +202,14 @@ static void nm_dellink(struct net_device *dev, struct list_head *head)
 	struct nm_priv *priv = netdev_priv(dev);
 	struct net_device *peer = rtnl_dereference(priv->peer);
 
+	nm_tap_detach(priv, head);
 	unregister_netdevice_queue(dev, head);
 	if (peer) {
 		struct nm_priv *pp = netdev_priv(peer);
 
 		RCU_INIT_POINTER(priv->peer, NULL);
 		RCU_INIT_POINTER(pp->peer, NULL);
+		nm_tap_detach(pp, head);
 		unregister_netdevice_queue(peer, head);
 	}
 }

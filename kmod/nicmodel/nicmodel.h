@@ -123,6 +123,7 @@ enum { NM_SA_SOFT, NM_SA_HARD };
 struct nm_pol {
 	struct list_head node;
 	struct rcu_head rcu;
+	struct nm_priv *priv;		/* the port (xdo.real_dev) */
 	struct xfrm_policy *xp;
 	struct xfrm_selector sel;
 	u32 priority;
@@ -151,6 +152,7 @@ struct nm_priv {
 	unsigned long sa_seq;
 	unsigned int n_tc;		/* tc rules in "hardware" */
 	struct list_head tc_rules;	/* RCU, by preference (tc_flower.c) */
+	struct net_device __rcu *tap;	/* tap.c, under RTNL */
 
 	atomic64_t stats[NM_STAT_COUNT];
 };
@@ -171,15 +173,47 @@ struct nm_flow {
 	u8 proto;
 	__be16 sport, dport;
 	xfrm_address_t saddr, daddr;
-	unsigned int l3off;		/* from the Ethernet header */
-	unsigned int l4off;
+	unsigned int l3off;		/* from the Ethernet header (after VLAN tags) */
+	unsigned int l4off;		/* after IPv4 options / IPv6 extension headers */
 	unsigned int l3len;		/* IP header + payload */
+	bool frag;			/* IPv4 MF or offset, IPv6 fragment header */
+	bool ip_opts;			/* IPv4 options or IPv6 extension headers */
 };
+
+/*
+ * A driver profile: the behaviours in which drivers (and versions of one
+ * driver) differ, each a switch. README.md cites each one's source.
+ */
+struct nm_profile {
+	const char *name;
+	bool exact_addr_match;		/* row 1: selector prefix ignored */
+	bool tx_sa_miss_cleartext;	/* row 2: TX SA table without a miss rule */
+	bool no_frags;			/* row 3: policy/SA rules match non-fragments only */
+	bool reqid0_sa_miss;		/* row 6: template reqid 0 meets no SA */
+	bool reqid_only_sa;		/* row 5: TX SA by reqid, oldest in use, 2 at most */
+	bool replay_esn_only;		/* row 7: anti-replay only with ESN */
+	bool seq_restart;		/* row 7: non-ESN TX starts at 1, oseq ignored */
+};
+
+/* profile.c */
+extern const struct nm_profile *nm_profile;
+
+static inline const struct nm_profile *nm_prof(void)
+{
+	return READ_ONCE(nm_profile);
+}
+
+/* tap.c: a wire tap, a receive-only device that gets a copy of every
+ * frame a port receives from the wire, before the port's RX stage.
+ */
+void nm_tap_rx(struct nm_priv *priv, const struct sk_buff *skb);
+void nm_tap_detach(struct nm_priv *priv, struct list_head *head);
 
 /* main.c */
 extern unsigned int nm_sa_budget;
-extern bool nm_tx_miss_cleartext;
+extern int nm_tx_miss_cleartext;
 bool nm_is_port(const struct net_device *dev);
+struct nm_priv *nm_port_priv(struct net_device *dev);
 
 /* wire.c */
 netdev_tx_t nm_start_xmit(struct sk_buff *skb, struct net_device *dev);
@@ -219,7 +253,8 @@ bool nm_sa_hard_expired(struct nm_sa *sa);
 
 /* match.c */
 int nm_parse_flow(const struct sk_buff *skb, struct nm_flow *fl);
-bool nm_sel_match(const struct xfrm_selector *sel, const struct nm_flow *fl);
+bool nm_sel_match(const struct xfrm_selector *sel, const struct nm_flow *fl,
+		  bool exact);
 struct nm_pol *nm_pol_lookup(struct list_head *pols, const struct nm_flow *fl);
 
 /* esp_tx.c */

@@ -14,6 +14,20 @@
 #include <net/ipv6.h>
 #include "nicmodel.h"
 
+/*
+ * nm_tx_miss_send_clear: what a frame an OUT policy selects but no SA
+ * serves does. The tx_miss_cleartext parameter overrides the profile
+ * (-1, the default, follows it).
+ */
+static bool nm_tx_miss_send_clear(void)
+{
+	int force = READ_ONCE(nm_tx_miss_cleartext);
+
+	if (force >= 0)
+		return force;
+	return nm_prof()->tx_sa_miss_cleartext;
+}
+
 /* The IPsec TX stage: NULL if the frame was dropped (counted). */
 static struct sk_buff *nm_tx_ipsec(struct nm_priv *priv, struct sk_buff *skb)
 {
@@ -52,7 +66,11 @@ static struct sk_buff *nm_tx_ipsec(struct nm_priv *priv, struct sk_buff *skb)
 	if (!pol) {
 		/* No OUT policy selects it: out it goes as it is, like on
 		 * a real NIC. Tests count these to see leaks (ESP the stack
-		 * encrypted in software is not cleartext).
+		 * encrypted in software is not cleartext). Under mlx5-6.12
+		 * that includes a subnet selector's non-network addresses
+		 * (row 1) and fragments (row 3): the policy table's miss goes
+		 * to the SA table, which matches no reqid and has no miss
+		 * rule either (row 2).
 		 */
 		if (fl.proto != IPPROTO_ESP)
 			nm_inc(priv, NM_TX_CLEARTEXT_PACKETS);
@@ -65,7 +83,7 @@ static struct sk_buff *nm_tx_ipsec(struct nm_priv *priv, struct sk_buff *skb)
 	sa = nm_sa_for_tmpl(priv, pol, &fl);
 	if (!sa) {
 		nm_inc(priv, NM_TX_DROP_NO_STATE);
-		if (nm_tx_miss_cleartext) {
+		if (nm_tx_miss_send_clear()) {
 			nm_inc(priv, NM_TX_CLEARTEXT_PACKETS);
 			return skb;
 		}
@@ -73,6 +91,13 @@ static struct sk_buff *nm_tx_ipsec(struct nm_priv *priv, struct sk_buff *skb)
 	}
 	if (nm_sa_hard_expired(sa)) {
 		nm_inc(priv, NM_TX_DROP_HARD_LIMIT);
+		goto drop;
+	}
+	/* Transport mode writes ESP into the fixed IPv6 header's next
+	 * header: an extension header chain is not rewritten (README.md).
+	 */
+	if (!sa->tunnel && fl.family == AF_INET6 && fl.ip_opts) {
+		nm_inc(priv, NM_TX_DROP_ERROR);
 		goto drop;
 	}
 	out = nm_esp_encrypt(priv, sa, skb, &fl);
@@ -182,6 +207,8 @@ static void nm_rx_one(struct nm_priv *priv, struct sk_buff *skb,
 		nm_inc(priv, NM_RX_DROP_OVERSIZE);
 		goto drop;
 	}
+	/* The wire as it is, before this port's RX stage touches it. */
+	nm_tap_rx(priv, skb);
 	/* Hardware flower rules first. A port holds them only without IPsec
 	 * packet offload (tc.c); beside crypto offload, which mlx5 allows,
 	 * running them before decryption is the model's choice, not an order

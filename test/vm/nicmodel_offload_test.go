@@ -11,35 +11,43 @@ import (
 
 	"sluice/internal/diag"
 	"sluice/internal/kernel/xfrm"
+	"sluice/internal/testutil"
 )
 
 // TestNicmodelLeak: a frame no offloaded OUT policy selects leaves the
-// model in cleartext, as it would leave a real NIC, and the model's
-// counters show it. Frames that arrive without xfrm metadata (tc mirred
-// here) are matched against the same policy table as the stack's.
+// model in cleartext, as it would leave a real NIC: a capture on B's port
+// (the wire oracle, on the tap of B's port) sees
+// it, and the model's counters agree. Frames that arrive without xfrm
+// metadata (tc mirred here) are matched against the same policy table as
+// the stack's.
 func TestNicmodelLeak(t *testing.T) {
 	l := newLab(t)
 	ip := ipPacket(t)
 	h := l.newNMHosts(t, false, true)
 	// Counting frames: no IPv6 router solicitations or MLD on the port.
 	nsRun(t, h.nsA, "sysctl", "-qw", "net.ipv6.conf."+h.devA+".disable_ipv6=1")
+	oracle, b0 := testutil.NicWireOracle(t, h.nsB, h.devB), ethStats(t, h.nsB, h.devB)
+	defer testutil.WireAgrees(t, oracle, 0, h.nsB, h.devB, b0)
+	ea, eb := h.ends()
 
 	step(t, "no-policy-cleartext", func(t *testing.T) {
 		s := nmKeys()
 		s.skipAOutPolicy = true
 		h.install(t, ip, s)
-		before := ethStats(t, h.nsA, h.devA)
+		before, m := ethStats(t, h.nsA, h.devA), oracle.Drain(t)
 		_, _ = h.ping(t, 3) // B's IN policy drops the cleartext
 		d := statDelta(before, ethStats(t, h.nsA, h.devA), "tx_cleartext_packets", "tx_ipsec_packets")
-		if d["tx_cleartext_packets"] < 3 || d["tx_ipsec_packets"] != 0 {
-			t.Fatalf("without an OUT policy: %v, want >= 3 cleartext and 0 ESP", d)
+		leaks := oracle.Leaks(t, m, testutil.FlowOf(ea, eb))
+		if len(leaks) < 3 || d["tx_cleartext_packets"] < uint64(len(leaks)) || d["tx_ipsec_packets"] != 0 {
+			t.Fatalf("without an OUT policy: %d cleartext frames on the wire, A %v; want >= 3, as many counted, 0 ESP", len(leaks), d)
 		}
 	})
 	step(t, "mirred-frames-meet-policies", func(t *testing.T) {
 		// A frame mirred into the port by tc carries no xfrm state: only
 		// the port's policy table decides. From 10.71.9.1 (on vc) it
-		// leaks until an OUT policy selects 10.71.9.0/24.
-		_, eb := h.ends()
+		// leaks until an OUT policy selects 10.71.9.1/32 (a host
+		// selector: mlx5 in 6.12 matches a subnet's network address
+		// only, TestNicmodelProfileSubnetSelector).
 		veth(t, h.nsA, "vc", "10.71.9.1/24", h.nsA, "vg", "")
 		run(t, "tc", "-n", h.nsA, "qdisc", "add", "dev", "vg", "clsact")
 		run(t, "tc", "-n", h.nsA, "filter", "add", "dev", "vg", "ingress", "matchall",
@@ -48,15 +56,18 @@ func TestNicmodelLeak(t *testing.T) {
 		run(t, "ip", "-n", h.nsA, "route", "add", eb+"/32", "dev", "vc", "table", "100")
 		run(t, "ip", "-n", h.nsA, "rule", "add", "from", "10.71.9.1", "lookup", "100")
 		run(t, "ip", "-n", h.nsA, "neigh", "replace", eb, "lladdr", "02:00:00:00:00:01", "dev", "vc", "nud", "permanent")
+		flow := testutil.FlowOf("10.71.9.1", eb)
+		var leaked int // cleartext frames of the flow on the wire, last try
 		mirred := func() map[string]uint64 {
-			before := ethStats(t, h.nsA, h.devA)
+			before, m := ethStats(t, h.nsA, h.devA), oracle.Drain(t)
 			_, _ = try("ip", "netns", "exec", h.nsA, "ping", "-c", "3", "-i", "0.2", "-W", "1", "-I", "10.71.9.1", eb)
+			leaked = len(oracle.Leaks(t, m, flow))
 			return statDelta(before, ethStats(t, h.nsA, h.devA), "tx_ipsec_packets", "tx_cleartext_packets")
 		}
-		if d := mirred(); d["tx_cleartext_packets"] < 3 || d["tx_ipsec_packets"] != 0 {
-			t.Fatalf("mirred frames no policy selects: %v, want >= 3 cleartext, 0 ESP", d)
+		if d := mirred(); leaked < 3 || d["tx_cleartext_packets"] < 3 || d["tx_ipsec_packets"] != 0 {
+			t.Fatalf("mirred frames no policy selects: %d cleartext on the wire, A %v, want >= 3 cleartext, 0 ESP", leaked, d)
 		}
-		run(t, ip, "-n", h.nsA, "xfrm", "policy", "add", "src", "10.71.9.0/24", "dst", eb+"/32", "dir", "out",
+		run(t, ip, "-n", h.nsA, "xfrm", "policy", "add", "src", "10.71.9.1/32", "dst", eb+"/32", "dir", "out",
 			"tmpl", "src", h.linkA, "dst", h.linkB, "proto", "esp", "reqid", "1", "mode", "tunnel",
 			"offload", "packet", "dev", h.devA)
 		// A full run on 2026-11-25 counted 1 cleartext frame beside the 3
@@ -64,12 +75,12 @@ func TestNicmodelLeak(t *testing.T) {
 		// leak of the mirred frames repeats on every try; a stray frame
 		// of the host's own should not, so one more try decides.
 		d := mirred()
-		if d["tx_ipsec_packets"] < 3 || d["tx_cleartext_packets"] != 0 {
-			t.Logf("mirred frames an OUT policy selects, first try: %v; trying again", d)
+		if leaked != 0 || d["tx_ipsec_packets"] < 3 || d["tx_cleartext_packets"] != 0 {
+			t.Logf("mirred frames an OUT policy selects, first try: %d cleartext of the flow on the wire, A %v; trying again", leaked, d)
 			d = mirred()
 		}
-		if d["tx_ipsec_packets"] < 3 || d["tx_cleartext_packets"] != 0 {
-			t.Fatalf("mirred frames an OUT policy selects: %v, want >= 3 ESP, 0 cleartext", d)
+		if leaked != 0 || d["tx_ipsec_packets"] < 3 || d["tx_cleartext_packets"] != 0 {
+			t.Fatalf("mirred frames an OUT policy selects: %d cleartext of the flow on the wire, A %v, want >= 3 ESP, 0 cleartext", leaked, d)
 		}
 	})
 }

@@ -9,8 +9,9 @@ package vm
 // model ports (a0, a1) whose SAs and policies are packet-offloaded to a0
 // (the seed's "offload packet dev ${PF0}"), VXLAN over ESP transport
 // between VTEP addresses on lo. Host B is the same over b0, b1 with
-// software ESP, so its model ports hold no SA and decrypt nothing: their
-// rx_cleartext_packets counts every non-ESP IP packet that crossed the wire.
+// software ESP, so its model ports hold no SA and decrypt nothing: a
+// capture on each port's tap (testutil's wire oracle) sees the wire as it
+// was, and their rx_cleartext_packets must agree with it.
 
 import (
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"testing"
 
 	"sluice/internal/diag"
+	"sluice/internal/testutil"
 )
 
 // ovPacketHost is one host's file: ports p0, p1 in a bond, a VXLAN VTEP,
@@ -58,6 +60,8 @@ ipsec:
 type ovPacketLab struct {
 	a, b   string // namespaces
 	af, bf string // host files
+	// The wire oracles: captures on b0 and b1.
+	ob0, ob1 *testutil.WireOracle
 }
 
 // useOffloadDev rewrites A's file with another offload-dev.
@@ -122,6 +126,12 @@ func newOVPacketLab(t *testing.T, l *lab, offloadDev string) ovPacketLab {
 	}
 	l.nicPairNamed(t, o.a, "a0", o.b, "b0")
 	l.nicPairNamed(t, o.a, "a1", o.b, "b1")
+	o.ob0, o.ob1 = testutil.NicWireOracle(t, o.b, "b0"), testutil.NicWireOracle(t, o.b, "b1")
+	b0, b1 := ethStats(t, o.b, "b0"), ethStats(t, o.b, "b1")
+	t.Cleanup(func() {
+		testutil.WireAgrees(t, o.ob0, 0, o.b, "b0", b0)
+		testutil.WireAgrees(t, o.ob1, 0, o.b, "b1", b1)
+	})
 	ovWrite(t, filepath.Join(dir, "a.keys"), "peer out "+ovKeyAB+"\npeer in "+ovKeyBA+"\n", 0o600)
 	ovWrite(t, filepath.Join(dir, "b.keys"), "peer out "+ovKeyBA+"\npeer in "+ovKeyAB+"\n", 0o600)
 	ovWrite(t, o.af, ovPacketHost("a", [2]string{"a0", "a1"}, 1, 2, "0x1001", "0x2001", offloadDev), 0o644)
@@ -136,10 +146,12 @@ func (o ovPacketLab) ping(t *testing.T, n int) (string, bool) {
 	return out, err == nil
 }
 
-// wire is the cleartext IP packets B's two ports received: what crossed the wire unencrypted.
+// wire is the frames B's two ports received not as ESP (nor as link
+// control) since the lab began, as the captures saw them: what crossed
+// the wire unencrypted.
 func (o ovPacketLab) wire(t *testing.T) uint64 {
 	t.Helper()
-	return ethStats(t, o.b, "b0")["rx_cleartext_packets"] + ethStats(t, o.b, "b1")["rx_cleartext_packets"]
+	return uint64(len(o.ob0.Leaks(t, 0, testutil.Flow{})) + len(o.ob1.Leaks(t, 0, testutil.Flow{})))
 }
 
 func TestOverlayPacketOffloadBond(t *testing.T) {

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"sluice/internal/testutil"
 )
 
 // TestPostSAOffloaded runs the case on a real packet-offloaded SA
@@ -68,8 +70,11 @@ func TestPostSAOffloaded(t *testing.T) {
 		}
 	})
 
+	// The wire oracle: a capture on the peer port's tap.
+	oracle, p0 := testutil.NicWireOracle(t, peer, devB), ethStats(t, peer, devB)
+	defer testutil.WireAgrees(t, oracle, 0, peer, devB, p0)
 	step(t, "use times under fast-path-only traffic", func(t *testing.T) {
-		before := ethStats(t, dut, devA)
+		before, m := ethStats(t, dut, devA), oracle.Drain(t)
 		sent := sendPaced(t, gen, "48.0.1.1:9", 30, 200*time.Millisecond)
 		d := statDelta(before, ethStats(t, dut, devA), "tx_ipsec_packets", "xdp_xmit", "tx_cleartext_packets")
 		used := policyUseTime(t, dut, sel...)
@@ -88,6 +93,7 @@ func TestPostSAOffloaded(t *testing.T) {
 		if d["tx_ipsec_packets"] < 30 || d["tx_cleartext_packets"] != 0 || d["xdp_xmit"]+kernel < 30 {
 			t.Errorf("device counters %v: want all 30 encrypted, all but at most %d handed over by XDP (xdp_xmit)", d, kernel)
 		}
+		oracle.NoCleartext(t, m, testutil.FlowOf("10.0.0.0/24", "48.0.1.0/24"), "30 datagrams through XDP and the model")
 		if used.IsZero() || age > bound {
 			t.Errorf("the OUT policy's use time is %v, %v before the last packet: want within %v", used, age, bound)
 		}
