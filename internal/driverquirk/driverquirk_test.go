@@ -73,6 +73,12 @@ func TestForDeviceReadsModelProfile(t *testing.T) {
 			t.Errorf("profile %q: exact selector match %v, want %v", strings.TrimSpace(profile), got, want)
 		}
 	}
+	if err := os.WriteFile(p, []byte("kernel-xfrm\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s := ForDevice(ModelDriver, "6.12.95", root); s.Has(NoTXMissRule) || s.Has(ExactSelectorMatch) || !s.Has(CleartextAcceptedOnOffloadedIN) {
+		t.Errorf("profile kernel-xfrm: %v, want only the XFRM core's rows", s.Entries())
+	}
 	if !ForDevice(MLX5, "6.12.95", root).Has(ExactSelectorMatch) {
 		t.Error("a real mlx5_core ignores the model's parameter")
 	}

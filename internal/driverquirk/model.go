@@ -31,6 +31,10 @@ var ModelProfiles = map[string]struct {
 	"mlx5-upstream": {MLX5, "7.3.4"},
 }
 
+// ModelSoftwareProfile is the model with no driver quirk: the kernel's
+// software XFRM, the reference the end-to-end VM tests run against.
+const ModelSoftwareProfile = "kernel-xfrm"
+
 // DefaultModelProfile is the model's default: the oldest kernel users
 // run with packet offload.
 const DefaultModelProfile = "mlx5-6.12"
@@ -45,7 +49,7 @@ func ForDevice(driver, kernelRelease, sysRoot string) Set {
 		return For(driver, kernelRelease)
 	}
 	profile, ok := ReadModelProfile(sysRoot)
-	if !ok {
+	if !ok || profile == ModelSoftwareProfile {
 		s := forAs(driver, kernelRelease, "", "", kernelRelease)
 		s.As = "nicmodel without profiles (software XFRM)"
 		return s

@@ -88,7 +88,13 @@ func (l *Lab) makeModelPair() (bool, error) {
 		return false, err
 	}
 	if _, err := os.Stat("/sys/module/nicmodel"); err != nil {
-		if err := run("insmod", os.Getenv("SLUICE_NICMODEL")); err != nil {
+		args := []string{os.Getenv("SLUICE_NICMODEL")}
+		// The driver the model follows (kmod/nicmodel/README.md); the
+		// module's default, mlx5-6.12, when unset.
+		if p := os.Getenv("SLUICE_NICMODEL_PROFILE"); p != "" {
+			args = append(args, "profile="+p)
+		}
+		if err := run("insmod", args...); err != nil {
 			return false, err
 		}
 	}

@@ -39,6 +39,15 @@ static const struct nm_profile nm_profiles[] = {
 		.replay_esn_only = true,
 		.seq_restart = true,
 	},
+	{
+		/* No driver quirk: the kernel's software XFRM semantics (prefix
+		 * selectors, a miss drops, fragments and every SA served). The
+		 * reference the end-to-end VM tests were written against; they
+		 * run under it until each handles the mlx5 rows (docs/testing.md,
+		 * "Existing tests under each profile"). Not a driver.
+		 */
+		.name = "kernel-xfrm",
+	},
 };
 
 const struct nm_profile *nm_profile = &nm_profiles[0];
@@ -55,7 +64,7 @@ static int nm_param_profile_set(const char *val, const struct kernel_param *kp)
 			return 0;
 		}
 	}
-	pr_warn("nicmodel: unknown profile \"%.*s\": use mlx5-6.12 or mlx5-upstream\n",
+	pr_warn("nicmodel: unknown profile \"%.*s\": use mlx5-6.12, mlx5-upstream or kernel-xfrm\n",
 		(int)min_t(size_t, n, 32), val);
 	return -EINVAL;
 }
@@ -70,4 +79,4 @@ static const struct kernel_param_ops nm_profile_ops = {
 	.get = nm_param_profile_get,
 };
 module_param_cb(profile, &nm_profile_ops, NULL, 0644);
-MODULE_PARM_DESC(profile, "driver whose behaviour the model follows: mlx5-6.12 (default) or mlx5-upstream");
+MODULE_PARM_DESC(profile, "driver whose behaviour the model follows: mlx5-6.12 (default), mlx5-upstream, or kernel-xfrm (no driver quirk)");

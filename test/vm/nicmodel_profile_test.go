@@ -118,7 +118,7 @@ func TestNicmodelProfileDeviceMisses(t *testing.T) {
 	_, eb := (nmHosts{tunnel: true, innerA: "10.71.0.1", innerB: "10.72.0.1"}).ends()
 	flow := testutil.FlowOf("10.71.9.1", eb)
 	t.Run("row 2: no SA under the policy, the frames leave in cleartext", func(t *testing.T) {
-		h, oracle := nmProfileHosts(t, l, testutil.NicmodelProfile())
+		h, oracle := nmProfileHosts(t, l, testutil.ProfileMlx5_612)
 		h.install(t, ip, nmKeys())
 		send := nmMirred(t, l, h)
 		nmMirredPolicy(t, ip, h, "7") // no SA has reqid 7
@@ -136,7 +136,7 @@ func TestNicmodelProfileDeviceMisses(t *testing.T) {
 		oracle.NoCleartext(t, m, flow, "tx_miss_cleartext=0")
 	})
 	t.Run("row 6: a reqid 0 template meets no SA, cleartext", func(t *testing.T) {
-		h, oracle := nmProfileHosts(t, l, testutil.NicmodelProfile())
+		h, oracle := nmProfileHosts(t, l, testutil.ProfileMlx5_612)
 		h.install(t, ip, nmKeys())
 		send := nmMirred(t, l, h)
 		nmMirredPolicy(t, ip, h, "0")
@@ -147,7 +147,7 @@ func TestNicmodelProfileDeviceMisses(t *testing.T) {
 		}
 	})
 	t.Run("row 3: fragments leave in cleartext, whole packets as ESP", func(t *testing.T) {
-		h, oracle := nmProfileHosts(t, l, testutil.NicmodelProfile())
+		h, oracle := nmProfileHosts(t, l, testutil.ProfileMlx5_612)
 		h.install(t, ip, nmKeys())
 		send := nmMirred(t, l, h)
 		nmMirredPolicy(t, ip, h, "1")
@@ -172,7 +172,7 @@ func TestNicmodelProfileDeviceMisses(t *testing.T) {
 		oracle.NoCleartext(t, m, flow, "unfragmented pings")
 	})
 	t.Run("VLAN-tagged frames are encrypted, tag kept, and counted", func(t *testing.T) {
-		h, oracle := nmProfileHosts(t, l, testutil.NicmodelProfile())
+		h, oracle := nmProfileHosts(t, l, testutil.ProfileMlx5_612)
 		h.install(t, ip, nmKeys())
 		send := nmMirred(t, l, h, "action", "vlan", "push", "id", "5", "pipe")
 		nmMirredPolicy(t, ip, h, "1")
@@ -198,7 +198,7 @@ func TestNicmodelProfileDeviceMisses(t *testing.T) {
 func TestNicmodelProfileSASelection(t *testing.T) {
 	l := newLab(t)
 	ip := ipPacket(t)
-	h, oracle := nmProfileHosts(t, l, testutil.NicmodelProfile())
+	h, oracle := nmProfileHosts(t, l, testutil.ProfileMlx5_612)
 	h.install(t, ip, nmKeys())
 	ea, eb := h.ends()
 	flow := testutil.FlowOf(h.linkA, h.linkB)
@@ -240,7 +240,7 @@ func TestNicmodelProfileSequence(t *testing.T) {
 	l := newLab(t)
 	ip := ipPacket(t)
 	step(t, "non-ESN SA added with oseq 0x1000 sends sequence 1", func(t *testing.T) {
-		h, oracle := nmProfileHosts(t, l, testutil.NicmodelProfile())
+		h, oracle := nmProfileHosts(t, l, testutil.ProfileMlx5_612)
 		s := nmKeys()
 		s.aOutX = []string{"replay-oseq", "0x1000"}
 		h.install(t, ip, s)
@@ -260,7 +260,7 @@ func TestNicmodelProfileSequence(t *testing.T) {
 	})
 	// With ESN the window holds: TestNicmodelReplay.
 	step(t, "non-ESN: replays accepted, no window in the device", func(t *testing.T) {
-		h, _ := nmProfileHosts(t, l, testutil.NicmodelProfile())
+		h, _ := nmProfileHosts(t, l, testutil.ProfileMlx5_612)
 		h.install(t, ip, nmKeys())
 		st := replayFirstReply(t, h)
 		if st["rx_ipsec_drop_replay"] != 0 || st["rx_ipsec_packets"] != 5 {
@@ -276,7 +276,7 @@ func TestNicmodelProfileSequence(t *testing.T) {
 func TestNicmodelProfileOffloadOK(t *testing.T) {
 	l := newLab(t)
 	ip := ipPacket(t)
-	h, oracle := nmProfileHosts(t, l, testutil.NicmodelProfile())
+	h, oracle := nmProfileHosts(t, l, testutil.ProfileMlx5_612)
 	h.install(t, ip, nmKeys())
 	ea, eb := h.ends()
 	m, a0 := oracle.Drain(t), ethStats(t, h.nsA, h.devA)
