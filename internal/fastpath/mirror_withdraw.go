@@ -43,8 +43,12 @@ type CurrentState interface {
 // policy's template can resolve to among states (0: none, or not
 // certain): the XDP program's reading, which the flower tier's rules
 // depend on.
+//
+// A policy whose device would send some of its packets in cleartext
+// whatever the driver (a template of reqid 0, see deviceMiss) gets 0: the
+// flower tier's rules bypass the kernel as XDP does.
 func OffloadDevice(p *xfrm.Policy, states []xfrm.State) int {
-	if p.Action != xfrm.ActionAllow {
+	if p.Action != xfrm.ActionAllow || deviceMiss(p, DeviceQuirks{}) {
 		return 0
 	}
 	return packetOffloadDevice(p, states)
