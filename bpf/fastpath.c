@@ -238,24 +238,28 @@ struct {
 
 /* The SA-deletion window. The mirror learns that an SA is gone from
  * XFRM_MSG_DELSA, after the kernel deleted it, and the next generation
- * comes a debounce later; meanwhile a redirected frame would reach a
- * device that no longer holds the SA, and a driver without a TX miss rule
- * (mlx5 outside switchdev, ipsec_fs.c) sends it in cleartext. So with
- * config.sa_check on, every outbound forward (cached or not) first asks
- * the kernel's own SA table whether it still holds the policy's SA:
- * bpf_xdp_get_xfrm_state (Linux 6.8+, a kfunc: xfrm_state_lookup by
- * daddr, SPI, proto, mark in the ingress device's namespace). A deleted
- * SA is unhashed under the state lock (__xfrm_state_delete) before the
- * driver's xdo_dev_state_delete runs, so a lookup after the delete
- * misses. What remains is a frame that passed the lookup just before the
- * delete and reaches the device's queue after it: the time between the
- * lookup and the transmit of the same NAPI poll (docs/fastpath.md).
- * Keyed by the policy's counter slot (fp_policy.cslot, which a cached
- * forward also carries); written by the control plane before it flips
- * the generation; an entry without an SA (family 0) forwards nothing.
- * Weak: without the kfunc the program still loads, and with sa_check on
- * forwards nothing (the daemon turns the check on only where the kernel
- * has it). */
+ * comes a debounce and a compile later; meanwhile a redirected frame
+ * would reach a device that no longer holds the SA, and a driver without
+ * a TX miss rule (mlx5 outside switchdev, ipsec_fs.c) sends it in
+ * cleartext. So with config.sa_check on, every outbound forward (cached
+ * or not) first checks the policy's SAs, here by the policy's counter
+ * slot (fp_policy.cslot, which a cached forward also carries):
+ * - FP_SA_CHECK_MIRROR: the entry still names one. The mirror clears a
+ *   deleted SA's name as soon as the event arrives, before the debounce;
+ *   what is left open is the event's way from the kernel to the mirror
+ *   and one map write (docs/fastpath.md measures it).
+ * - FP_SA_CHECK_KERNEL: the kernel's own SA table holds one, asked with
+ *   bpf_xdp_get_xfrm_state (Linux 6.8+, a kfunc: xfrm_state_lookup by
+ *   daddr, SPI, proto, mark in the ingress device's namespace). A deleted
+ *   SA is unhashed under the state lock (__xfrm_state_delete) before the
+ *   driver's xdo_dev_state_delete runs, so a lookup after the delete
+ *   misses; left open is only a frame that passed the lookup just before
+ *   the delete and reaches the device after it. It costs ~85 ns a
+ *   forward (measured; docs/benchmarks.md), so it is not the default.
+ * Written by the control plane before it flips the generation; an entry
+ * without an SA (family 0) forwards nothing. Weak: without the kfunc the
+ * program still loads, and the kernel mode forwards nothing (the daemon
+ * turns it on only where the kernel has it). */
 struct {
 	__uint(type, BPF_MAP_TYPE_ARRAY);
 	__uint(max_entries, FP_MAX_COUNTER_SLOTS);
@@ -273,15 +277,23 @@ extern void bpf_xdp_xfrm_state_release(struct xfrm_state *x) __attribute__((weak
 
 _Static_assert(sizeof(struct fp_sa_opts) == 36, "struct bpf_xfrm_state_opts is 36 bytes");
 
-/* sa_held says whether the kernel still holds one of the SAs of the
- * policy with counter slot cslot. The lookup takes a reference, dropped
- * at once: only the answer matters. */
-static __always_inline int sa_held(struct xdp_md *ctx, __u32 cslot)
+/* sa_held says whether one of the SAs of the policy with counter slot
+ * cslot still exists, as far as mode (enum fp_sa_check) asks: named in
+ * sa_refs (the mirror clears a deleted SA's name), and with
+ * FP_SA_CHECK_KERNEL also held by the kernel now. The kernel lookup takes
+ * a reference, dropped at once: only the answer matters. */
+static __always_inline int sa_held(struct xdp_md *ctx, __u32 cslot, __u32 mode)
 {
 	struct fp_sa_ref *r = bpf_map_lookup_elem(&sa_refs, &cslot);
-	if (!r || !r->sa[0].family || !bpf_xdp_get_xfrm_state)
+	if (!r)
 		return 0;
-	struct xfrm_state *x = bpf_xdp_get_xfrm_state(ctx, &r->sa[0], sizeof(r->sa[0]));
+	if (mode != FP_SA_CHECK_KERNEL)
+		return r->sa[0].family | r->sa[1].family;
+	if (!bpf_xdp_get_xfrm_state)
+		return 0;
+	struct xfrm_state *x = 0;
+	if (r->sa[0].family)
+		x = bpf_xdp_get_xfrm_state(ctx, &r->sa[0], sizeof(r->sa[0]));
 	if (!x && r->sa[1].family)
 		x = bpf_xdp_get_xfrm_state(ctx, &r->sa[1], sizeof(r->sa[1]));
 	if (!x)
@@ -546,7 +558,7 @@ struct snap {
 	__u32 epoch;
 	__u32 fib_dst_only;       /* fib_cache may answer (see fib) */
 	__u32 iface_gen;          /* current half of iface_slots */
-	__u32 sa_check;           /* config.sa_check: ask the kernel for the SA (sa_held) */
+	__u32 sa_check;           /* config.sa_check (sa_held) */
 };
 
 /* Scratch space of the full decision, shared by its forward paths. In a
@@ -1047,7 +1059,7 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct scratch *w, st
 	}
 	/* The SA-deletion window (sa_refs): last before the FIB, so that
 	 * only a packet otherwise forwarded pays for the lookup. */
-	if (w->sn.sa_check && !sa_held(ctx, out->cslot)) {
+	if (w->sn.sa_check && !sa_held(ctx, out->cslot, w->sn.sa_check)) {
 		d->reason = FP_R_SA_GONE;
 		return XDP_PASS;
 	}
@@ -1203,7 +1215,7 @@ static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *
 	d->slot = fl->slot;
 	/* The cached forward asks too: an SA deleted since the entry was
 	 * made is gone from the device before the mirror drops the entry. */
-	if (d->dir == 1 && cfg->sa_check && !sa_held(ctx, d->cslot)) {
+	if (d->dir == 1 && cfg->sa_check && !sa_held(ctx, d->cslot, cfg->sa_check)) {
 		d->reason = FP_R_SA_GONE;
 		return XDP_PASS;
 	}
@@ -1680,6 +1692,7 @@ const struct fp_flow_key *_fp_flow_key __attribute__((unused));
 const struct fp_flow_key4 *_fp_flow_key4 __attribute__((unused));
 const struct fp_flow *_fp_flow __attribute__((unused));
 const struct fp_sa_ref *_fp_sa_ref __attribute__((unused));
+const enum fp_sa_check *_fp_sa_check __attribute__((unused));
 const enum fp_reason *_fp_reason __attribute__((unused));
 
 /* Dual BSD/GPL: GPL-compatible for the kernel's GPL-only helpers (bpf_fib_lookup), BSD so

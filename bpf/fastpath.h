@@ -126,11 +126,11 @@ struct fp_config {
 	/* Which half of iface_slots is current (0/1): the control plane
 	 * writes the other half whole, then flips this word. */
 	__u32 iface_gen;
-	/* 1: before an outbound forward, cached or not, ask the kernel
-	 * whether it still holds the policy's SA (sa_refs in fastpath.c,
-	 * bpf_xdp_get_xfrm_state): an SA deleted under its policy is gone
-	 * from the device too, and a frame redirected past the kernel would
-	 * leave in cleartext on a driver without a TX miss rule. */
+	/* Before an outbound forward, cached or not, check that the
+	 * policy's SA still exists (sa_refs in fastpath.c): an SA deleted
+	 * under its policy is gone from the device too, and a frame
+	 * redirected past the kernel would leave in cleartext on a driver
+	 * without a TX miss rule. enum fp_sa_check. */
 	__u32 sa_check;
 };
 
@@ -259,6 +259,17 @@ struct fp_iface {
 	__u8 mac[6];
 	__u8 rp_filter;           /* IPv4 reverse-path filter: max of all and the device's (0 off, 1 strict, 2 loose) */
 	__u8 pad;
+};
+
+enum fp_sa_check {
+	FP_SA_CHECK_OFF = 0,
+	/* sa_refs must still name an SA: the mirror clears an SA's name on
+	 * XFRM_MSG_DELSA (or a hard expire) at once, before the debounce and
+	 * the next generation. An inline load and a compare. */
+	FP_SA_CHECK_MIRROR = 1,
+	/* ... and the kernel must hold it at the moment of the packet
+	 * (bpf_xdp_get_xfrm_state): no event latency, but a kfunc call. */
+	FP_SA_CHECK_KERNEL = 2,
 };
 
 /* The kernel's struct bpf_xfrm_state_opts (net/xfrm/xfrm_state_bpf.c,

@@ -253,6 +253,14 @@ const (
 	fastpathFpReasonFP_R_MAX             fastpathFpReason = 35
 )
 
+type fastpathFpSaCheck uint32
+
+const (
+	fastpathFpSaCheckFP_SA_CHECK_OFF    fastpathFpSaCheck = 0
+	fastpathFpSaCheckFP_SA_CHECK_MIRROR fastpathFpSaCheck = 1
+	fastpathFpSaCheckFP_SA_CHECK_KERNEL fastpathFpSaCheck = 2
+)
+
 type fastpathFpSaOpts struct {
 	_       structs.HostLayout
 	Error   int32
@@ -337,6 +345,7 @@ const (
 	fastpathVarFpPkey4        = "_fp_pkey4"
 	fastpathVarFpPolicy       = "_fp_policy"
 	fastpathVarFpReason       = "_fp_reason"
+	fastpathVarFpSaCheck      = "_fp_sa_check"
 	fastpathVarFpSaRef        = "_fp_sa_ref"
 	fastpathVarFpTuple        = "_fp_tuple"
 	fastpathVarFpVlanKey      = "_fp_vlan_key"
@@ -438,6 +447,7 @@ type fastpathVariableSpecs struct {
 	FpPkey4     *ebpf.VariableSpec `ebpf:"_fp_pkey4"`
 	FpPolicy    *ebpf.VariableSpec `ebpf:"_fp_policy"`
 	FpReason    *ebpf.VariableSpec `ebpf:"_fp_reason"`
+	FpSaCheck   *ebpf.VariableSpec `ebpf:"_fp_sa_check"`
 	FpSaRef     *ebpf.VariableSpec `ebpf:"_fp_sa_ref"`
 	FpTuple     *ebpf.VariableSpec `ebpf:"_fp_tuple"`
 	FpVlanKey   *ebpf.VariableSpec `ebpf:"_fp_vlan_key"`
@@ -541,6 +551,7 @@ type fastpathVariables struct {
 	FpPkey4     *ebpf.Variable `ebpf:"_fp_pkey4"`
 	FpPolicy    *ebpf.Variable `ebpf:"_fp_policy"`
 	FpReason    *ebpf.Variable `ebpf:"_fp_reason"`
+	FpSaCheck   *ebpf.Variable `ebpf:"_fp_sa_check"`
 	FpSaRef     *ebpf.Variable `ebpf:"_fp_sa_ref"`
 	FpTuple     *ebpf.Variable `ebpf:"_fp_tuple"`
 	FpVlanKey   *ebpf.Variable `ebpf:"_fp_vlan_key"`

@@ -55,6 +55,8 @@ type Datapath struct {
 	slots counterSlots
 	// saRefs: what sa_refs holds, by counter slot (saref.go; under mu).
 	saRefs map[uint32]fastpathFpSaRef
+	// saSlots: the slots whose entry names each SA, for WithdrawSA.
+	saSlots map[saID][]uint32
 
 	// links are the XDP links Attach made or adopted, by interface name,
 	// held open so that removing their pins cannot detach the program

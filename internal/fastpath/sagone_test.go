@@ -44,7 +44,7 @@ func TestSAGoneClosesTheDeletionWindow(t *testing.T) {
 	snap := Snapshot{Policies: []xfrm.Policy{pol, pol6}, States: []xfrm.State{old, rekeyed, old6}}
 	snap.RouteMTU = routeMTUs(snap.States, 1500)
 	e.apply(snap)
-	if err := e.dp.SetSACheck(true); err != nil {
+	if err := e.dp.SetSACheck(SACheckKernel); err != nil {
 		t.Fatal(err)
 	}
 	a, b := udp("10.0.0.5", "48.0.1.9", 64), udp("fd00::5", "2001:db8:48:1::9", 64)
@@ -82,8 +82,55 @@ func TestSAGoneClosesTheDeletionWindow(t *testing.T) {
 
 	// Without the check, the cached forward outlives the SA: the window
 	// the check closes.
-	if err := e.dp.SetSACheck(false); err != nil {
+	if err := e.dp.SetSACheck(SACheckOff); err != nil {
 		t.Fatal(err)
 	}
 	e.expectLive(a, e.lan, XDPRedirect, ReasonForwardOut)
+}
+
+// TestSAWithdrawnOnTheKernelsDelete: under the gateway's default check
+// (SACheckMirror) the mirror takes a deleted SA out of the program as
+// soon as it applies the kernel's event, before any new tables: the
+// cached forward of a policy left without an SA is passed (sa-gone) from
+// the next packet on; one whose rekeyed SA remains goes on. A hard expire
+// and a flush withdraw too.
+func TestSAWithdrawnOnTheKernelsDelete(t *testing.T) {
+	e := newTestEnv(t)
+	e.setIfaces(Iface{Ifindex: e.lan, L2: L2FIB}, Iface{Ifindex: e.wan, L2: L2FIB})
+	pol := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.1.0/24", 100, "123.2.0.1", 1, e.wan)
+	other := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.2.0/24", 100, "123.2.0.2", 2, e.wan)
+	old, otherSA := saFor(pol, e.wan), saFor(other, e.wan)
+	rekeyed := old
+	rekeyed.SPI += 0x100
+	snap := Snapshot{Policies: []xfrm.Policy{pol, other}, States: []xfrm.State{old, rekeyed, otherSA}}
+	snap.RouteMTU = routeMTUs(snap.States, 1500)
+	e.apply(snap)
+	if err := e.dp.SetSACheck(SACheckMirror); err != nil {
+		t.Fatal(err)
+	}
+	a, b := udp("10.0.0.5", "48.0.1.9", 64), udp("10.0.0.5", "48.0.2.9", 64)
+	e.expectLive(a, e.lan, XDPRedirect, ReasonForwardOut)
+	e.expectLive(a, e.lan, XDPRedirect, ReasonForwardOut) // cached
+	e.expectLive(b, e.lan, XDPRedirect, ReasonForwardOut)
+
+	m := &Mirror{DP: e.dp}
+	m.copy.load(snap)
+	del := old
+	m.applyEvent(xfrm.Event{Kind: xfrm.StateDel, State: &del})
+	e.expectLive(a, e.lan, XDPRedirect, ReasonForwardOut) // the rekeyed SA carries it
+	exp := rekeyed
+	m.applyEvent(xfrm.Event{Kind: xfrm.StateExpire, Hard: true, State: &exp})
+	e.expectLive(a, e.lan, XDPPass, ReasonSAGone)
+	if d := e.explain(a, e.lan); d.ReasonName != "sa-gone" {
+		t.Fatalf("explain after the hard expire: %s, want sa-gone", d.ReasonName)
+	}
+	e.expectLive(b, e.lan, XDPRedirect, ReasonForwardOut) // another policy's SA is not touched
+
+	m.applyEvent(xfrm.Event{Kind: xfrm.StateFlush, State: &xfrm.State{}})
+	e.expectLive(b, e.lan, XDPPass, ReasonSAGone)
+
+	// New tables that still hold the SAs (the kernel re-added them)
+	// name them again.
+	e.apply(snap)
+	e.expectLive(b, e.lan, XDPRedirect, ReasonForwardOut)
 }

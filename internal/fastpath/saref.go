@@ -97,16 +97,91 @@ func (dp *Datapath) writeSARefs(t *Tables) error {
 		}
 		dp.saRefs[slot] = ref
 	}
+	dp.saSlots = map[saID][]uint32{}
+	for slot, ref := range dp.saRefs {
+		for i := range ref.Sa {
+			if ref.Sa[i].Family != 0 {
+				id := idOf(&ref.Sa[i])
+				dp.saSlots[id] = append(dp.saSlots[id], slot)
+			}
+		}
+	}
 	return nil
 }
 
-// SetSACheck turns the SA check on or off (off: a deleted SA's policy is
-// forwarded until the mirror's next generation, tens of milliseconds).
-func (dp *Datapath) SetSACheck(on bool) error {
+// SACheck is how the program checks, before an outbound forward, that the
+// policy's SA still exists (docs/fastpath.md, "The SA-deletion window").
+type SACheck uint32
+
+const (
+	// SACheckOff forwards a deleted SA's policy until the mirror's next
+	// generation (a debounce and a compile: tens of milliseconds).
+	SACheckOff = SACheck(fastpathFpSaCheckFP_SA_CHECK_OFF)
+	// SACheckMirror forwards only while sa_refs names one of the policy's
+	// SAs; the mirror withdraws a name as soon as the kernel announces the
+	// SA's deletion (WithdrawSA). An inline load a forward.
+	SACheckMirror = SACheck(fastpathFpSaCheckFP_SA_CHECK_MIRROR)
+	// SACheckKernel also asks the kernel's SA table on every forward
+	// (bpf_xdp_get_xfrm_state; SACheckSupported): no event latency, ~85 ns
+	// a forward.
+	SACheckKernel = SACheck(fastpathFpSaCheckFP_SA_CHECK_KERNEL)
+)
+
+// SetSACheck sets the SA check.
+func (dp *Datapath) SetSACheck(c SACheck) error {
 	return dp.updateConfig(func(cfg *fastpathFpConfig) bool {
-		cfg.SaCheck = b2u(on)
+		cfg.SaCheck = uint32(c)
 		return true
 	})
+}
+
+// saID names an SA as the program's lookup does (fastpathFpSaOpts).
+type saID struct {
+	daddr [4]uint32
+	spi   uint32 // as stored: network order read little-endian
+	proto uint8
+}
+
+func idOf(o *fastpathFpSaOpts) saID { return saID{o.Daddr, o.Spi, o.Proto} }
+
+// WithdrawSA removes st from every policy's SAs in sa_refs at once, ahead
+// of the next generation (the mirror calls it on the kernel's delete and
+// hard-expire events): with SACheckMirror on, a policy left with no SA is
+// forwarded no more. A later Apply writes what its tables say.
+func (dp *Datapath) WithdrawSA(st *xfrm.State) error {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	ref := saRefOf(xfrm.Tmpl{Proto: st.Proto, Mode: st.Mode, Dst: st.Dst}, []xfrm.State{*st})
+	id := idOf(&ref.Sa[0])
+	for _, slot := range dp.saSlots[id] {
+		cur, ok := dp.saRefs[slot]
+		if !ok {
+			continue
+		}
+		for i := range cur.Sa {
+			if cur.Sa[i].Family != 0 && idOf(&cur.Sa[i]) == id {
+				cur.Sa[i] = fastpathFpSaOpts{}
+			}
+		}
+		if err := dp.objs.SaRefs.Put(slot, cur); err != nil {
+			return fmt.Errorf("fastpath: withdrawing SA 0x%x from counter slot %d: %w", st.SPI, slot, err)
+		}
+		dp.saRefs[slot] = cur
+	}
+	return nil
+}
+
+// WithdrawAllSAs clears every policy's SAs (the kernel flushed its SAs).
+func (dp *Datapath) WithdrawAllSAs() error {
+	dp.mu.Lock()
+	defer dp.mu.Unlock()
+	for slot := range dp.saRefs {
+		if err := dp.objs.SaRefs.Put(slot, fastpathFpSaRef{}); err != nil {
+			return fmt.Errorf("fastpath: withdrawing the SAs of counter slot %d: %w", slot, err)
+		}
+		dp.saRefs[slot] = fastpathFpSaRef{}
+	}
+	return nil
 }
 
 // SACheckSupported says whether the running kernel has the kfunc the SA

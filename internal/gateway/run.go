@@ -51,6 +51,14 @@ type Options struct {
 	// Ready, if set, is called once the program is attached and the first
 	// sync has been tried (tests and `lab` wait on it).
 	Ready func(*fastpath.Datapath, *fastpath.Mirror)
+	// DeviceQuirks says, by interface name, how an offload device departs
+	// from the kernel's XFRM (fastpath.DeviceQuirks). Until the
+	// driver-quirks table is wired here, whoever starts the gateway (tests)
+	// sets it; an interface without an entry has none.
+	DeviceQuirks map[string]fastpath.DeviceQuirks
+	// StrictSACheck: every outbound forward asks the kernel whether it
+	// still holds the SA (fastpath.SACheckKernel), not only the mirror.
+	StrictSACheck bool
 }
 
 // Run attaches the fast path to the interfaces, mirrors the source
@@ -150,6 +158,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := dp.SetUseTime(!static); err != nil {
 		return err
 	}
+	if err := setSACheck(dp, !static, o.StrictSACheck, log); err != nil {
+		return err
+	}
 	followFIBL4(dp, log)
 	if err := dp.SetIfaces(ifs); err != nil {
 		return err
@@ -179,7 +190,14 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	started = true
 
-	m := &fastpath.Mirror{DP: dp, Src: o.Source, Lease: o.Lease, Log: log}
+	m := &fastpath.Mirror{DP: dp, Src: o.Source, Lease: o.Lease, Log: log, Quirks: map[int]fastpath.DeviceQuirks{}}
+	for name, q := range o.DeviceQuirks {
+		li, err := link(name)
+		if err != nil {
+			return err
+		}
+		m.Quirks[li.Ifindex] = q
+	}
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 4)
