@@ -17,7 +17,9 @@ STAGING_VER=v0.${VER#1.}
 CACHE=${SLUICE_CACHE:-/var/cache/sluice}
 OUT=$CACHE/kube-apiserver-v$VER
 
-if ! command -v etcd >/dev/null; then
+# make setup installs etcd-server with its other packages and runs this script beside apt-get
+# (SLUICE_KUBE_NO_APT=1), which must then not take the dpkg lock.
+if ! command -v etcd >/dev/null && [ -z "${SLUICE_KUBE_NO_APT:-}" ]; then
   [ "$(id -u)" = 0 ] || { echo "kube-apiserver: installing etcd-server needs root" >&2; exit 1; }
   log "installing etcd-server"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends etcd-server
@@ -25,12 +27,17 @@ if ! command -v etcd >/dev/null; then
   if command -v systemctl >/dev/null; then systemctl disable --now etcd >/dev/null 2>&1 || true; fi
 fi
 
+# One build at a time, and the fleet tests wait on this lock for a build that make setup started
+# in the background (internal/fleet/kubetest): held from here until the script exits.
+mkdir -p "$CACHE"
+exec 9>"$CACHE/kube-apiserver.lock"
+flock -x 9
+
 if [ -x "$OUT" ]; then
   log "present: $OUT"
   exit 0
 fi
 
-mkdir -p "$CACHE"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$work"

@@ -4,7 +4,9 @@
 # Idempotent: each step checks first and does nothing when already done.
 set -euo pipefail
 
-log() { printf 'setup: %s\n' "$*"; }
+t0=$(date +%s)
+# Each line says the seconds since setup started: docs/testing.md's per-phase times come from these.
+log() { printf 'setup: [%4ds] %s\n' "$(( $(date +%s) - t0 ))" "$*"; }
 
 [ "$(id -u)" = 0 ] || { echo "setup: run as root (apt-get, kernel install)" >&2; exit 1; }
 
@@ -16,10 +18,24 @@ PKGS=(
   libstrongswan-standard-plugins libstrongswan-extra-plugins strongswan-pki
   qemu-system-x86 busybox-static chromium
   openvswitch-switch libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu libxml2-utils
-  lintian rpm debootstrap
+  lintian rpm debootstrap etcd-server
 )
 # Test kernel for the VM: bookworm-backports 6.12 (closer to what users run than bookworm's 6.1).
 BPO_PKGS=(linux-image-amd64 linux-headers-amd64 linux-source)
+
+# The fleet tests' real kube-apiserver, built once from its Go modules and cached outside the repo
+# (scripts/kube-apiserver.sh): minutes of CPU and module downloads that need nothing apt installs.
+# It starts first and setup does not wait for it: it runs beside apt-get, the debootstrap below,
+# lint and the host tests, and the tests that need it wait on its lock (internal/fleet/kubetest).
+# Its output goes to /var/cache/sluice/kube-apiserver.log.
+mkdir -p /var/cache/sluice
+if command -v go >/dev/null; then
+  log "kube-apiserver build in the background (log: /var/cache/sluice/kube-apiserver.log)"
+  # Appended, not truncated: a second setup's build waits on the first's lock meanwhile.
+  echo "--- $(date -u +%FT%TZ) make setup" >>/var/cache/sluice/kube-apiserver.log
+  SLUICE_KUBE_NO_APT=1 setsid bash "$(dirname "$0")/kube-apiserver.sh" </dev/null \
+    >>/var/cache/sluice/kube-apiserver.log 2>&1 &
+fi
 
 missing=()
 for p in "${PKGS[@]}"; do
@@ -80,11 +96,10 @@ if command -v systemctl >/dev/null && systemctl is-enabled strongswan >/dev/null
   systemctl disable --now strongswan >/dev/null 2>&1 || true
 fi
 
-# The fleet tests' real kube-apiserver (built once from its Go modules, cached outside the repo) and
-# etcd. On a fresh machine the build is minutes of CPU and the debootstrap below mostly download and
-# unpacking: run them side by side (after the apt-get above, which holds the dpkg lock).
-bash "$(dirname "$0")/kube-apiserver.sh" &
-kube=$!
+# Tests start their own etcd on a free port: the packaged one must not hold 2379.
+if command -v systemctl >/dev/null && systemctl is-enabled etcd >/dev/null 2>&1; then
+  systemctl disable --now etcd >/dev/null 2>&1 || true
+fi
 
 # A fresh Debian root for the package test (test/install): minbase plus systemd, so that the
 # root's own systemd-analyze verifies the units. The test mounts an overlay on it and never
@@ -103,5 +118,4 @@ fi
 
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || true
 
-wait "$kube" || { log "the kube-apiserver build failed (see above)"; exit 1; }
-log "done"
+log "done (the kube-apiserver build may still be running)"

@@ -38,7 +38,16 @@ log() { printf 'vmtest: %s\n' "$*" >&2; }
 q() { local s=${1//\'/\'\\\'\'}; printf "'%s'" "$s"; }
 
 rm -rf "$out"
-mkdir -p "$out/bin" "$out/results"
+mkdir -p "$out/results"
+# Test binaries go outside the repository: the guest sees the repository over an uncached 9p
+# share, which re-read a 30-70 MB binary's pages on every one of the ~290 test processes, but the
+# host root over a cached one (internal/testlab), which reads them once per VM. A new directory
+# per run, since a cached share may show a replaced file stale; this checkout's older runs go.
+binroot=${SLUICE_CACHE:-/var/cache/sluice}/vmtest-bin/$(printf '%s' "$repo" | md5sum | cut -c1-12)
+rm -rf "$binroot"
+bindir=$binroot/$(date +%s%N)
+mkdir -p "$bindir"
+ln -s "$bindir" "$out/bin"
 
 # Packages with at least one test file whose //go:build line names vmtest.
 # -e: a broken package elsewhere in the tree must not hide these.
@@ -158,7 +167,7 @@ guest=$out/guest.sh
   echo "  base=$(q "$out/results")/\$idx"
   echo "  echo \"=== vmtest: \$dir (-test.run \$pat)\""
   echo "  cd \"\$dir\" || { rc=1; continue; }"
-  echo "  { $(q "$out/bin")/\$name -test.v -test.timeout=${VMTEST_TEST_TIMEOUT:-22m} -test.run \"\$pat\" </dev/null; echo \$? >\"\$base.rc\"; } 2>&1 | tee \"\$base.log\""
+  echo "  { $(q "$bindir")/\$name -test.v -test.timeout=${VMTEST_TEST_TIMEOUT:-22m} -test.run \"\$pat\" </dev/null; echo \$? >\"\$base.rc\"; } 2>&1 | tee \"\$base.log\""
   echo "  [ \"\$(cat \"\$base.rc\")\" = 0 ] || rc=1"
   echo "done <$(q "$queue")"
   echo "exit \$rc"

@@ -3,17 +3,15 @@
 package agent
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"sluice/internal/config"
 	"sluice/internal/fileread"
+	"sluice/internal/fleet"
 	"sluice/internal/overlay"
 )
 
@@ -41,7 +39,7 @@ type Outcome struct {
 	Report *overlay.VerifyReport
 	// OffloadNotes are apply's per-SA offload reports (what auto got and
 	// why the better modes were refused).
-	OffloadNotes []string
+	OffloadNotes []overlay.OffloadNote
 	// Held are the IKE initiations held back (not this host's turn);
 	// Initiated counts those run (in Steps: an initiation changes no
 	// configuration, it asks charon to negotiate).
@@ -134,12 +132,6 @@ func (r *Reconciler) save(s *stored) error {
 	return nil
 }
 
-// Digest names a desired state: 12 hex digits of its SHA-256.
-func Digest(doc []byte) string {
-	s := sha256.Sum256(doc)
-	return hex.EncodeToString(s[:6])
-}
-
 // Desired is one reconcile's input.
 type Desired struct {
 	Doc            []byte
@@ -151,23 +143,23 @@ type Desired struct {
 	Gate func(peer string) bool
 }
 
+// parse reads a desired document as overlay.Load reads a file: the host,
+// and its key file when a peer is keyed manually.
 func parse(doc []byte, file string) (*config.Host, *config.Keys, error) {
 	h, err := config.ParseHost(doc, file)
 	if err != nil {
 		return nil, nil, err
 	}
-	var keys *config.Keys
-	if h.HasKeying(config.KeyingManual) {
-		if keys, err = config.LoadKeys(h.KeysPath()); err != nil {
-			return nil, nil, fmt.Errorf("%s: ipsec.keys: %w", file, err)
-		}
+	keys, err := h.ManualKeys()
+	if err != nil {
+		return nil, nil, err
 	}
 	return h, keys, nil
 }
 
 // Reconcile makes the host hold d.
 func (r *Reconciler) Reconcile(d Desired) Outcome {
-	out := Outcome{Digest: Digest(d.Doc)}
+	out := Outcome{Digest: fleet.Digest(d.Doc)}
 	h, keys, err := parse(d.Doc, d.File)
 	if err != nil {
 		out.Result, out.Message = ResultRefused, err.Error()
@@ -218,7 +210,7 @@ func (r *Reconciler) Reconcile(d Desired) Outcome {
 			if res != nil {
 				out.Steps += res.Done
 				for i, st := range plan.Steps {
-					if i < res.Done && strings.HasPrefix(st.Object, "IKE SA with ") {
+					if i < res.Done && st.IKEPeer != "" {
 						out.Initiated++
 					}
 				}
@@ -285,10 +277,7 @@ func (r *Reconciler) rollback(failed, prev *config.Host) string {
 		}
 		return fmt.Sprintf("rolled back: the %d step(s) of the partial apply were undone", n)
 	}
-	var keys *config.Keys
-	if prev.HasKeying(config.KeyingManual) {
-		keys, _ = config.LoadKeys(prev.KeysPath())
-	}
+	keys, _ := prev.ManualKeys()
 	n, err := overlay.Prune(overlay.NewPrune(failed, prev, live, j), j)
 	if err != nil {
 		return fmt.Sprintf("rollback: removing the failed state's additions: %v", err)
@@ -358,17 +347,17 @@ func (r *Reconciler) logSteps(verb string, p *overlay.Plan, n int) {
 
 func onlyInitiations(p *overlay.Plan) bool {
 	for _, s := range p.Steps {
-		if !strings.HasPrefix(s.Object, "IKE SA with ") {
+		if s.IKEPeer == "" {
 			return false
 		}
 	}
 	return true
 }
 
-// gate drops the IKE initiations the gate holds back ("create IKE SA with
-// PEER", the plan's last steps): the trap policies are loaded, so traffic
-// is held for IKE, never sent in clear, and the pair's initiator starts it
-// in its slot.
+// gate drops the IKE initiations the gate holds back (the steps with an
+// IKEPeer, the plan's last): the trap policies are loaded, so traffic is
+// held for IKE, never sent in clear, and the pair's initiator starts it in
+// its slot.
 func gate(steps []overlay.Step, g func(string) bool) ([]overlay.Step, []string) {
 	if g == nil {
 		return steps, nil
@@ -376,8 +365,8 @@ func gate(steps []overlay.Step, g func(string) bool) ([]overlay.Step, []string) 
 	var keep []overlay.Step
 	var held []string
 	for _, s := range steps {
-		if peer, ok := strings.CutPrefix(s.Object, "IKE SA with "); ok && s.Action == "create" && !g(peer) {
-			held = append(held, peer)
+		if s.IKEPeer != "" && !g(s.IKEPeer) {
+			held = append(held, s.IKEPeer)
 			continue
 		}
 		keep = append(keep, s)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"sluice/internal/fleet"
 	"sluice/internal/kernel"
 	"sluice/internal/testutil"
 )
@@ -82,7 +83,7 @@ func TestReconcileDriftAndRestart(t *testing.T) {
 		t.Fatalf("drift: %+v", o)
 	}
 	r2 := newRec(t, h, dir)
-	if dg, _ := r2.LastGood(); dg != Digest(d.Doc) {
+	if dg, _ := r2.LastGood(); dg != fleet.Digest(d.Doc) {
 		t.Fatalf("restart: last good %q", dg)
 	}
 	if o := r2.Reconcile(d); o.Result != ResultNothingToDo {
@@ -113,7 +114,7 @@ func TestReconcileFailedApplyRollsBack(t *testing.T) {
 	if after := snapshot(t, ns); after != before {
 		t.Fatalf("not rolled back:\nbefore:\n%s\nafter:\n%s", before, after)
 	}
-	if dg, _ := r.LastGood(); dg != Digest(good.Doc) {
+	if dg, _ := r.LastGood(); dg != fleet.Digest(good.Doc) {
 		t.Fatalf("last good moved to the failed state")
 	}
 	// A refused state (the plan cannot be made) changes nothing either.

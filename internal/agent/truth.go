@@ -5,7 +5,6 @@ package agent
 import (
 	"fmt"
 	"sort"
-	"strings"
 
 	"sluice/internal/config"
 	"sluice/internal/fleet/v1alpha1"
@@ -40,29 +39,24 @@ func newTruthTracker() *truthTracker {
 	return &truthTracker{prevSA: map[string]uint64{}, prevDev: map[string]uint64{}}
 }
 
-// ipsecCounters sums a device's driver counters whose name says ipsec
-// (mlx5's ipsec_{rx,tx}_pkts, ixgbe's ipsec offload counters); ok false
-// when the device has none.
+// ipsecCounters sums a device's IPsec counters (kernel.IsIPsecCounter
+// says which); ok false when the device has none.
 func ipsecCounters(dev string) (uint64, bool) {
-	s, err := kernel.EthtoolStats(dev)
-	if err != nil {
+	s, err := kernel.EthtoolIPsecStats(dev)
+	if err != nil || len(s) == 0 {
 		return 0, false
 	}
 	var sum uint64
-	found := false
-	for k, v := range s {
-		if strings.Contains(strings.ToLower(k), "ipsec") {
-			sum += v
-			found = true
-		}
+	for _, v := range s {
+		sum += v
 	}
-	return sum, found
+	return sum, true
 }
 
 // look turns a verification into offload truth. notes are apply's offload
-// reports (why a mode was refused), matched to SAs by peer name. Runs in
-// the host's namespace.
-func (t *truthTracker) look(rep *overlay.VerifyReport, notes []string) []SATruth {
+// reports: their Refused reasons go to the SA of the same peer and
+// direction. Runs in the host's namespace.
+func (t *truthTracker) look(rep *overlay.VerifyReport, notes []overlay.OffloadNote) []SATruth {
 	if rep == nil {
 		return nil
 	}
@@ -98,8 +92,8 @@ func (t *truthTracker) look(rep *overlay.VerifyReport, notes []string) []SATruth
 			tr.WhyNot = append(tr.WhyNot, fmt.Sprintf("the SA counted %d packet(s) since the last look and %s's IPsec counters did not move: the kernel does the crypto", s.Packets-prev, s.Dev))
 		}
 		for _, n := range notes {
-			if strings.Contains(n, s.Peer) && strings.Contains(n, "refused") {
-				tr.WhyNot = append(tr.WhyNot, n)
+			if n.Peer == s.Peer && n.Dir == s.Dir {
+				tr.WhyNot = append(tr.WhyNot, n.Refused...)
 			}
 		}
 		out = append(out, tr)

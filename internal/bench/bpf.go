@@ -4,5 +4,5 @@ package bench
 
 // The generator (bpf/gen.c) and the sink (bpf/sink.c); bpf2go writes the
 // bindings and objects beside this file.
-//go:generate go tool bpf2go -tags linux -target bpfel -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -type gen_config -type gen_entry -type gen_cpu_state gen ../../bpf/gen.c
-//go:generate go tool bpf2go -tags linux -target bpfel -cflags "-O2 -g -Wall -Werror -I/usr/include/x86_64-linux-gnu" -type sink_stats -type sink_seq sink ../../bpf/sink.c
+//go:generate go run sluice/tools/bpfgen -type gen_config -type gen_entry -type gen_cpu_state gen ../../bpf/gen.c
+//go:generate go run sluice/tools/bpfgen -type sink_stats -type sink_seq sink ../../bpf/sink.c

@@ -50,6 +50,10 @@ Checks (select some with --check):
                    its VFs; netdevsim: 33 per port); -f adds a host.yaml's
   bond-port-offload SAs offloaded to one port of an active-backup bond: the
                    bond does not move them at failover
+  driver-quirks    packet offload that leaks on this driver and kernel (sluice's
+                   driver table): subnet selectors on a driver that matches
+                   them exactly, non-ESN inbound SAs without anti-replay, bond
+                   ports on kernels that accept cleartext on offloaded IN policies
   firmware         SRIOV_EN, NUM_OF_VFS, LAG_RESOURCE_ALLOCATION,
                    FLEX_PARSER_PROFILE_ENABLE, HAIRPIN_DATA_BUFFER_LOCK via
                    mstconfig or mlxconfig, when installed

@@ -34,6 +34,10 @@ type explainResult struct {
 	// Tier is which tier serves the deciding policy's traffic, from the
 	// running daemon (docs/flower.md): "flower (...)" or "xdp — why".
 	Tier string `json:"tier,omitempty"`
+	// KernelKeeps says why the deciding policy's traffic stays with the
+	// kernel whatever its offload: an SA the fast path cannot honour
+	// (fastpath.ForwardRefusal: IP-TFS, per-CPU SAs, SA direction).
+	KernelKeeps string `json:"kernel_keeps,omitempty"`
 }
 
 type explainPolicy struct {
@@ -58,7 +62,7 @@ func runExplain(cmd *cobra.Command, a explainFlags, args []string) error {
 	if err != nil {
 		return err
 	}
-	dp, policies, err := explainDatapath(a)
+	dp, policies, states, err := explainDatapath(a)
 	if err != nil {
 		return err
 	}
@@ -80,6 +84,9 @@ func runExplain(cmd *cobra.Command, a explainFlags, args []string) error {
 		if dec.PolicyIndex != 0 && p.Index == dec.PolicyIndex {
 			res.Policy = &explainPolicy{Index: p.Index, Dir: p.Dir.String(), Priority: p.Priority,
 				Selector: p.Sel.String(), Action: [...]string{"allow", "block"}[p.Action&1]}
+			if p.Action == xfrm.ActionAllow {
+				res.KernelKeeps = fastpath.ForwardRefusal(&p, states)
+			}
 		}
 	}
 	if a.cfgPath == "" && dec.PolicyIndex != 0 {
@@ -107,6 +114,9 @@ func runExplain(cmd *cobra.Command, a explainFlags, args []string) error {
 	} else if dec.PolicyIndex != 0 {
 		fmt.Fprintf(w, "policy:  index %d dir %s priority %d\n", dec.PolicyIndex, dec.Dir, dec.PolicyPriority)
 	}
+	if res.KernelKeeps != "" {
+		fmt.Fprintf(w, "kernel:  keeps this policy's traffic: %s\n", res.KernelKeeps)
+	}
 	if len(dec.MatchedDirs) > 0 {
 		fmt.Fprintf(w, "matched: %s\n", strings.Join(dec.MatchedDirs, ", "))
 	}
@@ -125,34 +135,36 @@ func runExplain(cmd *cobra.Command, a explainFlags, args []string) error {
 }
 
 // explainDatapath loads the program over the running gateway's pinned maps,
-// or over tables built from a static config.
-func explainDatapath(a explainFlags) (*fastpath.Datapath, []xfrm.Policy, error) {
+// or over tables built from a static config, with the policies and SAs
+// (kernel only) behind them.
+func explainDatapath(a explainFlags) (*fastpath.Datapath, []xfrm.Policy, []xfrm.State, error) {
 	if a.cfgPath != "" {
 		g, err := config.LoadGateway(a.cfgPath)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, nil, err
 		}
 		if g.PolicySource != config.PolicySourceStatic {
-			return nil, nil, fmt.Errorf("%s: explain -f needs policy-source: static; for kernel policies run 'sluice gateway run' and omit -f", a.cfgPath)
+			return nil, nil, nil, fmt.Errorf("%s: explain -f needs policy-source: static; for kernel policies run 'sluice gateway run' and omit -f", a.cfgPath)
 		}
-		return gateway.StaticDatapath(g, buildInfo())
+		dp, policies, err := gateway.StaticDatapath(g, buildInfo())
+		return dp, policies, nil, err
 	}
 	if _, err := os.Stat(filepath.Join(a.pinDir, "config")); errors.Is(err, os.ErrPermission) {
 		// The pin dir is the daemon's own (0700): say what is missing.
 		if perr := fastpath.CheckPrivileges(); perr != nil {
-			return nil, nil, fmt.Errorf("reading the running gateway's maps in %s: %w", a.pinDir, perr)
+			return nil, nil, nil, fmt.Errorf("reading the running gateway's maps in %s: %w", a.pinDir, perr)
 		}
-		return nil, nil, err
+		return nil, nil, nil, err
 	} else if err != nil {
-		return nil, nil, fmt.Errorf("no gateway is running here (no pinned maps in %s): start 'sluice gateway run', or pass -f with a gateway.yaml of static policies", a.pinDir)
+		return nil, nil, nil, fmt.Errorf("no gateway is running here (no pinned maps in %s): start 'sluice gateway run', or pass -f with a gateway.yaml of static policies", a.pinDir)
 	}
 	dp, err := fastpath.Load(fastpath.LoadOptions{PinPath: a.pinDir, AdoptOnly: true})
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	snap, err := fastpath.KernelSource{X: &xfrm.Handle{}}.Dump()
 	if err != nil {
-		snap.Policies = nil // explain still works; only the selector text is missing
+		snap = fastpath.Snapshot{} // explain still works; only the selector text is missing
 	}
-	return dp, snap.Policies, nil
+	return dp, snap.Policies, snap.States, nil
 }

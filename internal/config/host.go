@@ -187,7 +187,11 @@ type Peer struct {
 	// LocalID and RemoteID are the IKE identities (default: the
 	// addresses; with certificates, a subjectAltName of the certificate).
 	LocalID, RemoteID string
-	Line              int
+	// AcceptLeaks names driver behaviours (internal/driverquirk, such as
+	// exact-selector-match) that leak cleartext with this peer's layout
+	// and that the user accepts: plan refuses such a layout otherwise.
+	AcceptLeaks []string
+	Line        int
 }
 
 // OffloadFor is the offload mode of the SA in direction dir ("out" or

@@ -87,6 +87,20 @@ func KeyFileProblem(path string, fi os.FileInfo) string {
 	return ""
 }
 
+// ManualKeys reads h's key file when a peer is keyed manually (nil, nil
+// otherwise): the one loader the overlay engine and the agent share.
+// The error names the file's ipsec.keys line.
+func (h *Host) ManualKeys() (*Keys, error) {
+	if !h.HasKeying(KeyingManual) {
+		return nil, nil
+	}
+	keys, err := LoadKeys(h.KeysPath())
+	if err != nil {
+		return nil, fmt.Errorf("%s: ipsec.keys (line %d): %w", h.File, h.IPsec.KeysLine, err)
+	}
+	return keys, nil
+}
+
 // LoadKeys reads a key file. Its lines are
 //
 //	<peer> <out|in> <key in hex, 0x optional>

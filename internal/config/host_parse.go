@@ -104,6 +104,7 @@ type hostPeer struct {
 	Keying       keyingMode     `yaml:"keying"`
 	LocalID      nonEmpty       `yaml:"local-id"`
 	RemoteID     nonEmpty       `yaml:"remote-id"`
+	AcceptLeaks  []nonEmpty     `yaml:"accept-leaks" what:"driver behaviour name (such as exact-selector-match)"`
 }
 
 type hostSelector struct {

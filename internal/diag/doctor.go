@@ -45,6 +45,7 @@ var Checks = []Check{
 	{"bond-offload", "bond ESP offload matches its slaves", checkBondOffload},
 	{"offload-probe", "driver accepts crypto- and packet-offload SAs", checkOffloadProbe},
 	{"bond-port-offload", "SAs offloaded to one port of an active-backup bond", checkBondPortOffload},
+	{"driver-quirks", "packet offload that leaks on this driver and kernel (internal/driverquirk's table)", checkDriverQuirks},
 	{"mlx5-tc-order", "mlx5: tc offload and IPsec packet offload on one port", checkMlx5TCOrder},
 	{"mlx5-steering", "flow steering and eswitch mode", checkSteering},
 	{"mtu-headroom", "overlay MTU leaves room for encapsulation and ESP", checkMTUHeadroom},

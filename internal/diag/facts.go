@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 
+	"sluice/internal/driverquirk"
 	"sluice/internal/kernel"
 	"sluice/internal/kernel/xfrm"
 )
@@ -37,6 +38,10 @@ type Facts struct {
 	// SAFamilies maps devices whose driver has a known SA limit to the SA
 	// table they share (sa_budget.go).
 	SAFamilies map[string]string `json:"sa_families,omitempty"`
+	// ModelProfile is the NIC model's profile parameter when the model
+	// is loaded ("" otherwise, or for a model without profiles):
+	// driver-quirks reads the driver table as the profile says.
+	ModelProfile string `json:"nicmodel_profile,omitempty"`
 	// StrongSwan is the version of the running charon (VICI), else of
 	// swanctl; "" when neither answered (versions.go).
 	StrongSwan string `json:"strongswan,omitempty"`
@@ -129,6 +134,7 @@ func Gather(o GatherOptions) *Facts {
 		f.fail("guests", err)
 	}
 	f.gatherSAFamilies(o.FS)
+	f.ModelProfile, _ = o.FS.ReadString("/" + driverquirk.ModelProfileParam)
 	return f
 }
 

@@ -253,7 +253,8 @@ func packetOffloadDevice(p *xfrm.Policy, states []xfrm.State) int {
 		if !tmplMatches(tm, st) {
 			continue
 		}
-		if !st.Offload.Packet() || st.Offload.Inbound() != wantInbound || !selCovers(st, p) {
+		if !st.Offload.Packet() || st.Offload.Inbound() != wantInbound || !selCovers(st, p) ||
+			st.FastPathRefusal(p.Dir) != "" { // IP-TFS, per-CPU, SA direction (refusal.go)
 			return 0
 		}
 		if dev != 0 && dev != st.Offload.Ifindex {

@@ -144,11 +144,11 @@ func TestCRDValidation(t *testing.T) {
 		})
 	}
 	// The DaemonSet manifest is one the API server accepts.
-	ds, err := ReadManifests("../../deploy/daemonset.yaml")
+	ds, err := kubetest.ReadManifests("../../deploy/daemonset.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Apply(ctx, admin, ds); err != nil {
+	if err := kubetest.Apply(ctx, admin, ds); err != nil {
 		t.Errorf("deploy/daemonset.yaml: %v", err)
 	}
 	// A 3 MB object never reaches etcd (the API server's request limit).

@@ -3,13 +3,13 @@
 package fleet
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"net/netip"
 	"sort"
-	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -182,9 +182,13 @@ func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l L
 	if a, err := netip.ParseAddr(me.Spec.Underlay.Gateway); err == nil {
 		gw = a
 	}
-	d.Doc = hostDoc(o, me, mine.vtep, mine.prefix, gw, d.Peers, l)
-	sum := sha256.Sum256(d.Doc)
-	d.Digest = hex.EncodeToString(sum[:6])
+	doc, err := hostDoc(o, me, mine.vtep, mine.prefix, gw, d.Peers, l)
+	if err != nil {
+		d.Problems = append(d.Problems, "the host document cannot be rendered: "+err.Error())
+		d.Refused = true
+		return d
+	}
+	d.Doc, d.Digest = doc, Digest(doc)
 	// The engine validates the document as it would a file: a problem
 	// here is sluice's bug or an object the CRD let through.
 	if _, err := config.ParseHost(d.Doc, OverlayName(o)+".yaml"); err != nil {
@@ -192,6 +196,13 @@ func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l L
 		d.Refused = true
 	}
 	return d
+}
+
+// Digest names a desired state: 12 hex digits of the SHA-256 of its
+// document. The agent's status and last good state use the same name.
+func Digest(doc []byte) string {
+	s := sha256.Sum256(doc)
+	return hex.EncodeToString(s[:6])
 }
 
 // Slot is a pair's fixed initiation delay within window: the same on both
@@ -218,93 +229,75 @@ var offloadModes = map[string]string{
 	"":                            config.OffloadModeAuto,
 }
 
-// hostDoc writes the host.yaml of one member. Only values from parsed
-// addresses, enums and names matching the CRD patterns go in, each quoted.
-func hostDoc(o *v1alpha1.Overlay, me *v1alpha1.Host, vtep netip.Addr, under netip.Prefix, gw netip.Addr, peers []Peer, l Local) []byte {
-	var b strings.Builder
-	w := func(format string, a ...any) { fmt.Fprintf(&b, format+"\n", a...) }
-	w("# rendered by sluice agent from overlay %s/%s, host %s", o.Namespace, o.Name, me.Name)
-	w("name: %q", OverlayName(o))
+// hostDoc writes the host.yaml of one member: it fills config's Host,
+// and config.MarshalHost spells the keys (the parser's own declaration)
+// and quotes the values, whatever the objects hold.
+func hostDoc(o *v1alpha1.Overlay, me *v1alpha1.Host, vtep netip.Addr, under netip.Prefix, gw netip.Addr, peers []Peer, l Local) ([]byte, error) {
+	h := &config.Host{Name: OverlayName(o)}
 	iface := me.Spec.Underlay.Interface
 	if iface != "" {
 		// The uplink is named so the VTEP MTU is computed from its MTU;
 		// without mtu:/addresses: the engine leaves it as it is.
-		w("uplinks:")
-		w("  ports: [%q]", iface)
-		if me.Spec.Underlay.MTU > 0 {
-			w("  mtu: %d", me.Spec.Underlay.MTU)
+		h.Uplinks = &config.Uplinks{Ports: []string{iface}, MTU: me.Spec.Underlay.MTU}
+	}
+	encap := cmp.Or(o.Spec.Encapsulation, config.VTEPVXLAN)
+	for _, s := range o.Spec.Segments {
+		v := config.VTEP{Name: "sl-" + s.Name, Type: encap, VNI: s.VNI, Local: vtep, Port: s.Port}
+		if o.Spec.MTU.Policy == "fixed" && o.Spec.MTU.Value > 0 {
+			v.MTU = o.Spec.MTU.Value
+		}
+		for _, p := range peers {
+			via := p.Underlay
+			if !under.Contains(p.Underlay) && gw.IsValid() {
+				via = gw
+			}
+			v.Remotes = append(v.Remotes, config.Remote{Address: p.VTEP, Via: via})
+		}
+		h.VTEPs = append(h.VTEPs, v)
+	}
+	if len(peers) > 0 {
+		ike, err := overlayIKE(o, l)
+		if err != nil {
+			return nil, err
+		}
+		h.IPsec = &config.IPsec{Keying: config.KeyingIKE, IKE: ike}
+		mode := cmp.Or(o.Spec.IPsecMode, config.ModeTransport)
+		bits := cmp.Or(o.Spec.KeyBits, 128)
+		off := offloadModes[o.Spec.Offload]
+		for _, p := range peers {
+			// The certificates carry the host names as subjectAltName DNS.
+			pr := config.Peer{Name: p.Name, Local: vtep, Remote: p.VTEP, Mode: mode, KeyBits: bits, Offload: off,
+				LocalID: me.Name, RemoteID: p.Name}
+			if off != config.OffloadModeNone {
+				pr.OffloadDev = iface
+			}
+			h.IPsec.Peers = append(h.IPsec.Peers, pr)
 		}
 	}
-	encap := o.Spec.Encapsulation
-	if encap == "" {
-		encap = config.VTEPVXLAN
+	doc, err := config.MarshalHost(h)
+	if err != nil {
+		return nil, err
 	}
-	{
-		w("vteps:")
-		for _, s := range o.Spec.Segments {
-			w("  - name: %q", "sl-"+s.Name)
-			w("    type: %s", encap)
-			w("    vni: %d", s.VNI)
-			w("    local: %q", vtep)
-			if s.Port != 0 {
-				w("    port: %d", s.Port)
-			}
-			if o.Spec.MTU.Policy == "fixed" && o.Spec.MTU.Value > 0 {
-				w("    mtu: %d", o.Spec.MTU.Value)
-			}
-			if len(peers) > 0 {
-				w("    remotes:")
-				for _, p := range peers {
-					via := p.Underlay
-					if !under.Contains(p.Underlay) && gw.IsValid() {
-						via = gw
-					}
-					w("      - {address: %q, via: %q}", p.VTEP, via)
-				}
-			}
+	head := fmt.Sprintf("# rendered by sluice agent from overlay %s/%s, host %s\n", o.Namespace, o.Name, me.Name)
+	return append([]byte(head), doc...), nil
+}
+
+// overlayIKE is the ike: section: the agent's credentials and charon
+// socket, and the overlay's lifetimes (Go durations, the CRD's pattern).
+func overlayIKE(o *v1alpha1.Overlay, l Local) (*config.IKE, error) {
+	ike := &config.IKE{VICI: l.VICI, CA: l.CA, Cert: l.Cert, PrivateKey: l.PrivKey}
+	for _, lt := range []struct {
+		key, val string
+		to       *time.Duration
+	}{{"spec.keying.rekeyTime", o.Spec.Keying.RekeyTime, &ike.RekeyTime}, {"spec.keying.lifeTime", o.Spec.Keying.LifeTime, &ike.LifeTime}} {
+		if lt.val == "" {
+			continue
 		}
-	}
-	if len(peers) == 0 {
-		return []byte(b.String())
-	}
-	mode := o.Spec.IPsecMode
-	if mode == "" {
-		mode = config.ModeTransport
-	}
-	bits := o.Spec.KeyBits
-	if bits == 0 {
-		bits = 128
-	}
-	off := offloadModes[o.Spec.Offload]
-	w("ipsec:")
-	w("  keying: ike")
-	w("  ike:")
-	if l.VICI != "" {
-		w("    vici: %q", l.VICI)
-	}
-	w("    ca: %q", l.CA)
-	w("    cert: %q", l.Cert)
-	w("    private-key: %q", l.PrivKey)
-	if o.Spec.Keying.RekeyTime != "" {
-		w("    rekey-time: %s", o.Spec.Keying.RekeyTime)
-	}
-	if o.Spec.Keying.LifeTime != "" {
-		w("    life-time: %s", o.Spec.Keying.LifeTime)
-	}
-	w("  peers:")
-	for _, p := range peers {
-		w("    - name: %q", p.Name)
-		w("      local: %q", vtep)
-		w("      remote: %q", p.VTEP)
-		w("      mode: %s", mode)
-		w("      key-bits: %d", bits)
-		w("      offload: %s", off)
-		if off != config.OffloadModeNone && iface != "" {
-			w("      offload-dev: %q", iface)
+		d, err := time.ParseDuration(lt.val)
+		if err != nil {
+			return nil, fmt.Errorf("overlay %s: %s %q: write a duration such as 1h or 90m", o.Name, lt.key, lt.val)
 		}
-		// The certificates carry the host names as subjectAltName DNS.
-		w("      local-id: %q", me.Name)
-		w("      remote-id: %q", p.Name)
+		*lt.to = d
 	}
-	return []byte(b.String())
+	return ike, nil
 }

@@ -65,6 +65,9 @@ func TestRenderMesh(t *testing.T) {
 				t.Errorf("%s-%s: initiator %v slot %v", self, p.Name, p.Initiator, p.Slot)
 			}
 		}
+		if pr := h.IPsec.Peers[0]; pr.LocalID != self || pr.RemoteID != pr.Name || pr.OffloadDev != "eth0" || h.IPsec.IKE.CA != l.CA || h.IPsec.IKE.Cert != l.Cert {
+			t.Errorf("%s: peer %+v ike %+v:\n%s", self, pr, h.IPsec.IKE, d.Doc)
+		}
 		if strings.Contains(string(d.Doc), "10.99.0.9") {
 			t.Errorf("%s: host x is not a member:\n%s", self, d.Doc)
 		}
@@ -72,8 +75,16 @@ func TestRenderMesh(t *testing.T) {
 	// c is in another subnet: a's route to it goes via a's gateway.
 	hosts[0].Spec.Underlay.Gateway = "192.0.2.254"
 	d := Render("a", ovs, hosts, local)
-	if !strings.Contains(string(d.Doc), `{address: "10.99.0.3", via: "192.0.2.254"}`) || !strings.Contains(string(d.Doc), `{address: "10.99.0.2", via: "192.0.2.2"}`) {
-		t.Errorf("routes:\n%s", d.Doc)
+	h, err := config.ParseHost(d.Doc, "a.yaml")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, d.Doc)
+	}
+	routes := map[string]string{}
+	for _, r := range h.VTEPs[0].Remotes {
+		routes[r.Address.String()] = r.Via.String()
+	}
+	if routes["10.99.0.3"] != "192.0.2.254" || routes["10.99.0.2"] != "192.0.2.2" {
+		t.Errorf("routes %v, want 10.99.0.3 via 192.0.2.254 and 10.99.0.2 via 192.0.2.2:\n%s", routes, d.Doc)
 	}
 }
 

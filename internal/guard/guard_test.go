@@ -108,6 +108,13 @@ func TestImportRules(t *testing.T) {
 				}
 			}
 		}
+		if p.ImportPath == "sluice/internal/driverquirk" {
+			for _, imp := range p.Imports {
+				if strings.HasPrefix(imp, "sluice/") {
+					t.Errorf("internal/driverquirk imports %s: the driver table is a leaf the gateway, overlay and diag share", imp)
+				}
+			}
+		}
 		if p.ImportPath == "sluice/internal/config" {
 			for _, imp := range p.Imports {
 				// fileread is a leaf (it imports nothing of sluice): the one bounded reader.

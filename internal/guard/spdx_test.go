@@ -105,7 +105,7 @@ var bpfLicense = map[string]string{
 	"GPL-2.0":                        "GPL",
 }
 
-var bpf2goLine = regexp.MustCompile(`(?m)^//go:generate go tool bpf2go .* (\w+) (\S+\.c)$`)
+var bpf2goLine = regexp.MustCompile(`(?m)^//go:generate go run sluice/tools/bpfgen .* (\w+) (\S+\.c)$`)
 
 // TestBPFObjectsMatchTheirSourceLicense: bpf2go outputs are regenerated and
 // carry no SPDX line; the committed object's license section must agree

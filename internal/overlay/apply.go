@@ -19,7 +19,7 @@ import (
 type runner struct {
 	j        *Journal
 	obtained map[string]string // "peer/dir" -> offload obtained
-	report   []string
+	notes    []OffloadNote
 	saveErr  error
 	// ledger remembers the manual keys installed (keyledger.go); force
 	// installs one again anyway.
@@ -41,8 +41,11 @@ func (r *runner) changed(e entry) {
 	}
 }
 
-func (r *runner) reportf(format string, args ...any) {
-	r.report = append(r.report, fmt.Sprintf(format, args...))
+// report adds an offload note: n's typed fields, and its sentence made
+// from format and args.
+func (r *runner) report(n OffloadNote, format string, args ...any) {
+	n.Text = fmt.Sprintf(format, args...)
+	r.notes = append(r.notes, n)
 }
 
 func saKey(w wantSA) string { return w.peer.Name + "/" + w.dir }
@@ -53,9 +56,30 @@ type Result struct {
 	Done int `json:"steps_done"`
 	// Offload reports, per SA asked with auto (or whose offload was
 	// checked), what was obtained and why.
-	Offload []string `json:"offload,omitempty"`
-	Journal string   `json:"journal"`
+	Offload []OffloadNote `json:"offload,omitempty"`
+	Journal string        `json:"journal"`
 }
+
+// OffloadNote is apply's report on the offload of one SA, or of one IKE
+// peer's CHILD_SA (Dir empty). Programs read the typed fields; Text is
+// the sentence for a person and may be reworded at any time.
+type OffloadNote struct {
+	Peer string `json:"peer"`
+	// Dir is out or in; empty on an IKE note.
+	Dir string `json:"dir,omitempty"`
+	SPI uint32 `json:"spi,omitempty"`
+	// Asked is the file's mode (none, crypto, packet, auto); Got is what
+	// the kernel holds (empty: not known, IKE not up yet).
+	Asked string `json:"asked,omitempty"`
+	Got   string `json:"got,omitempty"`
+	Dev   string `json:"dev,omitempty"`
+	// Refused says, per better mode that was not obtained, why (offload
+	// auto: "packet refused (...)").
+	Refused []string `json:"refused,omitempty"`
+	Text    string   `json:"text"`
+}
+
+func (n OffloadNote) String() string { return n.Text }
 
 // StepError is a failed step: which, and what the kernel said.
 type StepError struct {
@@ -89,7 +113,7 @@ func Apply(plan *Plan, stateDir string, progress io.Writer) (*Result, error) {
 			fmt.Fprintf(progress, "[%d/%d] %s %s\n", i+1, len(plan.Steps), s.Action, s.Object)
 		}
 		if err := s.run(r); err != nil {
-			res.Offload = r.report
+			res.Offload = r.notes
 			return res, &StepError{Index: i, Step: s, Err: err, Done: i}
 		}
 		res.Done++
@@ -97,7 +121,7 @@ func Apply(plan *Plan, stateDir string, progress io.Writer) (*Result, error) {
 			return res, fmt.Errorf("step %d done, but the journal could not be written: %w", i+1, r.saveErr)
 		}
 	}
-	res.Offload = r.report
+	res.Offload = r.notes
 	if len(j.Created)+len(j.Changed) > 0 {
 		if err := j.save(); err != nil {
 			return res, err
@@ -208,6 +232,7 @@ func (r *runner) addSA(w wantSA) error {
 			return err
 		}
 		r.obtained[saKey(w)] = m
+		note := OffloadNote{Peer: pr.Name, Dir: w.dir, SPI: w.spi, Asked: w.offload, Got: m, Dev: dev, Refused: refused}
 		switch {
 		case w.offload == config.OffloadModeAuto:
 			msg := fmt.Sprintf("%s: offload auto -> %s", w, m)
@@ -217,9 +242,9 @@ func (r *runner) addSA(w wantSA) error {
 			if len(refused) > 0 {
 				msg += ": " + strings.Join(refused, "; ")
 			}
-			r.reportf("%s", msg)
+			r.report(note, "%s", msg)
 		case m != config.OffloadModeNone:
-			r.reportf("%s: offload %s on %s", w, m, dev)
+			r.report(note, "%s: offload %s on %s", w, m, dev)
 		}
 		return nil
 	}

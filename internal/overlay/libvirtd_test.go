@@ -184,7 +184,9 @@ func (l *privateLibvirtd) stop(t *testing.T) {
 			<-l.exited
 		}
 	}
-	exec.Command("ip", "netns", "del", l.netns).Run()
+	if out, err := exec.Command("ip", "netns", "del", l.netns).CombinedOutput(); err != nil {
+		t.Errorf("delete netns %s: %v\n%s", l.netns, err, out)
+	}
 	for i := len(l.made) - 1; i >= 0; i-- {
 		os.Remove(l.made[i]) // only if still empty
 	}

@@ -2,11 +2,7 @@
 
 package overlay
 
-import (
-	"fmt"
-
-	"sluice/internal/config"
-)
+import "sluice/internal/config"
 
 // Load reads what plan, apply, verify and teardown start from: host.yaml
 // at file, its key file (when needKeys and a peer is keyed manually) and
@@ -17,9 +13,9 @@ func Load(file string, needKeys bool) (*config.Host, *config.Keys, *Live, error)
 		return nil, nil, nil, err
 	}
 	var keys *config.Keys
-	if needKeys && h.HasKeying(config.KeyingManual) {
-		if keys, err = config.LoadKeys(h.KeysPath()); err != nil {
-			return nil, nil, nil, fmt.Errorf("%s: ipsec.keys (line %d): %w", h.File, h.IPsec.KeysLine, err)
+	if needKeys {
+		if keys, err = h.ManualKeys(); err != nil {
+			return nil, nil, nil, err
 		}
 	}
 	live, err := ReadLive(h)

@@ -23,7 +23,11 @@ type Step struct {
 	Object   string   `json:"object"`
 	Why      string   `json:"why"`
 	Commands []string `json:"commands"`
-	run      func(r *runner) error
+	// IKEPeer names the peer this step initiates IKE with; empty on every
+	// other step. Callers (the agent's gate) test it, never Object, which
+	// is display text.
+	IKEPeer string `json:"ike_peer,omitempty"`
+	run     func(r *runner) error
 }
 
 // Plan is the ordered steps that make the host match the file.

@@ -223,7 +223,7 @@ func (p *planner) ikePeer(path string, pr *config.Peer) {
 		return
 	}
 	mode, ok := p.ikeOffload(path, pr)
-	if !ok {
+	if !ok || !p.driverQuirks(path, pr, map[string]string{"out": mode, "in": mode}, false) {
 		return
 	}
 	if problem := config.IKESecretProblem(ikeSecretFile(p.h)); problem != "" {
@@ -278,7 +278,7 @@ func (p *planner) ikePeer(path string, pr *config.Peer) {
 	}
 	// Last: IKE needs the route to the peer, which the VTEP section
 	// makes; until then the trap policy holds the peer's traffic.
-	p.ikeLast = append(p.ikeLast, Step{Section: "ipsec", Action: "create", Object: "IKE SA with " + pr.Name, Why: "no CHILD_SA installed",
+	p.ikeLast = append(p.ikeLast, Step{Section: "ipsec", Action: "create", Object: "IKE SA with " + pr.Name, Why: "no CHILD_SA installed", IKEPeer: pr.Name,
 		Commands: []string{"swanctl --initiate --child " + o.Name}, run: func(r *runner) error {
 			err := withVICI(uri, func(cl *swan.Client) error {
 				err := cl.Initiate(o.Name, o.Name, ikeTimeout)
@@ -294,10 +294,10 @@ func (p *planner) ikePeer(path string, pr *config.Peer) {
 				// The peer may not have its connection yet: the trap
 				// policy holds the traffic (never in clear) and the
 				// peer's apply, or the first packet, brings it up.
-				r.reportf("IKE with %s not up yet (%s): the trap policy holds its traffic until the peer's apply initiates, or a packet triggers IKE; sluice verify says when it is up", pr.Name, trimErr(err))
+				r.report(OffloadNote{Peer: pr.Name}, "IKE with %s not up yet (%s): the trap policy holds its traffic until the peer's apply initiates, or a packet triggers IKE; sluice verify says when it is up", pr.Name, trimErr(err))
 				return nil
 			}
-			r.reportf("IKE with %s: CHILD_SA installed (offload %s)", pr.Name, mode)
+			r.report(OffloadNote{Peer: pr.Name, Got: mode}, "IKE with %s: CHILD_SA installed (offload %s)", pr.Name, mode)
 			return nil
 		}})
 }

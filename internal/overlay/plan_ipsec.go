@@ -134,6 +134,9 @@ func (p *planner) ipsec() {
 			p.bondPortOffload(path, pr, modes)
 			p.bondPacketNote(path, pr, modes)
 		}
+		if !p.driverQuirks(path, pr, modes, true) { // plan_driverquirk.go
+			continue
+		}
 		sas := []wantSA{
 			{peer: pr, dir: "out", src: pr.Local, dst: pr.Remote, spi: pr.SPIOut, reqid: pr.ReqidOut, key: out, offload: modes["out"]},
 			{peer: pr, dir: "in", src: pr.Remote, dst: pr.Local, spi: pr.SPIIn, reqid: pr.ReqidIn, key: in, offload: modes["in"]},
@@ -280,6 +283,9 @@ func (p *planner) sa(w wantSA) {
 			return
 		}
 		action, why = "replace", diff
+		if !p.seqRestartCheck(w, l.KeyDigest == xfrm.KeyDigest(w.key.Bytes())) { // plan_driverquirk.go
+			return
+		}
 	}
 	var cmds []string
 	if l != nil {

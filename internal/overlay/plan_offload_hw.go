@@ -9,6 +9,7 @@ import (
 
 	"sluice/internal/config"
 	"sluice/internal/diag"
+	"sluice/internal/driverquirk"
 	"sluice/internal/kernel"
 )
 
@@ -17,6 +18,9 @@ import (
 // (diag.SAFamily: an ixgbe PF and its VFs share one).
 type OffloadHW struct {
 	Driver, Family string
+	// Quirks are the driver's rows of internal/driverquirk on this
+	// kernel (the NIC model's from its profile).
+	Quirks driverquirk.Set
 }
 
 // readOffloadHW fills l.OffloadHW for the file's offload devices (a
@@ -48,7 +52,7 @@ func readOffloadHW(l *Live, h *config.Host) {
 		if err != nil {
 			continue
 		}
-		l.OffloadHW[d] = OffloadHW{Driver: drv, Family: diag.Host.SAFamily(d, drv)}
+		l.OffloadHW[d] = OffloadHW{Driver: drv, Family: diag.Host.SAFamily(d, drv), Quirks: driverquirk.ForDevice(drv, l.Release, "/")}
 	}
 }
 

@@ -305,7 +305,7 @@ func TestPlanBondOffloadGate(t *testing.T) {
 }
 
 func TestPlanAutoAndPacketCommands(t *testing.T) {
-	h, ks := load(t, seedHost("packet", "p0"))
+	h, ks := load(t, seedHost("packet", "p0")+acceptBondLeak)
 	p, err := NewPlan(h, ks, bareLive("6.12.95"))
 	if err != nil {
 		t.Fatal(err)

@@ -218,15 +218,9 @@ func ethtoolIPsec(devs map[string]bool) map[string]map[string]uint64 {
 	}
 	sort.Strings(names)
 	for _, d := range names {
-		s, err := kernel.EthtoolStats(d)
+		m, err := kernel.EthtoolIPsecStats(d)
 		if err != nil {
 			continue
-		}
-		m := map[string]uint64{}
-		for k, v := range s {
-			if strings.Contains(strings.ToLower(k), "ipsec") {
-				m[k] = v
-			}
 		}
 		out[d] = m
 	}

@@ -3,16 +3,25 @@
 package testutil
 
 import (
+	"bufio"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 var netnsSeq atomic.Int32
+
+// netnsRunDir is where iproute2 (and so every operator's `ip -n NAME`)
+// looks for named namespaces.
+const netnsRunDir = "/run/netns"
 
 // NewNetNS creates a fresh network namespace for one test and removes it
 // when the test ends. It is named (bind-mounted under /run/netns) so that
@@ -23,6 +32,9 @@ var netnsSeq atomic.Int32
 func NewNetNS(tb testing.TB) (string, netns.NsHandle) {
 	tb.Helper()
 	RequireRoot(tb, "creates network namespaces")
+	if err := prepareNetnsRunDir(); err != nil {
+		tb.Fatalf("prepare %s as ip netns does: %v", netnsRunDir, err)
+	}
 	name := fmt.Sprintf("sluice-t%d-%d", os.Getpid(), netnsSeq.Add(1))
 	ns, err := created(tb, func() (netns.NsHandle, error) { return netns.NewNamed(name) })
 	if err != nil {
@@ -31,10 +43,72 @@ func NewNetNS(tb testing.TB) (string, netns.NsHandle) {
 	tb.Cleanup(func() {
 		ns.Close()
 		if err := netns.DeleteNamed(name); err != nil {
-			tb.Errorf("delete netns %s: %v", name, err)
+			tb.Errorf("delete netns %s: %v%s", name, err, mountsHolding(netnsRunDir+"/"+name))
 		}
 	})
 	return name, ns
+}
+
+var runDirOnce struct {
+	sync.Mutex
+	done bool
+}
+
+// prepareNetnsRunDir makes /run/netns what `ip netns add` makes it before
+// its first namespace: a mount point of its own, shared, so that a
+// namespace bind-mounted into it propagates to every mount namespace that
+// shares it. vishvananda/netns NewNamed only mkdirs the directory. On a new
+// boot, namespaces mounted into the plain directory are later shadowed when
+// the first `ip netns add` bind-mounts /run/netns onto itself; deleting one
+// then unmounts the copy and its remove fails with EBUSY (issue 36). Same
+// steps as iproute2's netns_add: try MS_SHARED, and on EINVAL (not a mount
+// point) bind the directory onto itself first.
+func prepareNetnsRunDir() error {
+	runDirOnce.Lock()
+	defer runDirOnce.Unlock()
+	if runDirOnce.done {
+		return nil
+	}
+	if err := os.MkdirAll(netnsRunDir, 0o755); err != nil {
+		return err
+	}
+	for bound := false; ; bound = true {
+		err := unix.Mount("", netnsRunDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+		if err == nil {
+			break
+		}
+		if !errors.Is(err, unix.EINVAL) || bound {
+			return fmt.Errorf("make %s a shared mount: %w", netnsRunDir, err)
+		}
+		if err := unix.Mount(netnsRunDir, netnsRunDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+			return fmt.Errorf("bind %s onto itself: %w", netnsRunDir, err)
+		}
+	}
+	runDirOnce.done = true
+	return nil
+}
+
+// mountsHolding lists the lines of /proc/self/mountinfo whose mount point
+// is path, so that a namespace that cannot be removed says which mount
+// still holds it (and its parent, which tells a shadowed mount).
+func mountsHolding(path string) string {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	var held []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) > 4 && fields[4] == path {
+			held = append(held, sc.Text())
+		}
+	}
+	if len(held) == 0 {
+		return " (no mount at that path in /proc/self/mountinfo)"
+	}
+	return "; still mounted there (/proc/self/mountinfo):\n\t" + strings.Join(held, "\n\t")
 }
 
 // created runs create, which moves the calling thread into the namespace

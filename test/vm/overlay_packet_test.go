@@ -46,7 +46,10 @@ ipsec:
       spi-in: %s
 `, name, ports[0], ports[1], ports[0], me, me, other, other, me, name, me, other, spiOut, spiIn)
 	if offload != "" {
-		s += "      offload: packet\n      offload-dev: " + offload + "\n"
+		// Seed 000's layout leaks at a failover on 6.12 (plan refuses it,
+		// plan_driverquirk.go): this test shows that leak, so it accepts it.
+		s += "      offload: packet\n      offload-dev: " + offload + "\n" +
+			"      accept-leaks: [cleartext-accepted-on-offloaded-in, seq-restarts-at-one]\n"
 	}
 	return s
 }
@@ -145,7 +148,7 @@ func TestOverlayPacketOffloadBond(t *testing.T) {
 	step(t, "plan: packet offload on a port of the bond, with the failover warning", func(t *testing.T) {
 		out := ovMust(t, o.a, "plan", "-f", o.af)
 		t.Logf("%s", out)
-		mustContain(t, out, "offload packet dev a0")
+		mustContain(t, out, "offload packet dev a0", "Accepted by accept-leaks: cleartext-accepted-on-offloaded-in")
 	})
 	step(t, "apply both hosts", func(t *testing.T) {
 		t.Logf("%s", ovMust(t, o.a, "apply", "-f", o.af))

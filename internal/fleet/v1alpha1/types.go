@@ -6,6 +6,8 @@
 // validates them with are deploy/crds/*.yaml; these types mirror them for
 // the agent, which reads them through client-go's dynamic client (no code
 // generation, no DeepCopy: objects are converted from unstructured JSON).
+// schema_test.go walks both together, so a field, a JSON type, a required
+// property or an enum cannot differ between them.
 package v1alpha1
 
 import (

@@ -40,9 +40,23 @@ func FuzzDecodeXFRMEvent(f *testing.F) {
 		f.Add(uint16(nl.XFRM_MSG_DELSA), append(id, nlAttr(nl.XFRMA_SA, sa[:xfrmSAInfoLen])...))
 	}
 	f.Add(uint16(nl.XFRM_MSG_FLUSHSA), []byte{255, 0, 0, 0})
+	f.Add(uint16(nl.XFRM_MSG_MIGRATE), append(make([]byte, xfrmPolicyIDLen), nlAttr(nl.XFRMA_MIGRATE, make([]byte, xfrmUserMigrateLen))...))
+	f.Add(uint16(xfrmMsgMigrateState), make([]byte, 128))
 	f.Fuzz(func(t *testing.T, typ uint16, b []byte) {
 		ev, ok, err := decodeXFRMEvent(typ, b)
 		if err != nil || !ok {
+			return
+		}
+		switch ev.Kind {
+		case Resync: // a migration or an unknown type: the reason, nothing to apply
+			if ev.Err == nil || ev.Policy != nil || ev.State != nil {
+				t.Fatalf("resync for type %#x: err %v policy %v state %v", typ, ev.Err, ev.Policy, ev.State)
+			}
+			return
+		case PolicyDefault:
+			if ev.Default == nil || ev.Policy != nil || ev.State != nil {
+				t.Fatalf("policy-default: %+v", ev)
+			}
 			return
 		}
 		if (ev.Policy == nil) == (ev.State == nil) {

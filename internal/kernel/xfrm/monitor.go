@@ -65,10 +65,10 @@ type Event struct {
 const defaultMonitorRcvBuf = 32 << 20
 
 // markerType is the message type of a Mark: any value the kernel never
-// sends on the XFRM groups (those are XFRM_MSG_*, 0x10-0x28).
+// sends on the XFRM groups (those are XFRM_MSG_*, 0x10-0x29 in Linux 7.2).
 const markerType = 0x3e0
 
-// Watch is one subscription to the kernel's policy, SA and expire
+// Watch is one subscription to the kernel's policy, SA, expire and migrate
 // notifications (and policy-default changes). Each Watch has its own
 // socket: after a Resync, drop the watch (cancel its context) and start a
 // new one before dumping, so that nothing queued before the overrun is
@@ -100,7 +100,7 @@ func (w *Watch) Mark(seq uint32) error {
 	return nil
 }
 
-// Watch subscribes to policy, SA and expire notifications. Start it
+// Watch subscribes to policy, SA, expire and migrate notifications. Start it
 // before the first dump so that no change falls between the two.
 //
 // Events are never dropped silently: if the consumer (or the process) falls
@@ -109,7 +109,7 @@ func (w *Watch) Mark(seq uint32) error {
 // dump again.
 func (x *Handle) Watch(ctx context.Context) (*Watch, error) {
 	s, err := nl.SubscribeAt(x.target(), netns.None(), unix.NETLINK_XFRM,
-		nl.XFRMNLGRP_POLICY, nl.XFRMNLGRP_SA, nl.XFRMNLGRP_EXPIRE)
+		nl.XFRMNLGRP_POLICY, nl.XFRMNLGRP_SA, nl.XFRMNLGRP_EXPIRE, nl.XFRMNLGRP_MIGRATE)
 	if err != nil {
 		return nil, fmt.Errorf("xfrm monitor: subscribe: %w", err)
 	}
@@ -263,8 +263,10 @@ func receive(ctx context.Context, s *nl.NetlinkSocket, what string, send func(Ev
 	}
 }
 
-// decodeXFRMEvent turns one notification into an event; ok is false for
-// message types the mirror does not care about (acquire, aevents, ...).
+// decodeXFRMEvent turns one notification into an event; ok is false only
+// for the message types the mirror knows it does not care about
+// (ignoredTypes). A migration, and any type this code does not know, is a
+// Resync (migrate.go): never dropped.
 func decodeXFRMEvent(typ uint16, b []byte) (ev Event, ok bool, err error) {
 	switch typ {
 	case nl.XFRM_MSG_NEWPOLICY, nl.XFRM_MSG_UPDPOLICY:
@@ -325,8 +327,15 @@ func decodeXFRMEvent(typ uint16, b []byte) (ev Event, ok bool, err error) {
 			proto = 0
 		}
 		ev.Kind, ev.State = StateFlush, &State{Proto: proto}
+	case nl.XFRM_MSG_MIGRATE:
+		return migrateResync(b), true, nil
+	case xfrmMsgMigrateState:
+		return migrateStateResync(b), true, nil
 	default:
-		return ev, false, nil
+		if _, ok := ignoredTypes[typ]; ok {
+			return ev, false, nil
+		}
+		return unknownResync(typ), true, nil
 	}
 	return ev, err == nil, err
 }

@@ -50,6 +50,38 @@ const (
 	ActionBlock Action = 1 // XFRM_POLICY_BLOCK
 )
 
+// SA and template modes (XFRM_MODE_*) the fast path names.
+const (
+	ModeTransport uint8 = 0 // XFRM_MODE_TRANSPORT
+	ModeTunnel    uint8 = 1 // XFRM_MODE_TUNNEL
+	ModeBEET      uint8 = 4 // XFRM_MODE_BEET
+	// ModeIPTFS is IP traffic flow security (RFC 9347, Linux 6.14): inner
+	// packets aggregated and fragmented into fixed-size ESP payloads.
+	ModeIPTFS uint8 = 5
+)
+
+// SADir is an SA's XFRMA_SA_DIR (Linux 6.10): which way the kernel lets it
+// carry traffic. SADirAny means the attribute is absent (either way).
+type SADir uint8
+
+const (
+	SADirAny SADir = 0
+	SADirIn  SADir = 1 // XFRM_SA_DIR_IN
+	SADirOut SADir = 2 // XFRM_SA_DIR_OUT
+)
+
+func (d SADir) String() string {
+	switch d {
+	case SADirAny:
+		return "any"
+	case SADirIn:
+		return "in"
+	case SADirOut:
+		return "out"
+	}
+	return "dir " + strconv.Itoa(int(d))
+}
+
 // Offload flags of XFRMA_OFFLOAD_DEV (struct xfrm_user_offload.flags).
 const (
 	OffloadIPv6    uint8 = 1 // XFRM_OFFLOAD_IPV6
@@ -127,6 +159,12 @@ type State struct {
 	MarkMask uint32
 	// Alg is what sizes the SA's packets; never key material.
 	Alg StateAlg
+	// Dir is XFRMA_SA_DIR (Linux 6.10); SADirAny without it.
+	Dir SADir
+	// PerCPU and CPU: XFRMA_SA_PCPU (Linux 6.13), an SA the kernel uses
+	// for packets sent from CPU only; several such SAs share a template.
+	PerCPU bool
+	CPU    uint32
 }
 
 // StateAlg is an SA's transform and framing as far as its size on the

@@ -238,6 +238,20 @@ func applyStateAttrs(s *State, a map[uint16][]byte) (err error) {
 	if v, ok := a[nl.XFRMA_ENCAP]; ok && len(v) >= encapType+2 {
 		s.Alg.Encap = ne.Uint16(v[encapType:])
 	}
+	// Short direction or CPU attributes are errors, not "absent": an SA
+	// read as unrestricted would reach the fast path as one it may use.
+	if v, ok := a[nl.XFRMA_SA_DIR]; ok {
+		if len(v) < 1 {
+			return fmt.Errorf("XFRMA_SA_DIR: empty")
+		}
+		s.Dir = SADir(v[0])
+	}
+	if v, ok := a[nl.XFRMA_SA_PCPU]; ok {
+		if len(v) < 4 {
+			return fmt.Errorf("XFRMA_SA_PCPU: %d bytes, want 4", len(v))
+		}
+		s.PerCPU, s.CPU = true, ne.Uint32(v)
+	}
 	s.Offload, err = offloadAttr(a)
 	return err
 }

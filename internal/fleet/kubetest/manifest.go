@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package fleet
+package kubetest
 
 import (
 	"bytes"
@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sluice/internal/fileread"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,6 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
+
+	"sluice/internal/fileread"
+	"sluice/internal/fleet/v1alpha1"
 )
 
 // kinds maps the kinds deploy/ uses to their resources, so manifests can
@@ -34,8 +36,8 @@ var kinds = map[string]struct {
 	"ValidatingAdmissionPolicy":        {schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicies"}, false},
 	"ValidatingAdmissionPolicyBinding": {schema.GroupVersionResource{Group: "admissionregistration.k8s.io", Version: "v1", Resource: "validatingadmissionpolicybindings"}, false},
 	"DaemonSet":                        {schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "daemonsets"}, true},
-	"Overlay":                          {OverlaysGVR, true},
-	"Host":                             {HostsGVR, true},
+	"Overlay":                          {v1alpha1.OverlaysResource, true},
+	"Host":                             {v1alpha1.HostsResource, true},
 }
 
 // ReadManifests parses the YAML documents of the files.
