@@ -51,10 +51,9 @@ type Options struct {
 	// Ready, if set, is called once the program is attached and the first
 	// sync has been tried (tests and `lab` wait on it).
 	Ready func(*fastpath.Datapath, *fastpath.Mirror)
-	// DeviceQuirks says, by interface name, how an offload device departs
-	// from the kernel's XFRM (fastpath.DeviceQuirks). Until the
-	// driver-quirks table is wired here, whoever starts the gateway (tests)
-	// sets it; an interface without an entry has none.
+	// DeviceQuirks overrides, by interface name, what the driver-quirks
+	// table (internal/driverquirk) says of an offload device's driver on
+	// the running kernel (fastpath.DeviceQuirks; see deviceQuirks).
 	DeviceQuirks map[string]fastpath.DeviceQuirks
 	// StrictSACheck: every outbound forward asks the kernel whether it
 	// still holds the SA (fastpath.SACheckKernel), not only the mirror.
@@ -190,14 +189,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	started = true
 
-	m := &fastpath.Mirror{DP: dp, Src: o.Source, Lease: o.Lease, Log: log, Quirks: map[int]fastpath.DeviceQuirks{}}
-	for name, q := range o.DeviceQuirks {
-		li, err := link(name)
-		if err != nil {
-			return err
-		}
-		m.Quirks[li.Ifindex] = q
+	quirks, err := deviceQuirks(o.Ifaces, o.DeviceQuirks, log)
+	if err != nil {
+		return err
 	}
+	m := &fastpath.Mirror{DP: dp, Src: o.Source, Lease: o.Lease, Log: log, Quirks: quirks}
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 4)
