@@ -236,6 +236,72 @@ struct {
 	__type(value, __u32);
 } policy_slots SEC(".maps");
 
+/* The SA-deletion window. The mirror learns that an SA is gone from
+ * XFRM_MSG_DELSA, after the kernel deleted it, and the next generation
+ * comes a debounce and a compile later; meanwhile a redirected frame
+ * would reach a device that no longer holds the SA, and a driver without
+ * a TX miss rule (mlx5 outside switchdev, ipsec_fs.c) sends it in
+ * cleartext. So with config.sa_check on, every outbound forward (cached
+ * or not) first checks the policy's SAs, here by the policy's counter
+ * slot (fp_policy.cslot, which a cached forward also carries):
+ * - FP_SA_CHECK_MIRROR: the entry still names one. The mirror clears a
+ *   deleted SA's name as soon as the event arrives, before the debounce;
+ *   what is left open is the event's way from the kernel to the mirror
+ *   and one map write (docs/fastpath.md measures it).
+ * - FP_SA_CHECK_KERNEL: the kernel's own SA table holds one, asked with
+ *   bpf_xdp_get_xfrm_state (Linux 6.8+, a kfunc: xfrm_state_lookup by
+ *   daddr, SPI, proto, mark in the ingress device's namespace). A deleted
+ *   SA is unhashed under the state lock (__xfrm_state_delete) before the
+ *   driver's xdo_dev_state_delete runs, so a lookup after the delete
+ *   misses; left open is only a frame that passed the lookup just before
+ *   the delete and reaches the device after it. It costs ~85 ns a
+ *   forward (measured; docs/benchmarks.md), so it is not the default.
+ * Written by the control plane before it flips the generation; an entry
+ * without an SA (family 0) forwards nothing. Weak: without the kfunc the
+ * program still loads, and the kernel mode forwards nothing (the daemon
+ * turns it on only where the kernel has it). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FP_MAX_COUNTER_SLOTS);
+	__type(key, __u32); /* counter slot */
+	__type(value, struct fp_sa_ref);
+} sa_refs SEC(".maps");
+
+/* Opaque here; a definition, not a forward declaration, because
+ * cilium/ebpf's kfunc check wants the same kind as the kernel's BTF. */
+struct xfrm_state {
+};
+extern struct xfrm_state *bpf_xdp_get_xfrm_state(struct xdp_md *ctx, struct fp_sa_opts *opts,
+						 __u32 opts__sz) __attribute__((weak)) __ksym;
+extern void bpf_xdp_xfrm_state_release(struct xfrm_state *x) __attribute__((weak)) __ksym;
+
+_Static_assert(sizeof(struct fp_sa_opts) == 36, "struct bpf_xfrm_state_opts is 36 bytes");
+
+/* sa_held says whether one of the SAs of the policy with counter slot
+ * cslot still exists, as far as mode (enum fp_sa_check) asks: named in
+ * sa_refs (the mirror clears a deleted SA's name), and with
+ * FP_SA_CHECK_KERNEL also held by the kernel now. The kernel lookup takes
+ * a reference, dropped at once: only the answer matters. */
+static __always_inline int sa_held(struct xdp_md *ctx, __u32 cslot, __u32 mode)
+{
+	struct fp_sa_ref *r = bpf_map_lookup_elem(&sa_refs, &cslot);
+	if (!r)
+		return 0;
+	if (mode != FP_SA_CHECK_KERNEL)
+		return r->sa[0].family | r->sa[1].family;
+	if (!bpf_xdp_get_xfrm_state)
+		return 0;
+	struct xfrm_state *x = 0;
+	if (r->sa[0].family)
+		x = bpf_xdp_get_xfrm_state(ctx, &r->sa[0], sizeof(r->sa[0]));
+	if (!x && r->sa[1].family)
+		x = bpf_xdp_get_xfrm_state(ctx, &r->sa[1], sizeof(r->sa[1]));
+	if (!x)
+		return 0;
+	bpf_xdp_xfrm_state_release(x);
+	return 1;
+}
+
 /* The route epoch in which each policy last handed the kernel a packet
  * (see use_due). LRU: a policy gone idle ages out; a lost entry costs one
  * more packet through the kernel, never a wrong forward. */
@@ -492,6 +558,7 @@ struct snap {
 	__u32 epoch;
 	__u32 fib_dst_only;       /* fib_cache may answer (see fib) */
 	__u32 iface_gen;          /* current half of iface_slots */
+	__u32 sa_check;           /* config.sa_check (sa_held) */
 };
 
 /* Scratch space of the full decision, shared by its forward paths. In a
@@ -990,6 +1057,12 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct scratch *w, st
 		d->reason = FP_R_USE_TIME;
 		return XDP_PASS;
 	}
+	/* The SA-deletion window (sa_refs): last before the FIB, so that
+	 * only a packet otherwise forwarded pays for the lookup. */
+	if (w->sn.sa_check && !sa_held(ctx, out->cslot, w->sn.sa_check)) {
+		d->reason = FP_R_SA_GONE;
+		return XDP_PASS;
+	}
 	/* Every configured port that is not a VLAN child is in tx_ports (the
 	 * control plane keeps it so), so the redirect below cannot miss and
 	 * this path needs no devmap lookup of its own. */
@@ -1140,6 +1213,12 @@ static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *
 	d->dir = fl->dir_l2 & FP_FLOW_DIR_MASK;
 	d->cslot = fl->cslot;
 	d->slot = fl->slot;
+	/* The cached forward asks too: an SA deleted since the entry was
+	 * made is gone from the device before the mirror drops the entry. */
+	if (d->dir == 1 && cfg->sa_check && !sa_held(ctx, d->cslot, cfg->sa_check)) {
+		d->reason = FP_R_SA_GONE;
+		return XDP_PASS;
+	}
 	if (rewrite(ctx, p, vid, l2_fib, dmac, smac)) {
 		d->reason = FP_R_MALFORMED;
 		return XDP_PASS;
@@ -1341,6 +1420,7 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 	w->sn.epoch = *(volatile __u32 *)&cfg->route_epoch;
 	w->sn.fib_dst_only = cfg->fib_dst_only;
 	w->sn.iface_gen = *(volatile __u32 *)&cfg->iface_gen;
+	w->sn.sa_check = cfg->sa_check;
 	__u32 phys = ctx->ingress_ifindex;
 	struct fp_iface *in_if = iface_get(w->sn.iface_gen, phys);
 	if (!in_if) {
@@ -1448,6 +1528,12 @@ __attribute__((noinline)) int decide_full(struct xdp_md *ctx, struct pkt *p, str
 	}
 	if (!out->pol.offload_ifindex) {
 		d->reason = FP_R_NOT_OFFLOADED;
+		return XDP_PASS;
+	}
+	/* Offloaded, but the device would miss some of the policy's packets
+	 * and send them in cleartext (FP_F_DEVICE_MISS): the kernel's. */
+	if (out->pol.flags & FP_F_DEVICE_MISS) {
+		d->reason = FP_R_DEVICE_MISS;
 		return XDP_PASS;
 	}
 	/* The kernel checks forwarded cleartext against FWD policies too:
@@ -1605,6 +1691,8 @@ const struct fp_counter *_fp_counter __attribute__((unused));
 const struct fp_flow_key *_fp_flow_key __attribute__((unused));
 const struct fp_flow_key4 *_fp_flow_key4 __attribute__((unused));
 const struct fp_flow *_fp_flow __attribute__((unused));
+const struct fp_sa_ref *_fp_sa_ref __attribute__((unused));
+const enum fp_sa_check *_fp_sa_check __attribute__((unused));
 const enum fp_reason *_fp_reason __attribute__((unused));
 
 /* Dual BSD/GPL: GPL-compatible for the kernel's GPL-only helpers (bpf_fib_lookup), BSD so

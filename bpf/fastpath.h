@@ -41,6 +41,13 @@ enum fp_policy_flags {
 	/* A non-optional template: cleartext matching this FWD policy is
 	 * dropped by the kernel unless it was decrypted. */
 	FP_F_TMPL_REQUIRED = 1 << 1,
+	/* The policy's SA is packet-offloaded, but its device's tables
+	 * would miss some of the policy's packets and send them in
+	 * cleartext: a template with reqid 0 (mlx5 matches its TX SA rule on
+	 * the reqid alone), or a subnet selector on a driver that matches
+	 * selector addresses exactly (mlx5 before 2025). OUT only: such a
+	 * packet goes to the kernel (FP_R_DEVICE_MISS). */
+	FP_F_DEVICE_MISS = 1 << 2,
 };
 
 enum fp_l2_mode {
@@ -84,6 +91,8 @@ enum fp_reason {
 	FP_R_NOT_FORWARDABLE, /* no forwardable policy covers the destination (fwd_dsts): passed before the exact checks */
 	FP_R_SA_MTU,          /* larger than the SA's MTU (xfrm_state_mtu): the kernel sends frag-needed/PTB or fragments */
 	FP_R_USE_TIME,        /* forwardable, but handed to the kernel so it stamps the policies' use time (one per policy per route epoch) */
+	FP_R_DEVICE_MISS,     /* the offload device would send it in cleartext (FP_F_DEVICE_MISS: reqid 0, subnet selector on an exact-match driver) */
+	FP_R_SA_GONE,         /* the kernel no longer holds the policy's SA (config.sa_check): the SA-deletion window */
 	FP_R_MAX,
 };
 
@@ -117,7 +126,12 @@ struct fp_config {
 	/* Which half of iface_slots is current (0/1): the control plane
 	 * writes the other half whole, then flips this word. */
 	__u32 iface_gen;
-	__u32 pad;
+	/* Before an outbound forward, cached or not, check that the
+	 * policy's SA still exists (sa_refs in fastpath.c): an SA deleted
+	 * under its policy is gone from the device too, and a frame
+	 * redirected past the kernel would leave in cleartext on a driver
+	 * without a TX miss rule. enum fp_sa_check. */
+	__u32 sa_check;
 };
 
 /* The control plane's lease. xdp_lease_renew (run by the daemon through
@@ -245,6 +259,39 @@ struct fp_iface {
 	__u8 mac[6];
 	__u8 rp_filter;           /* IPv4 reverse-path filter: max of all and the device's (0 off, 1 strict, 2 loose) */
 	__u8 pad;
+};
+
+enum fp_sa_check {
+	FP_SA_CHECK_OFF = 0,
+	/* sa_refs must still name an SA: the mirror clears an SA's name on
+	 * XFRM_MSG_DELSA (or a hard expire) at once, before the debounce and
+	 * the next generation. An inline load and a compare. */
+	FP_SA_CHECK_MIRROR = 1,
+	/* ... and the kernel must hold it at the moment of the packet
+	 * (bpf_xdp_get_xfrm_state): no event latency, but a kfunc call. */
+	FP_SA_CHECK_KERNEL = 2,
+};
+
+/* The kernel's struct bpf_xfrm_state_opts (net/xfrm/xfrm_state_bpf.c,
+ * Linux 6.8+), the key of bpf_xdp_get_xfrm_state: same layout, 36 bytes
+ * (BPF_XFRM_STATE_OPTS_SZ). The kfunc writes error in place on a miss. */
+struct fp_sa_opts {
+	__s32 error;
+	__s32 netns_id;           /* -1 (BPF_F_CURRENT_NETNS): the ingress device's */
+	__u32 mark;               /* the SA's mark value (0: none) */
+	__be32 daddr[4];          /* the SA's destination (xfrm_address_t) */
+	__be32 spi;
+	__u8 proto;               /* IPPROTO_ESP */
+	__u8 pad;
+	__u16 family;             /* AF_INET / AF_INET6; 0: no SA, nothing is forwarded */
+};
+
+/* The SAs a packet-offloaded OUT policy's template resolves to (up to
+ * two: the old and the new SA of a rekey), by the policy's counter slot.
+ * A forward needs the kernel to hold one of them. */
+#define FP_SA_REFS 2
+struct fp_sa_ref {
+	struct fp_sa_opts sa[FP_SA_REFS];
 };
 
 struct fp_vlan_key {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"os/exec"
 	"slices"
 
 	"golang.org/x/sys/unix"
@@ -105,6 +106,9 @@ func Fastpath(tunnels []int, repeat int, o FastpathOptions) ([]FastpathResult, e
 			}
 			last := n - 1
 			remote := fmt.Sprintf("48.%d.%d.9", last>>8&0xff, last&0xff)
+			if err := holdLastSA(snap, o.Cases); err != nil {
+				return err
+			}
 			for _, c := range fastpathCases(remote) {
 				if len(o.Cases) > 0 && !slices.Contains(o.Cases, c.name) {
 					continue
@@ -117,6 +121,9 @@ func Fastpath(tunnels []int, repeat int, o FastpathOptions) ([]FastpathResult, e
 					return err
 				}
 				if _, err := dp.SetFIBDstOnly(fibDst && !c.newDst); err != nil {
+					return err
+				}
+				if err := dp.SetSACheck(c.saCheck); err != nil {
 					return err
 				}
 				d, err := dp.Explain(frame, 0)
@@ -169,6 +176,9 @@ type fastpathCase struct {
 	// newDst: every run is a first packet to a destination the FIB result
 	// cache has not seen (it is off), so every run asks the FIB
 	newDst bool
+	// saCheck: how each forward checks that its SA still exists (the
+	// SA-deletion window; the daemon's default is SACheckMirror)
+	saCheck fastpath.SACheck
 }
 
 // FastpathOptions are `bench fastpath`'s choices besides the tunnel counts.
@@ -221,19 +231,56 @@ func fastpathCases(remote string) []fastpathCase {
 	esp.Proto, esp.Payload = 50, 64
 	return []fastpathCase{
 		// the cached forward: 25,000 runs, all hits after the first
-		{"outbound-match", udp("16.0.0.1", remote), true, "forward-out", false, true, false},
+		{"outbound-match", udp("16.0.0.1", remote), true, "forward-out", false, true, false, fastpath.SACheckOff},
+		// the same with the SA check the daemon runs: the mirror's name
+		// of the tunnel's SA must still be there (the SA-deletion window)
+		{"outbound-match-sa-mirror", udp("16.0.0.1", remote), true, "forward-out", false, true, false, fastpath.SACheckMirror},
+		// ... and the kernel must hold the SA: a kfunc call each forward
+		{"outbound-match-sa-kernel", udp("16.0.0.1", remote), true, "forward-out", false, true, false, fastpath.SACheckKernel},
 		// the same packet with the cache off: the full decision every run
 		// (the FIB's answer from fib_cache: a destination seen before)
-		{"first-packet", udp("16.0.0.1", remote), false, "forward-out", false, true, false},
+		{"first-packet", udp("16.0.0.1", remote), false, "forward-out", false, true, false, fastpath.SACheckOff},
 		// ... to a destination not seen before: the FIB asked every run
-		{"first-packet-new-dst", udp("16.0.0.1", remote), false, "forward-out", false, true, true},
+		{"first-packet-new-dst", udp("16.0.0.1", remote), false, "forward-out", false, true, true, fastpath.SACheckOff},
 		// decrypted traffic from the tunnel (IN match): passed by default
-		{"inbound-match", udp(remote, "16.0.0.1"), true, "inbound", true, true, false},
+		{"inbound-match", udp(remote, "16.0.0.1"), true, "inbound", true, true, false, fastpath.SACheckOff},
 		// ESP itself on the ESP side, to the gateway: passed
-		{"esp", esp, true, "esp-ah", false, false, false},
+		{"esp", esp, true, "esp-ah", false, false, false, fastpath.SACheckOff},
 		// cleartext no policy covers: passed
-		{"no-match", udp("16.0.0.1", "49.0.0.1"), true, "no-policy", true, false, false},
+		{"no-match", udp("16.0.0.1", "49.0.0.1"), true, "no-policy", true, false, false, fastpath.SACheckOff},
 	}
+}
+
+// holdLastSA makes the scratch namespace's kernel hold the last tunnel's
+// outbound SA (the measured packets use that tunnel) when a case checks
+// it. The host kernel may have no ESP type, so the SPI is reserved with
+// XFRM_MSG_ALLOCSPI: a larval state in the same SPI table, which
+// bpf_xdp_get_xfrm_state finds at the same cost (a hash walk and a
+// reference) as a full SA. Larval states expire (net.core.xfrm_acq_expires,
+// 30 s by default): raised for the run. Runs in the namespace (sg.Do).
+func holdLastSA(snap fastpath.Snapshot, cases []string) error {
+	if len(cases) > 0 && !slices.Contains(cases, "outbound-match-sa-kernel") {
+		return nil
+	}
+	var st *xfrm.State
+	for i := range snap.States {
+		if s := &snap.States[i]; s.Offload != nil && !s.Offload.Inbound() {
+			st = s // the last outbound SA
+		}
+	}
+	if st == nil {
+		return errors.New("bench: no outbound SA to hold")
+	}
+	if err := os.WriteFile("/proc/sys/net/core/xfrm_acq_expires", []byte("86400"), 0); err != nil {
+		return fmt.Errorf("bench: raising net.core.xfrm_acq_expires for the held SA: %w", err)
+	}
+	spi := fmt.Sprintf("0x%x", st.SPI)
+	out, err := exec.Command("ip", "xfrm", "state", "allocspi", "src", st.Src.String(), "dst", st.Dst.String(),
+		"proto", "esp", "mode", "tunnel", "min", spi, "max", spi).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("bench: reserving SPI %s for the SA check: %v: %s", spi, err, out)
+	}
+	return nil
 }
 
 // FastpathCases names the cases `bench fastpath` measures, in order.

@@ -19,7 +19,7 @@ func TestFastpathBenchmarkMeasuresTheNamedPath(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := map[string]string{"outbound-match": "forward-out", "first-packet": "forward-out", "first-packet-new-dst": "forward-out", "inbound-match": "not-forwardable",
+	want := map[string]string{"outbound-match": "forward-out", "outbound-match-sa-mirror": "forward-out", "outbound-match-sa-kernel": "forward-out", "first-packet": "forward-out", "first-packet-new-dst": "forward-out", "inbound-match": "not-forwardable",
 		"esp": "esp-ah", "no-match": "not-forwardable"}
 	if len(res) != 2*len(want) {
 		t.Fatalf("%d results, want 2 tunnel counts x %d cases: %+v", len(res), len(want), res)

@@ -30,6 +30,13 @@ func newBenchFastpathCmd() *cobra.Command {
 count, for these cases (--cases picks some):
 
   outbound-match  an outbound packet of a tunnel, forwarded from the flow cache
+  outbound-match-sa-mirror
+                  the same with the gateway's SA check: the mirror's name of
+                  the tunnel's SA must still be there (the SA-deletion window)
+  outbound-match-sa-kernel
+                  the same, and the kernel must still hold the SA
+                  (bpf_xdp_get_xfrm_state each forward; an SPI reserved in the
+                  scratch namespace stands for the SA)
   first-packet    the same packet with the flow cache off: the full decision,
                   the FIB's answer reused (a destination seen before)
   first-packet-new-dst

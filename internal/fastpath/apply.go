@@ -73,6 +73,9 @@ func (dp *Datapath) Apply(t *Tables) error {
 			return fmt.Errorf("fastpath: writing %d IPv4 policies: %w", len(keys4), err)
 		}
 	}
+	if err := dp.writeSARefs(t); err != nil {
+		return err
+	}
 	if err := dp.writeDidx(idle, t); err != nil {
 		return err
 	}

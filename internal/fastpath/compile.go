@@ -26,6 +26,9 @@ type Snapshot struct {
 	// computes the SA's MTU. An SA without an entry has no known MTU and
 	// the fast path forwards nothing through it.
 	RouteMTU map[Endpoints]int
+	// Quirks says how each offload device (by ifindex) departs from the
+	// kernel's XFRM; a device without an entry has none.
+	Quirks map[int]DeviceQuirks
 }
 
 // Endpoints are an SA's outer addresses.
@@ -41,6 +44,9 @@ type Tables struct {
 	// Didx is the IPv4 destination index (didx.go), a first stage that
 	// decides without the tuples where one entry alone meets a /24.
 	Didx didx
+	// SARefs are the SAs each packet-offloaded OUT policy (by kernel
+	// index) resolves to, for the program's SA check (sa_refs).
+	SARefs map[uint32]fastpathFpSaRef
 }
 
 // ErrTooManyShapes means the policy set has more distinct selector shapes
@@ -71,7 +77,8 @@ func familyOf(sel xfrm.Selector) int {
 
 // Compile turns the kernel's policies and SAs into fast-path tables.
 func Compile(s Snapshot) (*Tables, error) {
-	t := &Tables{Entries: map[fastpathFpPkey]fastpathFpPentry{}, FwdDefaultBlock: s.FwdDefaultBlock}
+	t := &Tables{Entries: map[fastpathFpPkey]fastpathFpPentry{}, FwdDefaultBlock: s.FwdDefaultBlock,
+		SARefs: map[uint32]fastpathFpSaRef{}}
 	shapeIndex := [2]map[shape]int{{}, {}}
 	var shapes [2][]shape
 	minPrio := [2][]([3]uint32){}
@@ -106,7 +113,14 @@ func Compile(s Snapshot) (*Tables, error) {
 		if prio := effectivePriority(p); prio < minPrio[fam][ti][p.Dir] {
 			minPrio[fam][ti][p.Dir] = prio
 		}
-		all = append(all, placed{key: policyKey(p, fam, ti), dir: p.Dir, val: policyValue(p, bySA.candidates(p), s.RouteMTU)})
+		val := policyValue(p, bySA.candidates(p), s.RouteMTU)
+		if val.OffloadIfindex != 0 && deviceMiss(p, s.Quirks[int(val.OffloadIfindex)]) {
+			val.Flags |= flagDeviceMiss
+		}
+		if val.OffloadIfindex != 0 && p.Dir == xfrm.DirOut {
+			t.SARefs[p.Index] = saRefOf(p.Tmpls[0], bySA.candidates(p))
+		}
+		all = append(all, placed{key: policyKey(p, fam, ti), dir: p.Dir, val: val})
 		t.Mirrored++
 	}
 
@@ -164,6 +178,7 @@ func Compile(s Snapshot) (*Tables, error) {
 const (
 	flagUncertain    = 1 << 0 // FP_F_UNCERTAIN
 	flagTmplRequired = 1 << 1 // FP_F_TMPL_REQUIRED
+	flagDeviceMiss   = 1 << 2 // FP_F_DEVICE_MISS
 )
 
 // uncertain reports policies whose match depends on what XDP cannot see.

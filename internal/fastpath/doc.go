@@ -6,5 +6,5 @@
 // them, attaches and explains. The daemon that drives it is internal/gateway.
 package fastpath
 
-//go:generate go run sluice/tools/bpfgen -type fp_config -type fp_tuple -type fp_pkey -type fp_pkey4 -type fp_policy -type fp_pentry -type fp_didx4 -type fp_flow_key -type fp_flow -type fp_iface -type fp_vlan_key -type fp_counter -type fp_decision -type fp_reason fastpath ../../bpf/fastpath.c
+//go:generate go run sluice/tools/bpfgen -type fp_config -type fp_tuple -type fp_pkey -type fp_pkey4 -type fp_policy -type fp_pentry -type fp_didx4 -type fp_flow_key -type fp_flow -type fp_iface -type fp_vlan_key -type fp_counter -type fp_decision -type fp_reason -type fp_sa_ref -type fp_sa_opts -type fp_sa_check fastpath ../../bpf/fastpath.c
 //go:generate go run sluice/tools/bpfgen -type parse_result parseprobe ../../bpf/parse_probe.c

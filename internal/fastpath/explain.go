@@ -31,6 +31,7 @@ var reasonNames = map[fastpathFpReason]string{
 	fastpathFpReasonFP_R_MARTIAN: "martian", fastpathFpReasonFP_R_ICMP_ERROR: "icmp-error",
 	fastpathFpReasonFP_R_RP_FILTER: "rp-filter", fastpathFpReasonFP_R_NOT_FORWARDABLE: "not-forwardable",
 	fastpathFpReasonFP_R_SA_MTU: "sa-mtu", fastpathFpReasonFP_R_USE_TIME: "use-time",
+	fastpathFpReasonFP_R_DEVICE_MISS: "device-miss", fastpathFpReasonFP_R_SA_GONE: "sa-gone",
 }
 
 // Reasons in counter order.
@@ -53,6 +54,13 @@ const (
 	ReasonRPFilter     = Reason(fastpathFpReasonFP_R_RP_FILTER)
 	ReasonSAMTU        = Reason(fastpathFpReasonFP_R_SA_MTU)
 	ReasonUseTime      = Reason(fastpathFpReasonFP_R_USE_TIME)
+	// ReasonDeviceMiss: the offload device would send the policy's
+	// packets in cleartext (a template of reqid 0, a subnet selector on a
+	// driver that matches exact addresses; see DeviceQuirks).
+	ReasonDeviceMiss = Reason(fastpathFpReasonFP_R_DEVICE_MISS)
+	// ReasonSAGone: the kernel no longer holds the policy's SA (the
+	// SA-deletion window; SetSACheck).
+	ReasonSAGone = Reason(fastpathFpReasonFP_R_SA_GONE)
 	// ReasonNotForwardable is the live program's quick pass: no
 	// forwardable policy covers the destination. Explain never reports
 	// it; it names the exact reason instead.

@@ -38,7 +38,7 @@ type fastpathFpConfig struct {
 	UseTime         uint32
 	FibDstOnly      uint32
 	IfaceGen        uint32
-	Pad             uint32
+	SaCheck         uint32
 }
 
 type fastpathFpCounter struct {
@@ -248,8 +248,35 @@ const (
 	fastpathFpReasonFP_R_NOT_FORWARDABLE fastpathFpReason = 30
 	fastpathFpReasonFP_R_SA_MTU          fastpathFpReason = 31
 	fastpathFpReasonFP_R_USE_TIME        fastpathFpReason = 32
-	fastpathFpReasonFP_R_MAX             fastpathFpReason = 33
+	fastpathFpReasonFP_R_DEVICE_MISS     fastpathFpReason = 33
+	fastpathFpReasonFP_R_SA_GONE         fastpathFpReason = 34
+	fastpathFpReasonFP_R_MAX             fastpathFpReason = 35
 )
+
+type fastpathFpSaCheck uint32
+
+const (
+	fastpathFpSaCheckFP_SA_CHECK_OFF    fastpathFpSaCheck = 0
+	fastpathFpSaCheckFP_SA_CHECK_MIRROR fastpathFpSaCheck = 1
+	fastpathFpSaCheckFP_SA_CHECK_KERNEL fastpathFpSaCheck = 2
+)
+
+type fastpathFpSaOpts struct {
+	_       structs.HostLayout
+	Error   int32
+	NetnsId int32
+	Mark    uint32
+	Daddr   [4]uint32
+	Spi     uint32
+	Proto   uint8
+	Pad     uint8
+	Family  uint16
+}
+
+type fastpathFpSaRef struct {
+	_  structs.HostLayout
+	Sa [2]fastpathFpSaOpts
+}
 
 type fastpathFpTuple struct {
 	_         structs.HostLayout
@@ -298,6 +325,7 @@ const (
 	fastpathMapPolicyTables   = "policy_tables"
 	fastpathMapPolicyTables4  = "policy_tables4"
 	fastpathMapReasonCounts   = "reason_counts"
+	fastpathMapSaRefs         = "sa_refs"
 	fastpathMapScratchSpace   = "scratch_space"
 	fastpathMapTuples         = "tuples"
 	fastpathMapTxPorts        = "tx_ports"
@@ -317,6 +345,8 @@ const (
 	fastpathVarFpPkey4        = "_fp_pkey4"
 	fastpathVarFpPolicy       = "_fp_policy"
 	fastpathVarFpReason       = "_fp_reason"
+	fastpathVarFpSaCheck      = "_fp_sa_check"
+	fastpathVarFpSaRef        = "_fp_sa_ref"
 	fastpathVarFpTuple        = "_fp_tuple"
 	fastpathVarFpVlanKey      = "_fp_vlan_key"
 	fastpathVarExplainMode    = "explain_mode"
@@ -393,6 +423,7 @@ type fastpathMapSpecs struct {
 	PolicyTables  *ebpf.MapSpec `ebpf:"policy_tables"`
 	PolicyTables4 *ebpf.MapSpec `ebpf:"policy_tables4"`
 	ReasonCounts  *ebpf.MapSpec `ebpf:"reason_counts"`
+	SaRefs        *ebpf.MapSpec `ebpf:"sa_refs"`
 	ScratchSpace  *ebpf.MapSpec `ebpf:"scratch_space"`
 	Tuples        *ebpf.MapSpec `ebpf:"tuples"`
 	TxPorts       *ebpf.MapSpec `ebpf:"tx_ports"`
@@ -416,6 +447,8 @@ type fastpathVariableSpecs struct {
 	FpPkey4     *ebpf.VariableSpec `ebpf:"_fp_pkey4"`
 	FpPolicy    *ebpf.VariableSpec `ebpf:"_fp_policy"`
 	FpReason    *ebpf.VariableSpec `ebpf:"_fp_reason"`
+	FpSaCheck   *ebpf.VariableSpec `ebpf:"_fp_sa_check"`
+	FpSaRef     *ebpf.VariableSpec `ebpf:"_fp_sa_ref"`
 	FpTuple     *ebpf.VariableSpec `ebpf:"_fp_tuple"`
 	FpVlanKey   *ebpf.VariableSpec `ebpf:"_fp_vlan_key"`
 	ExplainMode *ebpf.VariableSpec `ebpf:"explain_mode"`
@@ -462,6 +495,7 @@ type fastpathMaps struct {
 	PolicyTables  *ebpf.Map `ebpf:"policy_tables"`
 	PolicyTables4 *ebpf.Map `ebpf:"policy_tables4"`
 	ReasonCounts  *ebpf.Map `ebpf:"reason_counts"`
+	SaRefs        *ebpf.Map `ebpf:"sa_refs"`
 	ScratchSpace  *ebpf.Map `ebpf:"scratch_space"`
 	Tuples        *ebpf.Map `ebpf:"tuples"`
 	TxPorts       *ebpf.Map `ebpf:"tx_ports"`
@@ -492,6 +526,7 @@ func (m *fastpathMaps) Close() error {
 		m.PolicyTables,
 		m.PolicyTables4,
 		m.ReasonCounts,
+		m.SaRefs,
 		m.ScratchSpace,
 		m.Tuples,
 		m.TxPorts,
@@ -516,6 +551,8 @@ type fastpathVariables struct {
 	FpPkey4     *ebpf.Variable `ebpf:"_fp_pkey4"`
 	FpPolicy    *ebpf.Variable `ebpf:"_fp_policy"`
 	FpReason    *ebpf.Variable `ebpf:"_fp_reason"`
+	FpSaCheck   *ebpf.Variable `ebpf:"_fp_sa_check"`
+	FpSaRef     *ebpf.Variable `ebpf:"_fp_sa_ref"`
 	FpTuple     *ebpf.Variable `ebpf:"_fp_tuple"`
 	FpVlanKey   *ebpf.Variable `ebpf:"_fp_vlan_key"`
 	ExplainMode *ebpf.Variable `ebpf:"explain_mode"`

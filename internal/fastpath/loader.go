@@ -53,6 +53,10 @@ type Datapath struct {
 	didxMem didxMaps
 	// slots: the per-policy counter slots (counterslots.go; under mu).
 	slots counterSlots
+	// saRefs: what sa_refs holds, by counter slot (saref.go; under mu).
+	saRefs map[uint32]fastpathFpSaRef
+	// saSlots: the slots whose entry names each SA, for WithdrawSA.
+	saSlots map[saID][]uint32
 
 	// links are the XDP links Attach made or adopted, by interface name,
 	// held open so that removing their pins cannot detach the program
@@ -156,6 +160,7 @@ func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Progra
 		"cache_gate": objs.CacheGate, "lease": objs.Lease, "fwd_dsts": objs.FwdDsts,
 		"iface_slots": objs.IfaceSlots, "fib_cache": objs.FibCache, "own_nets": objs.OwnNets,
 		"didx_blocks": objs.DidxBlocks, "didx_slots": objs.DidxSlots, "didx_rules4": objs.DidxRules4,
+		"sa_refs": objs.SaRefs,
 	}
 	for name, m := range es.Maps {
 		if repl[name] == nil {

@@ -124,6 +124,10 @@ type Mirror struct {
 	// and a tick re-checks them (routeMTUChanged), since a learnt PMTU
 	// exception is announced by no event.
 	PathMTU PathMTUFunc
+	// Quirks says, per offload device (ifindex), how it departs from the
+	// kernel's XFRM (an exact-match driver: subnet selectors' packets go to
+	// the kernel). Set before Run; the driver-quirks table fills it.
+	Quirks map[int]DeviceQuirks
 
 	mu      sync.Mutex // guards status and byIndex
 	status  MirrorStatus

@@ -171,6 +171,7 @@ func (m *Mirror) publish() error {
 	start := time.Now()
 	snap := m.copy.snapshot()
 	FillRouteMTU(&snap, m.pathMTU())
+	snap.Quirks = m.Quirks
 	m.routeMTU, m.routeState = snap.RouteMTU, make(map[Endpoints]*xfrm.State, len(snap.RouteMTU))
 	for i := range snap.States {
 		st := &snap.States[i]

@@ -3,6 +3,7 @@
 package fastpath
 
 import (
+	"fmt"
 	"net/netip"
 
 	"sluice/internal/kernel/xfrm"
@@ -43,8 +44,12 @@ type CurrentState interface {
 // policy's template can resolve to among states (0: none, or not
 // certain): the XDP program's reading, which the flower tier's rules
 // depend on.
+//
+// A policy whose device would send some of its packets in cleartext
+// whatever the driver (a template of reqid 0, see deviceMiss) gets 0: the
+// flower tier's rules bypass the kernel as XDP does.
 func OffloadDevice(p *xfrm.Policy, states []xfrm.State) int {
-	if p.Action != xfrm.ActionAllow {
+	if p.Action != xfrm.ActionAllow || deviceMiss(p, DeviceQuirks{}) {
 		return 0
 	}
 	return packetOffloadDevice(p, states)
@@ -59,8 +64,30 @@ func (m *Mirror) applyEvent(ev xfrm.Event) {
 		}
 	}
 	m.copy.apply(ev)
+	m.withdrawSA(ev)
 	if et, ok := m.Tier.(EventTier); ok {
 		et.Withdraw(c, &m.copy)
+	}
+}
+
+// withdrawSA takes an SA the kernel deleted out of the program's SA check
+// at once, before the debounce and the next generation (sa_refs; the
+// SA-deletion window in docs/fastpath.md). The kernel announces the
+// delete after it made it: what remains open is the event's way here.
+func (m *Mirror) withdrawSA(ev xfrm.Event) {
+	if m.DP == nil {
+		return
+	}
+	var err error
+	switch {
+	case ev.Kind == xfrm.StateFlush:
+		err = m.DP.WithdrawAllSAs()
+	case ev.State != nil && (ev.Kind == xfrm.StateDel || ev.Kind == xfrm.StateExpire && ev.Hard):
+		err = m.DP.WithdrawSA(ev.State)
+	}
+	if err != nil && m.Log != nil {
+		// the next generation, a debounce later, withdraws it anyway
+		m.Log.Error("withdrawing a deleted SA from the fast path", "event", fmt.Sprint(ev.Kind), "err", err)
 	}
 }
 

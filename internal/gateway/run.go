@@ -51,6 +51,13 @@ type Options struct {
 	// Ready, if set, is called once the program is attached and the first
 	// sync has been tried (tests and `lab` wait on it).
 	Ready func(*fastpath.Datapath, *fastpath.Mirror)
+	// DeviceQuirks overrides, by interface name, what the driver-quirks
+	// table (internal/driverquirk) says of an offload device's driver on
+	// the running kernel (fastpath.DeviceQuirks; see deviceQuirks).
+	DeviceQuirks map[string]fastpath.DeviceQuirks
+	// StrictSACheck: every outbound forward asks the kernel whether it
+	// still holds the SA (fastpath.SACheckKernel), not only the mirror.
+	StrictSACheck bool
 }
 
 // Run attaches the fast path to the interfaces, mirrors the source
@@ -150,6 +157,9 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := dp.SetUseTime(!static); err != nil {
 		return err
 	}
+	if err := setSACheck(dp, !static, o.StrictSACheck, log); err != nil {
+		return err
+	}
 	followFIBL4(dp, log)
 	if err := dp.SetIfaces(ifs); err != nil {
 		return err
@@ -179,7 +189,11 @@ func Run(ctx context.Context, o Options) (err error) {
 	}
 	started = true
 
-	m := &fastpath.Mirror{DP: dp, Src: o.Source, Lease: o.Lease, Log: log}
+	quirks, err := deviceQuirks(o.Ifaces, o.DeviceQuirks, log)
+	if err != nil {
+		return err
+	}
+	m := &fastpath.Mirror{DP: dp, Src: o.Source, Lease: o.Lease, Log: log, Quirks: quirks}
 	mctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	errc := make(chan error, 4)

@@ -165,8 +165,17 @@ func TestGatewayPacketOffloadOnModel(t *testing.T) {
 			t.Errorf("after the rekey no packet arrived on the new SA:\n%s", out)
 		}
 		// The SA goes, the policy stays: the kernel would drop (acquire);
-		// so must the fast path and the device.
+		// so must the fast path and the device. Whatever the default, the
+		// model is made to do here what mlx5 6.12 reads as doing (no TX
+		// miss rule: a frame no SA serves leaves in cleartext), so that a
+		// frame XDP redirects in the SA-deletion window shows on the wire
+		// (10 at 50 pps before the fast path's SA check, docs/fastpath.md).
+		setMiss := func(v string) {
+			run(t, "sh", "-c", "echo "+v+" > /sys/module/nicmodel/parameters/tx_miss_cleartext")
+		}
+		setMiss("1")
 		phase("sa-deleted", func() { del("0x1003") })
+		setMiss(miss)
 		peerSA("0x1004", keyOut)
 		dutSA("0x1004", keyOut)
 		time.Sleep(2 * time.Second)

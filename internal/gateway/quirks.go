@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: Apache-2.0
+
+package gateway
+
+import (
+	"log/slog"
+
+	"golang.org/x/sys/unix"
+
+	"sluice/internal/driverquirk"
+	"sluice/internal/fastpath"
+	"sluice/internal/kernel"
+)
+
+// deviceQuirks says, by ifindex, how each gateway interface's driver
+// departs from the kernel's XFRM, as far as the fast path's promise goes
+// (fastpath.DeviceQuirks; docs/fastpath.md, "What the device would send
+// in cleartext"): from the driver-quirks table for the interface's driver
+// on the running kernel, or from override (by name), which wins. A driver
+// that cannot be read is taken to match selectors exactly: its subnet
+// policies go to the kernel rather than risk cleartext.
+func deviceQuirks(ifaces []Iface, override map[string]fastpath.DeviceQuirks, log *slog.Logger) (map[int]fastpath.DeviceQuirks, error) {
+	var uts unix.Utsname
+	release := ""
+	if unix.Uname(&uts) == nil {
+		release = unix.ByteSliceToString(uts.Release[:])
+	}
+	out := map[int]fastpath.DeviceQuirks{}
+	for _, gi := range ifaces {
+		li, err := link(gi.Name)
+		if err != nil {
+			return nil, err
+		}
+		q, ok := override[gi.Name]
+		if !ok {
+			driver, _, err := kernel.EthtoolDriver(gi.Name)
+			if err != nil {
+				log.Warn("cannot read the interface's driver: its subnet policies go to the kernel, as on a driver that matches selector addresses exactly", "iface", gi.Name, "err", err)
+				q = fastpath.DeviceQuirks{ExactSelectors: true}
+			} else {
+				set := driverquirk.ForDevice(driver, release, "/")
+				q = fastpath.DeviceQuirks{ExactSelectors: set.Has(driverquirk.ExactSelectorMatch)}
+				if q.ExactSelectors {
+					log.Info("the driver matches selector addresses exactly: packets of subnet policies offloaded here go to the kernel (device-miss)", "iface", gi.Name, "driver", driver, "kernel", release, "as", set.As)
+				}
+			}
+		}
+		if q != (fastpath.DeviceQuirks{}) {
+			out[li.Ifindex] = q
+		}
+	}
+	return out, nil
+}
