@@ -50,7 +50,7 @@ func saRefOf(tm xfrm.Tmpl, states []xfrm.State) fastpathFpSaRef {
 		var spi [4]byte
 		binary.BigEndian.PutUint32(spi[:], st.SPI)
 		o.Spi = binary.LittleEndian.Uint32(spi[:])
-		o.Proto = st.Proto
+		o.Proto = uint8(st.Proto)
 		o.Family = afInet
 		if st.Dst.Is6() {
 			o.Family = afInet6

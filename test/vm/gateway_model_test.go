@@ -84,7 +84,9 @@ func TestGatewayPacketOffloadOnModel(t *testing.T) {
 	// (no miss rule in its TX SA table outside switchdev), and so the
 	// model under both profiles; SLUICE_NICMODEL_TX_MISS_CLEARTEXT=0
 	// makes it drop them instead, to tell such leaks from others.
-	if miss := os.Getenv("SLUICE_NICMODEL_TX_MISS_CLEARTEXT"); miss != "" {
+	miss := "-1" // as the profile
+	if m := os.Getenv("SLUICE_NICMODEL_TX_MISS_CLEARTEXT"); m != "" {
+		miss = m
 		run(t, "sh", "-c", "echo "+miss+" > /sys/module/nicmodel/parameters/tx_miss_cleartext")
 		l.undo("sh", "-c", "echo -1 > /sys/module/nicmodel/parameters/tx_miss_cleartext")
 	}
