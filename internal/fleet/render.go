@@ -68,6 +68,14 @@ func older(a, b metav1.ObjectMeta) bool {
 	return a.Name < b.Name
 }
 
+// Selects says whether an overlay's member selector makes h a member: its
+// labels match and it is not being deleted. A Host with a
+// deletionTimestamp (a finalizer holding it) is a member of nothing, so
+// no peer keeps a route or a tunnel to a host on its way out.
+func Selects(sel labels.Selector, h *v1alpha1.Host) bool {
+	return h.DeletionTimestamp == nil && sel.Matches(labels.Set(h.Labels))
+}
+
 // Render computes host self's desired state. It never fails: what cannot
 // be used is left out and said in Problems.
 func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l Local) Desired {
@@ -94,7 +102,7 @@ func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l L
 			d.Problems = append(d.Problems, fmt.Sprintf("overlay %s: members: %v", o.Name, err))
 			continue
 		}
-		if !sel.Matches(labels.Set(me.Labels)) {
+		if !Selects(sel, me) {
 			continue
 		}
 		if d.Overlay != nil {
@@ -110,7 +118,7 @@ func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l L
 	sel, _ := metav1.LabelSelectorAsSelector(&o.Spec.Members)
 	var members []*v1alpha1.Host
 	for i := range hosts {
-		if sel.Matches(labels.Set(hosts[i].Labels)) {
+		if Selects(sel, &hosts[i]) {
 			members = append(members, &hosts[i])
 		}
 	}

@@ -138,3 +138,22 @@ func TestSlotSpread(t *testing.T) {
 }
 
 func name(i int) string { return "hv-" + string(rune('a'+i/26)) + string(rune('a'+i%26)) }
+
+// A Host being deleted (a finalizer holds it) is a member of no overlay:
+// no other member peers or routes to it, and its own agent sees no
+// overlay (so it leaves, like a relabelled host).
+func TestRenderIgnoresDeletingHost(t *testing.T) {
+	hosts := []v1alpha1.Host{host("a", "10.99.0.1", "192.0.2.1/24", 0, nil), host("b", "10.99.0.2", "192.0.2.2/24", 1, nil),
+		host("gone", "10.99.0.7", "192.0.2.7/24", 2, nil)}
+	now := metav1.NewTime(t0.Add(time.Hour))
+	hosts[2].DeletionTimestamp = &now
+	hosts[2].Finalizers = []string{"example.com/hold"}
+	ovs := []v1alpha1.Overlay{overlay("prod", 0, 100)}
+	d := Render("a", ovs, hosts, local)
+	if d.Refused || len(d.Peers) != 1 || d.Peers[0].Name != "b" || strings.Contains(string(d.Doc), "10.99.0.7") {
+		t.Fatalf("a peers with a host being deleted: %+v\n%s", d.Peers, d.Doc)
+	}
+	if d := Render("gone", ovs, hosts, local); d.Overlay != nil || d.Doc != nil {
+		t.Fatalf("a host being deleted is still a member of %v:\n%s", d.Overlay.Name, d.Doc)
+	}
+}
