@@ -295,7 +295,7 @@ func (a *Agent) step(ctx context.Context, full bool) {
 		}
 	}
 	key := fmt.Sprintf("%s|%v|%v|%s|%v", d.Digest, d.Refused, d.Overlay != nil, strings.Join(d.Problems, ";"), me != nil)
-	if !full && key == a.lastKey && a.lastOutcome.Result != ResultFailed {
+	if a.unchanged(full, key) {
 		return
 	}
 	a.lastKey = key
@@ -388,6 +388,16 @@ func (a *Agent) step(ctx context.Context, full bool) {
 	}
 }
 
+// unchanged says a watch event (not a full reconcile) brought nothing new
+// to render: it is skipped. A failed reconcile is no exception: it is
+// retried every --interval, never on each event, since every status write
+// of every host is an event for every agent, and a desired state that
+// fails on all members (one bad Host) would otherwise turn into a
+// fleet-wide loop of reconciles and status writes.
+func (a *Agent) unchanged(full bool, key string) bool {
+	return !full && key == a.lastKey
+}
+
 // notMember decides what a host that is in no overlay does with what it
 // applied: if its overlay still exists and no longer selects it, it was
 // removed on purpose, and it tears down. If the overlay is gone (deleted,
@@ -432,7 +442,7 @@ func (a *Agent) notMember(overlays []v1alpha1.Overlay, me *v1alpha1.Host) Outcom
 
 func (a *Agent) status(me *v1alpha1.Host, d fleet.Desired, out Outcome) v1alpha1.HostStatus {
 	st := v1alpha1.HostStatus{ObservedGeneration: me.Generation}
-	if out.Result != ResultNothingToDo || a.lastApply == nil {
+	if (out.Result != ResultNothingToDo && !a.sameFailure(out)) || a.lastApply == nil {
 		a.lastApply = &v1alpha1.LastApply{Time: metav1.Now(), Result: out.Result, Steps: out.Steps, Digest: out.Digest, Message: clip(out.Message, 4096)}
 	}
 	st.LastApply = a.lastApply
@@ -480,8 +490,23 @@ func (a *Agent) status(me *v1alpha1.Host, d fleet.Desired, out Outcome) v1alpha1
 		}
 	}
 	meta.SetStatusCondition(&a.conditions, off)
+	peers := metav1.Condition{Type: "PeersComplete", Status: metav1.ConditionTrue, Reason: "AllMembers", Message: "every other member of the overlay is a peer", ObservedGeneration: me.Generation}
+	if len(d.LeftOut) > 0 {
+		peers.Status, peers.Reason = metav1.ConditionFalse, "PeersLeftOut"
+		peers.Message = clip(fmt.Sprintf("%d member(s) left out, the other pairs are applied: %s", len(d.LeftOut), strings.Join(d.LeftOut, "; ")), 32768)
+	}
+	meta.SetStatusCondition(&a.conditions, peers)
 	st.Conditions = append([]metav1.Condition(nil), a.conditions...)
 	return st
+}
+
+// sameFailure says out repeats the last Failed or Refused outcome: its
+// lastApply (and time) stays, so the status is unchanged and not written
+// again (each write is a watch event for every agent).
+func (a *Agent) sameFailure(out Outcome) bool {
+	l := a.lastApply
+	return l != nil && (out.Result == ResultFailed || out.Result == ResultRefused) && l.Result == out.Result &&
+		l.Digest == out.Digest && l.Steps == out.Steps && l.Message == clip(out.Message, 4096)
 }
 
 func clip(s string, n int) string {
