@@ -211,7 +211,10 @@ func (a *Agent) done(out Outcome, d time.Duration, peers int) {
 	}
 	a.Metrics.observe(out, d, peers)
 	a.Metrics.truth(ts)
-	if out.Result != ResultNothingToDo || out.Message != "" {
+	a.mu.Lock()
+	repeat := out.Result == ResultHeld && a.lastOutcome.Result == ResultHeld && a.lastOutcome.Message == out.Message
+	a.mu.Unlock()
+	if (out.Result != ResultNothingToDo || out.Message != "") && !repeat {
 		a.logf("%s (%d step(s), state %s) %s", out.Result, out.Steps, out.Digest, out.Message)
 	}
 	for _, t := range ts {
@@ -295,6 +298,10 @@ func (a *Agent) step(ctx context.Context, full bool) {
 		}
 	}
 	key := fmt.Sprintf("%s|%v|%v|%s|%v", d.Digest, d.Refused, d.Overlay != nil, strings.Join(d.Problems, ";"), me != nil)
+	for _, o := range overlays {
+		// A confirmation of a held mass removal is acted on at once.
+		key += "|" + o.Annotations[ConfirmRemovalAnnotation]
+	}
 	if a.unchanged(full, key) {
 		return
 	}
@@ -304,13 +311,18 @@ func (a *Agent) step(ctx context.Context, full bool) {
 	case d.Refused:
 		out = Outcome{Result: ResultRefused, Message: "nothing applied, the last good state stays: " + strings.Join(d.Problems, "; ")}
 	case d.Overlay == nil:
-		out = a.notMember(overlays, me)
+		out = a.notMember(overlays, hosts, me)
 	case len(d.Peers) == 0:
 		// Alone (the first member, or every other one gone at once, as
 		// when a namespace is being deleted): nothing to set up, and what
 		// is set up stays.
 		out = Outcome{Result: ResultNothingToDo, Message: "no other member in overlay " + d.Overlay.Name + " yet: nothing to set up"}
 	default:
+		if why := a.massRemoval(d.Overlay, peerNames(d.Peers), false); why != "" {
+			dg, _ := a.rec.LastGood()
+			out = Outcome{Result: ResultHeld, Digest: dg, Message: why}
+			break
+		}
 		now := time.Now()
 		if dg, _ := a.rec.LastGood(); d.Digest == dg {
 			// Back to what is applied (label churn that ended where it
@@ -403,7 +415,7 @@ func (a *Agent) unchanged(full bool, key string) bool {
 // removed on purpose, and it tears down. If the overlay is gone (deleted,
 // its namespace or CRD deleted), the overlay's deletionPolicy decides:
 // Orphan (the default) changes nothing.
-func (a *Agent) notMember(overlays []v1alpha1.Overlay, me *v1alpha1.Host) Outcome {
+func (a *Agent) notMember(overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, me *v1alpha1.Host) Outcome {
 	dg, ov := a.rec.LastGood()
 	if dg == "" {
 		return Outcome{Result: ResultNothingToDo}
@@ -416,6 +428,11 @@ func (a *Agent) notMember(overlays []v1alpha1.Overlay, me *v1alpha1.Host) Outcom
 	}
 	switch {
 	case exists && me != nil:
+		if o := find(overlays, ov); o != nil {
+			if why := a.massRemoval(o, selected(o, hosts, a.o.Name), true); why != "" {
+				return Outcome{Result: ResultHeld, Digest: dg, Message: why}
+			}
+		}
 		// Leaving is a change like any other: it must settle (a label
 		// that flaps must not tear the host down and up again).
 		now := time.Now()
@@ -469,7 +486,7 @@ func (a *Agent) status(me *v1alpha1.Host, d fleet.Desired, out Outcome) v1alpha1
 		if len(st.Errors) < 64 {
 			st.Errors = append(st.Errors, clip(out.Message, 1024))
 		}
-	case ResultOrphaned:
+	case ResultOrphaned, ResultHeld:
 		ready.Status, ready.Message = metav1.ConditionFalse, out.Message
 	}
 	if out.Report != nil && !out.Report.OK && ready.Status == metav1.ConditionTrue {
@@ -496,16 +513,21 @@ func (a *Agent) status(me *v1alpha1.Host, d fleet.Desired, out Outcome) v1alpha1
 		peers.Message = clip(fmt.Sprintf("%d member(s) left out, the other pairs are applied: %s", len(d.LeftOut), strings.Join(d.LeftOut, "; ")), 32768)
 	}
 	meta.SetStatusCondition(&a.conditions, peers)
+	guard := metav1.Condition{Type: "MassRemovalHeld", Status: metav1.ConditionFalse, Reason: "NoMassRemoval", Message: "no change removing more than half of the members is held", ObservedGeneration: me.Generation}
+	if out.Result == ResultHeld {
+		guard.Status, guard.Reason, guard.Message = metav1.ConditionTrue, "MassRemoval", clip(out.Message, 32768)
+	}
+	meta.SetStatusCondition(&a.conditions, guard)
 	st.Conditions = append([]metav1.Condition(nil), a.conditions...)
 	return st
 }
 
-// sameFailure says out repeats the last Failed or Refused outcome: its
+// sameFailure says out repeats the last Failed, Refused or Held outcome: its
 // lastApply (and time) stays, so the status is unchanged and not written
 // again (each write is a watch event for every agent).
 func (a *Agent) sameFailure(out Outcome) bool {
 	l := a.lastApply
-	return l != nil && (out.Result == ResultFailed || out.Result == ResultRefused) && l.Result == out.Result &&
+	return l != nil && (out.Result == ResultFailed || out.Result == ResultRefused || out.Result == ResultHeld) && l.Result == out.Result &&
 		l.Digest == out.Digest && l.Steps == out.Steps && l.Message == clip(out.Message, 4096)
 }
 

@@ -500,6 +500,59 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 			t.Errorf("hv-e applied something: %s", out)
 		}
 	})
+	t.Run("selector typo held", func(t *testing.T) {
+		// A typo in spec.members selects no host: no agent tears down;
+		// each holds its state and says why (MassRemovalHeld).
+		before := map[string]string{}
+		for _, n := range []string{"hv-a", "hv-b"} {
+			before[n] = dataPath(t, hosts[n])
+		}
+		setSelector := func(v string) {
+			eventually(t, "edit the selector", 10*time.Second, func() error {
+				u, err := ovs.Get(ctx, "prod", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if err := unstructured.SetNestedField(u.Object, v, "spec", "members", "matchLabels", "sluice.dev/overlay"); err != nil {
+					return err
+				}
+				_, err = ovs.Update(ctx, u, metav1.UpdateOptions{})
+				return err
+			})
+		}
+		setSelector("prdo")
+		eventually(t, "hv-a holds", 30*time.Second, func() error {
+			u, err := hostsAPI.Get(ctx, "hv-a", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			res, _, _ := unstructured.NestedString(u.Object, "status", "lastApply", "result")
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				if m, _ := c.(map[string]any); m["type"] == "MassRemovalHeld" && m["status"] == "True" && res == agent.ResultHeld {
+					return nil
+				}
+			}
+			return fmt.Errorf("lastApply %q, conditions %v", res, conds)
+		})
+		time.Sleep(4 * time.Second) // past --settle and an interval
+		for n, b := range before {
+			if now := dataPath(t, hosts[n]); now != b {
+				t.Errorf("%s changed after a selector typo:\nbefore:\n%s\nnow:\n%s", n, b, now)
+			}
+		}
+		setSelector("prod")
+		eventually(t, "hv-a ready again", 30*time.Second, func() error {
+			u, err := hostsAPI.Get(ctx, "hv-a", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if res, _, _ := unstructured.NestedString(u.Object, "status", "lastApply", "result"); res == agent.ResultHeld {
+				return fmt.Errorf("still held")
+			}
+			return nil
+		})
+	})
 	t.Run("deleted overlay: orphaned, nothing torn down", func(t *testing.T) {
 		before := dataPath(t, hosts["hv-b"])
 		if err := ovs.Delete(ctx, "prod", metav1.DeleteOptions{}); err != nil {
