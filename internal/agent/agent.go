@@ -211,7 +211,10 @@ func (a *Agent) done(out Outcome, d time.Duration, peers int) {
 	}
 	a.Metrics.observe(out, d, peers)
 	a.Metrics.truth(ts)
-	if out.Result != ResultNothingToDo || out.Message != "" {
+	a.mu.Lock()
+	repeat := out.Result == ResultHeld && a.lastOutcome.Result == ResultHeld && a.lastOutcome.Message == out.Message
+	a.mu.Unlock()
+	if (out.Result != ResultNothingToDo || out.Message != "") && !repeat {
 		a.logf("%s (%d step(s), state %s) %s", out.Result, out.Steps, out.Digest, out.Message)
 	}
 	for _, t := range ts {
@@ -295,7 +298,11 @@ func (a *Agent) step(ctx context.Context, full bool) {
 		}
 	}
 	key := fmt.Sprintf("%s|%v|%v|%s|%v", d.Digest, d.Refused, d.Overlay != nil, strings.Join(d.Problems, ";"), me != nil)
-	if !full && key == a.lastKey && a.lastOutcome.Result != ResultFailed {
+	for _, o := range overlays {
+		// A confirmation of a held mass removal is acted on at once.
+		key += "|" + o.Annotations[ConfirmRemovalAnnotation]
+	}
+	if a.unchanged(full, key) {
 		return
 	}
 	a.lastKey = key
@@ -304,13 +311,18 @@ func (a *Agent) step(ctx context.Context, full bool) {
 	case d.Refused:
 		out = Outcome{Result: ResultRefused, Message: "nothing applied, the last good state stays: " + strings.Join(d.Problems, "; ")}
 	case d.Overlay == nil:
-		out = a.notMember(overlays, me)
+		out = a.notMember(overlays, hosts, me)
 	case len(d.Peers) == 0:
 		// Alone (the first member, or every other one gone at once, as
 		// when a namespace is being deleted): nothing to set up, and what
 		// is set up stays.
 		out = Outcome{Result: ResultNothingToDo, Message: "no other member in overlay " + d.Overlay.Name + " yet: nothing to set up"}
 	default:
+		if why := a.massRemoval(d.Overlay, peerNames(d.Peers), false); why != "" {
+			dg, _ := a.rec.LastGood()
+			out = Outcome{Result: ResultHeld, Digest: dg, Message: why}
+			break
+		}
 		now := time.Now()
 		if dg, _ := a.rec.LastGood(); d.Digest == dg {
 			// Back to what is applied (label churn that ended where it
@@ -388,12 +400,22 @@ func (a *Agent) step(ctx context.Context, full bool) {
 	}
 }
 
+// unchanged says a watch event (not a full reconcile) brought nothing new
+// to render: it is skipped. A failed reconcile is no exception: it is
+// retried every --interval, never on each event, since every status write
+// of every host is an event for every agent, and a desired state that
+// fails on all members (one bad Host) would otherwise turn into a
+// fleet-wide loop of reconciles and status writes.
+func (a *Agent) unchanged(full bool, key string) bool {
+	return !full && key == a.lastKey
+}
+
 // notMember decides what a host that is in no overlay does with what it
 // applied: if its overlay still exists and no longer selects it, it was
 // removed on purpose, and it tears down. If the overlay is gone (deleted,
 // its namespace or CRD deleted), the overlay's deletionPolicy decides:
 // Orphan (the default) changes nothing.
-func (a *Agent) notMember(overlays []v1alpha1.Overlay, me *v1alpha1.Host) Outcome {
+func (a *Agent) notMember(overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, me *v1alpha1.Host) Outcome {
 	dg, ov := a.rec.LastGood()
 	if dg == "" {
 		return Outcome{Result: ResultNothingToDo}
@@ -406,6 +428,11 @@ func (a *Agent) notMember(overlays []v1alpha1.Overlay, me *v1alpha1.Host) Outcom
 	}
 	switch {
 	case exists && me != nil:
+		if o := find(overlays, ov); o != nil {
+			if why := a.massRemoval(o, selected(o, hosts, a.o.Name), true); why != "" {
+				return Outcome{Result: ResultHeld, Digest: dg, Message: why}
+			}
+		}
 		// Leaving is a change like any other: it must settle (a label
 		// that flaps must not tear the host down and up again).
 		now := time.Now()
@@ -432,7 +459,7 @@ func (a *Agent) notMember(overlays []v1alpha1.Overlay, me *v1alpha1.Host) Outcom
 
 func (a *Agent) status(me *v1alpha1.Host, d fleet.Desired, out Outcome) v1alpha1.HostStatus {
 	st := v1alpha1.HostStatus{ObservedGeneration: me.Generation}
-	if out.Result != ResultNothingToDo || a.lastApply == nil {
+	if (out.Result != ResultNothingToDo && !a.sameFailure(out)) || a.lastApply == nil {
 		a.lastApply = &v1alpha1.LastApply{Time: metav1.Now(), Result: out.Result, Steps: out.Steps, Digest: out.Digest, Message: clip(out.Message, 4096)}
 	}
 	st.LastApply = a.lastApply
@@ -459,7 +486,7 @@ func (a *Agent) status(me *v1alpha1.Host, d fleet.Desired, out Outcome) v1alpha1
 		if len(st.Errors) < 64 {
 			st.Errors = append(st.Errors, clip(out.Message, 1024))
 		}
-	case ResultOrphaned:
+	case ResultOrphaned, ResultHeld:
 		ready.Status, ready.Message = metav1.ConditionFalse, out.Message
 	}
 	if out.Report != nil && !out.Report.OK && ready.Status == metav1.ConditionTrue {
@@ -480,8 +507,28 @@ func (a *Agent) status(me *v1alpha1.Host, d fleet.Desired, out Outcome) v1alpha1
 		}
 	}
 	meta.SetStatusCondition(&a.conditions, off)
+	peers := metav1.Condition{Type: "PeersComplete", Status: metav1.ConditionTrue, Reason: "AllMembers", Message: "every other member of the overlay is a peer", ObservedGeneration: me.Generation}
+	if len(d.LeftOut) > 0 {
+		peers.Status, peers.Reason = metav1.ConditionFalse, "PeersLeftOut"
+		peers.Message = clip(fmt.Sprintf("%d member(s) left out, the other pairs are applied: %s", len(d.LeftOut), strings.Join(d.LeftOut, "; ")), 32768)
+	}
+	meta.SetStatusCondition(&a.conditions, peers)
+	guard := metav1.Condition{Type: "MassRemovalHeld", Status: metav1.ConditionFalse, Reason: "NoMassRemoval", Message: "no change removing more than half of the members is held", ObservedGeneration: me.Generation}
+	if out.Result == ResultHeld {
+		guard.Status, guard.Reason, guard.Message = metav1.ConditionTrue, "MassRemoval", clip(out.Message, 32768)
+	}
+	meta.SetStatusCondition(&a.conditions, guard)
 	st.Conditions = append([]metav1.Condition(nil), a.conditions...)
 	return st
+}
+
+// sameFailure says out repeats the last Failed, Refused or Held outcome: its
+// lastApply (and time) stays, so the status is unchanged and not written
+// again (each write is a watch event for every agent).
+func (a *Agent) sameFailure(out Outcome) bool {
+	l := a.lastApply
+	return l != nil && (out.Result == ResultFailed || out.Result == ResultRefused || out.Result == ResultHeld) && l.Result == out.Result &&
+		l.Digest == out.Digest && l.Steps == out.Steps && l.Message == clip(out.Message, 4096)
 }
 
 func clip(s string, n int) string {

@@ -500,6 +500,136 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 			t.Errorf("hv-e applied something: %s", out)
 		}
 	})
+	t.Run("a host nobody can route to is left out alone", func(t *testing.T) {
+		// hv-far is in another subnet, and no member has a gateway: its
+		// peers would route its VTEP via an off-link next hop, which the
+		// kernel refuses. Every member leaves it out and says why; the
+		// rest stays applied.
+		before := map[string]string{}
+		for _, n := range []string{"hv-a", "hv-b"} {
+			before[n] = dataPath(t, hosts[n])
+		}
+		far := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "fleet.sluice.dev/v1alpha1", "kind": "Host",
+			"metadata": map[string]any{"name": "hv-far", "namespace": "sluice-system", "labels": map[string]any{"sluice.dev/overlay": "prod"}},
+			"spec":     map[string]any{"vtep": "10.99.0.66", "underlay": map[string]any{"address": "198.51.100.66/24", "interface": "eth0"}}}}
+		if _, err := hostsAPI.Create(ctx, far, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "hv-a reports hv-far left out", 30*time.Second, func() error {
+			u, err := hostsAPI.Get(ctx, "hv-a", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				if m, _ := c.(map[string]any); m["type"] == "PeersComplete" && m["status"] == "False" && strings.Contains(fmt.Sprint(m["message"]), "host hv-far left out") {
+					return nil
+				}
+			}
+			return fmt.Errorf("conditions %v", conds)
+		})
+		time.Sleep(4 * time.Second) // past --settle and an interval
+		for n, b := range before {
+			if now := dataPath(t, hosts[n]); now != b {
+				t.Errorf("%s changed when hv-far joined:\nbefore:\n%s\nnow:\n%s", n, b, now)
+			}
+			if u, err := hostsAPI.Get(ctx, n, metav1.GetOptions{}); err == nil {
+				if res, _, _ := unstructured.NestedString(u.Object, "status", "lastApply", "result"); res == agent.ResultFailed {
+					t.Errorf("%s: lastApply Failed", n)
+				}
+			}
+		}
+		if err := hostsAPI.Delete(ctx, "hv-far", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("a host being deleted is no member", func(t *testing.T) {
+		// A finalizer holds hv-d after its deletion: the others stop
+		// routing to it at once, as if it had left.
+		u, err := hostsAPI.Get(ctx, "hv-d", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.SetFinalizers([]string{"example.com/hold"})
+		if _, err := hostsAPI.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if err := hostsAPI.Delete(ctx, "hv-d", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			eventually(t, "release hv-d", 10*time.Second, func() error {
+				u, err := hostsAPI.Get(ctx, "hv-d", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				u.SetFinalizers(nil)
+				_, err = hostsAPI.Update(ctx, u, metav1.UpdateOptions{})
+				return err
+			})
+		}()
+		eventually(t, "hv-d dropped while being deleted", 60*time.Second, func() error {
+			for _, n := range []string{"hv-a", "hv-b"} {
+				if r := sh(t, "ip", "-n", hosts[n].ns, "route", "show", "10.99.0.4"); r != "" {
+					return fmt.Errorf("%s still routes to hv-d: %q", n, r)
+				}
+			}
+			return nil
+		})
+	})
+	t.Run("selector typo held", func(t *testing.T) {
+		// A typo in spec.members selects no host: no agent tears down;
+		// each holds its state and says why (MassRemovalHeld).
+		before := map[string]string{}
+		for _, n := range []string{"hv-a", "hv-b"} {
+			before[n] = dataPath(t, hosts[n])
+		}
+		setSelector := func(v string) {
+			eventually(t, "edit the selector", 10*time.Second, func() error {
+				u, err := ovs.Get(ctx, "prod", metav1.GetOptions{})
+				if err != nil {
+					return err
+				}
+				if err := unstructured.SetNestedField(u.Object, v, "spec", "members", "matchLabels", "sluice.dev/overlay"); err != nil {
+					return err
+				}
+				_, err = ovs.Update(ctx, u, metav1.UpdateOptions{})
+				return err
+			})
+		}
+		setSelector("prdo")
+		eventually(t, "hv-a holds", 30*time.Second, func() error {
+			u, err := hostsAPI.Get(ctx, "hv-a", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			res, _, _ := unstructured.NestedString(u.Object, "status", "lastApply", "result")
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				if m, _ := c.(map[string]any); m["type"] == "MassRemovalHeld" && m["status"] == "True" && res == agent.ResultHeld {
+					return nil
+				}
+			}
+			return fmt.Errorf("lastApply %q, conditions %v", res, conds)
+		})
+		time.Sleep(4 * time.Second) // past --settle and an interval
+		for n, b := range before {
+			if now := dataPath(t, hosts[n]); now != b {
+				t.Errorf("%s changed after a selector typo:\nbefore:\n%s\nnow:\n%s", n, b, now)
+			}
+		}
+		setSelector("prod")
+		eventually(t, "hv-a ready again", 30*time.Second, func() error {
+			u, err := hostsAPI.Get(ctx, "hv-a", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if res, _, _ := unstructured.NestedString(u.Object, "status", "lastApply", "result"); res == agent.ResultHeld {
+				return fmt.Errorf("still held")
+			}
+			return nil
+		})
+	})
 	t.Run("deleted overlay: orphaned, nothing torn down", func(t *testing.T) {
 		before := dataPath(t, hosts["hv-b"])
 		if err := ovs.Delete(ctx, "prod", metav1.DeleteOptions{}); err != nil {

@@ -23,6 +23,10 @@ const (
 	ResultFailed      = "Failed"
 	ResultOrphaned    = "Orphaned"
 	ResultTornDown    = "TornDown"
+	// ResultHeld: the new desired state would remove more than half of
+	// the overlay's members at once; the last applied state stays until
+	// the change is confirmed (see massRemoval).
+	ResultHeld = "Held"
 )
 
 // Outcome is what one reconcile did.

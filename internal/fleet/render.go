@@ -51,6 +51,9 @@ type Desired struct {
 	Peers  []Peer
 	// Problems are why something was left out or refused, for status.
 	Problems []string
+	// LeftOut are the Problems that left a member out of this host's
+	// peers (the PeersComplete condition).
+	LeftOut []string
 	// Refused means this host must not change anything (its own object
 	// is in conflict or invalid): the last applied state stays.
 	Refused bool
@@ -65,6 +68,14 @@ func older(a, b metav1.ObjectMeta) bool {
 		return a.CreationTimestamp.Before(&b.CreationTimestamp)
 	}
 	return a.Name < b.Name
+}
+
+// Selects says whether an overlay's member selector makes h a member: its
+// labels match and it is not being deleted. A Host with a
+// deletionTimestamp (a finalizer holding it) is a member of nothing, so
+// no peer keeps a route or a tunnel to a host on its way out.
+func Selects(sel labels.Selector, h *v1alpha1.Host) bool {
+	return h.DeletionTimestamp == nil && sel.Matches(labels.Set(h.Labels))
 }
 
 // Render computes host self's desired state. It never fails: what cannot
@@ -93,7 +104,7 @@ func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l L
 			d.Problems = append(d.Problems, fmt.Sprintf("overlay %s: members: %v", o.Name, err))
 			continue
 		}
-		if !sel.Matches(labels.Set(me.Labels)) {
+		if !Selects(sel, me) {
 			continue
 		}
 		if d.Overlay != nil {
@@ -109,7 +120,7 @@ func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l L
 	sel, _ := metav1.LabelSelectorAsSelector(&o.Spec.Members)
 	var members []*v1alpha1.Host
 	for i := range hosts {
-		if sel.Matches(labels.Set(hosts[i].Labels)) {
+		if Selects(sel, &hosts[i]) {
 			members = append(members, &hosts[i])
 		}
 	}
@@ -159,13 +170,22 @@ func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l L
 			mine = m
 		}
 	}
+	gw := netip.Addr{}
+	if a, err := netip.ParseAddr(me.Spec.Underlay.Gateway); err == nil {
+		gw = a
+	}
 	window := time.Duration(o.Spec.InitiationWindowSeconds) * time.Second
 	for _, m := range ok {
 		if m.h.Name == self {
 			continue
 		}
-		if m.vtep.Is4() != mine.vtep.Is4() {
-			d.Problems = append(d.Problems, fmt.Sprintf("host %s left out: its VTEP %s is not of this host's family (%s)", m.h.Name, m.vtep, mine.vtep))
+		// A peer this host cannot route to would fail the whole apply
+		// (and roll it back) on this host: it is left out alone, and
+		// the rest of the mesh applies.
+		if why := unreachable(m.vtep, m.addr, mine.vtep, mine.prefix, gw); why != "" {
+			msg := "host " + m.h.Name + " left out: " + why
+			d.Problems = append(d.Problems, msg)
+			d.LeftOut = append(d.LeftOut, msg)
 			continue
 		}
 		d.Peers = append(d.Peers, Peer{Name: m.h.Name, VTEP: m.vtep, Underlay: m.addr,
@@ -176,10 +196,6 @@ func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l L
 		// Alone: no document (a VTEP needs remotes); the agent sets
 		// nothing up and keeps what is set up.
 		return d
-	}
-	gw := netip.Addr{}
-	if a, err := netip.ParseAddr(me.Spec.Underlay.Gateway); err == nil {
-		gw = a
 	}
 	doc, err := hostDoc(o, me, mine.vtep, mine.prefix, gw, d.Peers, l)
 	if err != nil {
@@ -195,6 +211,23 @@ func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l L
 		d.Refused = true
 	}
 	return d
+}
+
+// unreachable says why this host cannot reach a peer over its underlay
+// ("" : it can): a VTEP of the other family, an underlay address of the
+// other family, or an address outside this host's underlay subnet with
+// no gateway to send it to (the route to the peer's VTEP would name a
+// next hop that is not on the link, and the kernel refuses it).
+func unreachable(vtep, addr, myVTEP netip.Addr, mySubnet netip.Prefix, gw netip.Addr) string {
+	switch {
+	case vtep.Is4() != myVTEP.Is4():
+		return fmt.Sprintf("its VTEP %s is not of this host's family (%s)", vtep, myVTEP)
+	case addr.Is4() != mySubnet.Addr().Is4():
+		return fmt.Sprintf("its underlay address %s is not of this host's underlay family (%s)", addr, mySubnet)
+	case !mySubnet.Contains(addr) && !gw.IsValid():
+		return fmt.Sprintf("its underlay address %s is outside this host's underlay subnet %s and this host has no spec.underlay.gateway: set one (the next hop to other subnets) or put the hosts in one subnet", addr, mySubnet.Masked())
+	}
+	return ""
 }
 
 // Digest names a desired state: 12 hex digits of the SHA-256 of its

@@ -41,6 +41,11 @@ var local = Local{Name: "a", CA: "/etc/sluice/ca.pem", Cert: "/etc/sluice/host.p
 func TestRenderMesh(t *testing.T) {
 	hosts := []v1alpha1.Host{host("a", "10.99.0.1", "192.0.2.1/24", 0, nil), host("b", "10.99.0.2", "192.0.2.2/24", 1, nil),
 		host("c", "10.99.0.3", "198.51.100.3/24", 2, nil), host("x", "10.99.0.9", "192.0.2.9/24", 3, map[string]string{"other": "1"})}
+	// Two subnets: each has a gateway to the other (without one, the
+	// other subnet's hosts are left out: TestRenderUnreachablePeerLeftOut).
+	for i, gw := range []string{"192.0.2.254", "192.0.2.254", "198.51.100.254", "192.0.2.254"} {
+		hosts[i].Spec.Underlay.Gateway = gw
+	}
 	ovs := []v1alpha1.Overlay{overlay("prod", 0, 100, 200)}
 	for _, self := range []string{"a", "b", "c"} {
 		l := local
@@ -139,3 +144,47 @@ func TestSlotSpread(t *testing.T) {
 }
 
 func name(i int) string { return "hv-" + string(rune('a'+i/26)) + string(rune('a'+i%26)) }
+
+// A Host being deleted (a finalizer holds it) is a member of no overlay:
+// no other member peers or routes to it, and its own agent sees no
+// overlay (so it leaves, like a relabelled host).
+func TestRenderIgnoresDeletingHost(t *testing.T) {
+	hosts := []v1alpha1.Host{host("a", "10.99.0.1", "192.0.2.1/24", 0, nil), host("b", "10.99.0.2", "192.0.2.2/24", 1, nil),
+		host("gone", "10.99.0.7", "192.0.2.7/24", 2, nil)}
+	now := metav1.NewTime(t0.Add(time.Hour))
+	hosts[2].DeletionTimestamp = &now
+	hosts[2].Finalizers = []string{"example.com/hold"}
+	ovs := []v1alpha1.Overlay{overlay("prod", 0, 100)}
+	d := Render("a", ovs, hosts, local)
+	if d.Refused || len(d.Peers) != 1 || d.Peers[0].Name != "b" || strings.Contains(string(d.Doc), "10.99.0.7") {
+		t.Fatalf("a peers with a host being deleted: %+v\n%s", d.Peers, d.Doc)
+	}
+	if d := Render("gone", ovs, hosts, local); d.Overlay != nil || d.Doc != nil {
+		t.Fatalf("a host being deleted is still a member of %v:\n%s", d.Overlay.Name, d.Doc)
+	}
+}
+
+// A host in another subnet, and no gateway to it: every member's route to
+// its VTEP would name an off-link next hop, which the kernel refuses, and
+// the whole apply would fail and roll back on every member. It is left
+// out alone, with the reason, and the rest of the mesh is rendered.
+func TestRenderUnreachablePeerLeftOut(t *testing.T) {
+	hosts := []v1alpha1.Host{host("a", "10.99.0.1", "192.0.2.1/24", 0, nil), host("b", "10.99.0.2", "192.0.2.2/24", 1, nil),
+		host("far", "10.99.0.3", "198.51.100.3/24", 2, nil)}
+	ovs := []v1alpha1.Overlay{overlay("prod", 0, 100)}
+	d := Render("a", ovs, hosts, local)
+	if d.Refused || len(d.Peers) != 1 || d.Peers[0].Name != "b" || strings.Contains(string(d.Doc), "198.51.100.3") {
+		t.Fatalf("a: refused %v peers %+v:\n%s", d.Refused, d.Peers, d.Doc)
+	}
+	if len(d.LeftOut) != 1 || !strings.Contains(d.LeftOut[0], "host far left out: its underlay address 198.51.100.3 is outside this host's underlay subnet 192.0.2.0/24 and this host has no spec.underlay.gateway") {
+		t.Fatalf("a: left out %q", d.LeftOut)
+	}
+	if _, err := config.ParseHost(d.Doc, "a.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	// With a gateway, far is a peer again, routed through it.
+	hosts[0].Spec.Underlay.Gateway = "192.0.2.254"
+	if d := Render("a", ovs, hosts, local); len(d.Peers) != 2 || len(d.LeftOut) != 0 {
+		t.Fatalf("a with a gateway: peers %+v, left out %q", d.Peers, d.LeftOut)
+	}
+}

@@ -155,7 +155,7 @@ type HostStatus struct {
 // host.
 type LastApply struct {
 	Time   metav1.Time `json:"time"`
-	Result string      `json:"result"` // Applied, NothingToDo, Refused, Failed
+	Result string      `json:"result"` // Applied, NothingToDo, Refused, Failed, Orphaned, TornDown, Held
 	Steps  int         `json:"steps"`
 	// Digest identifies the desired state applied (sha256 of the host
 	// document, 12 hex digits).
