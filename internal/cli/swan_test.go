@@ -83,7 +83,7 @@ func TestSwanUpDownOverLibipsec(t *testing.T) {
 	ns := [2]string{"swan-gw0-" + tag, "swan-gw1-" + tag}
 	for _, x := range ns {
 		sh(t, "ip", "netns", "add", x)
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", x).Run() })
+		t.Cleanup(func() { testutil.DeleteIPNetNS(t, x) })
 		sh(t, "ip", "-n", x, "link", "set", "lo", "up")
 		// The cleartext port p1 (test0's LAN side): a veth whose peer stays here.
 		sh(t, "ip", "-n", x, "link", "add", "p1", "type", "veth", "peer", "name", "p1peer")

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -127,4 +128,14 @@ func created(tb testing.TB, create func() (netns.NsHandle, error)) (netns.NsHand
 		panic(fmt.Sprintf("cannot return to the test's network namespace: %v", serr))
 	}
 	return ns, err
+}
+
+// DeleteIPNetNS deletes a namespace a test made with `ip netns add`, and
+// fails the test, naming the mounts that still hold it, when it cannot:
+// a namespace left behind collides with the next run (issue 36).
+func DeleteIPNetNS(tb testing.TB, name string) {
+	tb.Helper()
+	if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
+		tb.Errorf("ip netns del %s: %v: %s%s", name, err, strings.TrimSpace(string(out)), mountsHolding(netnsRunDir+"/"+name))
+	}
 }

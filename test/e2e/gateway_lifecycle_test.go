@@ -42,7 +42,7 @@ func TestGatewayLifecycle(t *testing.T) {
 	bin := sluiceBin(t)
 	dut := "e2e-life-" + strconv.Itoa(os.Getpid())
 	run(t, "ip", "netns", "add", dut)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", dut).Run() })
+	t.Cleanup(func() { testutil.DeleteIPNetNS(t, dut) })
 	for _, c := range [][]string{
 		{"link", "add", "lan0", "type", "veth", "peer", "name", "lan0p"},
 		{"link", "add", "wan0", "type", "veth", "peer", "name", "wan0p"},

@@ -88,7 +88,7 @@ func TestGatewayForwardsOverVeth(t *testing.T) {
 	gen, dut, sink := "e2e-gen-"+tag, "e2e-dut-"+tag, "e2e-sink-"+tag
 	for _, ns := range []string{gen, dut, sink} {
 		run(t, "ip", "netns", "add", ns)
-		t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+		t.Cleanup(func() { testutil.DeleteIPNetNS(t, ns) })
 	}
 	run(t, "ip", "-n", dut, "link", "add", "lan0", "type", "veth", "peer", "name", "g0", "netns", gen)
 	run(t, "ip", "-n", dut, "link", "add", "wan0", "type", "veth", "peer", "name", "s0", "netns", sink)

@@ -36,7 +36,7 @@ func newTrustGW(t *testing.T) *trustGW {
 	g := &trustGW{t: t, bin: sluiceBin(t), ns: fmt.Sprintf("e2e-trust-%d-%d", os.Getpid(), rand.IntN(1<<20))}
 	os.Chmod(filepath.Dir(g.bin), 0o755) // uid 65534 runs it too
 	run(t, "ip", "netns", "add", g.ns)
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", g.ns).Run() })
+	t.Cleanup(func() { testutil.DeleteIPNetNS(t, g.ns) })
 	for _, c := range [][]string{
 		{"link", "add", "wan0", "type", "veth", "peer", "name", "wan0p"},
 		{"link", "add", "x0", "type", "veth", "peer", "name", "x0p"},
