@@ -157,7 +157,12 @@ func Run(ctx context.Context, o Options) (err error) {
 	if err := dp.SetUseTime(!static); err != nil {
 		return err
 	}
-	if err := setSACheck(dp, !static, o.StrictSACheck, log); err != nil {
+	strict := o.StrictSACheck
+	if iface, driver := leakOnSAMiss(o.Ifaces); iface != "" && !static {
+		strict = true
+		log.Info("strict SA check on: this driver sends in cleartext what no SA serves, so every forward asks the kernel for its SA (docs/fastpath.md, \"The SA-deletion window\")", "iface", iface, "driver", driver)
+	}
+	if err := setSACheck(dp, !static, strict, log); err != nil {
 		return err
 	}
 	followFIBL4(dp, log)
