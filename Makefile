@@ -29,10 +29,12 @@ generate:
 
 ## check-generated: fail when committed BPF objects differ from a fresh build
 check-generated: generate
+	@echo "== make check-generated: $$(date -u +%T)"
 	@git diff --exit-code --stat -- $(BPF_GEN) || { echo "BPF objects are stale: run 'make generate' and commit them" >&2; exit 1; }
 
 ## lint: go.mod/go.sum tidy, gofmt, SPDX lines, go vet (host and VM build tags), staticcheck
 lint:
+	@echo "== make lint: $$(date -u +%T)"
 	@$(GO) mod tidy -diff || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; exit 1; }
 	@out=$$(gofmt -l $$(git ls-files '*.go')); [ -z "$$out" ] || { echo "gofmt needed:"; echo "$$out"; exit 1; }
 	@bash scripts/spdx.sh --check || { echo "SPDX lines missing or wrong: run scripts/spdx.sh (README, License)"; exit 1; }
@@ -45,10 +47,12 @@ lint:
 ## packages that need the kube-apiserver build after the rest, the lab tests (test/e2e) alone
 ## at the end (scripts/test-host.sh says why)
 test-host:
+	@echo "== make test-host: $$(date -u +%T)"
 	GO=$(GO) bash scripts/test-host.sh
 
 ## vmtest: the tests that need ESP, bonding, flower, netdevsim..., in the qemu test VM
 vmtest:
+	@echo "== make vmtest: $$(date -u +%T)"
 	bash scripts/vmtest.sh
 
 ## kernel-next: the second test kernel (the newest Linux in trixie-backports, 7.3) and its trixie root
