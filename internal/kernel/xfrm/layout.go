@@ -195,3 +195,17 @@ const (
 	policyTypeType = 0 // __u8 type
 	flushProto     = 0 // __u8 proto
 )
+
+// struct xfrm_user_migrate, one per moved template in XFRMA_MIGRATE.
+const (
+	umOldDaddr         = 0  // xfrm_address_t
+	umOldSaddr         = 16 // xfrm_address_t
+	umNewDaddr         = 32 // xfrm_address_t
+	umNewSaddr         = 48 // xfrm_address_t
+	umProto            = 64 // __u8
+	umMode             = 65 // __u8
+	umReqid            = 68 // __u32
+	umOldFamily        = 72 // __u16
+	umNewFamily        = 74 // __u16
+	xfrmUserMigrateLen = 76
+)

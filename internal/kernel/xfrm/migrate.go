@@ -47,20 +47,6 @@ var ignoredTypes = map[uint16]string{
 	nl.XFRM_MSG_MAPPING: "mapping", // a NAT-T port moved; the IKE daemon updates the SA (UPDSA)
 }
 
-// struct xfrm_user_migrate, one per moved template in XFRMA_MIGRATE.
-const (
-	umOldDaddr         = 0  // xfrm_address_t
-	umOldSaddr         = 16 // xfrm_address_t
-	umNewDaddr         = 32 // xfrm_address_t
-	umNewSaddr         = 48 // xfrm_address_t
-	umProto            = 64 // __u8
-	umMode             = 65 // __u8
-	umReqid            = 68 // __u32
-	umOldFamily        = 72 // __u16
-	umNewFamily        = 74 // __u16
-	xfrmUserMigrateLen = 76
-)
-
 // Migration is one entry of XFRM_MSG_MIGRATE: the SAs and templates of
 // Proto/Mode/Reqid between Old* now run between New*.
 type Migration struct {
