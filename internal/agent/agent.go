@@ -43,10 +43,11 @@ type Options struct {
 	Namespace  string
 	// Local holds this host's IKE credential paths and charon's socket.
 	Local fleet.Local
-	// Spec is what the agent registers as its Host spec (nil: the object
-	// is made by an operator). Labels go on a Host it creates.
-	Spec   *v1alpha1.HostSpec
-	Labels map[string]string
+	// Spec is what the agent offers as its Host spec (nil: the object is
+	// made by an operator). A Host it creates has no labels (membership
+	// is the administrator's); of an existing Host it updates only the
+	// certificate and capabilities (deploy/rbac.yaml refuses the rest).
+	Spec *v1alpha1.HostSpec
 	// StateDir holds the apply journal, the last good state and the
 	// rendered host documents (tmpfs: /run/sluice).
 	StateDir string
@@ -281,7 +282,7 @@ func (a *Agent) runKube(ctx context.Context) error {
 // step renders the desired state from the objects and reconciles.
 func (a *Agent) step(ctx context.Context, full bool) {
 	if !a.registered && a.o.Spec != nil {
-		if err := a.src.register(ctx, a.o.Name, *a.o.Spec, a.o.Labels); err != nil {
+		if err := a.src.register(ctx, a.o.Name, *a.o.Spec, a.logf); err != nil {
 			a.logf("registering Host %s: %v (retried)", a.o.Name, err)
 			a.Metrics.apiUp.Set(0)
 		} else {

@@ -207,7 +207,6 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 				PrivKey: filepath.Join(pkiDir, fh.name+".key"), VICI: fh.charon.URI},
 			Spec: &v1alpha1.HostSpec{VTEP: vtep, Underlay: v1alpha1.Underlay{Address: fmt.Sprintf("192.0.2.%d/24", fh.idx), Interface: "eth0"},
 				Certificate: pub},
-			Labels:   map[string]string{"sluice.dev/overlay": "prod"},
 			StateDir: fh.dir, Interval: 3 * time.Second, Settle: settle,
 			InNS: func(f func() error) error { return kernel.InNetns(h, f) }, Log: &logw{t: t},
 			Reconciled: func(o agent.Outcome) {
@@ -255,6 +254,14 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 		fh.charon = c
 		t.Cleanup(func() { _ = c.Stop() })
 		hosts[name] = fh
+		// The administrator (provisioning) makes the Host: membership
+		// and addresses are not the agent's (deploy/rbac.yaml).
+		ho := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "fleet.sluice.dev/v1alpha1", "kind": "Host",
+			"metadata": map[string]any{"name": name, "namespace": "sluice-system", "labels": map[string]any{"sluice.dev/overlay": "prod"}},
+			"spec":     map[string]any{"vtep": vtep, "underlay": map[string]any{"address": fmt.Sprintf("192.0.2.%d/24", idx), "interface": "eth0"}}}}
+		if _, err := hostsAPI.Create(ctx, ho, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("administrator creating Host %s: %v", name, err)
+		}
 		startAgent(fh, vtep)
 		t.Cleanup(func() {
 			select {
@@ -269,7 +276,7 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 		"metadata": map[string]any{"name": "prod", "namespace": "sluice-system"},
 		"spec": map[string]any{"members": map[string]any{"matchLabels": map[string]any{"sluice.dev/overlay": "prod"}},
 			"segments": []any{map[string]any{"name": "t1", "vni": int64(100)}}, "keying": map[string]any{"mode": "ike"},
-			"offload": "none", "initiationWindowSeconds": int64(2)}}}
+			"vtepPool": "10.99.0.0/24", "offload": "none", "initiationWindowSeconds": int64(2)}}}
 	if _, err := ovs.Create(ctx, ov, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

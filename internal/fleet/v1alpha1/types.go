@@ -59,6 +59,10 @@ type OverlaySpec struct {
 	// Members selects the Host objects (by their labels) that peer with
 	// each other.
 	Members metav1.LabelSelector `json:"members"`
+	// VTEPPool is the network every member's VTEP must lie in (a CIDR).
+	// The administrator owns it; a Host outside it is refused by the
+	// admission policy and left out by every agent.
+	VTEPPool string `json:"vtepPool"`
 	// Segments are the overlay networks; each is one VTEP device per host.
 	Segments []Segment `json:"segments"`
 	// Encapsulation is vxlan or geneve.
