@@ -19,6 +19,7 @@ PKGS=(
   qemu-system-x86 busybox-static chromium
   openvswitch-switch libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu libxml2-utils
   lintian rpm debootstrap etcd-server
+  prometheus  # its promtool checks deploy/monitoring's alert rules (TestPrometheusRules)
 )
 # Test kernel for the VM: bookworm-backports 6.12 (closer to what users run than bookworm's 6.1).
 BPO_PKGS=(linux-image-amd64 linux-headers-amd64 linux-source)

@@ -195,7 +195,7 @@ func (a *Agent) runFile(ctx context.Context) error {
 		} else {
 			out = a.rec.Reconcile(Desired{Doc: doc, File: a.o.File})
 		}
-		a.done(out, time.Since(start), 0)
+		a.done(out, time.Since(start), nil)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -205,13 +205,15 @@ func (a *Agent) runFile(ctx context.Context) error {
 	}
 }
 
-func (a *Agent) done(out Outcome, d time.Duration, peers int) {
+// done records a reconcile: metrics, logs, the truth for the status.
+// peers are the desired state's peers (nil: not known, the file agent).
+func (a *Agent) done(out Outcome, d time.Duration, peers []string) {
 	var ts []SATruth
 	if out.Report != nil {
 		_ = a.rec.InNS(func() error { ts = a.truth.look(out.Report, out.OffloadNotes); return nil })
 	}
-	a.Metrics.observe(out, d, peers)
-	a.Metrics.truth(ts)
+	a.Metrics.observe(out, d, len(peers))
+	a.Metrics.truth(ts, peers)
 	a.mu.Lock()
 	repeat := out.Result == ResultHeld && a.lastOutcome.Result == ResultHeld && a.lastOutcome.Message == out.Message
 	a.mu.Unlock()
@@ -252,7 +254,7 @@ func (a *Agent) runKube(ctx context.Context) error {
 	if d, ov := a.rec.LastGood(); d != "" {
 		a.logf("holding the last good state %s (overlay %s) until the API answers", d, ov)
 		start := time.Now()
-		a.done(a.rec.Reconcile(Desired{Doc: a.rec.last.Doc, File: a.rec.last.File, Overlay: a.rec.last.Overlay, DeletionPolicy: a.rec.last.DeletionPolicy}), time.Since(start), 0)
+		a.done(a.rec.Reconcile(Desired{Doc: a.rec.last.Doc, File: a.rec.last.File, Overlay: a.rec.last.Overlay, DeletionPolicy: a.rec.last.DeletionPolicy}), time.Since(start), nil)
 	}
 	synced := make(chan bool, 1)
 	go func() { synced <- src.start(ctx) }()
@@ -389,7 +391,11 @@ func (a *Agent) step(ctx context.Context, full bool) {
 			out.Message = strings.TrimPrefix(out.Message+"; "+strings.Join(d.Problems, "; "), "; ")
 		}
 	}
-	a.done(out, time.Since(start), len(d.Peers))
+	names := make([]string, len(d.Peers))
+	for i, p := range d.Peers {
+		names[i] = p.Name
+	}
+	a.done(out, time.Since(start), names)
 	if me != nil {
 		st := a.status(me, d, out)
 		if err := a.src.writeStatus(ctx, a.o.Name, st, &a.lastStatus); err != nil {
