@@ -11,7 +11,7 @@ BIN        := bin/sluice
 # Generated BPF bindings are committed; `check-generated` proves they match the C.
 BPF_GEN    := $(wildcard internal/*/*_bpfel.go internal/*/*_bpfel.o)
 
-.PHONY: all setup build generate check-generated lint test-host test-kernel-model vmtest test demo package clean kernel-next vmtest-next
+.PHONY: all setup build generate check-generated lint test-host test-kernel-model vmtest test demo package image clean kernel-next vmtest-next
 
 all: build
 
@@ -92,6 +92,10 @@ demo: build
 ## package: static binary, .deb and .rpm in bin/package (man pages and completions from the command tree; docs/install.md)
 package:
 	bash scripts/package.sh
+
+## image: the DaemonSet's container image from the static binary, an OCI layout in bin/image (docs/fleet.md)
+image:
+	GO=$(GO) bash scripts/image.sh
 
 clean:
 	rm -rf bin .vmtest
