@@ -312,7 +312,7 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 			return nil
 		})
 		// Routes via the peers' underlay addresses, with the VTEP source.
-		if r := sh(t, "ip", "-n", hosts["hv-a"].ns, "route", "show", "10.99.0.3"); !strings.Contains(r, "via 192.0.2.3 dev eth0 src 10.99.0.1") {
+		if r := sh(t, "ip", "-n", hosts["hv-a"].ns, "route", "show", "10.99.0.3"); !strings.Contains(r, "via 192.0.2.3 dev eth0 proto 115 src 10.99.0.1") {
 			t.Errorf("route: %q", r)
 		}
 		// Trap policies: the peer's traffic waits for IKE, never in clear.
