@@ -156,8 +156,11 @@ func TestAdmissionAgentOwnsOnlyItsStatus(t *testing.T) {
 	// checked against the pool.
 	c := hostsOf(t, s.PodAgent(t, ns, "sluice-agent", "node-c"), ns)
 	vip := set(set(validHost(), "vtep", "10.20.30.40"), "underlay.address", "192.0.2.3/24")
+	// (With a VTEP in the pool, so that only the label is wrong: with two
+	// policies refusing, the server names either.)
+	inPool := set(set(validHost(), "vtep", "10.99.0.3"), "underlay.address", "192.0.2.3/24")
 	denied(t, "node-c registering itself into the overlay", func() error {
-		_, err := c.Create(ctx, labelled(vip, "node-c", ns, prod), metav1.CreateOptions{})
+		_, err := c.Create(ctx, labelled(inPool, "node-c", ns, prod), metav1.CreateOptions{})
 		return err
 	}(), "an agent creates its Host without labels or finalizers")
 	if _, err := c.Create(ctx, labelled(vip, "node-c", ns, nil), metav1.CreateOptions{}); err != nil {
