@@ -108,8 +108,10 @@ type MTUPolicy struct {
 	Value  int    `json:"value,omitempty"`
 }
 
-// Host is one host's object: what it offers (spec, written by its agent
-// or an operator) and what it holds (status, written by its agent only).
+// Host is one host's object: its addresses (spec, the administrator's;
+// its agent adds only its certificate and capabilities) and what it holds
+// (status, written by its agent only). Its labels, the administrator's,
+// decide its overlay.
 type Host struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
