@@ -300,6 +300,9 @@ func (a *Agent) step(ctx context.Context, full bool) {
 			me = &hosts[i]
 		}
 	}
+	if me != nil {
+		d = a.leaveOutRouteClashes(d, me.Spec.VTEP, func(l fleet.Local) fleet.Desired { return fleet.Render(a.o.Name, overlays, hosts, l) })
+	}
 	key := fmt.Sprintf("%s|%v|%v|%s|%v", d.Digest, d.Refused, d.Overlay != nil, strings.Join(d.Problems, ";"), me != nil)
 	for _, o := range overlays {
 		// A confirmation of a held mass removal is acted on at once.

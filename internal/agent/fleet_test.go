@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -548,6 +549,65 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 		}
 		if err := hostsAPI.Delete(ctx, "hv-far", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
+		}
+	})
+	t.Run("a route sluice did not make leaves only that peer out", func(t *testing.T) {
+		// hv-a already routes 10.99.0.77 elsewhere (the operator's route
+		// to a service address). A member with that VTEP joins: hv-a
+		// leaves that one peer out, says why and keeps its route and its
+		// other pairs; hv-b peers with it.
+		sh(t, "ip", "-n", hosts["hv-a"].ns, "route", "add", "10.99.0.77/32", "via", "192.0.2.200", "dev", "eth0")
+		defer sh(t, "ip", "-n", hosts["hv-a"].ns, "route", "del", "10.99.0.77/32")
+		clash := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "fleet.sluice.dev/v1alpha1", "kind": "Host",
+			"metadata": map[string]any{"name": "hv-clash", "namespace": "sluice-system", "labels": map[string]any{"sluice.dev/overlay": "prod"}},
+			"spec":     map[string]any{"vtep": "10.99.0.77", "underlay": map[string]any{"address": "192.0.2.77/24", "interface": "eth0"}}}}
+		if _, err := hostsAPI.Create(ctx, clash, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := hostsAPI.Delete(ctx, "hv-clash", metav1.DeleteOptions{}); err != nil {
+				t.Error(err)
+			}
+			eventually(t, "hv-b prunes hv-clash", 30*time.Second, func() error {
+				if slices.Contains(peersOf(t, hosts["hv-b"]), "10.99.0.77") {
+					return fmt.Errorf("hv-b still peers with hv-clash")
+				}
+				return nil
+			})
+		}()
+		eventually(t, "hv-a leaves hv-clash out, hv-b peers with it", 30*time.Second, func() error {
+			u, err := hostsAPI.Get(ctx, "hv-a", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			found := false
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				if m, _ := c.(map[string]any); m["type"] == "PeersComplete" && m["status"] == "False" &&
+					strings.Contains(fmt.Sprint(m["message"]), "host hv-clash left out: this host already has the route 10.99.0.77/32 via 192.0.2.200") {
+					found = true
+				}
+			}
+			if !found {
+				return fmt.Errorf("hv-a conditions %v", conds)
+			}
+			if !slices.Contains(peersOf(t, hosts["hv-b"]), "10.99.0.77") {
+				return fmt.Errorf("hv-b does not peer with hv-clash: %v", peersOf(t, hosts["hv-b"]))
+			}
+			return nil
+		})
+		if r := sh(t, "ip", "-n", hosts["hv-a"].ns, "route", "show", "10.99.0.77"); !strings.Contains(r, "via 192.0.2.200") || strings.Contains(r, "proto 115") {
+			t.Errorf("hv-a's own route changed: %q", r)
+		}
+		if slices.Contains(peersOf(t, hosts["hv-a"]), "10.99.0.77") {
+			t.Error("hv-a peers with hv-clash")
+		}
+		u, err := hostsAPI.Get(ctx, "hv-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, _, _ := unstructured.NestedString(u.Object, "status", "lastApply", "result"); res == agent.ResultFailed || res == agent.ResultRefused {
+			t.Errorf("hv-a: lastApply %s: one peer's route clash stopped the others", res)
 		}
 	})
 	t.Run("a host being deleted is no member", func(t *testing.T) {

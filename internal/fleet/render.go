@@ -26,6 +26,10 @@ type Local struct {
 	Name              string
 	CA, Cert, PrivKey string
 	VICI              string
+	// LeaveOut are members this host must leave out, by name, with the
+	// reason: what the agent found on the host itself (a route to the
+	// member's VTEP that sluice did not make). Only those pairs go.
+	LeaveOut map[string]string
 }
 
 // Peer is one remote member this host tunnels to.
@@ -192,7 +196,11 @@ func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l L
 		// A peer this host cannot route to would fail the whole apply
 		// (and roll it back) on this host: it is left out alone, and
 		// the rest of the mesh applies.
-		if why := unreachable(m.vtep, m.addr, mine.vtep, mine.prefix, gw); why != "" {
+		why := unreachable(m.vtep, m.addr, mine.vtep, mine.prefix, gw)
+		if why == "" {
+			why = l.LeaveOut[m.h.Name]
+		}
+		if why != "" {
 			msg := "host " + m.h.Name + " left out: " + why
 			d.Problems = append(d.Problems, msg)
 			d.LeftOut = append(d.LeftOut, msg)

@@ -212,3 +212,20 @@ func TestRenderVTEPOutsidePoolLeftOut(t *testing.T) {
 		t.Fatalf("an overlay without a pool was rendered: %+v", d)
 	}
 }
+
+// A member the agent found it must leave out (Local.LeaveOut: a route on
+// this host to its VTEP that sluice did not make) goes alone, with the
+// reason; the other pairs are rendered.
+func TestRenderLeaveOut(t *testing.T) {
+	hosts := []v1alpha1.Host{host("a", "10.99.0.1", "192.0.2.1/24", 0, nil), host("b", "10.99.0.2", "192.0.2.2/24", 1, nil),
+		host("c", "10.99.0.3", "192.0.2.3/24", 2, nil)}
+	l := local
+	l.LeaveOut = map[string]string{"c": "a route it did not make"}
+	d := Render("a", []v1alpha1.Overlay{overlay("prod", 0, 100)}, hosts, l)
+	if d.Refused || len(d.Peers) != 1 || d.Peers[0].Name != "b" || strings.Contains(string(d.Doc), "10.99.0.3") {
+		t.Fatalf("peers %+v:\n%s", d.Peers, d.Doc)
+	}
+	if len(d.LeftOut) != 1 || d.LeftOut[0] != "host c left out: a route it did not make" {
+		t.Fatalf("left out %q", d.LeftOut)
+	}
+}

@@ -417,7 +417,7 @@ func (p *planner) vtep(i int, v *config.VTEP) {
 		if cur != nil && cur.Via == via && cur.Src == src {
 			continue
 		}
-		if cur != nil && !sluiceMadeRoute(cur, src) {
+		if cur != nil && !SluiceMadeRoute(cur, src) {
 			dev := p.live.nameOf(cur.Dev)
 			if dev == "" {
 				dev = "-"
@@ -463,11 +463,12 @@ func (p *planner) vtep(i int, v *config.VTEP) {
 	}
 }
 
-// sluiceMadeRoute says whether a route to a remote VTEP is sluice's: it
+// SluiceMadeRoute says whether a route to a remote VTEP is sluice's: it
 // carries sluice's protocol number, or (made by a sluice from before the
 // number) its preferred source is this VTEP's own address, which nothing
-// but the overlay uses as a source.
-func sluiceMadeRoute(r *kernel.Route, vtep netip.Addr) bool {
+// but the overlay uses as a source. The fleet agent leaves out a peer
+// whose VTEP has a route that is not (internal/agent/routeclash.go).
+func SluiceMadeRoute(r *kernel.Route, vtep netip.Addr) bool {
 	return r.Proto == kernel.RouteProtoSluice || (r.Src.IsValid() && r.Src == vtep)
 }
 
