@@ -183,6 +183,19 @@ func TestAdmissionAgentOwnsOnlyItsStatus(t *testing.T) {
 	if _, err := adminHosts.Create(ctx, labelled(set(validHost(), "vtep", "10.20.30.41"), "node-d", ns, map[string]string{"sluice.dev/overlay": "lab"}), metav1.CreateOptions{}); err != nil {
 		t.Errorf("a Host no overlay selects is not held to a pool: %v", err)
 	}
+	// A member being deleted, held by a finalizer: the administrator can
+	// still release it (the pool policy must not fail on it).
+	held := labelled(set(validHost(), "vtep", "10.99.0.6"), "node-f", ns, prod)
+	held.SetFinalizers([]string{"example.com/hold"})
+	if _, err := adminHosts.Create(ctx, held, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := adminHosts.Delete(ctx, "node-f", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := mutate(adminHosts, "node-f", false, func(u *unstructured.Unstructured) { u.SetFinalizers(nil) }); err != nil {
+		t.Errorf("administrator releasing a Host being deleted: %v", err)
+	}
 
 	// A second deployment in another namespace (rbac.yaml applied with
 	// -n fabric2): the same policies hold there.
