@@ -68,6 +68,10 @@ SRC
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing: ${missing[*]}"
     apt-get install -y -q --no-install-recommends "${missing[@]}"
+    # The prometheus package starts its server; the tests need only its promtool.
+    if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
+      systemctl disable --now prometheus >/dev/null 2>&1 || true
+    fi
   fi
   if [ $need_kernel = 1 ]; then
     log "installing the test kernel from bookworm-backports"
