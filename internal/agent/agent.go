@@ -48,9 +48,14 @@ type Options struct {
 	// is the administrator's); of an existing Host it updates only the
 	// certificate and capabilities (deploy/rbac.yaml refuses the rest).
 	Spec *v1alpha1.HostSpec
-	// StateDir holds the apply journal, the last good state and the
-	// rendered host documents (tmpfs: /run/sluice).
+	// StateDir keeps the last good state and the rendered host documents
+	// on disk, so a rebooted host starts from them before the API answers
+	// (default DefaultStateDir; created 0700).
 	StateDir string
+	// RunDir holds the apply journal, which describes this boot's kernel
+	// (tmpfs; default overlay.DefaultStateDir, where sluice teardown
+	// looks).
+	RunDir string
 	// Interval is how often the host is compared with its desired state
 	// even without an event (drift repair).
 	Interval time.Duration
@@ -96,6 +101,27 @@ type Agent struct {
 	lastKey     string
 }
 
+// DefaultStateDir is where the agent keeps its last good state.
+const DefaultStateDir = "/var/lib/sluice"
+
+// privateDir creates dir 0700, or tightens it to 0700: it holds the
+// rendered documents (peers, addresses; no keys).
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--state-dir %s: %w", dir, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("--state-dir %s has mode %04o and cannot be made 0700: %w", dir, fi.Mode().Perm(), err)
+		}
+	}
+	return nil
+}
+
 // New prepares an agent (loads its last good state).
 func New(o Options) (*Agent, error) {
 	if o.Name == "" {
@@ -106,7 +132,13 @@ func New(o Options) (*Agent, error) {
 		o.Name = h
 	}
 	if o.StateDir == "" {
-		o.StateDir = overlay.DefaultStateDir
+		o.StateDir = DefaultStateDir
+	}
+	if o.RunDir == "" {
+		o.RunDir = overlay.DefaultStateDir
+	}
+	if err := privateDir(o.StateDir); err != nil {
+		return nil, err
 	}
 	if o.Interval <= 0 {
 		o.Interval = 30 * time.Second
@@ -119,7 +151,7 @@ func New(o Options) (*Agent, error) {
 	}
 	a := &Agent{o: o, Metrics: NewMetrics(), trigger: make(chan struct{}, 1), full: make(chan struct{}, 1), truth: newTruthTracker(), firstSeen: map[string]time.Time{}, initiated: map[string]time.Time{}}
 	var err error
-	if a.rec, err = NewReconciler(o.StateDir, o.Name, a.logf); err != nil {
+	if a.rec, err = NewReconciler(o.StateDir, o.RunDir, o.Name, a.logf); err != nil {
 		return nil, err
 	}
 	if o.InNS != nil {
