@@ -70,4 +70,7 @@ func TestAgentStartsFromDiskAfterReboot(t *testing.T) {
 
 type testLog struct{ t *testing.T }
 
-func (l *testLog) Write(b []byte) (int, error) { l.t.Logf("%s", strings.TrimRight(string(b), "\n")); return len(b), nil }
+func (l *testLog) Write(b []byte) (int, error) {
+	l.t.Logf("%s", strings.TrimRight(string(b), "\n"))
+	return len(b), nil
+}
