@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sluice/internal/fileread"
 	"strings"
 	"sync"
@@ -69,6 +70,9 @@ type Options struct {
 	// (default: the agent's own).
 	InNS func(f func() error) error
 	Log  io.Writer
+	// Instance identifies this agent's machine and boot in its Host's
+	// status (claim.go; default "machine-id:boot-id").
+	Instance string
 	// Reconciled, when set, is called after each reconcile (tests).
 	Reconciled func(Outcome)
 }
@@ -99,6 +103,7 @@ type Agent struct {
 	lastOutcome Outcome
 	lastTruth   []SATruth
 	lastKey     string
+	contenders  []string
 }
 
 // DefaultStateDir is where the agent keeps its last good state.
@@ -148,6 +153,9 @@ func New(o Options) (*Agent, error) {
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
+	}
+	if o.Instance == "" {
+		o.Instance = instanceID()
 	}
 	a := &Agent{o: o, Metrics: NewMetrics(), trigger: make(chan struct{}, 1), full: make(chan struct{}, 1), truth: newTruthTracker(), firstSeen: map[string]time.Time{}, initiated: map[string]time.Time{}}
 	var err error
@@ -316,6 +324,11 @@ func (a *Agent) runKube(ctx context.Context) error {
 // step renders the desired state from the objects and reconciles.
 func (a *Agent) step(ctx context.Context, full bool) {
 	if !a.registered && a.o.Spec != nil {
+		if why := a.claim(ctx); why != "" {
+			// Not even the certificate of another machine's Host.
+			a.done(Outcome{Result: ResultRefused, Message: why}, 0, nil)
+			return
+		}
 		if err := a.src.register(ctx, a.o.Name, *a.o.Spec, a.logf); err != nil {
 			a.logf("registering Host %s: %v (retried)", a.o.Name, err)
 			a.Metrics.apiUp.Set(0)
@@ -344,6 +357,14 @@ func (a *Agent) step(ctx context.Context, full bool) {
 		return
 	}
 	a.lastKey = key
+	if me != nil {
+		if why := a.claim(ctx); why != "" {
+			// Another machine acts for this Host: neither apply nor
+			// write its status; checked again each --interval (claim.go).
+			a.done(Outcome{Result: ResultRefused, Message: why}, time.Since(start), nil)
+			return
+		}
+	}
 	var out Outcome
 	switch {
 	case d.Refused:
@@ -560,6 +581,12 @@ func (a *Agent) status(me *v1alpha1.Host, d fleet.Desired, out Outcome) v1alpha1
 		guard.Status, guard.Reason, guard.Message = metav1.ConditionTrue, "MassRemoval", clip(out.Message, 32768)
 	}
 	meta.SetStatusCondition(&a.conditions, guard)
+	meta.SetStatusCondition(&a.conditions, a.duplicateCondition(me.Generation))
+	if a.o.Instance != "" {
+		a.mu.Lock()
+		st.Agent = &v1alpha1.AgentClaim{Instance: a.o.Instance, Contenders: slices.Clone(a.contenders)}
+		a.mu.Unlock()
+	}
 	st.Conditions = append([]metav1.Condition(nil), a.conditions...)
 	return st
 }
