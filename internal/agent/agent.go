@@ -60,6 +60,9 @@ type Options struct {
 	// Interval is how often the host is compared with its desired state
 	// even without an event (drift repair).
 	Interval time.Duration
+	// MaxBackoff caps the wait before a desired state that failed is
+	// tried again (backoff.go; default 10 minutes, at least Interval).
+	MaxBackoff time.Duration
 	// Settle is how long a new desired state must stay the same before
 	// it is applied: label churn and a namespace being deleted object by
 	// object are seen as one change, or none.
@@ -104,6 +107,7 @@ type Agent struct {
 	lastTruth   []SATruth
 	lastKey     string
 	contenders  []string
+	bo          backoff
 }
 
 // DefaultStateDir is where the agent keeps its last good state.
@@ -148,6 +152,10 @@ func New(o Options) (*Agent, error) {
 	if o.Interval <= 0 {
 		o.Interval = 30 * time.Second
 	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 10 * time.Minute
+	}
+	o.MaxBackoff = max(o.MaxBackoff, o.Interval)
 	if o.Settle < 0 {
 		o.Settle = 0
 	}
@@ -157,7 +165,7 @@ func New(o Options) (*Agent, error) {
 	if o.Instance == "" {
 		o.Instance = instanceID()
 	}
-	a := &Agent{o: o, Metrics: NewMetrics(), trigger: make(chan struct{}, 1), full: make(chan struct{}, 1), truth: newTruthTracker(), firstSeen: map[string]time.Time{}, initiated: map[string]time.Time{}}
+	a := &Agent{o: o, bo: backoff{base: o.Interval, max: o.MaxBackoff}, Metrics: NewMetrics(), trigger: make(chan struct{}, 1), full: make(chan struct{}, 1), truth: newTruthTracker(), firstSeen: map[string]time.Time{}, initiated: map[string]time.Time{}}
 	var err error
 	if a.rec, err = NewReconciler(o.StateDir, o.RunDir, o.Name, a.logf); err != nil {
 		return nil, err
@@ -229,13 +237,17 @@ func (a *Agent) runFile(ctx context.Context) error {
 	for {
 		doc, err := fileread.Read(a.o.File, fileread.ConfigLimit)
 		start := time.Now()
-		var out Outcome
-		if err != nil {
-			out = Outcome{Result: ResultRefused, Message: err.Error()}
-		} else {
-			out = a.rec.Reconcile(Desired{Doc: doc, File: a.o.File})
+		key := string(doc)
+		if !a.bo.holds(key, start) {
+			var out Outcome
+			if err != nil {
+				out = Outcome{Result: ResultRefused, Message: err.Error()}
+			} else {
+				out = a.rec.Reconcile(Desired{Doc: doc, File: a.o.File})
+			}
+			a.done(out, time.Since(start), nil)
+			a.backedOff(out, key)
 		}
-		a.done(out, time.Since(start), nil)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -357,6 +369,9 @@ func (a *Agent) step(ctx context.Context, full bool) {
 		return
 	}
 	a.lastKey = key
+	if a.bo.holds(key, time.Now()) {
+		return // backoff.go: the same desired state failed; kickAfter wakes us
+	}
 	if me != nil {
 		if why := a.claim(ctx); why != "" {
 			// Another machine acts for this Host: neither apply nor
@@ -452,6 +467,7 @@ func (a *Agent) step(ctx context.Context, full bool) {
 		names[i] = p.Name
 	}
 	a.done(out, time.Since(start), names)
+	a.backedOff(out, key)
 	if me != nil {
 		st := a.status(me, d, out)
 		if err := a.src.writeStatus(ctx, a.o.Name, st, &a.lastStatus); err != nil {
@@ -459,6 +475,19 @@ func (a *Agent) step(ctx context.Context, full bool) {
 			a.Metrics.apiUp.Set(0)
 		} else {
 			a.Metrics.apiUp.Set(1)
+		}
+	}
+}
+
+// backedOff records out for the backoff and, after a failure, says
+// when the same desired state is tried again.
+func (a *Agent) backedOff(out Outcome, key string) {
+	if d := a.bo.after(out, key, time.Now()); d > 0 {
+		a.logf("reconcile failed %d time(s) in a row: the same desired state is tried again in %s (at once if it changes)", a.bo.n, d)
+		if a.o.File == "" {
+			a.kickAfter(d)
+		} else {
+			time.AfterFunc(d, a.kick)
 		}
 	}
 }
