@@ -581,6 +581,20 @@ func (a *Agent) status(me *v1alpha1.Host, d fleet.Desired, out Outcome) v1alpha1
 	case ResultOrphaned, ResultHeld:
 		ready.Status, ready.Message = metav1.ConditionFalse, out.Message
 	}
+	// Ready means the tunnels are up, not only applied: a peer without
+	// its SA pair in the kernel (IKE not up yet, or down) is not ready.
+	if ready.Status == metav1.ConditionTrue {
+		var down []string
+		for _, tu := range st.Tunnels {
+			if tu.State != "Up" {
+				down = append(down, tu.Peer+" ("+tu.State+")")
+			}
+		}
+		if len(down) > 0 {
+			ready.Status, ready.Reason = metav1.ConditionFalse, "TunnelsDown"
+			ready.Message = clip(fmt.Sprintf("applied; %d of %d tunnel(s) not up: %s", len(down), len(st.Tunnels), strings.Join(down, ", ")), 32768)
+		}
+	}
 	if out.Report != nil && !out.Report.OK && ready.Status == metav1.ConditionTrue {
 		for _, c := range out.Report.Checks {
 			if !c.OK {
