@@ -4,8 +4,10 @@ package hwcheck
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"sluice/internal/testutil"
 )
@@ -58,5 +60,28 @@ func TestRunReturnsThePorts(t *testing.T) {
 	}
 	if out := testutil.Run(t, "ip", "-n", ns, "-o", "link", "show", "pa"); !strings.Contains(out, "pa@pb") {
 		t.Errorf("pa moved although the run was refused: %s", out)
+	}
+}
+
+// TestRunInterrupted: an interrupt (the command's context, cancelled by
+// SIGINT) while the run waits for a carrier that never comes returns
+// the ports to the caller's namespace before Run returns.
+func TestRunInterrupted(t *testing.T) {
+	testutil.RequireRoot(t, "moves veth ports between namespaces")
+	ns, _ := testutil.NewNetNS(t)
+	// Two veths whose other ends stay down: no carrier on pa or pb.
+	testutil.Run(t, "ip", "-n", ns, "link", "add", "pa", "type", "veth", "peer", "name", "xa")
+	testutil.Run(t, "ip", "-n", ns, "link", "add", "pb", "type", "veth", "peer", "name", "xb")
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	var err error
+	testutil.InNetns(t, ns, func() { _, err = Run(ctx, Options{Port: "pa", Peer: "pb"}) })
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Run interrupted while waiting for carrier: %v", err)
+	}
+	for _, p := range []string{"pa", "pb"} {
+		if _, err := testutil.Try("ip", "-n", ns, "link", "show", p); err != nil {
+			t.Errorf("%s is not back in the caller's namespace: %v", p, err)
+		}
 	}
 }
