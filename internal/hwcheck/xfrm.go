@@ -101,10 +101,9 @@ func (l *lab) addPolicy(u *undoList, inA bool, p policy) error {
 			if err != nil {
 				return err
 			}
+			// A policy takes its direction from dir: the kernel refuses
+			// XFRM_OFFLOAD_INBOUND on one (xfrm_dev_policy_add).
 			pol.Offload = &xfrm.Offload{Ifindex: idx, Flags: xfrm.OffloadPacket}
-			if !p.out {
-				pol.Offload.Flags |= xfrm.OffloadInbound
-			}
 		}
 		return xfrm.PolicyAdd(pol, false)
 	})
