@@ -69,8 +69,7 @@ func espOf(frames []wire.Frame, spi uint32) []wire.Frame {
 // verdictOf reads a transmit scenario where cleartext shows the
 // behaviour and ESP refutes it: frames of one kind only, at least
 // decisive of them (a single frame could be a stray). Fewer than sent
-// may arrive (the first datagrams of a flow can be lost while the
-// kernel resolves it), which the evidence shows.
+// may arrive, which the evidence shows.
 func verdictOf(clear, esp, sent int, evidence string) measurement {
 	decisive := min(2, sent)
 	switch {

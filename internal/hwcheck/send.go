@@ -33,10 +33,13 @@ func (l *lab) sendUDPTo(ctx context.Context, src netip.Addr, dst netip.AddrPort,
 	if src == innerB || src == linkB {
 		in = l.inB
 	}
+	// Unconnected: a connected socket turns the peer's ICMP port
+	// unreachable into an error on the next send, which then sends
+	// nothing (every other datagram of a cleartext flow was lost so).
 	var conn *net.UDPConn
 	err := in(func() error {
 		var err error
-		conn, err = net.DialUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)), net.UDPAddrFromAddrPort(dst))
+		conn, err = net.ListenUDP("udp4", net.UDPAddrFromAddrPort(netip.AddrPortFrom(src, 0)))
 		return err
 	})
 	if err != nil {
@@ -48,7 +51,7 @@ func (l *lab) sendUDPTo(ctx context.Context, src netip.Addr, dst netip.AddrPort,
 		payload[0] = byte(i)
 		// A send can fail (EPERM: a policy blocks; EAGAIN while the kernel
 		// resolves the SA): what crosses the cable is what is measured.
-		_, _ = conn.Write(payload)
+		_, _ = conn.WriteToUDPAddrPort(payload, dst)
 		if err := sleep(ctx, sendGap); err != nil {
 			return err
 		}
