@@ -76,6 +76,21 @@ func TestIKEBlockPoliciesHoldTraffic(t *testing.T) {
 				t.Fatalf("beside charon's policy: %v", err)
 			}
 		}
+		// As the kernel reports them, they are what the plan wants: a
+		// second apply plans nothing.
+		pols, err := xfrm.DumpPolicies()
+		if err != nil {
+			t.Fatal(err)
+		}
+		l := &Live{Policies: pols}
+		for _, b := range ikeBlocks(&h.IPsec.Peers[0]) {
+			if p := l.liveBlock(b); p == nil || p.Action != xfrm.ActionBlock || p.Priority != b.Priority || len(p.Tmpls) != 0 {
+				t.Fatalf("%s as dumped: %+v", b, p)
+			}
+		}
+		if p := l.policy(xfrm.DirOut, src, dst); p == nil || p.Priority != charon.Priority {
+			t.Fatalf("charon's policy as the plan finds it: %+v", p)
+		}
 		send := func() error {
 			c, err := net.Dial("udp", "192.168.80.3:4789")
 			if err != nil {
