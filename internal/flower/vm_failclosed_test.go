@@ -137,7 +137,14 @@ func (f *flowerLab) startMirror(t *testing.T, tier *flower.Tier) (stop func()) {
 // stale rule sends cleartext to the wire shows on the wire's counter.
 func flood(t *testing.T, ns string, dst netip.AddrPort) {
 	t.Helper()
-	stop := make(chan struct{})
+	t.Cleanup(send(t, ns, dst, 10*time.Millisecond))
+}
+
+// send sends UDP from ns to dst:port every interval until the returned
+// stop is called.
+func send(t *testing.T, ns string, dst netip.AddrPort, every time.Duration) (stop func()) {
+	t.Helper()
+	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -156,18 +163,19 @@ func flood(t *testing.T, ns string, dst netip.AddrPort) {
 			return
 		}
 		defer c.Close()
-		tick := time.NewTicker(10 * time.Millisecond)
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			select {
-			case <-stop:
+			case <-quit:
 				return
 			case <-tick.C:
 				c.Write([]byte("sluice flower flood"))
 			}
 		}
 	}()
-	t.Cleanup(func() { close(stop); <-done })
+	var once sync.Once
+	return func() { once.Do(func() { close(quit); <-done }) }
 }
 
 // TestFlowerFailClosed walks the failure modes of docs/flower.md, "Fail
@@ -238,8 +246,14 @@ func testFlowerFailClosed(t *testing.T, profile string) {
 			time.Sleep(100 * time.Millisecond)
 		}
 		noLeak(t, "SA deleted, the profile's SA miss", func(t *testing.T) {
+			// A packet every millisecond around the deletion: the window a
+			// rule would leave (the event's trip, milliseconds) then holds
+			// several, where the flood's 10 ms often caught none.
+			stop := send(t, f.a, netip.MustParseAddrPort("48.0.0.1:9996"), time.Millisecond)
+			time.Sleep(200 * time.Millisecond)
 			f.sa(t, "delete", 10, v4SPI)
 			time.Sleep(500 * time.Millisecond) // the flow meets the missing SA
+			stop()
 			freshSA(t)
 		})
 		if st := tier.FlowerStatus(); !skipped(flower.Result{Skips: skipsOf(st.Skips)}, "no-tx-miss-rule") || f.forwards(t) != 0 {
