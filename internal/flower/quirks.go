@@ -81,6 +81,17 @@ func subnet(zero bool, bits, full int) bool {
 	return !zero && bits < full
 }
 
+// accept takes out of q what the operator accepted (AcceptNoTXMiss),
+// saying so in q.As; accepted: something was.
+func (t *Tier) accept(q DeviceQuirks) (_ DeviceQuirks, accepted bool) {
+	if q.NoTXMiss && t.AcceptNoTXMiss {
+		q.NoTXMiss = false
+		q.As += ", no-tx-miss-rule accepted (accept-leaks)"
+		return q, true
+	}
+	return q, false
+}
+
 // deviceQuirks reads the driver quirks of every device that
 // packet-offloads an OUT policy's SAs, on each apply (a module parameter
 // or a driver can change under a running daemon), with what the gateway
@@ -100,11 +111,15 @@ func (t *Tier) deviceQuirks(views []fastpath.PolicyView, gw map[int]fastpath.Dev
 		}
 		q := ReadDeviceQuirks(li.Name)
 		q.ExactSelectors = q.ExactSelectors || gw[dev].ExactSelectors
+		q, accepted := t.accept(q)
 		out[dev] = q
 		if t.announced == nil {
 			t.announced = map[string]DeviceQuirks{}
 		}
-		if old, ok := t.announced[li.Name]; (!ok || old != q) && (q.ExactSelectors || q.NoTXMiss) {
+		if old, ok := t.announced[li.Name]; (!ok || old != q) && accepted {
+			t.Log.Warn("flower: accept-leaks names no-tx-miss-rule: outbound rules go onto this device, whose driver sends in cleartext what a rule redirects between an SA's deletion and the rule's withdrawal",
+				"dev", li.Name, "as", q.As)
+		} else if (!ok || old != q) && (q.ExactSelectors || q.NoTXMiss) {
 			t.Log.Warn("flower: the device's driver would send some redirected packets in cleartext; those policies stay with XDP and the kernel (show gateway names each)",
 				"dev", li.Name, "as", q.As, "exact_selector_match", q.ExactSelectors, "no_tx_miss_rule", q.NoTXMiss)
 		}

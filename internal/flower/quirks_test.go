@@ -68,3 +68,39 @@ func TestDeriveSkipsReqid0(t *testing.T) {
 		t.Fatalf("a reqid-0 template got a rule, or no reason: %v %v", res.Rules, res.Skips)
 	}
 }
+
+// accept-leaks: no-tx-miss-rule puts the outbound rule back on such a
+// device, and nothing else: an exact-match driver's subnet stays off.
+func TestAcceptNoTXMiss(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		accept   bool
+		q        DeviceQuirks
+		accepted bool
+		want     DeviceQuirks
+	}{
+		{"not accepted", false, DeviceQuirks{NoTXMiss: true, As: "mlx5_core 6.12"}, false, DeviceQuirks{NoTXMiss: true, As: "mlx5_core 6.12"}},
+		{"accepted", true, DeviceQuirks{NoTXMiss: true, As: "mlx5_core 6.12"}, true, DeviceQuirks{As: "mlx5_core 6.12, no-tx-miss-rule accepted (accept-leaks)"}},
+		{"accepted, exact match stays", true, DeviceQuirks{NoTXMiss: true, ExactSelectors: true}, true, DeviceQuirks{ExactSelectors: true, As: ", no-tx-miss-rule accepted (accept-leaks)"}},
+		{"nothing to accept", true, DeviceQuirks{As: "veth"}, false, DeviceQuirks{As: "veth"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, accepted := (&Tier{AcceptNoTXMiss: tc.accept}).accept(tc.q)
+			if got != tc.want || accepted != tc.accepted {
+				t.Errorf("accept(%+v) = %+v, %v; want %+v, %v", tc.q, got, accepted, tc.want, tc.accepted)
+			}
+			pols, states := tunnel("16.0.0.1/32", "48.0.0.1/32", 100, p0)
+			res := Derive(Input{Views: fastpath.PolicyViews(withMTU(fastpath.Snapshot{Policies: pols, States: states})), Ports: ports(true),
+				Router: fakeRouter{}, InboundChain: 1, Quirks: map[int]DeviceQuirks{p0: got}})
+			out := 0
+			for _, r := range forwards(res) {
+				if r.Dir == Outbound {
+					out++
+				}
+			}
+			if wantOut := !got.NoTXMiss; (out == 1) != wantOut { // a per-host tunnel: exact matching keeps it
+				t.Errorf("%d outbound rules for a per-host tunnel with %+v; skips %v", out, got, res.Skips)
+			}
+		})
+	}
+}

@@ -52,6 +52,11 @@ type Tier struct {
 	Placement *Placement
 	// Counters returns the XDP per-policy packet counters (placement).
 	Counters func() (map[uint32]uint64, error)
+	// AcceptNoTXMiss: the operator accepts no-tx-miss-rule (gateway.yaml
+	// accept-leaks): outbound rules go onto such a device too, and the
+	// moment between an SA's deletion and the rule's withdrawal may send
+	// cleartext (docs/flower.md).
+	AcceptNoTXMiss bool
 
 	mu      sync.Mutex
 	cond    *sync.Cond
