@@ -20,6 +20,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"sluice/internal/testutil"
 )
@@ -28,6 +29,7 @@ func TestOverlayPacketOffloadBondBothEnds(t *testing.T) {
 	// The acceptance is the kernel's, whatever the driver: the model's
 	// default profile, the one plan's rows read on this kernel.
 	testutil.UseNicmodelProfile(t, testutil.ProfileMlx5_612)
+	portsBefore := nicmodelPorts(t)
 	l := newLab(t)
 	o := newOVPacketLab(t, l, "bond0")
 	ovWrite(t, o.bf, ovPacketHost("b", [2]string{"b0", "b1"}, 2, 1, "0x2001", "0x1001", "bond0"), 0o644)
@@ -92,6 +94,53 @@ func TestOverlayPacketOffloadBondBothEnds(t *testing.T) {
 		ovMust(t, o.a, "verify", "-f", o.af)
 		ovMust(t, o.b, "verify", "-f", o.bf)
 	})
+	// Each host's VXLAN device keeps the XFRM bundle it last used on each
+	// CPU, and a bundle keeps the policy it was made from: after the move
+	// A's old policy on a0 is deleted but alive, and holds a0 (the kernel
+	// puts a policy's device only when the policy is freed). A's
+	// namespace, alive, still holds its ports, whichever namespace goes
+	// first. The model once unregistered both ends of a pair with the
+	// first namespace, in that namespace's dismantling, which then waited
+	// for a0 forever ("unregister_netdevice: waiting for a0 to become
+	// free"), and A's dismantling queued behind it.
+	step(t, "B's namespace deleted, then A's: every model port is freed", func(t *testing.T) {
+		o.checkWire(t)
+		run(t, "ip", "netns", "del", o.b)
+		waitNicmodelPorts(t, portsBefore+2)
+		for _, p := range []string{"a0", "a1"} {
+			mustContain(t, run(t, "ip", "-n", o.a, "link", "show", p), "NO-CARRIER")
+		}
+		run(t, "ip", "netns", "del", o.a)
+		waitNicmodelPorts(t, portsBefore)
+	})
+}
+
+// nicmodelPorts reads the model's count of ports not yet freed.
+func nicmodelPorts(t *testing.T) int {
+	t.Helper()
+	b, err := os.ReadFile("/sys/module/nicmodel/parameters/ports")
+	if err != nil {
+		t.Fatalf("nicmodel's ports parameter: %v (a model built before it?)", err)
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("nicmodel's ports parameter: %q", b)
+	}
+	return n
+}
+
+// waitNicmodelPorts waits up to 30 s for the model's count of ports not
+// yet freed to reach want: a port is freed once its last reference goes.
+func waitNicmodelPorts(t *testing.T, want int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for nicmodelPorts(t) != want {
+		if time.Now().After(deadline) {
+			out, _ := try("sh", "-c", "dmesg | grep -i 'waiting for' | tail -4")
+			t.Fatalf("model ports not yet freed: %d, want %d after 30 s\n%s", nicmodelPorts(t), want, out)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // xfrmInRejects sums ns's counters of inbound packets its policies
