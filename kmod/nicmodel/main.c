@@ -237,6 +237,9 @@ static int nm_newlink(struct net *net, struct net_device *dev,
  * the tunnel sends again or goes. The batch then waited for that namespace,
  * whose own dismantling queues behind it on the netns workqueue: "waiting
  * for a0 to become free" forever (TestOverlayPacketOffloadBondBothEnds).
+ * That holds for a peer whose namespace is already dying too, but in a
+ * later batch: check_net cannot tell, so a dying port never takes a peer
+ * from another namespace.
  */
 static void nm_dellink(struct net_device *dev, struct list_head *head)
 {
@@ -251,7 +254,10 @@ static void nm_dellink(struct net_device *dev, struct list_head *head)
 		RCU_INIT_POINTER(priv->peer, NULL);
 		RCU_INIT_POINTER(pp->peer, NULL);
 		netif_carrier_off(peer);
-		if (!check_net(dev_net(dev)) && check_net(dev_net(peer)))
+		/* Dismantling: the peer goes with its own namespace (this
+		 * batch or a later one) or stays.
+		 */
+		if (!check_net(dev_net(dev)) && !net_eq(dev_net(dev), dev_net(peer)))
 			return;
 		nm_tap_detach(pp, head);
 		unregister_netdevice_queue(peer, head);

@@ -87,7 +87,8 @@ type ovPacketLab struct {
 }
 
 // checkWire checks B's ports' cleartext counters against the captures
-// (testutil.WireAgrees), once: the lab's cleanup does it otherwise.
+// (testutil.WireAgrees) and ends the captures, once: the lab's cleanup
+// does it otherwise. A capture's socket holds B's namespace alive.
 func (o ovPacketLab) checkWire(t *testing.T) {
 	t.Helper()
 	if *o.wireChecked {
@@ -96,6 +97,8 @@ func (o ovPacketLab) checkWire(t *testing.T) {
 	*o.wireChecked = true
 	testutil.WireAgrees(t, o.ob0, 0, o.b, "b0", o.b0Stats)
 	testutil.WireAgrees(t, o.ob1, 0, o.b, "b1", o.b1Stats)
+	o.ob0.Stop()
+	o.ob1.Stop()
 }
 
 // useOffloadDev rewrites A's file with another offload-dev.
