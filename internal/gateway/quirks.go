@@ -63,13 +63,14 @@ func kernelRelease() string {
 // the mirror hearing of it leaves unencrypted, so such a gateway takes
 // the strict SA check (the kernel asked on every forward): the frames
 // the mirror check would still send are the leak issue 31 counted.
-// A driver that cannot be read is not judged here (deviceQuirks warns).
+// A driver that cannot be read is taken to have the quirk, as
+// deviceQuirks takes it to match exactly: the fast path fails closed.
 func leakOnSAMiss(ifaces []Iface) (iface, driver string) {
 	release := kernelRelease()
 	for _, gi := range ifaces {
 		d, _, err := kernel.EthtoolDriver(gi.Name)
 		if err != nil {
-			continue
+			return gi.Name, "unknown (" + err.Error() + ")"
 		}
 		if driverquirk.ForDevice(d, release, "/").Has(driverquirk.NoTXMissRule) {
 			return gi.Name, d
