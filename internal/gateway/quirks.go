@@ -58,7 +58,8 @@ func kernelRelease() string {
 
 // leakOnSAMiss names the first gateway interface whose driver sends in
 // cleartext what an offloaded policy selects but no SA serves
-// (driverquirk.NoTXMissRule: mlx5 outside switchdev). A frame XDP
+// (driverquirk.NoTXMissRule: mlx5, whose TX SA table misses onto
+// the wire in both eswitch modes). A frame XDP
 // redirects there in the moment between the kernel deleting an SA and
 // the mirror hearing of it leaves unencrypted, so such a gateway takes
 // the strict SA check (the kernel asked on every forward): the frames

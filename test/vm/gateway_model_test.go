@@ -107,7 +107,7 @@ func gatewayPacketOffloadOnModel(t *testing.T, prof string) {
 	pol(peer, "10.0.0.0/8", "48.0.1.0/24", "in", "123.0.0.1", "123.0.0.254", "1", false)
 
 	// A frame a policy selects but no SA serves leaves mlx5 in cleartext
-	// (no miss rule in its TX SA table outside switchdev), and so the
+	// (its TX SA table's miss goes onto the wire, in both eswitch modes), and so the
 	// model under both profiles; SLUICE_NICMODEL_TX_MISS_CLEARTEXT=0
 	// makes it drop them instead, to tell such leaks from others.
 	miss := "-1" // as the profile
