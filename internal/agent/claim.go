@@ -6,12 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"sluice/internal/fileread"
 	"sluice/internal/fleet/v1alpha1"
 )
 
@@ -28,7 +28,7 @@ import (
 // instanceID is "machine-id:boot-id" ("" when neither can be read).
 func instanceID() string {
 	read := func(p string) string {
-		b, err := os.ReadFile(p)
+		b, err := fileread.ReadKernel(p, 4096) // /etc/machine-id, or /proc's boot id
 		if err != nil {
 			return ""
 		}

@@ -29,6 +29,7 @@ var unboundedReaders = map[string]string{
 	"internal/gateway/pidfile.go":       "the daemon's own pid file and /proc/PID/cmdline",
 	"internal/fleet/kubetest/binary.go": "opens the kube-apiserver build's lock file to flock it",
 	"internal/driverquirk/model.go":     "the NIC model's profile module parameter in /sys (the table is a leaf package)",
+	"internal/agent/reconcile.go":       "opens the state directory to fsync it after a rename",
 }
 
 // TestFilesAreReadThroughFileread: /dev/zero as a profile once grew the
