@@ -68,7 +68,7 @@ if [ ! -x "$ROOT/usr/sbin/swanctl" ]; then
   rm -rf "$ROOT.new"
   mkdir -p "$NEXT"
   include=gcc-14,make,libc6-dev,libelf-dev,libssl-dev,pahole,bc,bison,flex,kmod,xz-utils,zstd,ca-certificates
-  include+=,iproute2,ethtool,tcpdump,iputils-ping,iperf3,procps,psmisc,nftables
+  include+=,iproute2,ethtool,tcpdump,iputils-ping,iperf3,procps,psmisc,nftables,python3-minimal
   include+=,strongswan,strongswan-swanctl,charon-systemd,libcharon-extra-plugins
   include+=,libstrongswan-standard-plugins,libstrongswan-extra-plugins,strongswan-pki
   log "debootstrap trixie into $ROOT (nice -n 10)"
@@ -114,6 +114,15 @@ if [[ "$(swan_ver)" != "$SWAN_SERIES".* ]]; then
     { echo "kernel-next: strongswan-charon is $(swan_ver) after the $SWAN_SUITE install, want $SWAN_SERIES.*" >&2; exit 1; }
 fi
 phase "strongSwan $(swan_ver) from $SWAN_SUITE" "$t"
+
+# 3c. Tools the VM tests run that a root made before they were in the list above lacks (python3:
+#     TestNicmodelReplay's sender), from trixie.
+t=$(now)
+if [ ! -x "$ROOT/usr/bin/python3" ]; then
+  in_root env DEBIAN_FRONTEND=noninteractive apt-get -q -y --no-install-recommends install python3-minimal \
+    >"$NEXT/tools.log" 2>&1 || { tail -20 "$NEXT/tools.log" >&2; exit 1; }
+fi
+phase "test tools in the root" "$t"
 
 # 4. The kernel, modules and headers unpacked into the root; depmod there.
 t=$(now)
