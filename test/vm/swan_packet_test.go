@@ -156,9 +156,11 @@ func TestSwanPacketOffloadOnModel(t *testing.T) {
 		}
 	})
 	step(t, "the gateway mirrors charon's offloaded policy: XDP forwards tunnel 1", func(t *testing.T) {
-		// A first packet through the kernel resolves the neighbours XDP's
-		// FIB lookups need.
-		nsRun(t, lan0, "ping", "-c", "1", "-W", "5", "48.0.0.1")
+		// XDP's FIB lookups need resolved neighbours (else they pass the
+		// packet to the kernel): permanent ones, as the gateway tests do.
+		run(t, "ip", "-n", gw0, "neigh", "replace", tn.RemoteAddr.String(), "lladdr", macOf(t, gw1, "q0"), "dev", "p0", "nud", "permanent")
+		run(t, "ip", "-n", gw0, "neigh", "replace", "10.0.0.1", "lladdr", macOf(t, lan0, "l0"), "dev", "p1", "nud", "permanent")
+		run(t, "ip", "-n", gw1, "neigh", "replace", "123.0.0.1", "lladdr", macOf(t, gw0, "p0"), "dev", "q0", "nud", "permanent")
 		g.explainUntil(t, func(out string) bool { return strings.Contains(out, "forward-out") },
 			"--iface", "p1", "src", "16.0.0.1", "dst", "48.0.0.1", "proto", "udp", "dport", "9999")
 	})
@@ -203,7 +205,8 @@ func rekeysUnderTraffic(t *testing.T, lan0, lan1, gw0 string, ch [2]*swan.Charon
 	start := time.Now()
 	r, err := bench.RunRekey(context.Background(), bench.RekeyOptions{
 		NSA: lan0, NSB: lan1, To: netip.MustParseAddr("48.0.0.1"),
-		ViciA: ch[0].URI, ViciB: ch[1].URI, ConnA: tn.Conn, ConnB: tn.Conn,
+		// Child mode rekeys by CHILD_SA name (swan.Client.RekeyChild).
+		ViciA: ch[0].URI, ViciB: ch[1].URI, ConnA: tn.Child, ConnB: tn.Child,
 		Rekeys: rekeys, Interval: 2 * time.Second, Rate: 100, Mode: bench.RekeyChild,
 		Label: "charon packet offload on the model",
 	})
