@@ -315,7 +315,7 @@ func vtepESP(states []xfrm.State, outerIPv6 bool) (mtu.ESPMode, mtu.Cipher, stri
 			continue
 		}
 		m := mtu.ESPTransport
-		if s.Mode == 1 {
+		if s.Mode == xfrm.ModeTunnel {
 			m = mtu.ESPTunnel
 		}
 		_, hi := mtu.Stack{Encap: mtu.EncapVXLAN, ESP: m, Cipher: c, OuterIPv6: outerIPv6}.Overhead()

@@ -26,7 +26,7 @@ func TestCheckDriverQuirks(t *testing.T) {
 	}
 	inboundSA := func(esn bool) func(*Facts) {
 		return func(f *Facts) {
-			f.States = append(f.States, xfrm.State{Src: netip.MustParseAddr("10.0.0.2"), Dst: netip.MustParseAddr("10.0.0.1"), Proto: 50, SPI: 0x300,
+			f.States = append(f.States, xfrm.State{Src: netip.MustParseAddr("10.0.0.2"), Dst: netip.MustParseAddr("10.0.0.1"), Proto: xfrm.ProtoESP, SPI: 0x300,
 				Alg: xfrm.StateAlg{ESN: esn}, Offload: &xfrm.Offload{Ifindex: 3, Flags: xfrm.OffloadPacket | xfrm.OffloadInbound}})
 		}
 	}

@@ -241,7 +241,7 @@ func packetOffloadDevice(p *xfrm.Policy, states []xfrm.State) int {
 		return 0
 	}
 	tm := p.Tmpls[0]
-	if tm.Mode != 1 || tm.Proto != 50 {
+	if tm.Mode != xfrm.ModeTunnel || tm.Proto != xfrm.ProtoESP {
 		return 0
 	}
 	wantInbound := p.Dir != xfrm.DirOut

@@ -38,18 +38,18 @@ func scaleSnapshot(n int) Snapshot {
 		far := netip.PrefixFrom(netip.AddrFrom4([4]byte{48, byte(i >> 8), byte(i), 0}), 24)
 		idx, reqid := uint32(8*i+8), uint32(i+1)
 		out := xfrm.Policy{Index: idx + 1, Dir: xfrm.DirOut, Priority: 100, Sel: xfrm.Selector{Src: lan, Dst: far},
-			Tmpls: []xfrm.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid}}, Offload: off}
+			Tmpls: []xfrm.Tmpl{{Src: local, Dst: peer, Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, Reqid: reqid}}, Offload: off}
 		fwdOut := out
 		fwdOut.Index, fwdOut.Dir, fwdOut.Offload = idx+2, xfrm.DirFwd, nil
-		fwdOut.Tmpls = []xfrm.Tmpl{{Src: local, Dst: peer, Proto: 50, Mode: 1, Reqid: reqid, Optional: true}}
+		fwdOut.Tmpls = []xfrm.Tmpl{{Src: local, Dst: peer, Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, Reqid: reqid, Optional: true}}
 		in := xfrm.Policy{Index: idx + 3, Dir: xfrm.DirIn, Priority: 100, Sel: xfrm.Selector{Src: far, Dst: lan},
-			Tmpls: []xfrm.Tmpl{{Src: peer, Dst: local, Proto: 50, Mode: 1, Reqid: reqid}}, Offload: offIn}
+			Tmpls: []xfrm.Tmpl{{Src: peer, Dst: local, Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, Reqid: reqid}}, Offload: offIn}
 		fwdIn := in
 		fwdIn.Index, fwdIn.Dir, fwdIn.Offload = idx+4, xfrm.DirFwd, nil
 		s.Policies = append(s.Policies, out, fwdOut, in, fwdIn)
 		s.States = append(s.States,
-			xfrm.State{Src: local, Dst: peer, Proto: 50, SPI: 2*reqid + 0x1000, Reqid: reqid, Mode: 1, Offload: off},
-			xfrm.State{Src: peer, Dst: local, Proto: 50, SPI: 2*reqid + 0x1001, Reqid: reqid, Mode: 1, Offload: offIn})
+			xfrm.State{Src: local, Dst: peer, Proto: xfrm.ProtoESP, SPI: 2*reqid + 0x1000, Reqid: reqid, Mode: xfrm.ModeTunnel, Offload: off},
+			xfrm.State{Src: peer, Dst: local, Proto: xfrm.ProtoESP, SPI: 2*reqid + 0x1001, Reqid: reqid, Mode: xfrm.ModeTunnel, Offload: offIn})
 	}
 	return s
 }

@@ -196,7 +196,7 @@ func tunnelPolicy(dir xfrm.Dir, src, dst string, prio uint32, peer string, reqid
 	p := xfrm.Policy{
 		Index: nextIndex | uint32(dir), Dir: dir, Priority: prio, Action: xfrm.ActionAllow,
 		Sel:   xfrm.Selector{Src: pfx(src), Dst: pfx(dst)},
-		Tmpls: []xfrm.Tmpl{{Proto: 50, Mode: 1, Reqid: reqid}},
+		Tmpls: []xfrm.Tmpl{{Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, Reqid: reqid}},
 	}
 	local := addr("123.0.0.1")
 	if addr(peer).Is6() {
@@ -221,7 +221,7 @@ var gcm128 = xfrm.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}
 
 func saFor(p xfrm.Policy, offloadDev int) xfrm.State {
 	tm := p.Tmpls[0]
-	st := xfrm.State{Src: tm.Src, Dst: tm.Dst, Proto: 50, SPI: 0x1000 + p.Index, Reqid: tm.Reqid, Mode: 1, Alg: gcm128}
+	st := xfrm.State{Src: tm.Src, Dst: tm.Dst, Proto: xfrm.ProtoESP, SPI: 0x1000 + p.Index, Reqid: tm.Reqid, Mode: xfrm.ModeTunnel, Alg: gcm128}
 	if offloadDev != 0 {
 		st.Offload = &xfrm.Offload{Ifindex: offloadDev, Flags: xfrm.OffloadPacket}
 		if p.Dir != xfrm.DirOut {

@@ -22,12 +22,12 @@ func TestPolicyViewsEqualTheCompilersValues(t *testing.T) {
 			if rng.Intn(4) == 0 {
 				off = nil
 			}
-			s.States = append(s.States, xfrm.State{Src: addr(), Dst: addr(), Proto: 50, Mode: 1, SPI: uint32(i), Reqid: uint32(rng.Intn(3)), Offload: off})
+			s.States = append(s.States, xfrm.State{Src: addr(), Dst: addr(), Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, SPI: uint32(i), Reqid: uint32(rng.Intn(3)), Offload: off})
 		}
 		for i := 0; i < 6; i++ {
 			p := xfrm.Policy{Index: uint32(i), Dir: xfrm.DirOut,
 				Sel:     xfrm.Selector{Src: netip.MustParsePrefix("10.0.0.0/8"), Dst: netip.MustParsePrefix("48.0.0.0/8")},
-				Tmpls:   []xfrm.Tmpl{{Src: addr(), Dst: addr(), Proto: 50, Mode: 1, Reqid: uint32(rng.Intn(3))}},
+				Tmpls:   []xfrm.Tmpl{{Src: addr(), Dst: addr(), Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, Reqid: uint32(rng.Intn(3))}},
 				Offload: &xfrm.Offload{Ifindex: 1 + rng.Intn(2), Flags: xfrm.OffloadPacket}}
 			s.Policies = append(s.Policies, p)
 		}

@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"sluice/internal/kernel/xfrm"
 )
 
@@ -28,7 +26,7 @@ func TestMirrorFollowsMigratedPolicy(t *testing.T) {
 	x := e.mirror.Src.(KernelSource).X
 	err = x.Migrate(xfrm.DirOut, pfx("10.0.0.0/8"), pfx("48.0.0.0/16"), []xfrm.Migration{{
 		OldSrc: addr("123.0.0.1"), OldDst: addr("123.2.0.1"), NewSrc: addr("123.0.0.1"), NewDst: moved,
-		Proto: unix.IPPROTO_ESP, Mode: xfrm.ModeTunnel, Reqid: 1,
+		Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, Reqid: 1,
 	}})
 	if err != nil {
 		t.Fatal(err)

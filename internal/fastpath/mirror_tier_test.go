@@ -66,7 +66,7 @@ func TestMirrorFeedsAndClosesTheHardwareTier(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dp.Close()
-	sa := xfrm.State{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), Proto: 50, SPI: 7, Mode: 1}
+	sa := xfrm.State{Src: netip.MustParseAddr("192.0.2.1"), Dst: netip.MustParseAddr("192.0.2.2"), Proto: xfrm.ProtoESP, SPI: 7, Mode: xfrm.ModeTunnel}
 	tier := &recordingTier{}
 	m := &Mirror{DP: dp, Tier: tier, Log: slog.Default()}
 	m.copy.load(Snapshot{States: []xfrm.State{sa}})

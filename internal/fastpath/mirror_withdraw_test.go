@@ -15,7 +15,7 @@ import (
 func TestMirrorCopyIndexesStatesByTemplate(t *testing.T) {
 	peer, other := netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.3")
 	sa := func(dst netip.Addr, spi, reqid uint32) *xfrm.State {
-		return &xfrm.State{Dst: dst, Proto: 50, SPI: spi, Reqid: reqid, Mode: 1}
+		return &xfrm.State{Dst: dst, Proto: xfrm.ProtoESP, SPI: spi, Reqid: reqid, Mode: xfrm.ModeTunnel}
 	}
 	var c mirrorCopy
 	c.load(Snapshot{States: []xfrm.State{*sa(peer, 1, 7), *sa(peer, 2, 8), *sa(other, 3, 7)}})
@@ -74,7 +74,7 @@ func TestMirrorHandsEventsToTheTier(t *testing.T) {
 	p := xfrm.Policy{Index: 8, Dir: xfrm.DirOut, Priority: 100}
 	upd := p
 	upd.Priority = 5
-	sa := xfrm.State{Dst: netip.MustParseAddr("192.0.2.2"), Proto: 50, SPI: 7, Mode: 1}
+	sa := xfrm.State{Dst: netip.MustParseAddr("192.0.2.2"), Proto: xfrm.ProtoESP, SPI: 7, Mode: xfrm.ModeTunnel}
 	tier := &eventTier{}
 	m := &Mirror{Tier: tier}
 	m.copy.load(Snapshot{Policies: []xfrm.Policy{p}, States: []xfrm.State{sa}})

@@ -40,7 +40,7 @@ func saMTU(tm xfrm.Tmpl, states []xfrm.State, routeMTU map[Endpoints]int) int {
 
 // stateMTU is xfrm_state_mtu(st, route) for an ESP SA, 0 when unknown.
 func stateMTU(st *xfrm.State, route int) int {
-	if route <= 0 || st.Proto != 50 {
+	if route <= 0 || st.Proto != xfrm.ProtoESP {
 		return 0
 	}
 	a := st.Alg
@@ -83,7 +83,7 @@ func FillRouteMTU(s *Snapshot, lookup PathMTUFunc) {
 	s.RouteMTU = make(map[Endpoints]int, len(s.States))
 	for i := range s.States {
 		e := Endpoints{Src: s.States[i].Src, Dst: s.States[i].Dst}
-		if _, done := s.RouteMTU[e]; done || s.States[i].Proto != 50 {
+		if _, done := s.RouteMTU[e]; done || s.States[i].Proto != xfrm.ProtoESP {
 			continue
 		}
 		s.RouteMTU[e] = routeMTUFor(&s.States[i], lookup)

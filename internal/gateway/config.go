@@ -122,7 +122,7 @@ func staticSnapshot(g *config.Gateway) (fastpath.Snapshot, error) {
 			s.Policies = append(s.Policies, p)
 			continue
 		}
-		tm := xfrm.Tmpl{Src: sp.Local, Dst: sp.Peer, Proto: 50, Mode: 1, Reqid: sp.Reqid, Optional: sp.Optional}
+		tm := xfrm.Tmpl{Src: sp.Local, Dst: sp.Peer, Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, Reqid: sp.Reqid, Optional: sp.Optional}
 		if dir != xfrm.DirOut {
 			tm.Src, tm.Dst = sp.Peer, sp.Local
 		}
@@ -145,7 +145,7 @@ func staticSnapshot(g *config.Gateway) (fastpath.Snapshot, error) {
 		if dir != xfrm.DirFwd {
 			// AES-GCM-128 (strongSwan's esp=aes128gcm16, what the NICs
 			// offload): the SA's size, and so its MTU, depends on it.
-			s.States = append(s.States, xfrm.State{Src: tm.Src, Dst: tm.Dst, Proto: 50, Mode: 1, Reqid: tm.Reqid,
+			s.States = append(s.States, xfrm.State{Src: tm.Src, Dst: tm.Dst, Proto: xfrm.ProtoESP, Mode: xfrm.ModeTunnel, Reqid: tm.Reqid,
 				SPI: 0x100 + uint32(i), Offload: off, Alg: xfrm.StateAlg{AEAD: "rfc4106(gcm(aes))", ICVBits: 128}})
 		}
 	}

@@ -122,7 +122,7 @@ func TestPlanRefusesMovingNonESNSA(t *testing.T) {
 		a, b := netip.MustParseAddr("192.168.70.2"), netip.MustParseAddr("192.168.70.3")
 		sa := func(src, dst netip.Addr, spi uint32, key string, flags uint8) xfrm.StateDetail {
 			k, _ := hexKey(key)
-			return xfrm.StateDetail{State: xfrm.State{Src: src, Dst: dst, Proto: 50, SPI: spi, Reqid: spi,
+			return xfrm.StateDetail{State: xfrm.State{Src: src, Dst: dst, Proto: xfrm.ProtoESP, SPI: spi, Reqid: spi,
 				Alg: xfrm.StateAlg{AEAD: AEAD, ICVBits: 128}, Offload: &xfrm.Offload{Ifindex: 2, Flags: flags}},
 				ReplayWindow: 32, KeyBits: 160, KeyDigest: xfrm.KeyDigest(k)}
 		}

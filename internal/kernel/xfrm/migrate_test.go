@@ -46,7 +46,7 @@ func testMonitorMigrate(t *testing.T, ns string, h netns.NsHandle, sa bool) {
 	moved := addr("198.51.100.9")
 	err := x.Migrate(DirOut, pfx("10.0.0.0/24"), pfx("10.1.0.0/24"), []Migration{{
 		OldSrc: addr("192.0.2.1"), OldDst: addr("192.0.2.2"), NewSrc: addr("192.0.2.1"), NewDst: moved,
-		Proto: unix.IPPROTO_ESP, Mode: ModeTunnel, Reqid: 3,
+		Proto: ProtoESP, Mode: ModeTunnel, Reqid: 3,
 	}})
 	if err != nil {
 		t.Fatal(err)
@@ -85,7 +85,7 @@ func TestDecodeMigrationsResync(t *testing.T) {
 
 	dir, ms, err := parseMigrate(migrate)
 	want := Migration{OldSrc: addr("192.0.2.1"), OldDst: addr("192.0.2.2"), NewSrc: addr("192.0.2.1"), NewDst: addr("198.51.100.9"),
-		Proto: unix.IPPROTO_ESP, Mode: ModeTunnel, Reqid: 3}
+		Proto: ProtoESP, Mode: ModeTunnel, Reqid: 3}
 	if err != nil || dir != DirOut || !reflect.DeepEqual(ms, []Migration{want}) {
 		t.Fatalf("parseMigrate: %v %+v %v, want out %+v", dir, ms, err, want)
 	}
@@ -160,7 +160,7 @@ func TestDecodeSADirectionAndCPU(t *testing.T) {
 
 func TestFastPathRefusal(t *testing.T) {
 	st := func(f func(*State)) *State {
-		s := &State{Dst: addr("192.0.2.2"), SPI: 0x100, Proto: unix.IPPROTO_ESP, Mode: ModeTunnel}
+		s := &State{Dst: addr("192.0.2.2"), SPI: 0x100, Proto: ProtoESP, Mode: ModeTunnel}
 		f(s)
 		return s
 	}
