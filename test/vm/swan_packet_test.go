@@ -185,8 +185,14 @@ func TestSwanPacketOffloadOnModel(t *testing.T) {
 	})
 	step(t, "sluice swan down: the SAs leave the model, the mirror empties", func(t *testing.T) {
 		run(t, bin, "swan", "down", "--dir", dir0, "--uri", ch[0].URI)
-		if c := ethStats(t, gw0, "p0")["ipsec_sa_count"]; c != 0 {
-			t.Errorf("the model holds %d SAs after down, want 0", c)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+			c := ethStats(t, gw0, "p0")["ipsec_sa_count"]
+			if c == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("the model holds %d SAs 10 s after down, want 0:\n%s", c, run(t, "ip", "-n", gw0, "xfrm", "state"))
+			}
 		}
 		g.explainUntil(t, func(out string) bool { return strings.Contains(out, "no-policy") },
 			"--iface", "p1", "src", "16.0.0.1", "dst", "48.0.0.1", "proto", "udp", "dport", "9999")
