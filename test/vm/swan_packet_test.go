@@ -96,6 +96,19 @@ func TestSwanPacketOffloadOnModel(t *testing.T) {
 			t.Fatalf("gw0's swanctl.conf has no hw_offload = packet per tunnel:\n%s", conf)
 		}
 	})
+	step(t, "the model wire carries gw0's and gw1's packets", func(t *testing.T) {
+		// Permanent neighbours, as the model's other tests have: XDP's FIB
+		// lookups need resolved ones (else they pass packets to the kernel).
+		for i := 1; i <= n; i++ {
+			run(t, "ip", "-n", gw0, "neigh", "replace", fmt.Sprintf("123.0.0.%d", i+1), "lladdr", macOf(t, gw1, "q0"), "dev", "p0", "nud", "permanent")
+		}
+		run(t, "ip", "-n", gw1, "neigh", "replace", "123.0.0.1", "lladdr", macOf(t, gw0, "p0"), "dev", "q0", "nud", "permanent")
+		run(t, "ip", "-n", gw0, "neigh", "replace", "10.0.0.1", "lladdr", macOf(t, lan0, "l0"), "dev", "p1", "nud", "permanent")
+		if out, err := try("ip", "netns", "exec", gw0, "ping", "-c", "2", "-W", "3", "123.0.0.2"); err != nil {
+			t.Fatalf("gw0 -> gw1 over the model wire: %v\n%s\ngw0: %s\n%v\ngw1: %s\n%v", err, out,
+				run(t, "ip", "-n", gw0, "-br", "addr"), ethStats(t, gw0, "p0"), run(t, "ip", "-n", gw1, "-br", "addr"), ethStats(t, gw1, "q0"))
+		}
+	})
 	var ch [2]*swan.Charon
 	step(t, "two charons "+version+" start, each in its own netns and VICI socket", func(t *testing.T) {
 		for i, ns := range []string{gw0, gw1} {
@@ -125,7 +138,11 @@ func TestSwanPacketOffloadOnModel(t *testing.T) {
 	tn := spec.Tunnel(0, 1)
 	step(t, "sluice swan up: the tunnels come up, charon offloads their SAs and policies to p0", func(t *testing.T) {
 		run(t, bin, "swan", "up", "--dir", dir1, "--uri", ch[1].URI)
-		out := run(t, bin, "swan", "up", "--dir", dir0, "--uri", ch[0].URI, "--json")
+		out, err := try(bin, "swan", "up", "--dir", dir0, "--uri", ch[0].URI, "--json")
+		if err != nil {
+			t.Fatalf("gw0 up: %v\n%s\ngw0 p0 %v\ngw1 q0 %v\ngw0 neigh:\n%s", err, out, ethStats(t, gw0, "p0"), ethStats(t, gw1, "q0"),
+				run(t, "ip", "-n", gw0, "neigh"))
+		}
 		var res swan.UpResult
 		if err := json.Unmarshal([]byte(out[strings.Index(out, "{"):]), &res); err != nil {
 			t.Fatalf("up --json: %v\n%s", err, out)
@@ -156,11 +173,6 @@ func TestSwanPacketOffloadOnModel(t *testing.T) {
 		}
 	})
 	step(t, "the gateway mirrors charon's offloaded policy: XDP forwards tunnel 1", func(t *testing.T) {
-		// XDP's FIB lookups need resolved neighbours (else they pass the
-		// packet to the kernel): permanent ones, as the gateway tests do.
-		run(t, "ip", "-n", gw0, "neigh", "replace", tn.RemoteAddr.String(), "lladdr", macOf(t, gw1, "q0"), "dev", "p0", "nud", "permanent")
-		run(t, "ip", "-n", gw0, "neigh", "replace", "10.0.0.1", "lladdr", macOf(t, lan0, "l0"), "dev", "p1", "nud", "permanent")
-		run(t, "ip", "-n", gw1, "neigh", "replace", "123.0.0.1", "lladdr", macOf(t, gw0, "p0"), "dev", "q0", "nud", "permanent")
 		g.explainUntil(t, func(out string) bool { return strings.Contains(out, "forward-out") },
 			"--iface", "p1", "src", "16.0.0.1", "dst", "48.0.0.1", "proto", "udp", "dport", "9999")
 	})
