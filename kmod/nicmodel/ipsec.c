@@ -603,11 +603,12 @@ static int nm_policy_add(struct xfrm_policy *xp, struct netlink_ext_ack *extack)
 	pol->sel = xp->selector;
 	pol->priority = xp->priority;
 	pol->dir = xp->xdo.dir;
+	/* ALLOW without a template is a bypass (nm_tx_ipsec): charon 6
+	 * offloads its IKE port bypass policies to packet-offload ports.
+	 */
 	pol->action = xp->action;
 	if (xp->xfrm_nr)
 		pol->tmpl = xp->xfrm_vec[0];
-	else
-		pol->action = XFRM_POLICY_BLOCK;
 
 	head = pol->dir == XFRM_DEV_OFFLOAD_OUT ? &priv->pol_out : &priv->pol_in;
 	spin_lock_bh(&priv->tbl_lock);
