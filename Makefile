@@ -15,7 +15,7 @@ BPF_GEN    := $(wildcard internal/*/*_bpfel.go internal/*/*_bpfel.o)
 # need a plain pass too: one pass over the tree instead of two halves lint's time on a cold cache.
 NOVMTEST   := $(sort $(dir $(shell git grep -l '^//go:build.*!vmtest' -- '*.go' 2>/dev/null)))
 
-.PHONY: all setup build generate check-generated lint test-host test-kernel-model vmtest test demo package clean kernel-next vmtest-next
+.PHONY: all setup build generate check-generated lint test-host test-kernel-model vmtest test demo package image clean kernel-next vmtest-next
 
 all: build
 
@@ -98,6 +98,10 @@ demo: build
 ## package: static binary, .deb and .rpm in bin/package (man pages and completions from the command tree; docs/install.md)
 package:
 	bash scripts/package.sh
+
+## image: the DaemonSet's container image from the static binary, an OCI layout in bin/image (docs/fleet.md)
+image:
+	GO=$(GO) bash scripts/image.sh
 
 clean:
 	rm -rf bin .vmtest

@@ -19,6 +19,7 @@ PKGS=(
   qemu-system-x86 busybox-static chromium
   openvswitch-switch libvirt-clients libvirt-daemon libvirt-daemon-driver-qemu libxml2-utils
   lintian rpm debootstrap etcd-server
+  prometheus  # its promtool checks deploy/monitoring's alert rules (TestPrometheusRules)
 )
 # Test kernel for the VM: bookworm-backports 6.12 (closer to what users run than bookworm's 6.1).
 BPO_PKGS=(linux-image-amd64 linux-headers-amd64 linux-source)
@@ -67,6 +68,10 @@ SRC
   if [ ${#missing[@]} -gt 0 ]; then
     log "installing: ${missing[*]}"
     apt-get install -y -q --no-install-recommends "${missing[@]}"
+    # The prometheus package starts its server; the tests need only its promtool.
+    if [[ " ${missing[*]} " == *" prometheus "* ]] && command -v systemctl >/dev/null; then
+      systemctl disable --now prometheus >/dev/null 2>&1 || true
+    fi
   fi
   if [ $need_kernel = 1 ]; then
     log "installing the test kernel from bookworm-backports"

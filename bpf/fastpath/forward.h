@@ -83,6 +83,66 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct scratch *w, st
 	return send(ctx, dev, d);
 }
 
+/* cache_find finds the flow's cached entry (fk: its key, made by flow_key;
+ * g: this CPU's gate, cache_on's): from this CPU's exact-match slot, else
+ * from flow_cache4 / flow_cache through a verified copy (into the slot,
+ * which the flow then owns on this CPU, or into this CPU's scratch). 0
+ * when there is none or it is stale; *miss then says whether the packet
+ * could be forwarded at all (-1) or not (FP_CACHE_NOT_FWD). */
+static __always_inline struct fp_flow *cache_find(struct fp_config *cfg, struct pkt *p,
+						  struct fp_flow_key *fk, int *miss)
+{
+	int v4 = p->family == FP_FAM_V4;
+	__u64 h = key_hash(fk, v4);
+	struct fp_flow *fl = 0;
+	struct fp_emc *em = v4 ? emc_slot(h) : 0;
+	*miss = -1;
+	if (em) {
+		after_null_check(em);
+		if (emc_match(em, (void *)fk) && flow_fresh(cfg, &em->flow))
+			fl = &em->flow;
+	}
+	if (fl)
+		return fl;
+	/* Not in the slot: first, could it be forwarded at all? Here, after
+	 * the slot and before flow_cache4, so that a cached forward pays
+	 * nothing for the question (asked before the slot, it cost a hit
+	 * ~10 ns) and a pass no hash lookup. */
+	if (!could_forward(p)) {
+		*miss = FP_CACHE_NOT_FWD;
+		return 0;
+	}
+	struct fp_flow *dst;
+	if (em) {
+		emc_clear(em);
+		dst = &em->flow;
+	} else {
+		__u32 zero = 0;
+		struct scratch *w = bpf_map_lookup_elem(&scratch_space, &zero);
+		if (!w)
+			return 0;
+		after_null_check(w);
+		dst = &w->nf;
+	}
+	fl = lru_copy(fk, p, key_tag(h), dst);
+	if (!fl || !flow_fresh(cfg, fl))
+		return 0;
+	if (em)
+		emc_set_key(em, (void *)fk);
+	return fl;
+}
+
+/* cache_fits says whether entry fl may answer for p: no larger than a
+ * packet the FIB already accepted, and sent to the destination MAC the
+ * flow's first packet was accepted with. */
+static __always_inline int cache_fits(const struct fp_flow *fl, const struct pkt *p)
+{
+	if (p->tot_len > fl->max_len)
+		return 0;
+	const __u16 *pm = (const __u16 *)p->dmac, *fm = (const __u16 *)fl->in_dmac;
+	return !((pm[0] ^ fm[0]) | (pm[1] ^ fm[1]) | (pm[2] ^ fm[2]));
+}
+
 /* forward_cached replays a cached forward (outbound, or inbound where the
  * interface opted in). The entry is only trusted while nothing it was
  * derived from changed: the policy tables (generation), routes,
@@ -97,48 +157,11 @@ static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *
 		fk->ifindex = 0; /* tells cache_fill not to fill either */
 		return -1;
 	}
-	int v4 = p->family == FP_FAM_V4;
-	__u64 h = key_hash(fk, v4);
-	struct fp_flow *fl = 0;
-	struct fp_emc *em = v4 ? emc_slot(h) : 0;
-	if (em) {
-		after_null_check(em);
-		if (emc_match(em, (void *)fk) && flow_fresh(cfg, &em->flow))
-			fl = &em->flow;
-	}
-	if (!fl) {
-		/* Not in the slot: first, could it be forwarded at all? Here,
-		 * after the slot and before flow_cache4, so that a cached
-		 * forward pays nothing for the question (asked before the slot,
-		 * it cost a hit ~10 ns) and a pass no hash lookup. */
-		if (!could_forward(p))
-			return FP_CACHE_NOT_FWD;
-		/* From flow_cache4 / flow_cache, through a verified copy: into
-		 * the slot (which this flow then owns on this CPU), or into
-		 * this CPU's scratch. */
-		struct fp_flow *dst;
-		if (em) {
-			emc_clear(em);
-			dst = &em->flow;
-		} else {
-			__u32 zero = 0;
-			struct scratch *w = bpf_map_lookup_elem(&scratch_space, &zero);
-			if (!w)
-				return -1;
-			after_null_check(w);
-			dst = &w->nf;
-		}
-		fl = lru_copy(fk, p, key_tag(h), dst);
-		if (!fl || !flow_fresh(cfg, fl))
-			return -1;
-		if (em)
-			emc_set_key(em, (void *)fk);
-	}
-	if (p->tot_len > fl->max_len)
-		return -1;
-	/* the destination MAC this flow's first packet was accepted with */
-	const __u16 *pm = (const __u16 *)p->dmac, *fm = (const __u16 *)fl->in_dmac;
-	if ((pm[0] ^ fm[0]) | (pm[1] ^ fm[1]) | (pm[2] ^ fm[2]))
+	int miss;
+	struct fp_flow *fl = cache_find(cfg, p, fk, &miss);
+	if (!fl)
+		return miss;
+	if (!cache_fits(fl, p))
 		return -1;
 	if (fl->dir_l2 & FP_FLOW_PASS) {
 		d->dir = fl->dir_l2 & FP_FLOW_DIR_MASK;

@@ -43,10 +43,11 @@ type Options struct {
 	Namespace  string
 	// Local holds this host's IKE credential paths and charon's socket.
 	Local fleet.Local
-	// Spec is what the agent registers as its Host spec (nil: the object
-	// is made by an operator). Labels go on a Host it creates.
-	Spec   *v1alpha1.HostSpec
-	Labels map[string]string
+	// Spec is what the agent offers as its Host spec (nil: the object is
+	// made by an operator). A Host it creates has no labels (membership
+	// is the administrator's); of an existing Host it updates only the
+	// certificate and capabilities (deploy/rbac.yaml refuses the rest).
+	Spec *v1alpha1.HostSpec
 	// StateDir holds the apply journal, the last good state and the
 	// rendered host documents (tmpfs: /run/sluice).
 	StateDir string
@@ -194,7 +195,7 @@ func (a *Agent) runFile(ctx context.Context) error {
 		} else {
 			out = a.rec.Reconcile(Desired{Doc: doc, File: a.o.File})
 		}
-		a.done(out, time.Since(start), 0)
+		a.done(out, time.Since(start), nil)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -204,13 +205,15 @@ func (a *Agent) runFile(ctx context.Context) error {
 	}
 }
 
-func (a *Agent) done(out Outcome, d time.Duration, peers int) {
+// done records a reconcile: metrics, logs, the truth for the status.
+// peers are the desired state's peers (nil: not known, the file agent).
+func (a *Agent) done(out Outcome, d time.Duration, peers []string) {
 	var ts []SATruth
 	if out.Report != nil {
 		_ = a.rec.InNS(func() error { ts = a.truth.look(out.Report, out.OffloadNotes); return nil })
 	}
-	a.Metrics.observe(out, d, peers)
-	a.Metrics.truth(ts)
+	a.Metrics.observe(out, d, len(peers))
+	a.Metrics.truth(ts, peers)
 	a.mu.Lock()
 	repeat := out.Result == ResultHeld && a.lastOutcome.Result == ResultHeld && a.lastOutcome.Message == out.Message
 	a.mu.Unlock()
@@ -251,7 +254,7 @@ func (a *Agent) runKube(ctx context.Context) error {
 	if d, ov := a.rec.LastGood(); d != "" {
 		a.logf("holding the last good state %s (overlay %s) until the API answers", d, ov)
 		start := time.Now()
-		a.done(a.rec.Reconcile(Desired{Doc: a.rec.last.Doc, File: a.rec.last.File, Overlay: a.rec.last.Overlay, DeletionPolicy: a.rec.last.DeletionPolicy}), time.Since(start), 0)
+		a.done(a.rec.Reconcile(Desired{Doc: a.rec.last.Doc, File: a.rec.last.File, Overlay: a.rec.last.Overlay, DeletionPolicy: a.rec.last.DeletionPolicy}), time.Since(start), nil)
 	}
 	synced := make(chan bool, 1)
 	go func() { synced <- src.start(ctx) }()
@@ -281,7 +284,7 @@ func (a *Agent) runKube(ctx context.Context) error {
 // step renders the desired state from the objects and reconciles.
 func (a *Agent) step(ctx context.Context, full bool) {
 	if !a.registered && a.o.Spec != nil {
-		if err := a.src.register(ctx, a.o.Name, *a.o.Spec, a.o.Labels); err != nil {
+		if err := a.src.register(ctx, a.o.Name, *a.o.Spec, a.logf); err != nil {
 			a.logf("registering Host %s: %v (retried)", a.o.Name, err)
 			a.Metrics.apiUp.Set(0)
 		} else {
@@ -296,6 +299,9 @@ func (a *Agent) step(ctx context.Context, full bool) {
 		if hosts[i].Name == a.o.Name {
 			me = &hosts[i]
 		}
+	}
+	if me != nil {
+		d = a.leaveOutRouteClashes(d, me.Spec.VTEP, func(l fleet.Local) fleet.Desired { return fleet.Render(a.o.Name, overlays, hosts, l) })
 	}
 	key := fmt.Sprintf("%s|%v|%v|%s|%v", d.Digest, d.Refused, d.Overlay != nil, strings.Join(d.Problems, ";"), me != nil)
 	for _, o := range overlays {
@@ -388,7 +394,11 @@ func (a *Agent) step(ctx context.Context, full bool) {
 			out.Message = strings.TrimPrefix(out.Message+"; "+strings.Join(d.Problems, "; "), "; ")
 		}
 	}
-	a.done(out, time.Since(start), len(d.Peers))
+	names := make([]string, len(d.Peers))
+	for i, p := range d.Peers {
+		names[i] = p.Name
+	}
+	a.done(out, time.Since(start), names)
 	if me != nil {
 		st := a.status(me, d, out)
 		if err := a.src.writeStatus(ctx, a.o.Name, st, &a.lastStatus); err != nil {

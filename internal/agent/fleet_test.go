@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -207,7 +208,6 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 				PrivKey: filepath.Join(pkiDir, fh.name+".key"), VICI: fh.charon.URI},
 			Spec: &v1alpha1.HostSpec{VTEP: vtep, Underlay: v1alpha1.Underlay{Address: fmt.Sprintf("192.0.2.%d/24", fh.idx), Interface: "eth0"},
 				Certificate: pub},
-			Labels:   map[string]string{"sluice.dev/overlay": "prod"},
 			StateDir: fh.dir, Interval: 3 * time.Second, Settle: settle,
 			InNS: func(f func() error) error { return kernel.InNetns(h, f) }, Log: &logw{t: t},
 			Reconciled: func(o agent.Outcome) {
@@ -255,6 +255,14 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 		fh.charon = c
 		t.Cleanup(func() { _ = c.Stop() })
 		hosts[name] = fh
+		// The administrator (provisioning) makes the Host: membership
+		// and addresses are not the agent's (deploy/rbac.yaml).
+		ho := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "fleet.sluice.dev/v1alpha1", "kind": "Host",
+			"metadata": map[string]any{"name": name, "namespace": "sluice-system", "labels": map[string]any{"sluice.dev/overlay": "prod"}},
+			"spec":     map[string]any{"vtep": vtep, "underlay": map[string]any{"address": fmt.Sprintf("192.0.2.%d/24", idx), "interface": "eth0"}}}}
+		if _, err := hostsAPI.Create(ctx, ho, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("administrator creating Host %s: %v", name, err)
+		}
 		startAgent(fh, vtep)
 		t.Cleanup(func() {
 			select {
@@ -269,7 +277,7 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 		"metadata": map[string]any{"name": "prod", "namespace": "sluice-system"},
 		"spec": map[string]any{"members": map[string]any{"matchLabels": map[string]any{"sluice.dev/overlay": "prod"}},
 			"segments": []any{map[string]any{"name": "t1", "vni": int64(100)}}, "keying": map[string]any{"mode": "ike"},
-			"offload": "none", "initiationWindowSeconds": int64(2)}}}
+			"vtepPool": "10.99.0.0/24", "offload": "none", "initiationWindowSeconds": int64(2)}}}
 	if _, err := ovs.Create(ctx, ov, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -305,7 +313,7 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 			return nil
 		})
 		// Routes via the peers' underlay addresses, with the VTEP source.
-		if r := sh(t, "ip", "-n", hosts["hv-a"].ns, "route", "show", "10.99.0.3"); !strings.Contains(r, "via 192.0.2.3 dev eth0 src 10.99.0.1") {
+		if r := sh(t, "ip", "-n", hosts["hv-a"].ns, "route", "show", "10.99.0.3"); !strings.Contains(r, "via 192.0.2.3 dev eth0 proto 115 src 10.99.0.1") {
 			t.Errorf("route: %q", r)
 		}
 		// Trap policies: the peer's traffic waits for IKE, never in clear.
@@ -541,6 +549,65 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 		}
 		if err := hostsAPI.Delete(ctx, "hv-far", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
+		}
+	})
+	t.Run("a route sluice did not make leaves only that peer out", func(t *testing.T) {
+		// hv-a already routes 10.99.0.77 elsewhere (the operator's route
+		// to a service address). A member with that VTEP joins: hv-a
+		// leaves that one peer out, says why and keeps its route and its
+		// other pairs; hv-b peers with it.
+		sh(t, "ip", "-n", hosts["hv-a"].ns, "route", "add", "10.99.0.77/32", "via", "192.0.2.200", "dev", "eth0")
+		defer sh(t, "ip", "-n", hosts["hv-a"].ns, "route", "del", "10.99.0.77/32")
+		clash := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "fleet.sluice.dev/v1alpha1", "kind": "Host",
+			"metadata": map[string]any{"name": "hv-clash", "namespace": "sluice-system", "labels": map[string]any{"sluice.dev/overlay": "prod"}},
+			"spec":     map[string]any{"vtep": "10.99.0.77", "underlay": map[string]any{"address": "192.0.2.77/24", "interface": "eth0"}}}}
+		if _, err := hostsAPI.Create(ctx, clash, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := hostsAPI.Delete(ctx, "hv-clash", metav1.DeleteOptions{}); err != nil {
+				t.Error(err)
+			}
+			eventually(t, "hv-b prunes hv-clash", 30*time.Second, func() error {
+				if slices.Contains(peersOf(t, hosts["hv-b"]), "10.99.0.77") {
+					return fmt.Errorf("hv-b still peers with hv-clash")
+				}
+				return nil
+			})
+		}()
+		eventually(t, "hv-a leaves hv-clash out, hv-b peers with it", 30*time.Second, func() error {
+			u, err := hostsAPI.Get(ctx, "hv-a", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			found := false
+			conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+			for _, c := range conds {
+				if m, _ := c.(map[string]any); m["type"] == "PeersComplete" && m["status"] == "False" &&
+					strings.Contains(fmt.Sprint(m["message"]), "host hv-clash left out: this host already has the route 10.99.0.77/32 via 192.0.2.200") {
+					found = true
+				}
+			}
+			if !found {
+				return fmt.Errorf("hv-a conditions %v", conds)
+			}
+			if !slices.Contains(peersOf(t, hosts["hv-b"]), "10.99.0.77") {
+				return fmt.Errorf("hv-b does not peer with hv-clash: %v", peersOf(t, hosts["hv-b"]))
+			}
+			return nil
+		})
+		if r := sh(t, "ip", "-n", hosts["hv-a"].ns, "route", "show", "10.99.0.77"); !strings.Contains(r, "via 192.0.2.200") || strings.Contains(r, "proto 115") {
+			t.Errorf("hv-a's own route changed: %q", r)
+		}
+		if slices.Contains(peersOf(t, hosts["hv-a"]), "10.99.0.77") {
+			t.Error("hv-a peers with hv-clash")
+		}
+		u, err := hostsAPI.Get(ctx, "hv-a", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res, _, _ := unstructured.NestedString(u.Object, "status", "lastApply", "result"); res == agent.ResultFailed || res == agent.ResultRefused {
+			t.Errorf("hv-a: lastApply %s: one peer's route clash stopped the others", res)
 		}
 	})
 	t.Run("a host being deleted is no member", func(t *testing.T) {

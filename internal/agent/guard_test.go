@@ -28,7 +28,7 @@ func guardFleet(t *testing.T) (*Agent, []v1alpha1.Overlay, []v1alpha1.Host, *int
 			Spec: v1alpha1.HostSpec{VTEP: "10.99.0." + strconv.Itoa(i+1), Underlay: v1alpha1.Underlay{Address: "192.0.2." + strconv.Itoa(i+1) + "/24", Interface: "eth0"}}})
 	}
 	ovs := []v1alpha1.Overlay{{ObjectMeta: metav1.ObjectMeta{Name: "prod", Namespace: "sluice-system", Generation: 7},
-		Spec: v1alpha1.OverlaySpec{Members: metav1.LabelSelector{MatchLabels: map[string]string{"sluice.dev/overlay": "prod"}},
+		Spec: v1alpha1.OverlaySpec{Members: metav1.LabelSelector{MatchLabels: map[string]string{"sluice.dev/overlay": "prod"}}, VTEPPool: "10.99.0.0/24",
 			Segments: []v1alpha1.Segment{{Name: "t1", VNI: 100}}, Keying: v1alpha1.OverlayKeying{Mode: "ike"}, Offload: v1alpha1.OffloadNone}}}
 	l := fleet.Local{Name: "hv-a", CA: "/etc/sluice/ca.pem", Cert: "/etc/sluice/host.pem", PrivKey: "/etc/sluice/host.key"}
 	d := fleet.Render("hv-a", ovs, hosts, l)

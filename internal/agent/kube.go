@@ -126,14 +126,17 @@ func (k *kubeSource) hostsClient() dynamic.ResourceInterface {
 	return k.dyn.Resource(v1alpha1.HostsResource).Namespace(k.ns)
 }
 
-// register creates this host's object, or updates its spec when what the
-// agent offers changed (labels set by operators are kept).
-func (k *kubeSource) register(ctx context.Context, name string, spec v1alpha1.HostSpec, labels map[string]string) error {
+// register creates this host's object, without labels (it is a member of
+// nothing until an administrator labels it), or publishes the certificate
+// and capabilities of an existing one. The addresses of an existing Host
+// are the administrator's: an agent offering others says so and keeps
+// the object's (the admission policy would refuse the write anyway).
+func (k *kubeSource) register(ctx context.Context, name string, offer v1alpha1.HostSpec, logf func(string, ...any)) error {
 	c := k.hostsClient()
 	cur, err := c.Get(ctx, name, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
 		h := v1alpha1.Host{TypeMeta: metav1.TypeMeta{APIVersion: v1alpha1.Group + "/" + v1alpha1.Version, Kind: "Host"},
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: k.ns, Labels: labels}, Spec: spec}
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: k.ns}, Spec: offer}
 		m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&h)
 		if err != nil {
 			return err
@@ -148,6 +151,17 @@ func (k *kubeSource) register(ctx context.Context, name string, spec v1alpha1.Ho
 	var have v1alpha1.Host
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(cur.Object, &have); err != nil {
 		return err
+	}
+	if have.Spec.VTEP != offer.VTEP || !reflect.DeepEqual(have.Spec.Underlay, offer.Underlay) {
+		logf("Host %s has vtep %s underlay %+v; this agent was given vtep %s underlay %+v: the Host's addresses are the administrator's, the agent uses the object's (kubectl -n %s edit host %s to change them)",
+			name, have.Spec.VTEP, have.Spec.Underlay, offer.VTEP, offer.Underlay, k.ns, name)
+	}
+	spec := have.Spec
+	if offer.Certificate != "" {
+		spec.Certificate = offer.Certificate
+	}
+	if !reflect.DeepEqual(offer.Capabilities, v1alpha1.Capabilities{}) {
+		spec.Capabilities = offer.Capabilities
 	}
 	if reflect.DeepEqual(have.Spec, spec) {
 		return nil

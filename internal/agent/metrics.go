@@ -3,7 +3,6 @@
 package agent
 
 import (
-	"fmt"
 	"net/http"
 	"time"
 
@@ -20,7 +19,8 @@ type Metrics struct {
 	peers      prometheus.Gauge
 	apiUp      prometheus.Gauge
 	lastApply  prometheus.Gauge
-	saMode     *prometheus.GaugeVec
+	sas        *prometheus.GaugeVec
+	peerSAs    *prometheus.GaugeVec
 	saPackets  *prometheus.GaugeVec
 	saInStep   *prometheus.GaugeVec
 	saFallback *prometheus.GaugeVec
@@ -42,16 +42,21 @@ func NewMetrics() *Metrics {
 		Help: "1 when the last request to the Kubernetes API succeeded (an outage changes nothing on the data path)."})
 	m.lastApply = prometheus.NewGauge(prometheus.GaugeOpts{Name: "sluice_agent_last_apply_timestamp_seconds",
 		Help: "When the host last reached its desired state."})
-	sa := []string{"peer", "dir", "spi"}
-	m.saMode = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_sa_offload_info",
-		Help: "1 per SA with the offload asked and the mode the kernel holds (packet, crypto, none)."}, append(sa, "asked", "mode", "device"))
+	// No SPI in any label: an SPI changes at every rekey, and a series
+	// per SPI would churn (and break alert durations) each time. The
+	// SAs of one peer and direction (two during a rekey) are summed up.
+	sa := []string{"peer", "dir"}
+	m.sas = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_sas",
+		Help: "SAs of a peer and direction by the offload asked and the mode the kernel holds (packet, crypto, none)."}, append(sa, "asked", "mode", "device"))
+	m.peerSAs = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_peer_sas",
+		Help: "SAs the kernel holds for each desired peer and direction (in, out); 0: missing."}, sa)
 	m.saPackets = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_sa_packets",
-		Help: "Packets the SA counted (its lifetime counter)."}, sa)
+		Help: "Packets counted by the current SAs of a peer and direction (drops when a rekeyed SA is deleted)."}, sa)
 	m.saInStep = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_sa_hardware_in_step",
-		Help: "1 when the device's IPsec counters moved with the SA's traffic, 0 when they did not (absent: cannot tell)."}, sa)
+		Help: "1 when the device's IPsec counters moved with the traffic of every SA of a peer and direction that could be told, 0 when one did not (absent: cannot tell)."}, sa)
 	m.saFallback = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_sa_offload_fallback",
-		Help: "1 when the SA holds less offload than asked, or the hardware does not count its traffic: the alarm."}, sa)
-	for _, c := range []prometheus.Collector{m.reconciles, m.duration, m.drift, m.peers, m.apiUp, m.lastApply, m.saMode, m.saPackets, m.saInStep, m.saFallback} {
+		Help: "1 when an SA of a peer and direction holds less offload than asked, or the hardware does not count its traffic: the alarm."}, sa)
+	for _, c := range []prometheus.Collector{m.reconciles, m.duration, m.drift, m.peers, m.apiUp, m.lastApply, m.sas, m.peerSAs, m.saPackets, m.saInStep, m.saFallback} {
 		f(c)
 	}
 	return m
@@ -69,19 +74,38 @@ func (m *Metrics) observe(o Outcome, d time.Duration, peers int) {
 	}
 }
 
-func (m *Metrics) truth(ts []SATruth) {
-	m.saMode.Reset()
-	m.saPackets.Reset()
-	m.saInStep.Reset()
-	m.saFallback.Reset()
-	for _, t := range ts {
-		spi := fmt.Sprintf("0x%08x", t.SPI)
-		m.saMode.WithLabelValues(t.Peer, t.Dir, spi, t.Asked, t.Got, t.Dev).Set(1)
-		m.saPackets.WithLabelValues(t.Peer, t.Dir, spi).Set(float64(t.Packets))
-		if t.InStep != nil {
-			m.saInStep.WithLabelValues(t.Peer, t.Dir, spi).Set(b2f(*t.InStep))
+// truth sets the SA metrics from one look, per peer and direction:
+// counts and packets are summed, the in-step verdict is the worst known,
+// the fallback alarm is raised by any SA. peers are the desired peers,
+// each given its SA count even when it is 0 (the "SA missing" alert).
+func (m *Metrics) truth(ts []SATruth, peers []string) {
+	for _, v := range []*prometheus.GaugeVec{m.sas, m.peerSAs, m.saPackets, m.saInStep, m.saFallback} {
+		v.Reset()
+	}
+	for _, p := range peers {
+		for _, dir := range []string{"in", "out"} {
+			m.peerSAs.WithLabelValues(p, dir).Set(0)
 		}
-		m.saFallback.WithLabelValues(t.Peer, t.Dir, spi).Set(b2f(t.Fallback))
+	}
+	inStep := map[[2]string]bool{}
+	for _, t := range ts {
+		k := [2]string{t.Peer, t.Dir}
+		m.sas.WithLabelValues(t.Peer, t.Dir, t.Asked, t.Got, t.Dev).Inc()
+		m.peerSAs.WithLabelValues(t.Peer, t.Dir).Inc()
+		m.saPackets.WithLabelValues(t.Peer, t.Dir).Add(float64(t.Packets))
+		if t.InStep != nil {
+			prev, seen := inStep[k]
+			inStep[k] = *t.InStep && (!seen || prev)
+		}
+		f := m.saFallback.WithLabelValues(t.Peer, t.Dir)
+		if t.Fallback {
+			f.Set(1)
+		} else {
+			f.Add(0) // present, 0, unless another SA raised it
+		}
+	}
+	for k, v := range inStep {
+		m.saInStep.WithLabelValues(k[0], k[1]).Set(b2f(v))
 	}
 }
 

@@ -86,7 +86,7 @@ func scale(t *testing.T, n int) {
 	ov := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "fleet.sluice.dev/v1alpha1", "kind": "Overlay",
 		"metadata": map[string]any{"name": "prod", "namespace": "sluice-system"},
 		"spec": map[string]any{"members": map[string]any{"matchLabels": map[string]any{"sluice.dev/overlay": "prod"}},
-			"segments": []any{map[string]any{"name": "t1", "vni": int64(100)}}, "keying": map[string]any{"mode": "ike"}}}}
+			"segments": []any{map[string]any{"name": "t1", "vni": int64(100)}}, "keying": map[string]any{"mode": "ike"}, "vtepPool": "10.0.0.0/8"}}}
 	if _, err := admin.Resource(v1alpha1.OverlaysResource).Namespace("sluice-system").Create(ctx, ov, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,9 @@ import (
 // FastpathResult is one measurement of `sluice bench fastpath`.
 type FastpathResult struct {
 	// Program is "sluice", or "peer" for the program --peer names
-	// (fastSwan's; its Reason is empty: it has no reasons).
+	// (fastSwan's; its Reason is empty: it has no reasons); with Stages,
+	// a stage probe's program (stage_entry ... stage_cached, see
+	// StageStep) or "xdp_fastpath", the live program measured beside them.
 	Program  string `json:"program"`
 	Tunnels  int    `json:"tunnels"`  // each: one OUT, one IN and one FWD policy, like strongSwan
 	Policies int    `json:"policies"` // total XFRM policies mirrored
@@ -143,6 +145,16 @@ func Fastpath(tunnels []int, repeat int, o FastpathOptions) ([]FastpathResult, e
 				}
 				results = append(results, FastpathResult{Program: "sluice", Tunnels: n, Policies: len(snap.Policies), Case: c.name,
 					NsPerPacket: per, Runs: runs, Action: d.ActionName, Reason: live.String(), Explained: d.ReasonName})
+				if stagesWanted(o, c.name) {
+					st, err := measureStages(dp, frame, repeat)
+					if err != nil {
+						return fmt.Errorf("%d tunnels: %w", n, err)
+					}
+					for i := range st {
+						st[i].Tunnels, st[i].Policies = n, len(snap.Policies)
+					}
+					results = append(results, st...)
+				}
 			}
 			if err := dp.SetFlowCacheOff(false); err != nil {
 				return err
@@ -188,6 +200,10 @@ type FastpathOptions struct {
 	// Peer: an XDP object built from fastSwan's xfrm_offload.c, measured
 	// after sluice at each tunnel count on the same policies and frames.
 	Peer string
+	// Stages: after outbound-match, the cached forward in prefixes (the
+	// stage probe, bpf/stage_probe.c) beside the live program, interleaved:
+	// what each step of a cache hit costs.
+	Stages bool
 }
 
 // measurePeer loads the peer with the tunnels' policies and measures it on

@@ -45,3 +45,26 @@ func TestFastpathBenchmarkMeasuresTheNamedPath(t *testing.T) {
 		t.Fatalf("600 forwards of one TTL-255 buffer: %v; want the TTL-expired runs reported", err)
 	}
 }
+
+// --stages measures the cached forward in prefixes over the live program's
+// maps: every stage program takes the cache-hit path up to its step (a
+// stage that left it would be an error, not a number), in order, with the
+// live program beside them.
+func TestFastpathStages(t *testing.T) {
+	testutil.RequireRoot(t, "loads BPF and creates a namespace")
+	res, err := Fastpath([]int{4}, 500, FastpathOptions{Cases: []string{"outbound-match"}, Stages: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range res[1:] {
+		got = append(got, r.Program)
+		if r.NsPerPacket <= 0 || r.Tunnels != 4 || r.Runs != 500 {
+			t.Errorf("%s: %.1f ns over %d runs at %d tunnels", r.Program, r.NsPerPacket, r.Runs, r.Tunnels)
+		}
+	}
+	want := "stage_entry stage_config stage_parse stage_lookup stage_checks stage_rewrite stage_redirect stage_cached xdp_fastpath"
+	if strings.Join(got, " ") != want || res[0].Program != "sluice" {
+		t.Fatalf("rows %s after %s; want %s after sluice", strings.Join(got, " "), res[0].Program, want)
+	}
+}

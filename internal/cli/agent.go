@@ -7,7 +7,6 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -36,9 +35,12 @@ refused; as the Host object's status and as Prometheus metrics (--metrics).
 With the Kubernetes API (--kubeconfig off-cluster, in-cluster in a pod) the
 desired state is rendered from the Overlay that selects this host's Host
 object and from the other members' Host objects: every agent computes its
-own peers, there is no leader. The agent registers its Host object from
---vtep, --underlay, --underlay-if and --cert (the certificate only: the
-private key never leaves the host). An API outage changes nothing on the
+own peers, there is no leader. Membership (the Host's labels) and
+addresses (spec.vtep, spec.underlay) are the administrator's: the agent
+writes its Host's status and publishes its certificate. Given --vtep and
+--underlay, an agent whose Host does not exist yet creates it without
+labels (a member of nothing until an administrator labels it); it never
+changes the addresses of an existing Host. An API outage changes nothing on the
 data path. A deleted Overlay, namespace or CRD changes nothing either
 unless the Overlay said deletionPolicy: Teardown; a host whose labels no
 longer match its still-existing Overlay tears down.
@@ -52,7 +54,8 @@ sluice-agent.service. docs/fleet.md has the walk-through and the metrics.`,
   sluice agent --kubeconfig /etc/sluice/kubeconfig --name hv-a \
     --vtep 10.99.0.1 --underlay 192.0.2.1/24 --underlay-if bond0 \
     --ca /etc/sluice/ca.pem --cert /etc/sluice/hv-a.pem --private-key /etc/sluice/hv-a.key \
-    --label sluice.dev/overlay=prod --metrics 127.0.0.1:9478
+    --metrics 127.0.0.1:9478
+  # then, as the administrator: kubectl -n sluice-system label host hv-a sluice.dev/overlay=prod
 
   # without Kubernetes: keep one host.yaml applied, export metrics
   sluice agent -f /etc/sluice/host.yaml --metrics 127.0.0.1:9478`,
@@ -68,7 +71,6 @@ sluice-agent.service. docs/fleet.md has the walk-through and the metrics.`,
 	fl.StringVar(&f.underlay, "underlay", "", "underlay address/prefix to register (192.0.2.1/24)")
 	fl.StringVar(&f.underlayIf, "underlay-if", "", "uplink interface (VTEP MTU computed from it; offload device)")
 	fl.StringVar(&f.gateway, "gateway", "", "next hop to VTEPs outside the underlay subnet")
-	fl.StringSliceVar(&f.labels, "label", nil, "label KEY=VALUE for a Host object the agent creates (repeatable)")
 	fl.StringVar(&f.ca, "ca", "/etc/sluice/ca.pem", "CA certificate that signed every host's certificate")
 	fl.StringVar(&f.cert, "cert", "", "this host's certificate (PEM; published in its Host object)")
 	fl.StringVar(&f.key, "private-key", "", "this host's private key (PEM, mode 0600; never leaves the host)")
@@ -83,7 +85,6 @@ sluice-agent.service. docs/fleet.md has the walk-through and the metrics.`,
 type agentFlags struct {
 	file, kubeconfig, namespace, name      string
 	vtep, underlay, underlayIf, gateway    string
-	labels                                 []string
 	ca, cert, key, vici, stateDir, metrics string
 	interval, settle                       time.Duration
 }
@@ -115,14 +116,6 @@ func runAgent(cmd *cobra.Command, f agentFlags) error {
 				return err
 			}
 			o.Spec = spec
-		}
-		o.Labels = map[string]string{}
-		for _, kv := range f.labels {
-			k, v, ok := strings.Cut(kv, "=")
-			if !ok || k == "" {
-				return usageErrorf("--label %q: write KEY=VALUE", kv)
-			}
-			o.Labels[k] = v
 		}
 	}
 	a, err := agent.New(o)

@@ -152,16 +152,7 @@ func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Progra
 	if err := es.Variables["explain_mode"].Set(uint32(1)); err != nil {
 		return nil, nil, fmt.Errorf("fastpath: setting explain_mode: %w", err)
 	}
-	repl := map[string]*ebpf.Map{
-		"config": objs.Config, "tuples": objs.Tuples, "policy_tables": objs.PolicyTables, "policy_tables4": objs.PolicyTables4,
-		"ifaces": objs.Ifaces, "vlans": objs.Vlans, "own_addrs": objs.OwnAddrs, "tx_ports": objs.TxPorts,
-		"reason_counts": objs.ReasonCounts, "policy_counts": objs.PolicyCounts, "policy_slots": objs.PolicySlots,
-		"flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "flow_emc": objs.FlowEmc,
-		"cache_gate": objs.CacheGate, "lease": objs.Lease, "fwd_dsts": objs.FwdDsts,
-		"iface_slots": objs.IfaceSlots, "fib_cache": objs.FibCache, "own_nets": objs.OwnNets,
-		"didx_blocks": objs.DidxBlocks, "didx_slots": objs.DidxSlots, "didx_rules4": objs.DidxRules4,
-		"sa_refs": objs.SaRefs,
-	}
+	repl := objs.shared()
 	for name, m := range es.Maps {
 		if repl[name] == nil {
 			m.Pinning = ebpf.PinNone // the twin's own maps (scratch, explain_out) are never pinned
@@ -177,6 +168,28 @@ func loadExplain(spec *ebpf.CollectionSpec, objs *fastpathObjects) (*ebpf.Progra
 	coll.Close()
 	return prog, out, nil
 }
+
+// shared are the maps the live program, its explain twin and the stage probe
+// (SharedMaps) read and write: everything but a twin's own scratch, output and
+// use stamps.
+func (objs *fastpathObjects) shared() map[string]*ebpf.Map {
+	return map[string]*ebpf.Map{
+		"config": objs.Config, "tuples": objs.Tuples, "policy_tables": objs.PolicyTables, "policy_tables4": objs.PolicyTables4,
+		"ifaces": objs.Ifaces, "vlans": objs.Vlans, "own_addrs": objs.OwnAddrs, "tx_ports": objs.TxPorts,
+		"reason_counts": objs.ReasonCounts, "policy_counts": objs.PolicyCounts, "policy_slots": objs.PolicySlots,
+		"flow_cache": objs.FlowCache, "flow_cache4": objs.FlowCache4, "flow_emc": objs.FlowEmc,
+		"cache_gate": objs.CacheGate, "lease": objs.Lease, "fwd_dsts": objs.FwdDsts,
+		"iface_slots": objs.IfaceSlots, "fib_cache": objs.FibCache, "own_nets": objs.OwnNets,
+		"didx_blocks": objs.DidxBlocks, "didx_slots": objs.DidxSlots, "didx_rules4": objs.DidxRules4,
+		"sa_refs": objs.SaRefs,
+	}
+}
+
+// SharedMaps are the live program's maps by their C names, for a program
+// built from the same stages that must see the same state (the bench's
+// stage probe, bpf/stage_probe.c). The maps stay the Datapath's: do not
+// close them.
+func (dp *Datapath) SharedMaps() map[string]*ebpf.Map { return dp.objs.shared() }
 
 // Program is the XDP program to attach.
 func (dp *Datapath) Program() *ebpf.Program { return dp.objs.XdpFastpath }

@@ -35,6 +35,7 @@ func validOverlay() map[string]any {
 		"members":  map[string]any{"matchLabels": map[string]any{"sluice.dev/overlay": "prod"}},
 		"segments": []any{map[string]any{"name": "tenant", "vni": int64(100)}},
 		"keying":   map[string]any{"mode": "ike"},
+		"vtepPool": "10.99.0.0/24",
 	}
 }
 

@@ -26,6 +26,10 @@ type Local struct {
 	Name              string
 	CA, Cert, PrivKey string
 	VICI              string
+	// LeaveOut are members this host must leave out, by name, with the
+	// reason: what the agent found on the host itself (a route to the
+	// member's VTEP that sluice did not make). Only those pairs go.
+	LeaveOut map[string]string
 }
 
 // Peer is one remote member this host tunnels to.
@@ -117,6 +121,14 @@ func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l L
 		return d
 	}
 	o := d.Overlay
+	pool, err := netip.ParsePrefix(o.Spec.VTEPPool)
+	if err != nil {
+		// The CRD requires a pool; without one no VTEP can be trusted,
+		// so this host keeps what it has.
+		d.Problems = append(d.Problems, fmt.Sprintf("overlay %s: spec.vtepPool %q is not a network (write 10.99.0.0/24): every member's VTEP must lie in the overlay's pool; nothing applied", o.Name, o.Spec.VTEPPool))
+		d.Refused, d.Overlay = true, nil
+		return d
+	}
 	sel, _ := metav1.LabelSelectorAsSelector(&o.Spec.Members)
 	var members []*v1alpha1.Host
 	for i := range hosts {
@@ -143,6 +155,8 @@ func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l L
 			why = fmt.Sprintf("spec.vtep %q: %v", h.Spec.VTEP, err)
 		case perr != nil:
 			why = fmt.Sprintf("spec.underlay.address %q: %v", h.Spec.Underlay.Address, perr)
+		case !pool.Masked().Contains(vtep):
+			why = fmt.Sprintf("spec.vtep %s is outside the overlay's vtepPool %s; the administrator gives each Host an address from the pool", vtep, pool.Masked())
 		case claimed[vtep] != "":
 			why = fmt.Sprintf("spec.vtep %s is already claimed by host %s (registered first); give this host its own VTEP address", vtep, claimed[vtep])
 		case claimed[pfx.Addr()] != "":
@@ -182,7 +196,11 @@ func Render(self string, overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, l L
 		// A peer this host cannot route to would fail the whole apply
 		// (and roll it back) on this host: it is left out alone, and
 		// the rest of the mesh applies.
-		if why := unreachable(m.vtep, m.addr, mine.vtep, mine.prefix, gw); why != "" {
+		why := unreachable(m.vtep, m.addr, mine.vtep, mine.prefix, gw)
+		if why == "" {
+			why = l.LeaveOut[m.h.Name]
+		}
+		if why != "" {
 			msg := "host " + m.h.Name + " left out: " + why
 			d.Problems = append(d.Problems, msg)
 			d.LeftOut = append(d.LeftOut, msg)

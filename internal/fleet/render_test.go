@@ -26,7 +26,7 @@ func host(name, vtep, under string, age int, lbl map[string]string) v1alpha1.Hos
 func overlay(name string, age int, vnis ...uint32) v1alpha1.Overlay {
 	o := v1alpha1.Overlay{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "sluice-system", CreationTimestamp: metav1.NewTime(t0.Add(time.Duration(age) * time.Second))},
 		Spec: v1alpha1.OverlaySpec{Members: metav1.LabelSelector{MatchLabels: map[string]string{"sluice.dev/overlay": "prod"}},
-			Keying: v1alpha1.OverlayKeying{Mode: "ike"}, Offload: v1alpha1.OffloadPreferPacket, InitiationWindowSeconds: 30}}
+			VTEPPool: "10.99.0.0/24", Keying: v1alpha1.OverlayKeying{Mode: "ike"}, Offload: v1alpha1.OffloadPreferPacket, InitiationWindowSeconds: 30}}
 	for i, v := range vnis {
 		o.Spec.Segments = append(o.Spec.Segments, v1alpha1.Segment{Name: "seg" + string(rune('a'+i)), VNI: v})
 	}
@@ -186,5 +186,46 @@ func TestRenderUnreachablePeerLeftOut(t *testing.T) {
 	hosts[0].Spec.Underlay.Gateway = "192.0.2.254"
 	if d := Render("a", ovs, hosts, local); len(d.Peers) != 2 || len(d.LeftOut) != 0 {
 		t.Fatalf("a with a gateway: peers %+v, left out %q", d.Peers, d.LeftOut)
+	}
+}
+
+// The overlay's VTEP pool is the administrator's: a member whose VTEP lies
+// outside it (a storage VIP, a DNS server) is left out by every agent, so
+// no member routes that address to it, and its own agent applies nothing.
+func TestRenderVTEPOutsidePoolLeftOut(t *testing.T) {
+	hosts := []v1alpha1.Host{host("a", "10.99.0.1", "192.0.2.1/24", 0, nil), host("b", "10.99.0.2", "192.0.2.2/24", 1, nil),
+		host("vip", "10.20.30.40", "192.0.2.66/24", 2, nil)}
+	ovs := []v1alpha1.Overlay{overlay("prod", 0, 100)}
+	d := Render("a", ovs, hosts, local)
+	if d.Refused || len(d.Peers) != 1 || d.Peers[0].Name != "b" || strings.Contains(string(d.Doc), "10.20.30.40") {
+		t.Fatalf("a peers with a VTEP outside the pool: %+v\n%s", d.Peers, d.Doc)
+	}
+	if !strings.Contains(strings.Join(d.Problems, "\n"), "host vip left out: spec.vtep 10.20.30.40 is outside the overlay's vtepPool 10.99.0.0/24") {
+		t.Fatalf("a: problems %q", d.Problems)
+	}
+	if d := Render("vip", ovs, hosts, local); !d.Refused || d.Doc != nil {
+		t.Fatalf("vip applies a VTEP outside the pool: %+v", d)
+	}
+	// An overlay without a pool (the CRD requires one) renders nothing.
+	ovs[0].Spec.VTEPPool = ""
+	if d := Render("a", ovs, hosts, local); !d.Refused || d.Doc != nil {
+		t.Fatalf("an overlay without a pool was rendered: %+v", d)
+	}
+}
+
+// A member the agent found it must leave out (Local.LeaveOut: a route on
+// this host to its VTEP that sluice did not make) goes alone, with the
+// reason; the other pairs are rendered.
+func TestRenderLeaveOut(t *testing.T) {
+	hosts := []v1alpha1.Host{host("a", "10.99.0.1", "192.0.2.1/24", 0, nil), host("b", "10.99.0.2", "192.0.2.2/24", 1, nil),
+		host("c", "10.99.0.3", "192.0.2.3/24", 2, nil)}
+	l := local
+	l.LeaveOut = map[string]string{"c": "a route it did not make"}
+	d := Render("a", []v1alpha1.Overlay{overlay("prod", 0, 100)}, hosts, l)
+	if d.Refused || len(d.Peers) != 1 || d.Peers[0].Name != "b" || strings.Contains(string(d.Doc), "10.99.0.3") {
+		t.Fatalf("peers %+v:\n%s", d.Peers, d.Doc)
+	}
+	if len(d.LeftOut) != 1 || d.LeftOut[0] != "host c left out: a route it did not make" {
+		t.Fatalf("left out %q", d.LeftOut)
 	}
 }

@@ -62,6 +62,39 @@ func RouteReplace(dst netip.Prefix, via, src netip.Addr) error {
 	return nil
 }
 
+// RouteProtoSluice is the routing protocol number (rtm_protocol) of the
+// routes sluice creates: `ip route show proto 115` lists them, and the
+// overlay engine replaces a route only when it carries it. 115 is no
+// protocol iproute2 names (rt_protos: 0-18, 42, 99, 186-192).
+const RouteProtoSluice = 115
+
+// RouteAddSluice creates dst via gw with a preferred source, marked as
+// sluice's (`ip route add DST via GW src SRC proto 115`). It fails when a
+// route to dst exists: whatever made it keeps it.
+func RouteAddSluice(dst netip.Prefix, via, src netip.Addr) error {
+	if err := netlink.RouteAdd(sluiceRoute(dst, via, src)); err != nil {
+		return fmt.Errorf("ip route add %s via %s proto %d: %w", dst, via, RouteProtoSluice, err)
+	}
+	return nil
+}
+
+// RouteReplaceSluice changes a route sluice created (`ip route replace
+// ... proto 115`); the caller has checked that it is sluice's.
+func RouteReplaceSluice(dst netip.Prefix, via, src netip.Addr) error {
+	if err := netlink.RouteReplace(sluiceRoute(dst, via, src)); err != nil {
+		return fmt.Errorf("ip route replace %s via %s proto %d: %w", dst, via, RouteProtoSluice, err)
+	}
+	return nil
+}
+
+func sluiceRoute(dst netip.Prefix, via, src netip.Addr) *netlink.Route {
+	r := &netlink.Route{Dst: prefixNet(dst), Gw: net.IP(via.AsSlice()), Table: unix.RT_TABLE_MAIN, Protocol: RouteProtoSluice}
+	if src.IsValid() {
+		r.Src = net.IP(src.AsSlice())
+	}
+	return r
+}
+
 // RouteDelete removes the main-table route to dst (`ip route del DST`).
 func RouteDelete(dst netip.Prefix) error {
 	if err := netlink.RouteDel(&netlink.Route{Dst: prefixNet(dst), Table: unix.RT_TABLE_MAIN}); err != nil {

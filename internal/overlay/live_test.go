@@ -110,7 +110,7 @@ func TestApplyTeardownOnHostKernel(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "00:00:00:00:00:00 dst 192.168.80.2") || !strings.Contains(string(out), "00:00:00:00:00:00 dst 192.168.80.3") {
 		t.Errorf("fdb: %v\n%s", err, out)
 	}
-	if r := ipNS(t, ns, "route", "show", "192.168.80.3"); !strings.Contains(r, "via 192.168.70.3 dev up0 src 192.168.80.1") {
+	if r := ipNS(t, ns, "route", "show", "192.168.80.3"); !strings.Contains(r, "via 192.168.70.3 dev up0 proto 115 src 192.168.80.1") {
 		t.Errorf("route: %s", r)
 	}
 	// Idempotent: the host now matches.
@@ -190,7 +190,7 @@ func TestApplyStopsAtFirstFailure(t *testing.T) {
 	before := state(t, ns)
 	applyErr := applyIn(t, h, host, dir)
 	var se *StepError
-	if applyErr == nil || !strings.Contains(applyErr.Error(), "create route 192.168.80.2/32") || !strings.Contains(applyErr.Error(), "ip route replace 192.168.80.2/32 via 10.99.0.1") {
+	if applyErr == nil || !strings.Contains(applyErr.Error(), "create route 192.168.80.2/32") || !strings.Contains(applyErr.Error(), "ip route add 192.168.80.2/32 via 10.99.0.1") {
 		t.Fatalf("apply error: %v", applyErr)
 	}
 	if !asStepError(applyErr, &se) || se.Done == 0 {

@@ -404,7 +404,10 @@ func (p *planner) vtep(i int, v *config.VTEP) {
 	// The local address on lo, as a host route.
 	p.addresses("vteps", "lo", []netip.Prefix{hostPrefix(v.Local)})
 	// Routes to the remote VTEPs, with the VTEP address as source so the
-	// packets match the SA selectors.
+	// packets match the SA selectors. sluice adds them (proto 115) and
+	// replaces only its own: a remote whose address this host already
+	// routes some other way (a storage VIP, a DNS server) is refused,
+	// never taken over (remoteRoute).
 	for _, r := range v.Remotes {
 		if !r.Via.IsValid() {
 			continue
@@ -414,15 +417,29 @@ func (p *planner) vtep(i int, v *config.VTEP) {
 		if cur != nil && cur.Via == via && cur.Src == src {
 			continue
 		}
+		if cur != nil && !SluiceMadeRoute(cur, src) {
+			dev := p.live.nameOf(cur.Dev)
+			if dev == "" {
+				dev = "-"
+			}
+			p.fail("%s: remote %s: this host already has the route %s via %s dev %s (proto %d), which sluice did not create; sluice adds a route to a remote VTEP and never replaces one it did not make. "+
+				"Remove that route if it is stale (ip route del %s), or give the remote a VTEP this host does not route elsewhere",
+				path, r.Address, dst, orNone(cur.Via), dev, cur.Proto, dst)
+			continue
+		}
 		why := "missing"
 		var old *entry
+		cmd := fmt.Sprintf("ip route add %s via %s src %s proto %d", dst, via, src, kernel.RouteProtoSluice)
+		set := kernel.RouteAddSluice
 		if cur != nil {
 			why = fmt.Sprintf("via %s src %s, want via %s src %s", orNone(cur.Via), orNone(cur.Src), via, src)
 			old = &entry{Kind: kindRoute, Prefix: dst.String(), Via: addrStr(cur.Via), Src: addrStr(cur.Src), Link: p.live.nameOf(cur.Dev)}
+			cmd = fmt.Sprintf("ip route replace %s via %s src %s proto %d", dst, via, src, kernel.RouteProtoSluice)
+			set = kernel.RouteReplaceSluice
 		}
 		p.add(Step{Section: "vteps", Action: map[bool]string{true: "create", false: "replace"}[cur == nil], Object: "route " + dst.String(), Why: why,
-			Commands: []string{fmt.Sprintf("ip route replace %s via %s src %s", dst, via, src)}, run: func(r *runner) error {
-				if err := kernel.RouteReplace(dst, via, src); err != nil {
+			Commands: []string{cmd}, run: func(r *runner) error {
+				if err := set(dst, via, src); err != nil {
 					return err
 				}
 				e := entry{Kind: kindRoute, Prefix: dst.String(), Via: via.String(), Src: src.String()}
@@ -444,6 +461,15 @@ func (p *planner) vtep(i int, v *config.VTEP) {
 	} else if !k.Up {
 		p.setUpNoJournal("vteps", v.Name, "down")
 	}
+}
+
+// SluiceMadeRoute says whether a route to a remote VTEP is sluice's: it
+// carries sluice's protocol number, or (made by a sluice from before the
+// number) its preferred source is this VTEP's own address, which nothing
+// but the overlay uses as a source. The fleet agent leaves out a peer
+// whose VTEP has a route that is not (internal/agent/routeclash.go).
+func SluiceMadeRoute(r *kernel.Route, vtep netip.Addr) bool {
+	return r.Proto == kernel.RouteProtoSluice || (r.Src.IsValid() && r.Src == vtep)
 }
 
 func covers0(h *config.Host, local, remote netip.Addr) bool {

@@ -103,7 +103,7 @@ func TestPlanGuestsSeed000(t *testing.T) {
 	}
 	// The bridge comes only after the policies: no guest frame leaves
 	// before encryption exists.
-	if stepIndex(p, "ovs-vsctl add-br") < stepIndex(p, "ip route replace 192.168.80.3/32") {
+	if stepIndex(p, "ovs-vsctl add-br") < stepIndex(p, "ip route add 192.168.80.3/32") {
 		t.Error("guest bridge planned before the VTEP route")
 	}
 	notes := strings.Join(p.Notes, "\n")

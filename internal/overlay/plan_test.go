@@ -165,7 +165,7 @@ func TestPlanFromScratch(t *testing.T) {
 		"ip xfrm policy add src 192.168.80.2/32 dst 192.168.80.3/32 dir out tmpl proto esp reqid 4097 mode transport",
 		"ip xfrm policy add src 192.168.80.3/32 dst 192.168.80.2/32 dir in tmpl proto esp reqid 4098 mode transport",
 		"ip addr add 192.168.80.2/32 dev lo",
-		"ip route replace 192.168.80.3/32 via 192.168.70.3 src 192.168.80.2",
+		"ip route add 192.168.80.3/32 via 192.168.70.3 src 192.168.80.2 proto 115",
 		"ip link add vxlan1 type vxlan id 1024 local 192.168.80.2 remote 192.168.80.3 dstport 4789 mtu 3986",
 		"ip link set vxlan1 up",
 	} {
@@ -176,7 +176,7 @@ func TestPlanFromScratch(t *testing.T) {
 	// Encryption before connectivity: both SAs, then both policies, and
 	// only then the VTEP's address, route and device.
 	order := []string{"ip link add bond0", "state add src 192.168.80.2", "state add src 192.168.80.3", "policy add src 192.168.80.2/32",
-		"policy add src 192.168.80.3/32", "dev lo", "ip route replace", "type vxlan", "ip link set vxlan1 up"}
+		"policy add src 192.168.80.3/32", "dev lo", "ip route add", "type vxlan", "ip link set vxlan1 up"}
 	for i := 1; i < len(order); i++ {
 		if a, b := stepIndex(p, order[i-1]), stepIndex(p, order[i]); a < 0 || b < 0 || a >= b {
 			t.Errorf("%q (step %d) must come before %q (step %d)", order[i-1], a, order[i], b)

@@ -174,7 +174,7 @@ func TestOverlayBondVXLANESP(t *testing.T) {
 		mustContain(t, out, "ip link add bond0 type bond mode active-backup miimon 100 mtu 1600",
 			"ip xfrm state add src 192.168.80.1 dst 192.168.80.2 proto esp spi 0x1001 reqid 4097 mode transport replay-window 128 flag esn aead 'rfc4106(gcm(aes))' <redacted> 128",
 			"ip xfrm policy add src 192.168.80.1/32 dst 192.168.80.2/32 dir out tmpl proto esp reqid 4097 mode transport",
-			"ip route replace 192.168.80.2/32 via 192.168.70.2 src 192.168.80.1",
+			"ip route add 192.168.80.2/32 via 192.168.70.2 src 192.168.80.1 proto 115",
 			// 1600 - 84 (VXLAN over ESP transport, GCM) = 1516
 			"ip link add vx0 type vxlan id 1024 local 192.168.80.1 remote 192.168.80.2 dstport 4789 mtu 1516")
 		for _, k := range []string{ovKeyAB[:12], ovKeyBA[:12]} {

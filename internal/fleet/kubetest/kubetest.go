@@ -166,6 +166,13 @@ func Start(dir string, users ...User) (*Server, error) {
 	if err := os.WriteFile(saKey, keyPEM, 0o600); err != nil {
 		return nil, err
 	}
+	// Pod Security at baseline by default, as a hardened cluster has it:
+	// the agent's privileged pods are admitted only in a namespace
+	// labelled privileged (deploy/rbac.yaml).
+	admission := filepath.Join(dir, "admission.yaml")
+	if err := os.WriteFile(admission, []byte(podSecurityBaseline), 0o600); err != nil {
+		return nil, err
+	}
 	ep, err := freePort()
 	if err != nil {
 		return nil, err
@@ -201,6 +208,7 @@ func Start(dir string, users ...User) (*Server, error) {
 		"--profiling=false",
 		// As on every real cluster: the DaemonSet is privileged.
 		"--allow-privileged=true",
+		"--admission-control-config-file=" + admission,
 	}
 	if err := s.startAPI(); err != nil {
 		s.Stop()
@@ -208,6 +216,19 @@ func Start(dir string, users ...User) (*Server, error) {
 	}
 	return s, nil
 }
+
+// podSecurityBaseline makes baseline the Pod Security level of every
+// namespace without a pod-security.kubernetes.io/enforce label.
+const podSecurityBaseline = `apiVersion: apiserver.config.k8s.io/v1
+kind: AdmissionConfiguration
+plugins:
+  - name: PodSecurity
+    configuration:
+      apiVersion: pod-security.admission.config.k8s.io/v1
+      kind: PodSecurityConfiguration
+      defaults: {enforce: baseline, enforce-version: latest}
+      exemptions: {}
+`
 
 func (s *Server) startEtcd(peerPort int) error {
 	var err error

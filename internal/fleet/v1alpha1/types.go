@@ -59,6 +59,10 @@ type OverlaySpec struct {
 	// Members selects the Host objects (by their labels) that peer with
 	// each other.
 	Members metav1.LabelSelector `json:"members"`
+	// VTEPPool is the network every member's VTEP must lie in (a CIDR).
+	// The administrator owns it; a Host outside it is refused by the
+	// admission policy and left out by every agent.
+	VTEPPool string `json:"vtepPool"`
 	// Segments are the overlay networks; each is one VTEP device per host.
 	Segments []Segment `json:"segments"`
 	// Encapsulation is vxlan or geneve.
@@ -104,8 +108,10 @@ type MTUPolicy struct {
 	Value  int    `json:"value,omitempty"`
 }
 
-// Host is one host's object: what it offers (spec, written by its agent
-// or an operator) and what it holds (status, written by its agent only).
+// Host is one host's object: its addresses (spec, the administrator's;
+// its agent adds only its certificate and capabilities) and what it holds
+// (status, written by its agent only). Its labels, the administrator's,
+// decide its overlay.
 type Host struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
