@@ -164,9 +164,12 @@ func TestSwanPacketOffloadOnModel(t *testing.T) {
 		}
 		// The IN and OUT policies are offloaded; FWD never (mlx5 refuses
 		// them, strongSwan does not ask).
+		// charon 6 also offloads its IKE port bypass policies (UDP 500
+		// and 4500, in and out, both families: 8, without a template).
 		pol := run(t, "ip", "-n", gw0, "xfrm", "policy")
-		if c := strings.Count(pol, "crypto offload parameters: dev p0 mode packet"); c != 2*n {
-			t.Fatalf("gw0 has %d packet-offloaded policies, want %d (IN and OUT per tunnel):\n%s", c, 2*n, pol)
+		tunnel, bypass := offloadedPolicies(pol, "p0")
+		if tunnel != 2*n || bypass != 8 {
+			t.Fatalf("gw0 has %d packet-offloaded tunnel policies and %d bypass ones, want %d (IN and OUT per tunnel) and 8:\n%s", tunnel, bypass, 2*n, pol)
 		}
 		if c := ethStats(t, gw0, "p0")["ipsec_sa_count"]; c != 2*n {
 			t.Errorf("the model holds %d SAs, want %d", c, 2*n)
@@ -209,6 +212,23 @@ func TestSwanPacketOffloadOnModel(t *testing.T) {
 		g.explainUntil(t, func(out string) bool { return strings.Contains(out, "no-policy") },
 			"--iface", "p1", "src", "16.0.0.1", "dst", "48.0.0.1", "proto", "udp", "dport", "9999")
 	})
+}
+
+// offloadedPolicies counts the policies `ip xfrm policy` shows
+// packet-offloaded to dev: those with a template (the tunnels') and those
+// without (bypass).
+func offloadedPolicies(out, dev string) (tunnel, bypass int) {
+	for _, block := range strings.Split("\n"+out, "\nsrc ")[1:] {
+		if !strings.Contains(block, "crypto offload parameters: dev "+dev+" mode packet") {
+			continue
+		}
+		if strings.Contains(block, "\ttmpl ") {
+			tunnel++
+		} else {
+			bypass++
+		}
+	}
+	return tunnel, bypass
 }
 
 // rekeysUnderTraffic runs internal/bench's rekey bench from lan0 to lan1
