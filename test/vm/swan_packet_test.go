@@ -104,6 +104,13 @@ func TestSwanPacketOffloadOnModel(t *testing.T) {
 		}
 		run(t, "ip", "-n", gw1, "neigh", "replace", "123.0.0.1", "lladdr", macOf(t, gw0, "p0"), "dev", "q0", "nud", "permanent")
 		run(t, "ip", "-n", gw0, "neigh", "replace", "10.0.0.1", "lladdr", macOf(t, lan0, "l0"), "dev", "p1", "nud", "permanent")
+		// The plan's default route is the seed's dummy0 (policies decide
+		// for the kernel); XDP forwards a packet only where a route gives
+		// it a next hop, so each tunnel's /24 is routed to its carrier on
+		// the offload port, as a gateway that offloads would route it.
+		for i := 1; i <= n; i++ {
+			run(t, "ip", "-n", gw0, "route", "replace", swan.RemoteNet(0, i).String(), "via", fmt.Sprintf("123.0.0.%d", i+1), "dev", "p0")
+		}
 		if out, err := try("ip", "netns", "exec", gw0, "ping", "-c", "2", "-W", "3", "123.0.0.2"); err != nil {
 			t.Fatalf("gw0 -> gw1 over the model wire: %v\n%s\ngw0: %s\n%v\ngw1: %s\n%v", err, out,
 				run(t, "ip", "-n", gw0, "-br", "addr"), ethStats(t, gw0, "p0"), run(t, "ip", "-n", gw1, "-br", "addr"), ethStats(t, gw1, "q0"))
