@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"sluice/internal/fileread"
 	"strings"
 	"sync"
@@ -48,12 +49,20 @@ type Options struct {
 	// is the administrator's); of an existing Host it updates only the
 	// certificate and capabilities (deploy/rbac.yaml refuses the rest).
 	Spec *v1alpha1.HostSpec
-	// StateDir holds the apply journal, the last good state and the
-	// rendered host documents (tmpfs: /run/sluice).
+	// StateDir keeps the last good state and the rendered host documents
+	// on disk, so a rebooted host starts from them before the API answers
+	// (default DefaultStateDir; created 0700).
 	StateDir string
+	// RunDir holds the apply journal, which describes this boot's kernel
+	// (tmpfs; default overlay.DefaultStateDir, where sluice teardown
+	// looks).
+	RunDir string
 	// Interval is how often the host is compared with its desired state
 	// even without an event (drift repair).
 	Interval time.Duration
+	// MaxBackoff caps the wait before a desired state that failed is
+	// tried again (backoff.go; default 10 minutes, at least Interval).
+	MaxBackoff time.Duration
 	// Settle is how long a new desired state must stay the same before
 	// it is applied: label churn and a namespace being deleted object by
 	// object are seen as one change, or none.
@@ -64,6 +73,9 @@ type Options struct {
 	// (default: the agent's own).
 	InNS func(f func() error) error
 	Log  io.Writer
+	// Instance identifies this agent's machine and boot in its Host's
+	// status (claim.go; default "machine-id:boot-id").
+	Instance string
 	// Reconciled, when set, is called after each reconcile (tests).
 	Reconciled func(Outcome)
 }
@@ -94,6 +106,29 @@ type Agent struct {
 	lastOutcome Outcome
 	lastTruth   []SATruth
 	lastKey     string
+	contenders  []string
+	bo          backoff
+}
+
+// DefaultStateDir is where the agent keeps its last good state.
+const DefaultStateDir = "/var/lib/sluice"
+
+// privateDir creates dir 0700, or tightens it to 0700: it holds the
+// rendered documents (peers, addresses; no keys).
+func privateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--state-dir %s: %w", dir, err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		if err := os.Chmod(dir, 0o700); err != nil {
+			return fmt.Errorf("--state-dir %s has mode %04o and cannot be made 0700: %w", dir, fi.Mode().Perm(), err)
+		}
+	}
+	return nil
 }
 
 // New prepares an agent (loads its last good state).
@@ -106,20 +141,33 @@ func New(o Options) (*Agent, error) {
 		o.Name = h
 	}
 	if o.StateDir == "" {
-		o.StateDir = overlay.DefaultStateDir
+		o.StateDir = DefaultStateDir
+	}
+	if o.RunDir == "" {
+		o.RunDir = overlay.DefaultStateDir
+	}
+	if err := privateDir(o.StateDir); err != nil {
+		return nil, err
 	}
 	if o.Interval <= 0 {
 		o.Interval = 30 * time.Second
 	}
+	if o.MaxBackoff <= 0 {
+		o.MaxBackoff = 10 * time.Minute
+	}
+	o.MaxBackoff = max(o.MaxBackoff, o.Interval)
 	if o.Settle < 0 {
 		o.Settle = 0
 	}
 	if o.Log == nil {
 		o.Log = io.Discard
 	}
-	a := &Agent{o: o, Metrics: NewMetrics(), trigger: make(chan struct{}, 1), full: make(chan struct{}, 1), truth: newTruthTracker(), firstSeen: map[string]time.Time{}, initiated: map[string]time.Time{}}
+	if o.Instance == "" {
+		o.Instance = instanceID()
+	}
+	a := &Agent{o: o, bo: backoff{base: o.Interval, max: o.MaxBackoff}, Metrics: NewMetrics(), trigger: make(chan struct{}, 1), full: make(chan struct{}, 1), truth: newTruthTracker(), firstSeen: map[string]time.Time{}, initiated: map[string]time.Time{}}
 	var err error
-	if a.rec, err = NewReconciler(o.StateDir, o.Name, a.logf); err != nil {
+	if a.rec, err = NewReconciler(o.StateDir, o.RunDir, o.Name, a.logf); err != nil {
 		return nil, err
 	}
 	if o.InNS != nil {
@@ -189,13 +237,17 @@ func (a *Agent) runFile(ctx context.Context) error {
 	for {
 		doc, err := fileread.Read(a.o.File, fileread.ConfigLimit)
 		start := time.Now()
-		var out Outcome
-		if err != nil {
-			out = Outcome{Result: ResultRefused, Message: err.Error()}
-		} else {
-			out = a.rec.Reconcile(Desired{Doc: doc, File: a.o.File})
+		key := string(doc)
+		if !a.bo.holds(key, start) {
+			var out Outcome
+			if err != nil {
+				out = Outcome{Result: ResultRefused, Message: err.Error()}
+			} else {
+				out = a.rec.Reconcile(Desired{Doc: doc, File: a.o.File})
+			}
+			a.done(out, time.Since(start), nil)
+			a.backedOff(out, key)
 		}
-		a.done(out, time.Since(start), nil)
 		select {
 		case <-ctx.Done():
 			return nil
@@ -284,6 +336,11 @@ func (a *Agent) runKube(ctx context.Context) error {
 // step renders the desired state from the objects and reconciles.
 func (a *Agent) step(ctx context.Context, full bool) {
 	if !a.registered && a.o.Spec != nil {
+		if why := a.claim(ctx); why != "" {
+			// Not even the certificate of another machine's Host.
+			a.done(Outcome{Result: ResultRefused, Message: why}, 0, nil)
+			return
+		}
 		if err := a.src.register(ctx, a.o.Name, *a.o.Spec, a.logf); err != nil {
 			a.logf("registering Host %s: %v (retried)", a.o.Name, err)
 			a.Metrics.apiUp.Set(0)
@@ -312,6 +369,17 @@ func (a *Agent) step(ctx context.Context, full bool) {
 		return
 	}
 	a.lastKey = key
+	if a.bo.holds(key, time.Now()) {
+		return // backoff.go: the same desired state failed; kickAfter wakes us
+	}
+	if me != nil {
+		if why := a.claim(ctx); why != "" {
+			// Another machine acts for this Host: neither apply nor
+			// write its status; checked again each --interval (claim.go).
+			a.done(Outcome{Result: ResultRefused, Message: why}, time.Since(start), nil)
+			return
+		}
+	}
 	var out Outcome
 	switch {
 	case d.Refused:
@@ -399,6 +467,7 @@ func (a *Agent) step(ctx context.Context, full bool) {
 		names[i] = p.Name
 	}
 	a.done(out, time.Since(start), names)
+	a.backedOff(out, key)
 	if me != nil {
 		st := a.status(me, d, out)
 		if err := a.src.writeStatus(ctx, a.o.Name, st, &a.lastStatus); err != nil {
@@ -406,6 +475,19 @@ func (a *Agent) step(ctx context.Context, full bool) {
 			a.Metrics.apiUp.Set(0)
 		} else {
 			a.Metrics.apiUp.Set(1)
+		}
+	}
+}
+
+// backedOff records out for the backoff and, after a failure, says
+// when the same desired state is tried again.
+func (a *Agent) backedOff(out Outcome, key string) {
+	if d := a.bo.after(out, key, time.Now()); d > 0 {
+		a.logf("reconcile failed %d time(s) in a row: the same desired state is tried again in %s (at once if it changes)", a.bo.n, d)
+		if a.o.File == "" {
+			a.kickAfter(d)
+		} else {
+			time.AfterFunc(d, a.kick)
 		}
 	}
 }
@@ -499,6 +581,20 @@ func (a *Agent) status(me *v1alpha1.Host, d fleet.Desired, out Outcome) v1alpha1
 	case ResultOrphaned, ResultHeld:
 		ready.Status, ready.Message = metav1.ConditionFalse, out.Message
 	}
+	// Ready means the tunnels are up, not only applied: a peer without
+	// its SA pair in the kernel (IKE not up yet, or down) is not ready.
+	if ready.Status == metav1.ConditionTrue {
+		var down []string
+		for _, tu := range st.Tunnels {
+			if tu.State != "Up" {
+				down = append(down, tu.Peer+" ("+tu.State+")")
+			}
+		}
+		if len(down) > 0 {
+			ready.Status, ready.Reason = metav1.ConditionFalse, "TunnelsDown"
+			ready.Message = clip(fmt.Sprintf("applied; %d of %d tunnel(s) not up: %s", len(down), len(st.Tunnels), strings.Join(down, ", ")), 32768)
+		}
+	}
 	if out.Report != nil && !out.Report.OK && ready.Status == metav1.ConditionTrue {
 		for _, c := range out.Report.Checks {
 			if !c.OK {
@@ -528,6 +624,12 @@ func (a *Agent) status(me *v1alpha1.Host, d fleet.Desired, out Outcome) v1alpha1
 		guard.Status, guard.Reason, guard.Message = metav1.ConditionTrue, "MassRemoval", clip(out.Message, 32768)
 	}
 	meta.SetStatusCondition(&a.conditions, guard)
+	meta.SetStatusCondition(&a.conditions, a.duplicateCondition(me.Generation))
+	if a.o.Instance != "" {
+		a.mu.Lock()
+		st.Agent = &v1alpha1.AgentClaim{Instance: a.o.Instance, Contenders: slices.Clone(a.contenders)}
+		a.mu.Unlock()
+	}
 	st.Conditions = append([]metav1.Condition(nil), a.conditions...)
 	return st
 }

@@ -208,7 +208,7 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 				PrivKey: filepath.Join(pkiDir, fh.name+".key"), VICI: fh.charon.URI},
 			Spec: &v1alpha1.HostSpec{VTEP: vtep, Underlay: v1alpha1.Underlay{Address: fmt.Sprintf("192.0.2.%d/24", fh.idx), Interface: "eth0"},
 				Certificate: pub},
-			StateDir: fh.dir, Interval: 3 * time.Second, Settle: settle,
+			StateDir: fh.dir, RunDir: fh.dir, Interval: 3 * time.Second, Settle: settle,
 			InNS: func(f func() error) error { return kernel.InNetns(h, f) }, Log: &logw{t: t},
 			Reconciled: func(o agent.Outcome) {
 				if o.Steps > o.Initiated {

@@ -67,7 +67,11 @@ type stored struct {
 // apply; on a failed step, roll back to the last good state. It never
 // writes a half-applied state as good.
 type Reconciler struct {
+	// StateDir keeps the last good state across reboots (on disk).
 	StateDir string
+	// RunDir holds the apply journal: what apply created on this boot's
+	// kernel, so it lives on tmpfs and starts empty after a reboot.
+	RunDir string
 	// InNS runs f in the host's network namespace (the agent's own by
 	// default; tests run several hosts in one process).
 	InNS func(f func() error) error
@@ -79,9 +83,10 @@ type Reconciler struct {
 	applied string
 }
 
-// NewReconciler loads the last good state of agent name from stateDir.
-func NewReconciler(stateDir, name string, logf func(string, ...any)) (*Reconciler, error) {
-	r := &Reconciler{StateDir: stateDir, Logf: logf, name: name, InNS: func(f func() error) error { return f() }}
+// NewReconciler loads the last good state of agent name from stateDir;
+// runDir holds the apply journals.
+func NewReconciler(stateDir, runDir, name string, logf func(string, ...any)) (*Reconciler, error) {
+	r := &Reconciler{StateDir: stateDir, RunDir: runDir, Logf: logf, name: name, InNS: func(f func() error) error { return f() }}
 	b, err := fileread.Read(r.lastPath(), fileread.StateLimit)
 	if errors.Is(err, os.ErrNotExist) {
 		return r, nil
@@ -101,6 +106,13 @@ func (r *Reconciler) lastPath() string {
 	return filepath.Join(r.StateDir, "agent-"+r.name+".last.json")
 }
 
+func (r *Reconciler) runDir() string {
+	if r.RunDir == "" {
+		return r.StateDir
+	}
+	return r.RunDir
+}
+
 // LastGood is the digest of the last good state ("" : none).
 func (r *Reconciler) LastGood() (digest, overlayName string) {
 	if r.last == nil {
@@ -117,6 +129,9 @@ func (r *Reconciler) LastDeletionPolicy() string {
 	return r.last.DeletionPolicy
 }
 
+// save writes the last good state atomically and durably: a new file,
+// synced, renamed over the old one, the directory synced; a crash or a
+// power cut leaves the old state or the new one, never half of one.
 func (r *Reconciler) save(s *stored) error {
 	if err := os.MkdirAll(r.StateDir, 0o700); err != nil {
 		return err
@@ -125,15 +140,39 @@ func (r *Reconciler) save(s *stored) error {
 	if err != nil {
 		return err
 	}
-	tmp := r.lastPath() + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp, r.lastPath()); err != nil {
+	if err := writeDurable(r.lastPath(), b); err != nil {
 		return err
 	}
 	r.last = s
 	return nil
+}
+
+func writeDurable(path string, b []byte) error {
+	tmp := path + ".tmp"
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		_ = os.Remove(tmp)
+		return err
+	}
+	d, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // Desired is one reconcile's input.
@@ -186,7 +225,7 @@ func (r *Reconciler) Reconcile(d Desired) Outcome {
 			return nil
 		}
 		plan.Steps, out.Held = gate(plan.Steps, d.Gate)
-		j, _, err := overlay.LoadJournal(r.StateDir, h.Name, h.File)
+		j, _, err := overlay.LoadJournal(r.runDir(), h.Name, h.File)
 		if err != nil {
 			return err
 		}
@@ -210,7 +249,7 @@ func (r *Reconciler) Reconcile(d Desired) Outcome {
 					return nil
 				}
 			}
-			res, err := overlay.Apply(plan, r.StateDir, nil)
+			res, err := overlay.Apply(plan, r.runDir(), nil)
 			if res != nil {
 				out.Steps += res.Done
 				for i, st := range plan.Steps {
@@ -265,7 +304,7 @@ func mustLive(h *config.Host, before *overlay.Live) *overlay.Live {
 // what the failed state added beyond it, then applies it. Runs in the
 // namespace already.
 func (r *Reconciler) rollback(failed, prev *config.Host) string {
-	j, _, err := overlay.LoadJournal(r.StateDir, failed.Name, failed.File)
+	j, _, err := overlay.LoadJournal(r.runDir(), failed.Name, failed.File)
 	if err != nil {
 		return "rollback: " + err.Error()
 	}
@@ -294,7 +333,7 @@ func (r *Reconciler) rollback(failed, prev *config.Host) string {
 		return "rollback: " + err.Error()
 	}
 	plan.Force = true // the last good state's own keys, put back
-	res, err := overlay.Apply(plan, r.StateDir, nil)
+	res, err := overlay.Apply(plan, r.runDir(), nil)
 	if err != nil {
 		return "rollback to the last good state failed: " + err.Error()
 	}
@@ -317,7 +356,7 @@ func (r *Reconciler) Teardown() Outcome {
 		if err != nil {
 			return err
 		}
-		j, has, err := overlay.LoadJournal(r.StateDir, h.Name, h.File)
+		j, has, err := overlay.LoadJournal(r.runDir(), h.Name, h.File)
 		if err != nil {
 			return err
 		}

@@ -53,7 +53,7 @@ func hostNS(t *testing.T) (string, netns.NsHandle) {
 
 func newRec(t *testing.T, h netns.NsHandle, dir string) *Reconciler {
 	t.Helper()
-	r, err := NewReconciler(dir, "t", t.Logf)
+	r, err := NewReconciler(dir, dir, "t", t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,8 +75,10 @@ sluice-agent.service. docs/fleet.md has the walk-through and the metrics.`,
 	fl.StringVar(&f.cert, "cert", "", "this host's certificate (PEM; published in its Host object)")
 	fl.StringVar(&f.key, "private-key", "", "this host's private key (PEM, mode 0600; never leaves the host)")
 	fl.StringVar(&f.vici, "vici", "", "charon's VICI socket (default unix:///var/run/charon.vici)")
-	fl.StringVar(&f.stateDir, "state-dir", overlay.DefaultStateDir, "journal, last good state and rendered host documents (tmpfs)")
+	fl.StringVar(&f.stateDir, "state-dir", agent.DefaultStateDir, "last good state and rendered host documents, kept across reboots (created 0700)")
+	fl.StringVar(&f.runDir, "run-dir", overlay.DefaultStateDir, "apply journal of this boot (tmpfs; where sluice teardown --state-dir looks by default)")
 	fl.DurationVar(&f.interval, "interval", 30*time.Second, "compare the host with its desired state at least this often (drift repair)")
+	fl.DurationVar(&f.maxBackoff, "max-backoff", 10*time.Minute, "a desired state that failed is tried again after --interval, doubling per failure up to this")
 	fl.DurationVar(&f.settle, "settle", 5*time.Second, "a new desired state must stay the same this long before it is applied (label churn)")
 	fl.StringVar(&f.metrics, "metrics", "", "serve Prometheus metrics on ADDR:PORT (/metrics)")
 	return cmd
@@ -86,12 +88,13 @@ type agentFlags struct {
 	file, kubeconfig, namespace, name      string
 	vtep, underlay, underlayIf, gateway    string
 	ca, cert, key, vici, stateDir, metrics string
-	interval, settle                       time.Duration
+	runDir                                 string
+	interval, settle, maxBackoff           time.Duration
 }
 
 func runAgent(cmd *cobra.Command, f agentFlags) error {
 	o := agent.Options{File: f.file, Kubeconfig: f.kubeconfig, Namespace: f.namespace, Name: f.name,
-		StateDir: f.stateDir, Interval: f.interval, Settle: f.settle, MetricsAddr: f.metrics, Log: cmd.ErrOrStderr()}
+		StateDir: f.stateDir, RunDir: f.runDir, Interval: f.interval, MaxBackoff: f.maxBackoff, Settle: f.settle, MetricsAddr: f.metrics, Log: cmd.ErrOrStderr()}
 	if o.Name == "" {
 		o.Name = os.Getenv("NODE_NAME")
 	}

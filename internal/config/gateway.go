@@ -56,6 +56,13 @@ type Gateway struct {
 	// below a tenth of it (docs/flower.md, "Placement"). 0 (default): every
 	// eligible tunnel gets its rule, within each port's budget.
 	FlowerPromotePPS int
+	// AcceptLeaks names driver behaviours (internal/driverquirk) the
+	// operator accepts on this gateway's offload devices. Only
+	// no-tx-miss-rule changes anything here: the flower tier then puts
+	// outbound rules on such a device, and the moment between an SA's
+	// deletion and the rule's withdrawal may send cleartext
+	// (docs/flower.md, "What the device would send in cleartext").
+	AcceptLeaks []string
 	// FlowerTestPlacementInterval, labs only, replaces placement's
 	// DefaultPlacementInterval between counter readings (0: the default),
 	// so that a test sees promotions and demotions in seconds.

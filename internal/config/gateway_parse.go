@@ -39,6 +39,7 @@ type gatewayFile struct {
 	FlowerTestPlacementInterval placementInterval  `yaml:"flower-test-placement-interval"`
 	FlowerInboundChain          num[maxU16]        `yaml:"flower-inbound-chain" default:"1"`
 	FlowerPromotePPS            num[maxU32]        `yaml:"flower-promote-pps"`
+	AcceptLeaks                 []nonEmpty         `yaml:"accept-leaks" what:"driver behaviour name (no-tx-miss-rule)"`
 	Interfaces                  []gatewayInterface `yaml:"interfaces" what:"interface" example:"name: p0"`
 	Policies                    []gatewayPolicy    `yaml:"policies" what:"policy" example:"dir: out"`
 }

@@ -168,7 +168,10 @@ type Peer struct {
 	SPIOut, SPIIn     uint32
 	ReqidOut, ReqidIn uint32
 	ESN               bool
-	ReplayWindow      int
+	// ESNByOffload is true when ESN is on because the peer asks for
+	// packet offload and the file does not set esn (the default).
+	ESNByOffload bool
+	ReplayWindow int
 	// Offload is none, crypto, packet or auto: the shorthand for both
 	// directions. OffloadOut and OffloadIn are what each SA gets (from
 	// offload-out/offload-in, else Offload): the ixgbevf VF-offload patches's ixgbevf offloads

@@ -109,6 +109,37 @@ func TestParseHostDefaults(t *testing.T) {
 	}
 }
 
+// TestParseHostESNDefault: packet offload (either direction) turns ESN
+// on unless the file sets esn: mlx5 keeps anti-replay, and carries a
+// moved SA's sequence number, only for ESN SAs (internal/driverquirk).
+func TestParseHostESNDefault(t *testing.T) {
+	for _, tc := range []struct {
+		peer     string
+		esn, def bool
+		window   int
+	}{
+		{"offload: packet", true, true, DefaultReplayWindow},
+		{"offload-in: packet", true, true, DefaultReplayWindow},
+		{"offload: packet, esn: false", false, false, MaxLegacyReplay},
+		{"offload: packet, esn: true", true, false, DefaultReplayWindow},
+		{"offload: crypto", false, false, MaxLegacyReplay},
+		{"offload: auto", false, false, MaxLegacyReplay},
+	} {
+		h, err := ParseHost([]byte(lines(
+			"ipsec:",
+			"  keys: /k",
+			"  peers:",
+			"    - {name: b, local: 10.0.0.1, remote: 10.0.0.2, spi-out: 256, spi-in: 257, offload-dev: eth0, "+tc.peer+"}",
+		)), "h.yaml")
+		if err != nil {
+			t.Fatalf("%s: %v", tc.peer, err)
+		}
+		if p := h.IPsec.Peers[0]; p.ESN != tc.esn || p.ESNByOffload != tc.def || p.ReplayWindow != tc.window {
+			t.Errorf("%s: esn %v (by offload %v), replay-window %d; want %v (%v), %d", tc.peer, p.ESN, p.ESNByOffload, p.ReplayWindow, tc.esn, tc.def, tc.window)
+		}
+	}
+}
+
 func TestParseHostErrors(t *testing.T) {
 	for _, tc := range []struct {
 		name, doc string

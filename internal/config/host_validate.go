@@ -44,6 +44,16 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 		if !p.given[it.path+".offload-in"] {
 			pr.OffloadIn = pr.Offload
 		}
+		// Packet offload turns ESN on unless the file says: mlx5 (the
+		// packet-offload driver sluice knows, internal/driverquirk) keeps
+		// a replay window only for ESN SAs and starts a non-ESN SA at
+		// sequence 1 whatever oseq says, so a non-ESN SA moved to another
+		// port (a bond failover) repeats AES-GCM nonces and the peer
+		// drops it. ESN changes the wire format: the far end needs
+		// esn: true too (plan says so, docs/overlay.md).
+		if !p.given[it.path+".esn"] && (pr.OffloadOut == OffloadModePacket || pr.OffloadIn == OffloadModePacket) {
+			pr.ESN, pr.ESNByOffload = true, true
+		}
 		if !p.given[it.path+".replay-window"] {
 			pr.ReplayWindow = MaxLegacyReplay
 			if pr.ESN {

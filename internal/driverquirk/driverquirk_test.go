@@ -79,6 +79,19 @@ func TestForDeviceReadsModelProfile(t *testing.T) {
 	if s := ForDevice(ModelDriver, "6.12.95", root); s.Has(NoTXMissRule) || s.Has(ExactSelectorMatch) || !s.Has(CleartextAcceptedOnOffloadedIN) {
 		t.Errorf("profile kernel-xfrm: %v, want only the XFRM core's rows", s.Entries())
 	}
+	if err := os.WriteFile(p, []byte("mlx5-6.12\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	miss := filepath.Join(root, ModelTXMissParam)
+	for v, want := range map[string]bool{"-1\n": true, "1\n": true, "0\n": false} {
+		if err := os.WriteFile(miss, []byte(v), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		s := ForDevice(ModelDriver, "6.12.95", root)
+		if s.Has(NoTXMissRule) != want || !s.Has(ExactSelectorMatch) {
+			t.Errorf("tx_miss_cleartext=%s: %v, want no-tx-miss-rule %v and the profile's other rows", strings.TrimSpace(v), s.Entries(), want)
+		}
+	}
 	if !ForDevice(MLX5, "6.12.95", root).Has(ExactSelectorMatch) {
 		t.Error("a real mlx5_core ignores the model's parameter")
 	}

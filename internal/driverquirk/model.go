@@ -17,6 +17,9 @@ const (
 	ModelDriver = "nicmodel"
 	// ModelProfileParam is the parameter's file under the sysfs root.
 	ModelProfileParam = "sys/module/nicmodel/parameters/profile"
+	// ModelTXMissParam overrides the profile's TX SA miss: -1 follows
+	// the profile, 0 drops the frame, 1 sends it in cleartext.
+	ModelTXMissParam = "sys/module/nicmodel/parameters/tx_miss_cleartext"
 )
 
 // ModelProfiles maps a profile to the driver version it stands for:
@@ -54,7 +57,16 @@ func ForDevice(driver, kernelRelease, sysRoot string) Set {
 		s.As = "nicmodel without profiles (software XFRM)"
 		return s
 	}
-	return ForModel(profile, kernelRelease)
+	s := ForModel(profile, kernelRelease)
+	// The model's SA-miss switch at 0 makes it a device whose TX SA table
+	// drops what no SA serves (no mlx5 read so far: in 6.12 even the
+	// switchdev table's miss rule forwards to the uplink): read that
+	// device, not the profile's row.
+	if b, err := fileread.ReadKernel(filepath.Join(sysRoot, ModelTXMissParam), fileread.ProcLimit); err == nil && strings.TrimSpace(string(b)) == "0" {
+		s = s.Without(NoTXMissRule)
+		s.As += ", tx_miss_cleartext=0: SA misses dropped"
+	}
+	return s
 }
 
 // ForModel returns the rows of the NIC model under profile on a kernel.

@@ -76,6 +76,19 @@ func (s Set) Merge(t Set) Set {
 	return out
 }
 
+// Without returns s less b's row: what a device's own switch turns off
+// (the NIC model's tx_miss_cleartext, see ForDevice).
+func (s Set) Without(b Behaviour) Set {
+	out := s
+	out.entries = nil
+	for _, e := range s.entries {
+		if e.Behaviour != b {
+			out.entries = append(out.entries, e)
+		}
+	}
+	return out
+}
+
 // Range prints the row's kernel range.
 func (e Entry) Range() string {
 	if e.Until.IsZero() {

@@ -47,7 +47,7 @@ var Table = []Entry{
 	},
 	{
 		Driver: MLX5, From: mlx5Packet, Behaviour: NoTXMissRule, Leaks: true,
-		Source: mlx5Dir + "ipsec_fs.c:tx_create (6.12.95: ipsec_miss_create for the TX SA table only when tx == ipsec->tx_esw)",
+		Source: mlx5Dir + "ipsec_fs.c:tx_create (6.12.95: no miss rule for the TX SA table in legacy mode; in switchdev, tx == ipsec->tx_esw, ipsec_miss_create forwards the miss to MLX5_VPORT_UPLINK)",
 		Fix:    "never leave an offloaded OUT policy without its SA: delete the policy before the SA (sluice's teardown order), and let the gateway check the SA before it redirects",
 	},
 	{

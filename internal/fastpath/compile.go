@@ -47,6 +47,18 @@ type Tables struct {
 	// SARefs are the SAs each packet-offloaded OUT policy (by kernel
 	// index) resolves to, for the program's SA check (sa_refs).
 	SARefs map[uint32]fastpathFpSaRef
+	// DeviceMisses are the OUT policies whose packets the program hands
+	// to the kernel because their offload device would send some of them
+	// in cleartext (device-miss). The kernel hands them to the same
+	// device: the mirror announces each (Mirror.announceDeviceMisses).
+	DeviceMisses []DeviceMiss
+}
+
+// DeviceMiss is one policy of Tables.DeviceMisses and the ifindex of the
+// device that offloads it.
+type DeviceMiss struct {
+	Policy  xfrm.Policy
+	Ifindex int
 }
 
 // ErrTooManyShapes means the policy set has more distinct selector shapes
@@ -116,6 +128,7 @@ func Compile(s Snapshot) (*Tables, error) {
 		val := policyValue(p, bySA.candidates(p), s.RouteMTU)
 		if val.OffloadIfindex != 0 && deviceMiss(p, s.Quirks[int(val.OffloadIfindex)]) {
 			val.Flags |= flagDeviceMiss
+			t.DeviceMisses = append(t.DeviceMisses, DeviceMiss{Policy: *p, Ifindex: int(val.OffloadIfindex)})
 		}
 		if val.OffloadIfindex != 0 && p.Dir == xfrm.DirOut {
 			t.SARefs[p.Index] = saRefOf(p.Tmpls[0], bySA.candidates(p))

@@ -3,6 +3,9 @@
 package fastpath
 
 import (
+	"fmt"
+	"net"
+
 	"sluice/internal/kernel/xfrm"
 )
 
@@ -45,4 +48,40 @@ func deviceMiss(p *xfrm.Policy, q DeviceQuirks) bool {
 // other shorter than the full length is matched as one address.
 func subnet(zero bool, bits, full int) bool {
 	return !zero && bits < full
+}
+
+// deviceMissFix says why the device misses p's packets and what the user
+// does about it, for the mirror's announcement.
+func deviceMissFix(p *xfrm.Policy) string {
+	if len(p.Tmpls) == 1 && p.Tmpls[0].Reqid == 0 {
+		return "its template has reqid 0, which selects no SA on the device; give the template a non-zero reqid"
+	}
+	return "its driver matches selector addresses exactly, so only " + p.Sel.Src.Addr().String() + " -> " + p.Sel.Dst.Addr().String() +
+		" is encrypted; use one policy per host (/32 or /128 selectors) or a kernel with the driver's subnet fix"
+}
+
+// announceDeviceMisses logs, once per policy selector, each OUT policy
+// the program hands to the kernel because its device would send part of
+// it in cleartext. Passing to the kernel keeps the fast path's promise,
+// not the wire's: the kernel hands the packets to the same device, so
+// the configuration itself leaks there and says so here (explain's
+// device-miss and doctor's driver-quirks say it on demand).
+func (m *Mirror) announceDeviceMisses(misses []DeviceMiss) {
+	if m.announced == nil {
+		m.announced = map[string]bool{}
+	}
+	for i := range misses {
+		p := &misses[i].Policy
+		key := fmt.Sprintf("%d %s %s %d", misses[i].Ifindex, p.Sel.Src, p.Sel.Dst, p.Tmpls[0].Reqid)
+		if m.announced[key] {
+			continue
+		}
+		m.announced[key] = true
+		dev := fmt.Sprint("ifindex ", misses[i].Ifindex)
+		if ifc, err := net.InterfaceByIndex(misses[i].Ifindex); err == nil {
+			dev = ifc.Name
+		}
+		m.Log.Warn("this policy leaks on its offload device: the fast path passes its packets to the kernel (device-miss), but the kernel hands them to the same device, which sends them in cleartext; "+deviceMissFix(p)+" (`sluice doctor --check driver-quirks`)",
+			"policy", p.Sel.Src.String()+" -> "+p.Sel.Dst.String(), "dir", "out", "device", dev)
+	}
 }

@@ -3,7 +3,10 @@
 package fastpath
 
 import (
+	"bytes"
 	"encoding/binary"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/cilium/ebpf"
@@ -190,4 +193,45 @@ func (e *testEnv) liveFrame(frame []byte, ingress int) uint32 {
 		e.t.Fatal(err)
 	}
 	return ret
+}
+
+// TestDeviceMissAnnounced: the policies the program hands to the kernel
+// for their device are listed by Compile and logged by the mirror once
+// each, with the fix: the kernel's own path sends them to the same
+// device, so the configuration leaks whatever XDP does (issue 31).
+func TestDeviceMissAnnounced(t *testing.T) {
+	const w = 7
+	subnet := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.1.0/24", 100, "123.2.0.1", 1, w)
+	exact := tunnelPolicy(xfrm.DirOut, "10.0.0.5/32", "48.0.2.9/32", 100, "123.2.0.2", 2, w)
+	reqid0 := tunnelPolicy(xfrm.DirOut, "10.0.0.0/8", "48.0.4.0/24", 100, "123.2.0.4", 4, w)
+	sa0 := saFor(reqid0, w)
+	reqid0.Tmpls[0].Reqid = 0
+	snap := Snapshot{Policies: []xfrm.Policy{subnet, exact, reqid0},
+		States: []xfrm.State{saFor(subnet, w), saFor(exact, w), sa0},
+		Quirks: map[int]DeviceQuirks{w: {ExactSelectors: true}}}
+	snap.RouteMTU = routeMTUs(snap.States, 1500)
+	tables, err := Compile(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, d := range tables.DeviceMisses {
+		got = append(got, d.Policy.Sel.Dst.String())
+	}
+	if strings.Join(got, " ") != "48.0.1.0/24 48.0.4.0/24" || tables.DeviceMisses[0].Ifindex != w {
+		t.Fatalf("device misses %v (%+v), want the subnet and the reqid-0 policies on ifindex %d", got, tables.DeviceMisses, w)
+	}
+	var log bytes.Buffer
+	m := &Mirror{Log: slog.New(slog.NewTextHandler(&log, nil))}
+	m.announceDeviceMisses(tables.DeviceMisses)
+	m.announceDeviceMisses(tables.DeviceMisses) // the next generation: no repeat
+	out := log.String()
+	if n := strings.Count(out, "this policy leaks on its offload device"); n != 2 {
+		t.Errorf("%d announcements, want 2 (once per policy):\n%s", n, out)
+	}
+	for _, want := range []string{`policy="10.0.0.0/8 -> 48.0.1.0/24"`, "only 10.0.0.0 -> 48.0.1.0 is encrypted", "/32 or /128", "reqid 0", "driver-quirks"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the announcement lacks %q:\n%s", want, out)
+		}
+	}
 }

@@ -144,6 +144,9 @@ type Mirror struct {
 	routeMTU   map[Endpoints]int
 	routeState map[Endpoints]*xfrm.State // an SA of each route, for the re-check
 	mtuNext    int
+	// announced are the device-miss policies already logged
+	// (announceDeviceMisses), so that each is announced once.
+	announced map[string]bool
 }
 
 // Status returns a copy of the mirror's status.

@@ -186,6 +186,7 @@ func (m *Mirror) publish() error {
 	if err != nil {
 		return err
 	}
+	m.announceDeviceMisses(tables.DeviceMisses)
 	if m.Tier != nil {
 		m.Tier.Update(snap)
 	}

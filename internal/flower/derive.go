@@ -72,6 +72,11 @@ type Input struct {
 	// UseTime gives each forward a police action that hands the kernel
 	// one packet a second (Rule.UseTime).
 	UseTime bool
+	// Quirks, by offload device ifindex, is how each device's driver
+	// departs from the kernel's XFRM (ReadDeviceQuirks): an outbound rule
+	// goes only into a device that encrypts every packet it redirects.
+	// A device missing here has none.
+	Quirks map[int]DeviceQuirks
 
 	idx *viewIndex
 }
@@ -167,6 +172,9 @@ func (in *Input) outbound(v *fastpath.PolicyView, port *Port) (Rule, string) {
 	}
 	if v.SAMTU == 0 {
 		return Rule{}, "SA: its MTU is not known (no route to the peer, or an algorithm sluice cannot size)"
+	}
+	if why := deviceWillEncrypt(p, nh.Name, in.Quirks[v.OffloadIfindex]); why != "" {
+		return Rule{}, why
 	}
 	r := baseRule(v, port, Outbound)
 	r.UseTime = in.UseTime

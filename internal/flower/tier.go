@@ -52,6 +52,11 @@ type Tier struct {
 	Placement *Placement
 	// Counters returns the XDP per-policy packet counters (placement).
 	Counters func() (map[uint32]uint64, error)
+	// AcceptNoTXMiss: the operator accepts no-tx-miss-rule (gateway.yaml
+	// accept-leaks): outbound rules go onto such a device too, and the
+	// moment between an SA's deletion and the rule's withdrawal may send
+	// cleartext (docs/flower.md).
+	AcceptNoTXMiss bool
 
 	mu      sync.Mutex
 	cond    *sync.Cond
@@ -73,6 +78,8 @@ type Tier struct {
 	// wantGen is want's generation there.
 	wd      withdrawal
 	wantGen uint64
+	// announced: the device quirks logged so far, by device (the worker's).
+	announced map[string]DeviceQuirks
 }
 
 // KernelRouter is the kernel's FIB as a Router.
@@ -260,7 +267,8 @@ func (t *Tier) apply(want *fastpath.Snapshot, gen uint64) {
 	if want != nil {
 		views = fastpath.PolicyViews(*want)
 		res = Derive(Input{Views: views, FwdDefaultBlock: want.FwdDefaultBlock,
-			Ports: ports, Router: t.Router, InboundChain: t.InboundChain, UseTime: t.UseTime})
+			Ports: ports, Router: t.Router, InboundChain: t.InboundChain, UseTime: t.UseTime,
+			Quirks: t.deviceQuirks(views, want.Quirks)})
 	} else {
 		gen = math.MaxUint64 // closed: no event is newer than "no rules"
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"sluice/internal/api"
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel/tcflower"
@@ -61,6 +62,15 @@ func runTier(t *testing.T, ns string, tier *flower.Tier) (stop func()) {
 	}
 	t.Cleanup(stop)
 	return stop
+}
+
+// skipsOf turns the tier's status skips back into Derive's.
+func skipsOf(ss []api.FlowerSkip) []flower.Skip {
+	out := make([]flower.Skip, 0, len(ss))
+	for _, s := range ss {
+		out = append(out, flower.Skip{PolicyIndex: s.PolicyIndex, Port: s.Port, Reason: s.Reason})
+	}
+	return out
 }
 
 // forwards counts sluice's forwarding filters on the gateway's p0.
@@ -127,7 +137,14 @@ func (f *flowerLab) startMirror(t *testing.T, tier *flower.Tier) (stop func()) {
 // stale rule sends cleartext to the wire shows on the wire's counter.
 func flood(t *testing.T, ns string, dst netip.AddrPort) {
 	t.Helper()
-	stop := make(chan struct{})
+	t.Cleanup(send(t, ns, dst, 10*time.Millisecond))
+}
+
+// send sends UDP from ns to dst:port every interval until the returned
+// stop is called.
+func send(t *testing.T, ns string, dst netip.AddrPort, every time.Duration) (stop func()) {
+	t.Helper()
+	quit := make(chan struct{})
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
@@ -146,18 +163,19 @@ func flood(t *testing.T, ns string, dst netip.AddrPort) {
 			return
 		}
 		defer c.Close()
-		tick := time.NewTicker(10 * time.Millisecond)
+		tick := time.NewTicker(every)
 		defer tick.Stop()
 		for {
 			select {
-			case <-stop:
+			case <-quit:
 				return
 			case <-tick.C:
 				c.Write([]byte("sluice flower flood"))
 			}
 		}
 	}()
-	t.Cleanup(func() { close(stop); <-done })
+	var once sync.Once
+	return func() { once.Do(func() { close(quit); <-done }) }
 }
 
 // TestFlowerFailClosed walks the failure modes of docs/flower.md, "Fail
@@ -174,9 +192,17 @@ func flood(t *testing.T, ns string, dst netip.AddrPort) {
 // at once and sends what the stale rule still redirects as it is, until
 // the event reaches the tier (docs/flower.md, "The window that remains");
 // the test counts those packets and logs them.
-func TestFlowerFailClosed(t *testing.T) {
+//
+// Under each mlx5 profile. First with the profile's own SA miss, which
+// sends cleartext (no-tx-miss-rule): the tier puts no rule into wan0, and
+// an SA deleted under the flow sends nothing in cleartext (a rule there
+// sent 1 frame at 100 packets/s before the event withdrew it). Then with
+// the model's SA misses dropped, every failure mode above.
+func TestFlowerFailClosed(t *testing.T) { underEachProfile(t, testFlowerFailClosed) }
+
+func testFlowerFailClosed(t *testing.T, profile string) {
 	l := newLab(t)
-	f := newFlowerLab(t, l)
+	f := newFlowerLab(t, l, profile)
 	flower.RefreshEvery = 500 * time.Millisecond
 	t.Cleanup(func() { flower.RefreshEvery = 10 * time.Second })
 	newTier := func() *flower.Tier {
@@ -193,18 +219,51 @@ func TestFlowerFailClosed(t *testing.T) {
 		return recv4()
 	}
 	// noLeak runs one change under the flood and fails if cleartext
-	// crossed the wire meanwhile; it returns how many did.
+	// crossed the wire meanwhile (the capture on b's port's tap).
 	noLeak := func(t *testing.T, what string, change func(t *testing.T)) {
 		t.Helper()
-		w0 := f.wireCleartext(t)
+		w0 := f.wireMark(t)
 		change(t)
-		if n := f.wireCleartext(t) - w0; n != 0 {
-			t.Errorf("%s: %d cleartext IP packets crossed the model's wire", what, n)
-		}
+		f.noCleartext(t, w0, what)
 	}
+	v4SPI := f.tunnels[0].spi
+	// A new SA, as the IKE daemon adds one: a new SPI, since b's replay
+	// window remembers the old one's sequence numbers.
+	freshSA := func(t *testing.T) {
+		v4SPI++
+		f.peerSA(t, 10, v4SPI)
+		f.sa(t, "add", 10, v4SPI)
+	}
+	step(t, "the profile's SA miss: no rule into wan0; an SA deleted under the flow sends no cleartext", func(t *testing.T) {
+		f.startMirror(t, tier)
+		flood(f.owner, f.a, netip.MustParseAddrPort("48.0.0.1:9998")) // through every step
+		// The tier's first apply: every tunnel has a rule or a reason.
+		deadline := time.Now().Add(15 * time.Second)
+		for st := tier.FlowerStatus(); len(st.Skips)+len(st.Rules) < len(f.tunnels); st = tier.FlowerStatus() {
+			if time.Now().After(deadline) {
+				t.Fatalf("the tier did not apply the mirror's snapshot: %+v", st)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		noLeak(t, "SA deleted, the profile's SA miss", func(t *testing.T) {
+			// A packet every millisecond around the deletion: the window a
+			// rule would leave (the event's trip, milliseconds) then holds
+			// several, where the flood's 10 ms often caught none.
+			stop := send(t, f.a, netip.MustParseAddrPort("48.0.0.1:9996"), time.Millisecond)
+			time.Sleep(200 * time.Millisecond)
+			f.sa(t, "delete", 10, v4SPI)
+			time.Sleep(500 * time.Millisecond) // the flow meets the missing SA
+			stop()
+			freshSA(t)
+		})
+		if st := tier.FlowerStatus(); !skipped(flower.Result{Skips: skipsOf(st.Skips)}, "no-tx-miss-rule") || f.forwards(t) != 0 {
+			t.Fatalf("%d rules redirect into a device that sends an SA miss in cleartext; skips %+v", f.forwards(t), st.Skips)
+		}
+	})
+	f.dropSAMisses(t, l)
+	tier.Rederive() // the tier reads the device again on every apply
 	enc0 := f.encrypted(t)
 	step(t, "rules from the kernel's real SAs forward; the model encrypts", func(t *testing.T) {
-		f.startMirror(t, tier)
 		f.waitForwards(t, 2)
 		if n := forwarded(t); n != 2 {
 			t.Fatalf("forwarded %d of 2", n)
@@ -213,8 +272,6 @@ func TestFlowerFailClosed(t *testing.T) {
 			t.Fatalf("the model encrypted %d packets", n)
 		}
 	})
-	flood(t, f.a, netip.MustParseAddrPort("48.0.0.1:9998"))
-	v4SPI := labTunnels[0].spi
 	step(t, "rekey: a new offloaded SA, then the old one deleted; the rule stays", func(t *testing.T) {
 		noLeak(t, "rekey", func(t *testing.T) {
 			before := tier.FlowerStatus().RulesRemoved
@@ -230,30 +287,24 @@ func TestFlowerFailClosed(t *testing.T) {
 			}
 		})
 	})
-	// A new SA, as the IKE daemon adds one: a new SPI, since b's replay
-	// window remembers the old one's sequence numbers.
-	freshSA := func(t *testing.T) {
-		v4SPI++
-		f.peerSA(t, 10, v4SPI)
-		f.sa(t, "add", 10, v4SPI)
-	}
+	srcSel, dstSel := f.sel(t, 10)
 	for _, tc := range []struct {
 		name           string
 		change, revert func(t *testing.T)
 	}{
 		{"rekey: a software SA beside the offloaded one", func(t *testing.T) {
 			run(t, "ip", "-n", f.gw, "xfrm", "state", "add", "src", "123.0.0.1", "dst", "123.0.0.2", "proto", "esp", "spi", "0x8888",
-				"reqid", "10", "mode", "tunnel", "aead", "rfc4106(gcm(aes))", labKey, "128", "sel", "src", "10.0.0.0/24", "dst", "48.0.0.0/16")
+				"reqid", "10", "mode", "tunnel", "aead", "rfc4106(gcm(aes))", labKey, "128", "sel", "src", srcSel, "dst", dstSel)
 		}, func(t *testing.T) {
 			run(t, "ip", "-n", f.gw, "xfrm", "state", "delete", "src", "123.0.0.1", "dst", "123.0.0.2", "proto", "esp", "spi", "0x8888")
 		}},
 		{"SA deleted", func(t *testing.T) { f.sa(t, "delete", 10, v4SPI) }, freshSA},
 		{"SA hard-expired", func(t *testing.T) { f.sa(t, "update", 10, v4SPI, "limit", "time-hard", "1") }, freshSA},
 		{"fwd-out policy turned into one that needs an SA", func(t *testing.T) {
-			run(t, f.ip, "-n", f.gw, "xfrm", "policy", "update", "src", "10.0.0.0/24", "dst", "48.0.0.0/16", "dir", "fwd", "priority", "100",
+			run(t, f.ip, "-n", f.gw, "xfrm", "policy", "update", "src", srcSel, "dst", dstSel, "dir", "fwd", "priority", "100",
 				"tmpl", "src", "123.0.0.1", "dst", "123.0.0.2", "proto", "esp", "reqid", "10", "mode", "tunnel")
 		}, func(t *testing.T) {
-			run(t, f.ip, "-n", f.gw, "xfrm", "policy", "update", "src", "10.0.0.0/24", "dst", "48.0.0.0/16", "dir", "fwd", "priority", "100",
+			run(t, f.ip, "-n", f.gw, "xfrm", "policy", "update", "src", srcSel, "dst", dstSel, "dir", "fwd", "priority", "100",
 				"tmpl", "src", "123.0.0.1", "dst", "123.0.0.2", "proto", "esp", "reqid", "10", "mode", "tunnel", "level", "use")
 		}},
 	} {
@@ -273,16 +324,17 @@ func TestFlowerFailClosed(t *testing.T) {
 		})
 	}
 	step(t, "OUT policy deleted: the rule goes (the model sends cleartext until it does)", func(t *testing.T) {
-		w0 := f.wireCleartext(t)
+		w0 := f.wireMark(t)
 		f.policy(t, 10, "delete")
 		f.waitForwards(t, 1)
-		leaked := f.wireCleartext(t) - w0
+		leaked := len(f.wireLeaks(t, w0))
 		if n := forwarded(t); n != 0 {
 			t.Fatalf("%d packets still forwarded by a stale rule", n)
 		}
-		if n := f.wireCleartext(t) - w0; n != leaked {
+		if n := len(f.wireLeaks(t, w0)); n != leaked {
 			t.Fatalf("cleartext kept crossing the wire after the rule went: %d, then %d", leaked, n)
 		}
+		testutil.WireAgrees(t, f.oracle, w0.m, f.b, "wan0", w0.before)
 		t.Logf("OUT policy deleted under a 100 packets/s flow: %d cleartext packets crossed the wire before the event withdrew the rule", leaked)
 		f.policy(t, 10, "add")
 		f.waitForwards(t, 2)
@@ -330,7 +382,7 @@ func TestFlowerFailClosed(t *testing.T) {
 		}
 		noLeak(t, "link up", func(t *testing.T) {
 			run(t, "ip", "-n", f.gw, "link", "set", "wan0", "up")
-			for _, tu := range labTunnels {
+			for _, tu := range f.tunnels {
 				f.policy(t, tu.reqid, "add")
 			}
 			freshSA(t)

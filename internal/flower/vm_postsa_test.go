@@ -22,14 +22,19 @@ import (
 //   - with use times on, the first packet of each second goes to the host
 //     (the kernel would forward it and stamp the policies), the rest are
 //     forwarded.
-func TestFlowerPostSA(t *testing.T) {
+//
+// Under each mlx5 profile (newFlowerLabOn).
+func TestFlowerPostSA(t *testing.T) { underEachProfile(t, testFlowerPostSA) }
+
+func testFlowerPostSA(t *testing.T, profile string) {
 	l := newLab(t)
-	f := newFlowerLab(t, l)
+	f := newFlowerLab(t, l, profile)
+	f.dropSAMisses(t, l)
 	fs := openTC(t, f.gw)
 	inst := &flower.Installer{SkipHW: true, FS: fs}
 	install := func(t *testing.T, useTime bool) {
 		t.Helper()
-		res := flower.Derive(flower.Input{Views: fastpath.PolicyViews(f.snap), Ports: f.ports, Router: f.router, InboundChain: 1, UseTime: useTime})
+		res := flower.Derive(flower.Input{Views: fastpath.PolicyViews(f.snap), Ports: f.ports, Router: f.router, InboundChain: 1, UseTime: useTime, Quirks: f.quirks})
 		if _, errs, err := inst.Apply(res.Rules); err != nil || len(errs) != 0 {
 			t.Fatalf("apply: %v %v", errs, err)
 		}

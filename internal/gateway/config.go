@@ -9,6 +9,7 @@ import (
 
 	"sluice/internal/api"
 	"sluice/internal/config"
+	"sluice/internal/driverquirk"
 	"sluice/internal/fastpath"
 	"sluice/internal/flower"
 	"sluice/internal/kernel/xfrm"
@@ -45,6 +46,16 @@ func FromConfig(g *config.Gateway, build api.Build) (Options, error) {
 	}
 	tier := &flower.Tier{SkipHW: g.FlowerTestSkipHW, InboundChain: g.FlowerInboundChain,
 		UseTime: g.PolicySource != config.PolicySourceStatic}
+	for _, n := range g.AcceptLeaks {
+		// The only behaviour whose leak sluice itself keeps closed on a
+		// gateway by holding back: a subnet selector or a fragment leaks
+		// through the kernel too, accepting it would change nothing.
+		if n != driverquirk.NoTXMissRule.String() {
+			return o, fmt.Errorf("%s:%d: accept-leaks: %q: the gateway accepts only %s (the flower tier then puts outbound rules on such a device, and an SA's deletion may send cleartext until the rule is withdrawn; docs/flower.md); remove it",
+				g.File, g.KeyLines["accept-leaks"], n, driverquirk.NoTXMissRule)
+		}
+		tier.AcceptNoTXMiss = true
+	}
 	if g.FlowerTestPlacementInterval != 0 && !g.Lab {
 		return o, fmt.Errorf("%s: flower-test-placement-interval needs lab: true", g.File)
 	}

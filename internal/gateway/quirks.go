@@ -58,18 +58,20 @@ func kernelRelease() string {
 
 // leakOnSAMiss names the first gateway interface whose driver sends in
 // cleartext what an offloaded policy selects but no SA serves
-// (driverquirk.NoTXMissRule: mlx5 outside switchdev). A frame XDP
+// (driverquirk.NoTXMissRule: mlx5, whose TX SA table misses onto
+// the wire in both eswitch modes). A frame XDP
 // redirects there in the moment between the kernel deleting an SA and
 // the mirror hearing of it leaves unencrypted, so such a gateway takes
 // the strict SA check (the kernel asked on every forward): the frames
 // the mirror check would still send are the leak issue 31 counted.
-// A driver that cannot be read is not judged here (deviceQuirks warns).
+// A driver that cannot be read is taken to have the quirk, as
+// deviceQuirks takes it to match exactly: the fast path fails closed.
 func leakOnSAMiss(ifaces []Iface) (iface, driver string) {
 	release := kernelRelease()
 	for _, gi := range ifaces {
 		d, _, err := kernel.EthtoolDriver(gi.Name)
 		if err != nil {
-			continue
+			return gi.Name, "unknown (" + err.Error() + ")"
 		}
 		if driverquirk.ForDevice(d, release, "/").Has(driverquirk.NoTXMissRule) {
 			return gi.Name, d

@@ -213,7 +213,7 @@ func (r *run) loadAndAttach() (err error) {
 	strict := o.StrictSACheck
 	if iface, driver := leakOnSAMiss(o.Ifaces); iface != "" && !static {
 		strict = true
-		log.Info("strict SA check on: this driver sends in cleartext what no SA serves, so every forward asks the kernel for its SA (docs/fastpath.md, \"The SA-deletion window\")", "iface", iface, "driver", driver)
+		log.Info("strict SA check on: this driver sends in cleartext what no SA serves (or cannot be read, so it may), so every forward asks the kernel for its SA (docs/fastpath.md, \"The SA-deletion window\")", "iface", iface, "driver", driver)
 	}
 	if err := setSACheck(dp, !static, strict, log); err != nil {
 		return err

@@ -156,10 +156,14 @@ func Up(s Spec, progress func(string)) (*Lab, error) {
 		return nil, fmt.Errorf("building lab %s: %w (run 'sluice lab down %s' to remove what was made)", s.Name, err, s.Name)
 	}
 	if l.modelNew {
-		if err := l.installModelSAs(); err != nil {
+		why, err := l.installModelSAs()
+		if err != nil {
 			return nil, fmt.Errorf("building lab %s: %w (run 'sluice lab down %s' to remove what was made)", s.Name, err, s.Name)
 		}
 		progress(fmt.Sprintf("tunnel: ESP AES-GCM-128 (random per-lab keys), %s's SAs and policies packet-offloaded on %s, %s's in software", l.NS("dut"), ModelPort, l.NS("peer")))
+		if why != "" {
+			progress("tunnel: " + why)
+		}
 	}
 	if p.overlay {
 		if err := l.applyOverlay(progress); err != nil {

@@ -16,6 +16,9 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
+	"sluice/internal/driverquirk"
 	"sluice/internal/fileread"
 	"sluice/internal/kernel/xfrm"
 )
@@ -144,16 +147,47 @@ func (l *Lab) modelKeys() (out, in []byte, err error) {
 	return k[:20], k[20:], nil
 }
 
+// modelGen is the generator host's address, the one source the lab's
+// traffic has.
+var modelGen = netip.MustParseAddr("10.0.0.1")
+
+// modelSelectors returns the tunnel's selectors and, when they are not
+// the lab's subnets, why. The lab's tunnel is 10.0.0.0/8 <-> 48.0.0.0/8;
+// on a device that matches selector addresses exactly (the model under
+// its mlx5-6.12 profile, as mlx5 in Linux 6.12: driverquirk's
+// exact-selector-match) such a policy has the device encrypt only the
+// network addresses and send the rest in cleartext, on the kernel's path
+// as on XDP's. There the lab installs what sluice recommends for that
+// driver: one policy per host pair, the generator and the target.
+func modelSelectors() (lan, remote netip.Prefix, why string) {
+	set := driverquirk.ForDevice(driverquirk.ModelDriver, kernelRelease(), "/")
+	if e, ok := set.Get(driverquirk.ExactSelectorMatch); ok {
+		return netip.PrefixFrom(modelGen, 32), netip.PrefixFrom(ModelTarget, 32),
+			fmt.Sprintf("%s matches selector addresses exactly (%s): subnet policies would leave in cleartext, so the tunnel has per-host policies %s <-> %s (fix: %s)",
+				ModelPort, set.As, modelGen, ModelTarget, e.Fix)
+	}
+	return netip.MustParsePrefix("10.0.0.0/8"), RemotePrefix, ""
+}
+
+func kernelRelease() string {
+	var uts unix.Utsname
+	if unix.Uname(&uts) != nil {
+		return ""
+	}
+	return unix.ByteSliceToString(uts.Release[:])
+}
+
 // installModelSAs installs the tunnel: in dut packet-offloaded on nm0
 // (SAs and the IN and OUT policies; the FWD policy stays the kernel's, as
-// mlx5 refuses to offload it), in peer in software.
-func (l *Lab) installModelSAs() error {
+// mlx5 refuses to offload it), in peer in software. It returns why the
+// selectors are per host, when they are (modelSelectors).
+func (l *Lab) installModelSAs() (string, error) {
 	kOut, kIn, err := l.modelKeys()
 	if err != nil {
-		return err
+		return "", err
 	}
 	dutA, peerA := LocalTunnel, netip.MustParseAddr(modelPeerAddr)
-	lan, remote := netip.MustParsePrefix("10.0.0.0/8"), RemotePrefix
+	lan, remote, why := modelSelectors()
 	// replay: the receiving side's window (a sender's SA has none).
 	sa := func(src, dst netip.Addr, spi uint32, key []byte, replay int, off *xfrm.Offload) error {
 		return xfrm.StateAddESP(xfrm.ESPState{Src: src, Dst: dst, SPI: spi, Reqid: spi, Tunnel: true,
@@ -178,7 +212,7 @@ func (l *Lab) installModelSAs() error {
 			pol(xfrm.DirFwd, remote, lan, peerA, dutA, modelSPIIn, nil))
 	})
 	if err != nil {
-		return fmt.Errorf("dut's SAs on %s: %w", ModelPort, err)
+		return "", fmt.Errorf("dut's SAs on %s: %w", ModelPort, err)
 	}
 	err = l.Do("peer", func() error {
 		return errors.Join(
@@ -189,9 +223,9 @@ func (l *Lab) installModelSAs() error {
 			pol(xfrm.DirFwd, lan, remote, dutA, peerA, modelSPIOut, nil))
 	})
 	if err != nil {
-		return fmt.Errorf("peer's SAs: %w", err)
+		return "", fmt.Errorf("peer's SAs: %w", err)
 	}
-	return nil
+	return why, nil
 }
 
 // ModelCounters reads the model ports' IPsec counters (gateway-model only).

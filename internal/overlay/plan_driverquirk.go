@@ -74,6 +74,9 @@ func (p *planner) driverQuirks(path string, pr *config.Peer, modes map[string]st
 	if !out && !in {
 		return true
 	}
+	if pr.ESNByOffload {
+		p.note("%s: esn: true, the default with offload packet (mlx5 keeps anti-replay, and starts a moved SA where its sequence number left off, only for ESN SAs: docs/overlay.md, What the driver does); ESN is part of the wire format, so the peer's end needs it too: esn: true in its file (offload: packet there sets it), or no packet gets through. To run without, set esn: false", path)
+	}
 	q := p.quirksOn(pr.OffloadDev)
 	on := fmt.Sprintf("%s (%s, Linux %s)", pr.OffloadDev, quirkDrivers(p, pr.OffloadDev), p.live.Release)
 	ok = true

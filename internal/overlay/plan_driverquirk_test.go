@@ -32,6 +32,8 @@ const (
 	tunnelSubnets = "      mode: tunnel\n      selectors: [{local: 10.0.0.0/24, remote: 10.1.0.0/16}]\n"
 	tunnelHosts   = "      mode: tunnel\n      selectors: [{local: 10.0.0.1/32, remote: 10.1.0.9/32}]\n"
 	esnOn         = "      esn: true\n      replay-window: 64\n"
+	// esnOff: packet offload turns ESN on unless the file says.
+	esnOff = "      esn: false\n"
 )
 
 // withDriver puts the table's rows for quirks on p0 and p1.
@@ -73,16 +75,21 @@ func TestPlanDriverQuirks(t *testing.T) {
 			"", "Accepted by accept-leaks: exact-selector-match", ""},
 		{"an unknown accept-leaks name", quirkHost("p0", esnOn+"      accept-leaks: [subnets]\n"), mlx5612("6.12.95"),
 			`accept-leaks: "subnets" is not a leaking driver behaviour`, "", ""},
-		{"esn off on mlx5 6.12", quirkHost("p0", ""), mlx5612("6.12.95"), "", "esn off with offload packet on p0", ""},
-		{"esn off on ixgbe", quirkHost("p0", ""), withDriver(bareLive("6.12.95"), "ixgbe", driverquirk.For("ixgbe", "6.12.95")), "", "", "anti-replay"},
+		{"esn off on mlx5 6.12", quirkHost("p0", esnOff), mlx5612("6.12.95"), "", "esn off with offload packet on p0", ""},
+		{"esn off on ixgbe", quirkHost("p0", esnOff), withDriver(bareLive("6.12.95"), "ixgbe", driverquirk.For("ixgbe", "6.12.95")), "", "", "anti-replay"},
 		{"packet on a bond on 6.12", seedHost("packet", "bond0"), mlx5612("6.12.95"),
 			"Linux 6.12.95 accepts cleartext that matches a packet-offloaded IN policy", "", ""},
 		{"packet on a bond on 6.14", seedHost("packet", "bond0"), mlx5612("6.14.3"), "", "", "accepts cleartext"},
-		{"non-ESN packet on a bond on mlx5 6.12", strings.Replace(seedHost("packet", "bond0"), "      esn: true\n      replay-window: 64\n", "", 1) + acceptBondLeak, mlx5612("6.12.95"),
+		{"non-ESN packet on a bond on mlx5 6.12", strings.Replace(seedHost("packet", "bond0"), "      esn: true\n      replay-window: 64\n", esnOff, 1) + acceptBondLeak, mlx5612("6.12.95"),
 			"the driver starts a non-ESN SA at 1 whatever oseq says", "", ""},
-		{"non-ESN packet on a bond, accepted", strings.Replace(seedHost("packet", "bond0"), "      esn: true\n      replay-window: 64\n", "", 1) +
+		{"non-ESN packet on a bond, accepted", strings.Replace(seedHost("packet", "bond0"), "      esn: true\n      replay-window: 64\n", esnOff, 1) +
 			"      accept-leaks: [cleartext-accepted-on-offloaded-in, seq-restarts-at-one]\n", mlx5612("6.12.95"),
 			"", "Accepted by accept-leaks: seq-restarts-at-one", ""},
+		// esn unset: packet offload turns it on, says so, and the
+		// sequence-restart refusal has nothing to refuse.
+		{"esn unset, packet on a bond on mlx5 6.12", strings.Replace(seedHost("packet", "bond0"), "      esn: true\n      replay-window: 64\n", "", 1) + acceptBondLeak, mlx5612("6.12.95"),
+			"", "esn: true, the default with offload packet", "non-ESN"},
+		{"esn unset on mlx5 6.12", quirkHost("p0", ""), mlx5612("6.12.95"), "", "the peer's end needs it too", "anti-replay at all"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h, ks := load(t, tc.host)
@@ -113,7 +120,7 @@ func TestPlanDriverQuirks(t *testing.T) {
 // SA to another port with its key keeps the sequence number only on a
 // driver that honours oseq; mlx5 6.12 restarts at 1 (nonce reuse).
 func TestPlanRefusesMovingNonESNSA(t *testing.T) {
-	h, ks := load(t, quirkHost("p1", ""))
+	h, ks := load(t, quirkHost("p1", esnOff))
 	for _, tc := range []struct {
 		driver string
 		refuse bool

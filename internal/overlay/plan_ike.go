@@ -235,6 +235,7 @@ func (p *planner) ikePeer(path string, pr *config.Peer) {
 		p.fail("%s: %v", path, err)
 		return
 	}
+	p.ikeBlock(pr) // plan_ike_block.go: before charon's policies exist
 	var stale []string
 	loaded := false
 	for _, c := range il.Conns {

@@ -80,7 +80,7 @@ func TestPlanIKEMatchesWhenLoadedAndInstalled(t *testing.T) {
 		t.Fatal(err)
 	}
 	live := matchingLive(t)
-	live.SAs, live.Policies = nil, nil
+	live.SAs, live.Policies = nil, blockPoliciesLive(h) // sluice's own block policies, in place
 	live.IKE = &IKELive{Conns: []string{o.Name, connPrefix(h, "node-b") + "00000000"}, Children: map[string][]swan.OverlayChild{o.Name: {{State: "INSTALLED"}}}}
 	p, err := NewPlan(h, nil, live)
 	if err != nil {

@@ -74,6 +74,7 @@ func NewPrune(prev, next *config.Host, live *Live, j *Journal) *Plan {
 	t.vteps()
 	t.h.VTEPs = keep
 	t.ike()
+	t.ikeBlocks() // plan_ike_block.go
 	t.ipsec()
 	return t.plan
 }

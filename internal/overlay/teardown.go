@@ -30,6 +30,7 @@ func NewTeardown(h *config.Host, live *Live, j *Journal, hasJournal bool) *Plan 
 	t.guests()
 	t.vteps()
 	t.ike()
+	t.ikeBlocks() // plan_ike_block.go
 	t.ipsec()
 	t.uplinks()
 	t.restore()

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -142,7 +143,29 @@ func SluiceBin(t testing.TB) string {
 type Gateway struct {
 	Bin, NS, PinDir string
 	Daemon          *exec.Cmd // `ip netns exec` execs sluice: same pid
+	logs            *lockedBuffer
 }
+
+// lockedBuffer is the daemon's output, read while the daemon writes it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// Log returns what the daemon has logged so far.
+func (g *Gateway) Log() string { return g.logs.String() }
 
 // StartGateway runs the daemon in ns with the config body (pin-dir is
 // added: a bpffs outside /sys, because `ip netns exec` hides /sys/fs/bpf;
@@ -165,8 +188,9 @@ func StartGateway(t *testing.T, l *Lab, ns, config string) *Gateway {
 		t.Fatal(err)
 	}
 	daemon := exec.Command("ip", "netns", "exec", ns, g.Bin, "gateway", "run", "-f", cfg)
-	var logs bytes.Buffer
-	daemon.Stdout, daemon.Stderr = &logs, &logs
+	logs := &lockedBuffer{}
+	g.logs = logs
+	daemon.Stdout, daemon.Stderr = logs, logs
 	if err := daemon.Start(); err != nil {
 		t.Fatal(err)
 	}

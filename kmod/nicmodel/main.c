@@ -35,6 +35,25 @@ int nm_tx_miss_cleartext = -1;
 module_param_named(tx_miss_cleartext, nm_tx_miss_cleartext, int, 0644);
 MODULE_PARM_DESC(tx_miss_cleartext, "frames a policy selects but no SA serves: -1 as the profile (default), 0 drop, 1 cleartext");
 
+/*
+ * Ports registered and not yet freed: a port is freed only once every
+ * reference to it is gone (netdev_run_todo), so a count that does not
+ * return after its namespace was deleted is a leaked reference (tests read
+ * it; "unregister_netdevice: waiting for ..." says the same, later).
+ */
+static atomic_t nm_live_ports = ATOMIC_INIT(0);
+
+static int nm_param_ports_get(char *buf, const struct kernel_param *kp)
+{
+	return sysfs_emit(buf, "%d\n", atomic_read(&nm_live_ports));
+}
+
+static const struct kernel_param_ops nm_ports_ops = {
+	.get = nm_param_ports_get,
+};
+module_param_cb(ports, &nm_ports_ops, NULL, 0444);
+MODULE_PARM_DESC(ports, "ports registered and not yet freed (read-only)");
+
 static struct rtnl_link_ops nm_link_ops;
 
 bool nm_is_port(const struct net_device *dev)
@@ -121,7 +140,15 @@ static int nm_init(struct net_device *dev)
 					 NULL);
 	if (err)
 		xdp_rxq_info_unreg(&priv->xdp_rxq);
+	else
+		atomic_inc(&nm_live_ports);
 	return err;
+}
+
+/* Runs when the last reference is gone (netdev_run_todo). */
+static void nm_destructor(struct net_device *dev)
+{
+	atomic_dec(&nm_live_ports);
 }
 
 static void nm_uninit(struct net_device *dev)
@@ -162,6 +189,7 @@ static void nm_setup(struct net_device *dev)
 	dev->xfrmdev_ops = &nm_xfrmdev_ops;
 	dev->rtnl_link_ops = &nm_link_ops;
 	dev->needs_free_netdev = true;
+	dev->priv_destructor = nm_destructor;
 	dev->lltx = true;
 	dev->priv_flags &= ~IFF_TX_SKB_SHARING;
 	dev->min_mtu = ETH_MIN_MTU;
@@ -204,6 +232,22 @@ static int nm_newlink(struct net *net, struct net_device *dev,
 	return -EOPNOTSUPP;
 }
 
+/*
+ * nm_dellink: "ip link del" of either port removes both, as for veth. When
+ * the port goes because its namespace is dismantled, the peer stays (as a
+ * NIC port stays when the host at the other end of its cable goes), with
+ * no carrier and no peer, until its own namespace goes or it is deleted.
+ * Removing it from a live namespace in the dying one's batch unregistered
+ * it while that namespace still held references to it: a tunnel's cached
+ * XFRM bundle keeps a deleted packet-offloaded policy, and the policy its
+ * device (xfrm_dev_policy_free runs only when the policy is freed), until
+ * the tunnel sends again or goes. The batch then waited for that namespace,
+ * whose own dismantling queues behind it on the netns workqueue: "waiting
+ * for a0 to become free" forever (TestOverlayPacketOffloadBondBothEnds).
+ * That holds for a peer whose namespace is already dying too, but in a
+ * later batch: check_net cannot tell, so a dying port never takes a peer
+ * from another namespace.
+ */
 static void nm_dellink(struct net_device *dev, struct list_head *head)
 {
 	struct nm_priv *priv = netdev_priv(dev);
@@ -216,6 +260,12 @@ static void nm_dellink(struct net_device *dev, struct list_head *head)
 
 		RCU_INIT_POINTER(priv->peer, NULL);
 		RCU_INIT_POINTER(pp->peer, NULL);
+		netif_carrier_off(peer);
+		/* Dismantling: the peer goes with its own namespace (this
+		 * batch or a later one) or stays.
+		 */
+		if (!check_net(dev_net(dev)) && !net_eq(dev_net(dev), dev_net(peer)))
+			return;
 		nm_tap_detach(pp, head);
 		unregister_netdevice_queue(peer, head);
 	}

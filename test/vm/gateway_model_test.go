@@ -28,17 +28,30 @@ import (
 // rx_cleartext_packets must agree with it.
 //
 //	gen 10.0.0.1 -- lan0 [dut: sluice XDP] nmD 123.0.0.1 ==model wire== nmP 123.0.0.254 [peer: esp4] lo 48.0.1.1
+//
+// It runs under both mlx5 profiles of the model (issue 31). Both send in
+// cleartext a frame a policy selects but no SA serves (no TX miss rule):
+// on such a driver the gateway takes the strict SA check by itself,
+// which holds the SA-deletion phases below at 0 frames, the dead
+// daemon's too (the mirror's check alone left 1-4 frames in its 1-2 ms
+// window, 61-69 under the dead daemon). Under mlx5-upstream the device
+// matches selectors by prefix and the test's /8 and /24 policies are
+// forwarded. Under mlx5-6.12 it matches selector addresses exactly: the
+// subnet policies leak whoever hands the device their packets, and the
+// test asserts that sluice says so (explain's device-miss, the daemon's
+// log, doctor's driver-quirks) and that the wire shows it; the rest runs
+// on the configuration sluice recommends for that driver, per-host
+// policies.
 func TestGatewayPacketOffloadOnModel(t *testing.T) {
+	for _, prof := range nmProfiles {
+		t.Run(prof, func(t *testing.T) { gatewayPacketOffloadOnModel(t, prof) })
+	}
+}
+
+func gatewayPacketOffloadOnModel(t *testing.T, prof string) {
 	l := newLab(t)
 	ip := ipPacket(t)
-	// mlx5 as upstream has it: selectors by prefix (the test's /8 and /24
-	// policies are forwarded), and a frame no SA serves leaves in
-	// cleartext (no TX miss rule), as in 6.12. On such a driver the
-	// gateway takes the strict SA check by itself, which is what holds
-	// the SA-deletion phases below at 0 frames, the dead daemon's too
-	// (issue 31; the mirror's check alone left 1-4 frames in a 1-2 ms
-	// window, 61-69 under the dead daemon).
-	testutil.UseNicmodelProfile(t, testutil.ProfileMlx5Upstream)
+	testutil.UseNicmodelProfile(t, prof)
 	gen, dut, peer := l.netns(t), l.netns(t), l.netns(t)
 	veth(t, gen, "g0", "10.0.0.1/24", dut, "lan0", "10.0.0.254/24")
 	nmD, nmP := l.nicPair(t, dut, peer)
@@ -79,17 +92,22 @@ func TestGatewayPacketOffloadOnModel(t *testing.T) {
 		}
 		run(t, ip, args...)
 	}
-	pol(dut, "10.0.0.0/8", "48.0.1.0/24", "out", "123.0.0.1", "123.0.0.254", "1", true)
-	pol(dut, "48.0.1.0/24", "10.0.0.0/8", "in", "123.0.0.254", "123.0.0.1", "2", true)
-	// FWD policies are never offloaded (mlx5 refuses them); this one is
-	// the kernel's. Packets the model decrypted carry packet offload's
-	// secpath mark, on which the kernel accepts them without checking it.
-	pol(dut, "48.0.1.0/24", "10.0.0.0/8", "fwd", "123.0.0.254", "123.0.0.1", "2", false)
+	// The dut's policies between lan and remote.
+	dutPolicies := func(lan, remote string) {
+		pol(dut, lan, remote, "out", "123.0.0.1", "123.0.0.254", "1", true)
+		pol(dut, remote, lan, "in", "123.0.0.254", "123.0.0.1", "2", true)
+		// FWD policies are never offloaded (mlx5 refuses them); this one
+		// is the kernel's. Packets the model decrypted carry packet
+		// offload's secpath mark, on which the kernel accepts them without
+		// checking it.
+		pol(dut, remote, lan, "fwd", "123.0.0.254", "123.0.0.1", "2", false)
+	}
+	dutPolicies("10.0.0.0/8", "48.0.1.0/24")
 	pol(peer, "48.0.1.0/24", "10.0.0.0/8", "out", "123.0.0.254", "123.0.0.1", "2", false)
 	pol(peer, "10.0.0.0/8", "48.0.1.0/24", "in", "123.0.0.1", "123.0.0.254", "1", false)
 
 	// A frame a policy selects but no SA serves leaves mlx5 in cleartext
-	// (no miss rule in its TX SA table outside switchdev), and so the
+	// (its TX SA table's miss goes onto the wire, in both eswitch modes), and so the
 	// model under both profiles; SLUICE_NICMODEL_TX_MISS_CLEARTEXT=0
 	// makes it drop them instead, to tell such leaks from others.
 	miss := "-1" // as the profile
@@ -110,6 +128,15 @@ func TestGatewayPacketOffloadOnModel(t *testing.T) {
 	wire := func() uint64 { return uint64(len(oracle.Leaks(t, 0, testutil.Flow{}))) }
 	defer testutil.WireAgrees(t, oracle, 0, peer, nmP, p0)
 
+	if prof == testutil.ProfileMlx5_612 {
+		step(t, "subnet policies on an exact-match device: announced, and the wire shows why", func(t *testing.T) {
+			announceExactMatchLeak(t, g, gen, dut, nmD, oracle)
+		})
+		for _, dir := range [][3]string{{"10.0.0.0/8", "48.0.1.0/24", "out"}, {"48.0.1.0/24", "10.0.0.0/8", "in"}, {"48.0.1.0/24", "10.0.0.0/8", "fwd"}} {
+			run(t, "ip", "-n", dut, "xfrm", "policy", "delete", "src", dir[0], "dst", dir[1], "dir", dir[2])
+		}
+		dutPolicies("10.0.0.1/32", "48.0.1.1/32")
+	}
 	step(t, "the real offloaded SA is mirrored: XDP forwards", func(t *testing.T) {
 		g.explainUntil(t, func(out string) bool { return strings.Contains(out, "forward-out") },
 			"--iface", "lan0", "src", "10.0.0.1", "dst", "48.0.1.1", "proto", "icmp", "type", "8")
@@ -203,6 +230,40 @@ func TestGatewayPacketOffloadOnModel(t *testing.T) {
 		t.Logf("dut %s: xdp_xmit %d, tx_ipsec %d, tx_ipsec_drop_no_state %d, tx_cleartext %d",
 			nmD, st["xdp_xmit"], st["tx_ipsec_packets"], st["tx_ipsec_drop_no_state"], st["tx_cleartext_packets"])
 	})
+}
+
+// announceExactMatchLeak: with the dut's subnet policies offloaded to a
+// device that matches selector addresses exactly (mlx5 in Linux 6.12),
+// XDP hands their packets to the kernel with the reason device-miss, the
+// daemon logs the policy with the fix, doctor's driver-quirks fails it,
+// and the announcement is true: the kernel's own path sends the pings
+// through the same device in cleartext, as the wire oracle sees.
+func announceExactMatchLeak(t *testing.T, g *gateway, gen, dut, nmD string, oracle *testutil.WireOracle) {
+	g.explainUntil(t, func(out string) bool { return strings.Contains(out, "device-miss") },
+		"--iface", "lan0", "src", "10.0.0.1", "dst", "48.0.1.1", "proto", "icmp", "type", "8")
+	const announced = "this policy leaks on its offload device"
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(g.Log(), announced); time.Sleep(100 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the daemon did not announce the leaking policy (%q):\n%s", announced, g.Log())
+		}
+	}
+	for _, want := range []string{`policy="10.0.0.0/8 -> 48.0.1.0/24"`, "device=" + nmD, "/32 or /128"} {
+		if !strings.Contains(g.Log(), want) {
+			t.Errorf("the daemon's announcement lacks %q:\n%s", want, g.Log())
+		}
+	}
+	doc, _ := try("ip", "netns", "exec", dut, g.bin, "doctor", "--no-probe", "--check", "driver-quirks")
+	if !strings.Contains(doc, "10.0.0.0/8 -> 48.0.1.0/24") || !strings.Contains(doc, "matches selector addresses exactly") {
+		t.Errorf("doctor's driver-quirks does not flag the subnet policy:\n%s", doc)
+	}
+	d0, m := ethStats(t, dut, nmD), oracle.Drain(t)
+	try("ip", "netns", "exec", gen, "ping", "-c", "3", "-i", "0.2", "-W", "1", "48.0.1.1")
+	d := statDelta(d0, ethStats(t, dut, nmD), "xdp_xmit", "tx_cleartext_packets")
+	leaks := oracle.Leaks(t, m, testutil.FlowOf("10.0.0.1", "48.0.1.1"))
+	if d["xdp_xmit"] != 0 || len(leaks) < 3 {
+		t.Errorf("subnet policies on an exact-match device: XDP sent %d (want 0: device-miss), the wire carried %d cleartext pings (want 3: the kernel's path leaks, which is what sluice announces)", d["xdp_xmit"], len(leaks))
+	}
+	t.Logf("announced, and on the wire: %d cleartext pings from the kernel's path (%s %v)", len(leaks), nmD, d)
 }
 
 // overrunMirror gives the mirror more policy shapes than the fast path's

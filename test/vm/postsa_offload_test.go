@@ -27,12 +27,30 @@ import (
 //	  - Under traffic only XDP forwards, the OUT policy's use time (read
 //	    with XFRM_MSG_GETPOLICY, as charon reads it) stays within the bound
 //	    (3 s plus the flow's largest packet gap, as measured while sending).
+//
+// Under both mlx5 profiles of the model (issue 31). Under mlx5-6.12 the
+// device matches selector addresses exactly: the test's subnet policy is
+// announced as leaking (explain: device-miss, XDP hands it to the kernel,
+// whose path leaks too), and the assertions run on the configuration
+// sluice recommends for that driver, a per-host policy.
 func TestPostSAOffloaded(t *testing.T) {
+	for _, prof := range nmProfiles {
+		t.Run(prof, func(t *testing.T) { postSAOffloaded(t, prof) })
+	}
+}
+
+func postSAOffloaded(t *testing.T, prof string) {
 	l := newLab(t)
+	testutil.UseNicmodelProfile(t, prof)
 	ip := ipPacket(t)
 	gen, dut, peer := l.netns(t), l.netns(t), l.netns(t)
 	veth(t, gen, "g0", "10.0.0.1/24", dut, "lan0", "10.0.0.254/24")
 	devA, devB := l.nicPair(t, dut, peer)
+	// No IPv6 on the wire: a neighbour or listener report crossing it
+	// between the oracle's start and the counters' first read made the
+	// two disagree by one frame (WireAgrees).
+	nsRun(t, dut, "sysctl", "-qw", "net.ipv6.conf."+devA+".disable_ipv6=1")
+	nsRun(t, peer, "sysctl", "-qw", "net.ipv6.conf."+devB+".disable_ipv6=1")
 	run(t, "ip", "-n", dut, "addr", "add", "123.0.0.1/16", "dev", devA)
 	run(t, "ip", "-n", peer, "addr", "add", "123.0.0.254/16", "dev", devB)
 	run(t, "ip", "-n", gen, "route", "add", "default", "via", "10.0.0.254")
@@ -43,13 +61,25 @@ func TestPostSAOffloaded(t *testing.T) {
 	run(t, ip, "-n", dut, "xfrm", "state", "add", "src", "123.0.0.1", "dst", "123.0.0.254", "proto", "esp", "spi", "0x1001",
 		"reqid", "1", "mode", "tunnel", "aead", "rfc4106(gcm(aes))", key, "128", "offload", "packet", "dev", devA, "dir", "out")
 	sel := []string{"src", "10.0.0.0/24", "dst", "48.0.1.0/24", "dir", "out"}
-	run(t, ip, append(append([]string{"-n", dut, "xfrm", "policy", "add"}, sel...),
-		"tmpl", "src", "123.0.0.1", "dst", "123.0.0.254", "proto", "esp", "mode", "tunnel", "reqid", "1",
-		"offload", "packet", "dev", devA)...)
+	outPolicy := func(verb string) {
+		run(t, ip, append(append([]string{"-n", dut, "xfrm", "policy", verb}, sel...),
+			"tmpl", "src", "123.0.0.1", "dst", "123.0.0.254", "proto", "esp", "mode", "tunnel", "reqid", "1",
+			"offload", "packet", "dev", devA)...)
+	}
+	outPolicy("add")
 
 	g := startGateway(t, l, dut, fmt.Sprintf("interfaces:\n  - {name: lan0, l2: fib}\n  - {name: %s, l2: nic}\n", devA))
-	g.explainUntil(t, func(out string) bool { return strings.Contains(out, "forward-out") },
-		"--iface", "lan0", "src", "10.0.0.1", "dst", "48.0.1.1", "proto", "udp", "sport", "1", "dport", "2")
+	flow := []string{"--iface", "lan0", "src", "10.0.0.1", "dst", "48.0.1.1", "proto", "udp", "sport", "1", "dport", "2"}
+	if prof == testutil.ProfileMlx5_612 {
+		// The subnet policy leaks on this device whoever hands it the
+		// packets: XDP passes them to the kernel and says why. Then the
+		// policy sluice recommends for the driver: one per host pair.
+		g.explainUntil(t, func(out string) bool { return strings.Contains(out, "device-miss") }, flow...)
+		run(t, ip, "-n", dut, "xfrm", "policy", "delete", "src", "10.0.0.0/24", "dst", "48.0.1.0/24", "dir", "out")
+		sel = []string{"src", "10.0.0.1/32", "dst", "48.0.1.1/32", "dir", "out"}
+		outPolicy("add")
+	}
+	g.explainUntil(t, func(out string) bool { return strings.Contains(out, "forward-out") }, flow...)
 
 	step(t, "above the SA's MTU: the kernel answers, nothing oversized leaves", func(t *testing.T) {
 		before := ethStats(t, dut, devA)

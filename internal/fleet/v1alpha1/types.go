@@ -155,6 +155,17 @@ type HostStatus struct {
 	Tunnels            []Tunnel           `json:"tunnels,omitempty"`
 	Errors             []string           `json:"errors,omitempty"`
 	Conditions         []metav1.Condition `json:"conditions,omitempty"`
+	// Agent is the claim of the agent acting for this Host: two agents
+	// with one Host name are detected by it (internal/agent/claim.go).
+	Agent *AgentClaim `json:"agent,omitempty"`
+}
+
+// AgentClaim names the agent instance acting for a Host ("machine-id:
+// boot-id") and the instances of other machines that claim the same name
+// and refuse to act. Contenders stay until an administrator clears them.
+type AgentClaim struct {
+	Instance   string   `json:"instance"`
+	Contenders []string `json:"contenders,omitempty"`
 }
 
 // LastApply is the last reconcile that changed, or tried to change, the
