@@ -66,8 +66,9 @@ kernel-next:
 	bash scripts/kernel-next.sh
 
 ## vmtest-next: the VM tests whose subject the newer kernel changed, on it: mirror and monitor,
-## post-SA, the NIC model, flower, the gateway on the model. VMTEST_NEXT overrides the filter.
-VMTEST_NEXT ?= ^(TestVM.*|TestPostSA.*|TestNicmodel.*|TestFlower.*|TestGateway.*|TestSwanTunnelsMirroredByGateway)$$
+## post-SA, the NIC model, flower, the gateway on the model, charon 6 with packet offload on the model.
+## VMTEST_NEXT overrides the filter.
+VMTEST_NEXT ?= ^(TestVM.*|TestPostSA.*|TestNicmodel.*|TestFlower.*|TestGateway.*|TestSwanTunnelsMirroredByGateway|TestSwanPacketOffloadOnModel)$$
 vmtest-next: kernel-next
 	SLUICE_VM_KERNEL=next bash scripts/vmtest.sh '$(VMTEST_NEXT)'
 

@@ -68,7 +68,7 @@ if [ ! -x "$ROOT/usr/sbin/swanctl" ]; then
   rm -rf "$ROOT.new"
   mkdir -p "$NEXT"
   include=gcc-14,make,libc6-dev,libelf-dev,libssl-dev,pahole,bc,bison,flex,kmod,xz-utils,zstd,ca-certificates
-  include+=,iproute2,ethtool,tcpdump,iputils-ping,iperf3,procps,psmisc,nftables
+  include+=,iproute2,ethtool,tcpdump,iputils-ping,iperf3,procps,psmisc,nftables,python3-minimal
   include+=,strongswan,strongswan-swanctl,charon-systemd,libcharon-extra-plugins
   include+=,libstrongswan-standard-plugins,libstrongswan-extra-plugins,strongswan-pki
   log "debootstrap trixie into $ROOT (nice -n 10)"
@@ -78,6 +78,51 @@ if [ ! -x "$ROOT/usr/sbin/swanctl" ]; then
   mv "$ROOT.new" "$ROOT"
 fi
 phase "trixie root ($(du -sh "$ROOT" 2>/dev/null | cut -f1))" "$t"
+
+# Commands in the root: apt's maintainer scripts and objtool (read_stack_limit) read /proc, so the
+# chroot gets a proc of its own, in a private mount namespace that vanishes with the command (as
+# internal/testlab's runIn does).
+in_root() { unshare --mount --propagation private sh -c 'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"' "$ROOT" "$@"; }
+
+# 3b. strongSwan from sid (6.1; trixie's 6.0.1 predates per-CPU SAs and packet offload's fixes, which
+#     need 6.0.2). The root gets sid as a source pinned to priority 100, so nothing else moves to sid by
+#     itself; `apt-get install -t sid` takes strongSwan's packages from sid and, of their dependencies,
+#     only what trixie cannot satisfy (libstrongswan needs glibc >= 2.42: libc6, libc6-dev, libc-bin).
+#     The downloaded packages stay in the root's apt cache; the phase is skipped once charon is 6.1.
+t=$(now)
+SWAN_SUITE=${NEXT_SWAN_SUITE:-sid}
+SWAN_SERIES=${NEXT_SWAN_SERIES:-6.1}
+swan_ver() { chroot "$ROOT" dpkg-query -W -f='${Version}' strongswan-charon 2>/dev/null || true; }
+if [[ "$(swan_ver)" != "$SWAN_SERIES".* ]]; then
+  echo "deb [signed-by=$keyring] $uri $SWAN_SUITE main" >"$ROOT/etc/apt/sources.list.d/sluice-$SWAN_SUITE.list"
+  printf 'Package: *\nPin: release n=%s\nPin-Priority: 100\n' "$SWAN_SUITE" >"$ROOT/etc/apt/preferences.d/sluice-$SWAN_SUITE"
+  # Every strongSwan package the root has moves together (they depend on one libstrongswan version),
+  # and strongswan-charon replaces charon-systemd (they conflict): internal/swan runs
+  # /usr/lib/ipsec/charon, as on the host, which debootstrap's strongswan (charon-systemd in 6.x)
+  # does not bring.
+  mapfile -t swan_pkgs < <(chroot "$ROOT" dpkg-query -W -f='${db:Status-Abbrev} ${Package}\n' |
+    awk '$1 == "ii" && $2 ~ /strongswan|charon/ && $2 != "charon-systemd" {print $2}')
+  swan_pkgs+=(strongswan-charon charon-systemd-)
+  # The machine's mirror may serve a sid whose Release has expired (it does here: the host's apt sets
+  # Check-Valid-Until false too); the signature is still checked.
+  in_root env DEBIAN_FRONTEND=noninteractive apt-get -q -o Acquire::Check-Valid-Until=false update >"$NEXT/swan-$SWAN_SUITE.log" 2>&1 ||
+    { tail -20 "$NEXT/swan-$SWAN_SUITE.log" >&2; exit 1; }
+  in_root env DEBIAN_FRONTEND=noninteractive nice -n 10 apt-get -q -y --no-install-recommends \
+    -o Dpkg::Options::=--force-confold install -t "$SWAN_SUITE" "${swan_pkgs[@]}" >>"$NEXT/swan-$SWAN_SUITE.log" 2>&1 ||
+    { tail -20 "$NEXT/swan-$SWAN_SUITE.log" >&2; exit 1; }
+  [[ "$(swan_ver)" == "$SWAN_SERIES".* ]] ||
+    { echo "kernel-next: strongswan-charon is $(swan_ver) after the $SWAN_SUITE install, want $SWAN_SERIES.*" >&2; exit 1; }
+fi
+phase "strongSwan $(swan_ver) from $SWAN_SUITE" "$t"
+
+# 3c. Tools the VM tests run that a root made before they were in the list above lacks (python3:
+#     TestNicmodelReplay's sender), from trixie.
+t=$(now)
+if [ ! -x "$ROOT/usr/bin/python3" ]; then
+  in_root env DEBIAN_FRONTEND=noninteractive apt-get -q -y --no-install-recommends install python3-minimal \
+    >"$NEXT/tools.log" 2>&1 || { tail -20 "$NEXT/tools.log" >&2; exit 1; }
+fi
+phase "test tools in the root" "$t"
 
 # 4. The kernel, modules and headers unpacked into the root; depmod there.
 t=$(now)
@@ -101,9 +146,6 @@ probe=$ROOT/tmp/sluice-kbuild-probe
 rm -rf "$probe" && mkdir -p "$probe"
 printf '#include <linux/module.h>\nMODULE_LICENSE("GPL");\n' >"$probe/probe.c"
 echo 'obj-m := probe.o' >"$probe/Makefile"
-# objtool reads /proc (read_stack_limit): the chroot gets a proc of its own, in a private mount
-# namespace that vanishes with the build (as internal/testlab's runIn does).
-in_root() { unshare --mount --propagation private sh -c 'mount -t proc proc "$0/proc" && exec chroot "$0" "$@"' "$ROOT" "$@"; }
 in_root make -s -C "/lib/modules/$release/build" M=/tmp/sluice-kbuild-probe modules >"$NEXT/kbuild-probe.log" 2>&1 ||
   { tail -20 "$NEXT/kbuild-probe.log" >&2; exit 1; }
 rm -rf "$probe"
@@ -111,4 +153,4 @@ phase "probe module built with $(chroot "$ROOT" gcc-14 --version | head -1)" "$t
 
 ls "$ROOT/boot/vmlinuz-$release" >/dev/null
 echo "$release" >"$NEXT/release"
-log "ready: kernel $ROOT/boot/vmlinuz-$release, strongSwan $(chroot "$ROOT" dpkg-query -W -f='${Version}' strongswan)"
+log "ready: kernel $ROOT/boot/vmlinuz-$release, strongSwan $(swan_ver)"

@@ -172,6 +172,8 @@ guest=$out/guest.sh
   echo "export SLUICE_BIN=/run/sluice-vmtest/sluice"
   # Scale runs (docs/benchmarks.md): SLUICE_FLOWER_SCALE=65536 bash scripts/vmtest.sh TestFlowerScale
   [ -z "${SLUICE_FLOWER_SCALE:-}" ] || echo "export SLUICE_FLOWER_SCALE=$(q "$SLUICE_FLOWER_SCALE")"
+  # Rekeys under traffic (TestSwanPacketOffloadOnModel, TestOverlayIKE): SLUICE_REKEYS=100 for issue 32's run.
+  [ -z "${SLUICE_REKEYS:-}" ] || echo "export SLUICE_REKEYS=$(q "$SLUICE_REKEYS")"
   # The NIC model's driver profile (kmod/nicmodel/README.md), default mlx5-6.12:
   # SLUICE_NICMODEL_PROFILE=mlx5-upstream bash scripts/vmtest.sh TestNicmodel
   # Labs insert the model themselves: they follow the same profile (default kernel-xfrm, as

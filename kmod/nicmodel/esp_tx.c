@@ -263,7 +263,7 @@ int nm_crypto_tx(struct nm_priv *priv, struct sk_buff *skb)
 		return 0;
 	sp = skb_sec_path(skb);
 	x = sp->xvec[sp->len - 1];
-	if (x->xso.type != XFRM_DEV_OFFLOAD_CRYPTO || x->xso.real_dev != priv->dev)
+	if (x->xso.type != XFRM_DEV_OFFLOAD_CRYPTO || nm_xso_port(x) != priv->dev)
 		return 0;
 	sa = (struct nm_sa *)x->xso.offload_handle;
 	off = skb_transport_offset(skb);

@@ -229,9 +229,10 @@ static bool nm_reqid_dup_full(struct nm_priv *priv, u32 reqid)
 	return n >= 2;
 }
 
-static int nm_state_add(struct xfrm_state *x, struct netlink_ext_ack *extack)
+static int nm_state_add(struct net_device *dev, struct xfrm_state *x,
+			struct netlink_ext_ack *extack)
 {
-	struct nm_priv *priv = nm_port_priv(x->xso.real_dev);
+	struct nm_priv *priv = nm_port_priv(dev);
 	const struct nm_profile *prof = nm_prof();
 	struct nm_sa *sa;
 	int err;
@@ -602,11 +603,12 @@ static int nm_policy_add(struct xfrm_policy *xp, struct netlink_ext_ack *extack)
 	pol->sel = xp->selector;
 	pol->priority = xp->priority;
 	pol->dir = xp->xdo.dir;
+	/* ALLOW without a template is a bypass (nm_tx_ipsec): charon 6
+	 * offloads its IKE port bypass policies to packet-offload ports.
+	 */
 	pol->action = xp->action;
 	if (xp->xfrm_nr)
 		pol->tmpl = xp->xfrm_vec[0];
-	else
-		pol->action = XFRM_POLICY_BLOCK;
 
 	head = pol->dir == XFRM_DEV_OFFLOAD_OUT ? &priv->pol_out : &priv->pol_in;
 	spin_lock_bh(&priv->tbl_lock);
@@ -658,10 +660,39 @@ static void nm_policy_free(struct xfrm_policy *xp)
 	kfree_rcu(pol, rcu);
 }
 
+/*
+ * Since Linux 6.16 the xfrm core passes the device to add, delete and
+ * free (the port itself, through a bond too) and sets xso.real_dev only
+ * under a bond; before, the port was xso.real_dev (nm_xso_port).
+ */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 16, 0)
+static void nm_state_delete_dev(struct net_device *dev, struct xfrm_state *x)
+{
+	nm_state_delete(x);
+}
+
+static void nm_state_free_dev(struct net_device *dev, struct xfrm_state *x)
+{
+	nm_state_free(x);
+}
+#else
+static int nm_state_add_real_dev(struct xfrm_state *x,
+				 struct netlink_ext_ack *extack)
+{
+	return nm_state_add(x->xso.real_dev, x, extack);
+}
+#endif
+
 const struct xfrmdev_ops nm_xfrmdev_ops = {
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 16, 0)
 	.xdo_dev_state_add = nm_state_add,
+	.xdo_dev_state_delete = nm_state_delete_dev,
+	.xdo_dev_state_free = nm_state_free_dev,
+#else
+	.xdo_dev_state_add = nm_state_add_real_dev,
 	.xdo_dev_state_delete = nm_state_delete,
 	.xdo_dev_state_free = nm_state_free,
+#endif
 	.xdo_dev_offload_ok = nm_offload_ok,
 	.xdo_dev_state_advance_esn = nm_state_advance_esn,
 	.xdo_dev_state_update_stats = nm_state_update_stats,

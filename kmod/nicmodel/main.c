@@ -217,9 +217,16 @@ static void nm_setup(struct net_device *dev)
 	nm_ipsec_init(priv);
 }
 
+/* Linux 6.15 passes the netlink arguments in struct rtnl_newlink_params. */
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 15, 0)
+static int nm_newlink(struct net_device *dev,
+		      struct rtnl_newlink_params *params,
+		      struct netlink_ext_ack *extack)
+#else
 static int nm_newlink(struct net *net, struct net_device *dev,
 		      struct nlattr *tb[], struct nlattr *data[],
 		      struct netlink_ext_ack *extack)
+#endif
 {
 	NL_SET_ERR_MSG(extack, "nicmodel ports come in pairs: echo \"NAME PEERNAME\" > /sys/module/nicmodel/parameters/new_pair");
 	return -EOPNOTSUPP;

@@ -22,6 +22,21 @@
 #include <crypto/aead.h>
 #include <net/xfrm.h>
 #include <net/xdp.h>
+#include <linux/version.h>
+
+/*
+ * nm_xso_port: the port an offloaded SA is on. Before Linux 6.16 the
+ * xfrm core set xso.real_dev for every offloaded SA; since, only the
+ * bonding driver does (to its port), and xso.dev is the port otherwise.
+ */
+static inline struct net_device *nm_xso_port(const struct xfrm_state *x)
+{
+#if LINUX_VERSION_CODE >= KERNEL_VERSION(6, 16, 0)
+	return x->xso.real_dev ? x->xso.real_dev : x->xso.dev;
+#else
+	return x->xso.real_dev;
+#endif
+}
 
 #define NM_DRV_NAME "nicmodel"
 #define NM_DRV_VERSION "1"

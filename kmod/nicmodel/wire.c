@@ -80,6 +80,18 @@ static struct sk_buff *nm_tx_ipsec(struct nm_priv *priv, struct sk_buff *skb)
 		nm_inc(priv, NM_TX_DROP_POLICY_BLOCK);
 		goto drop;
 	}
+	/* An ALLOW policy without a template (tmpl.id.proto 0; a template's
+	 * is ESP) is a bypass: out as it is, as the kernel's software XFRM
+	 * sends it and mlx5 forwards it past its SA table (reqid 0, no SA,
+	 * no miss rule). charon 6 offloads such policies for IKE (UDP
+	 * 500/4500) to every packet-offload port; dropping them (the model
+	 * did) kept every IKE_SA_INIT off the wire.
+	 */
+	if (!pol->tmpl.id.proto) {
+		if (fl.proto != IPPROTO_ESP)
+			nm_inc(priv, NM_TX_CLEARTEXT_PACKETS);
+		return skb;
+	}
 	sa = nm_sa_for_tmpl(priv, pol, &fl);
 	if (!sa) {
 		nm_inc(priv, NM_TX_DROP_NO_STATE);

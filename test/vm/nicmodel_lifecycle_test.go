@@ -83,7 +83,9 @@ func TestNicmodelUnloadLoop(t *testing.T) {
 // take the bond's private data for a port's (it did: netdev_priv(xso.dev)
 // wrote its SA accounting into struct bonding and reported the SA
 // offloaded): it declines, and the kernel keeps the crypto SA in
-// software. The bond and its ports work on.
+// software. The bond and its ports work on. Since 6.16 the xfrm core
+// passes the driver the device (bond_ipsec_add_sa: the active port), so
+// there the SA is offloaded on a0 and follows the failover to a1.
 func TestNicmodelBondSA(t *testing.T) {
 	l := newLab(t)
 	ip := ipPacket(t)
@@ -100,12 +102,20 @@ func TestNicmodelBondSA(t *testing.T) {
 	waitActive(t, nsA, "a0")
 	run(t, ip, "-n", nsA, "xfrm", "state", "add", "src", "192.168.70.1", "dst", "192.168.70.2", "proto", "esp", "spi", "0x1001",
 		"reqid", "1", "mode", "tunnel", "aead", "rfc4106(gcm(aes))", nmKeyAB, "128", "offload", "crypto", "dev", "bond0", "dir", "out")
-	if st := run(t, ip, "-n", nsA, "xfrm", "state"); strings.Contains(st, "offload") {
+	// The bond's SA on its ports: none before 6.16, else on the active one.
+	viaBond := testutil.KernelAtLeast(t, 6, 16)
+	want := map[string]uint64{"a0": 0, "a1": 0}
+	if st := run(t, ip, "-n", nsA, "xfrm", "state"); viaBond {
+		if !strings.Contains(st, "offload parameters: dev bond0") {
+			t.Errorf("6.16+ gives the driver the bond's active port, but the SA is not offloaded through bond0:\n%s", st)
+		}
+		want["a0"] = 1
+	} else if strings.Contains(st, "offload") {
 		t.Errorf("the SA is offloaded through bond0, but 6.12 gives the driver no port to put it on:\n%s", st)
 	}
 	for _, p := range []string{"a0", "a1"} {
-		if n := ethStats(t, nsA, p)["ipsec_sa_count"]; n != 0 {
-			t.Errorf("%s holds %d SAs, want 0", p, n)
+		if n := ethStats(t, nsA, p)["ipsec_sa_count"]; n != want[p] {
+			t.Errorf("%s holds %d SAs, want %d", p, n, want[p])
 		}
 	}
 	// The bond still fails over and its packet-offload-free ports still
@@ -114,8 +124,15 @@ func TestNicmodelBondSA(t *testing.T) {
 	waitActive(t, nsA, "a1")
 	run(t, ip, "-n", nsA, "xfrm", "state", "add", "src", "192.168.70.1", "dst", "192.168.70.3", "proto", "esp", "spi", "0x1002",
 		"reqid", "2", "mode", "tunnel", "aead", "rfc4106(gcm(aes))", nmKeyAB, "128", "offload", "crypto", "dev", "a1", "dir", "out")
-	if n := ethStats(t, nsA, "a1")["ipsec_sa_count"]; n != 1 {
-		t.Errorf("a1 holds %d SAs after one added on it, want 1", n)
+	// 6.16+: the bond moved its SA from a0 to a1 at the failover.
+	want = map[string]uint64{"a0": 0, "a1": 1}
+	if viaBond {
+		want["a1"] = 2
+	}
+	for _, p := range []string{"a0", "a1"} {
+		if n := ethStats(t, nsA, p)["ipsec_sa_count"]; n != want[p] {
+			t.Errorf("%s holds %d SAs after the failover and one SA added on a1, want %d", p, n, want[p])
+		}
 	}
 	run(t, ip, "-n", nsA, "xfrm", "state", "flush")
 	for _, line := range dmesgSince(t, base) {
