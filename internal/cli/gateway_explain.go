@@ -83,7 +83,7 @@ func runExplain(cmd *cobra.Command, a explainFlags, args []string) error {
 	for _, p := range policies {
 		if dec.PolicyIndex != 0 && p.Index == dec.PolicyIndex {
 			res.Policy = &explainPolicy{Index: p.Index, Dir: p.Dir.String(), Priority: p.Priority,
-				Selector: p.Sel.String(), Action: [...]string{"allow", "block"}[p.Action&1]}
+				Selector: p.Sel.String(), Action: p.Action.String()}
 			if p.Action == xfrm.ActionAllow {
 				res.KernelKeeps = fastpath.ForwardRefusal(&p, states)
 			}

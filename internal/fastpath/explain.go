@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+
+	"sluice/internal/kernel/xfrm"
 )
 
 // Reason says why the program chose its action.
@@ -140,7 +142,7 @@ func (dp *Datapath) Explain(frame []byte, ingressIfindex int) (*Decision, error)
 		Output: opts.DataOut,
 	}
 	if d.PolicyIndex != 0 {
-		dec.Dir = [...]string{"in", "out", "fwd"}[d.Dir%3]
+		dec.Dir = xfrm.Dir(d.Dir % 3).String()
 	}
 	for dir, name := range []string{"in", "out", "fwd"} {
 		if d.Matched&(1<<dir) != 0 {

@@ -25,6 +25,14 @@ const (
 	L2FIB L2Mode = 1
 )
 
+// String is the mode as gateway.yaml's l2 key spells it.
+func (m L2Mode) String() string {
+	if m == L2FIB {
+		return "fib"
+	}
+	return "nic"
+}
+
 // Iface is one interface as the program sees it.
 type Iface struct {
 	Ifindex int

@@ -250,7 +250,7 @@ func (r *run) attach(gi Iface) error {
 	if isNew {
 		r.fresh = append(r.fresh, gi.Name)
 	}
-	r.log.Info("attached", "iface", gi.Name, "ifindex", li.Ifindex, "xdp", gi.Mode.String(), "l2", [...]string{"nic", "fib"}[gi.L2])
+	r.log.Info("attached", "iface", gi.Name, "ifindex", li.Ifindex, "xdp", gi.Mode.String(), "l2", gi.L2.String())
 	if gi.InboundForward {
 		r.log.Warn("inbound forwarding ON: packets arriving here that match an IN/FWD policy whose SA is packet-offloaded on this port are forwarded in XDP without the kernel's FWD policy check. XDP cannot tell NIC-decrypted packets from spoofed cleartext; this trusts that the upstream segment drops cleartext sourced from protected prefixes (wan-antispoof: upstream)", "iface", gi.Name)
 	}

@@ -69,7 +69,7 @@ func (r *gatewayRuntime) Status() (*api.GatewayStatus, error) {
 		s.FlowCache.KeysL4 = l4
 	}
 	for _, gi := range r.opts.Ifaces {
-		is := api.InterfaceStatus{Name: gi.Name, XDPMode: gi.Mode.String(), L2: [...]string{"nic", "fib"}[gi.L2],
+		is := api.InterfaceStatus{Name: gi.Name, XDPMode: gi.Mode.String(), L2: gi.L2.String(),
 			InboundForward: gi.InboundForward}
 		if li, err := kernel.Link(gi.Name); err == nil {
 			is.Ifindex, is.VLAN = li.Ifindex, li.VLANID
