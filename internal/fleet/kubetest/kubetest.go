@@ -376,3 +376,28 @@ func (s *Server) Install(t testing.TB, root string) dynamic.Interface {
 	}
 	return admin
 }
+
+// RSS is the resident memory of the API server and of etcd, in bytes (0
+// when unknown): what the scale measurements report of the server side.
+func (s *Server) RSS() (api, etcd int64) {
+	return s.api.rss(), s.etcd.rss()
+}
+
+func (p *proc) rss() int64 {
+	if p == nil || p.cmd.Process == nil {
+		return 0
+	}
+	b, err := fileread.Read(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid), fileread.StateLimit)
+	if err != nil {
+		return 0
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(l); len(f) == 3 && f[0] == "VmRSS:" {
+			var kb int64
+			if _, err := fmt.Sscan(f[1], &kb); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}
