@@ -18,6 +18,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/vishvananda/netns"
 
@@ -390,12 +391,9 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 		}
 	})
 	t.Run("remove one", func(t *testing.T) {
-		u, err := hostsAPI.Get(ctx, "hv-c", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.SetLabels(map[string]string{"sluice.dev/overlay": "retired"})
-		if _, err := hostsAPI.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		// A merge patch: the agents write hv-c's status meanwhile.
+		retire := []byte(`{"metadata":{"labels":{"sluice.dev/overlay":"retired"}}}`)
+		if _, err := hostsAPI.Patch(ctx, "hv-c", types.MergePatchType, retire, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		eventually(t, "hv-c's tunnels torn down everywhere", 60*time.Second, func() error {
@@ -613,12 +611,10 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 	t.Run("a host being deleted is no member", func(t *testing.T) {
 		// A finalizer holds hv-d after its deletion: the others stop
 		// routing to it at once, as if it had left.
-		u, err := hostsAPI.Get(ctx, "hv-d", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.SetFinalizers([]string{"example.com/hold"})
-		if _, err := hostsAPI.Update(ctx, u, metav1.UpdateOptions{}); err != nil {
+		// A merge patch, not a read-modify-write: the agents write
+		// hv-d's status meanwhile, and an update would meet a conflict.
+		hold := []byte(`{"metadata":{"finalizers":["example.com/hold"]}}`)
+		if _, err := hostsAPI.Patch(ctx, "hv-d", types.MergePatchType, hold, metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
 		if err := hostsAPI.Delete(ctx, "hv-d", metav1.DeleteOptions{}); err != nil {
