@@ -79,7 +79,7 @@ func envInt(t *testing.T, name string, def int) int {
 }
 
 func loadavg() string {
-	b, _ := fileread.Read("/proc/loadavg", fileread.StateLimit)
+	b, _ := fileread.ReadKernel("/proc/loadavg", fileread.ProcLimit)
 	f := strings.Fields(string(b))
 	if len(f) < 3 {
 		return "?"

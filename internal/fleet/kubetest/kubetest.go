@@ -387,7 +387,7 @@ func (p *proc) rss() int64 {
 	if p == nil || p.cmd.Process == nil {
 		return 0
 	}
-	b, err := fileread.Read(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid), fileread.StateLimit)
+	b, err := fileread.ReadKernel(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid), fileread.ProcLimit)
 	if err != nil {
 		return 0
 	}
