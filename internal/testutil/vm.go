@@ -3,13 +3,11 @@
 package testutil
 
 import (
-	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -142,26 +140,8 @@ func SluiceBin(t testing.TB) string {
 // Gateway is a `sluice gateway run` in a namespace.
 type Gateway struct {
 	Bin, NS, PinDir string
-	Daemon          *exec.Cmd // `ip netns exec` execs sluice: same pid
-	logs            *lockedBuffer
-}
-
-// lockedBuffer is the daemon's output, read while the daemon writes it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	Daemon          *exec.Cmd   // `ip netns exec` execs sluice: same pid
+	logs            *SyncBuffer // the daemon's output, read while it writes
 }
 
 // Log returns what the daemon has logged so far.
@@ -188,7 +168,7 @@ func StartGateway(t *testing.T, l *Lab, ns, config string) *Gateway {
 		t.Fatal(err)
 	}
 	daemon := exec.Command("ip", "netns", "exec", ns, g.Bin, "gateway", "run", "-f", cfg)
-	logs := &lockedBuffer{}
+	logs := &SyncBuffer{}
 	g.logs = logs
 	daemon.Stdout, daemon.Stderr = logs, logs
 	if err := daemon.Start(); err != nil {
