@@ -252,14 +252,7 @@ func (l *lab) waitCarrier(ctx context.Context) error {
 // checkCable sends cleartext from the port (no policy yet) and finds it
 // on the peer: the two are the ends of one cable.
 func (l *lab) checkCable(ctx context.Context) error {
-	m, err := l.mark()
-	if err != nil {
-		return err
-	}
-	if err := l.sendUDP(ctx, innerA, innerB, 3); err != nil {
-		return err
-	}
-	frames, err := l.framesSince(m)
+	frames, err := l.sendAndCapture(ctx, 3)
 	if err != nil {
 		return err
 	}
@@ -275,6 +268,19 @@ const settle = 300 * time.Millisecond
 
 // mark drains the peer's capture and marks its end.
 func (l *lab) mark() (wire.Mark, error) { return l.cap.Drain(10 * time.Second) }
+
+// sendAndCapture sends n datagrams innerA -> innerB from the port and
+// returns the frames that arrived on the peer meanwhile.
+func (l *lab) sendAndCapture(ctx context.Context, n int) ([]wire.Frame, error) {
+	m, err := l.mark()
+	if err != nil {
+		return nil, err
+	}
+	if err := l.sendUDP(ctx, innerA, innerB, n); err != nil {
+		return nil, err
+	}
+	return l.framesSince(m)
+}
 
 // framesSince waits for the frames in flight, then returns what arrived
 // on the peer since m (not what the peer sent).

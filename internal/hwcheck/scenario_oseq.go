@@ -39,14 +39,7 @@ func runOseq(ctx context.Context, l *lab, frames int) measurement {
 	if err := l.addPolicy(&u, true, policy{src: hostPrefix(innerA), dst: hostPrefix(innerB), out: true, reqid: oseqReqid, offload: true}); err != nil {
 		return setupFailed(err)
 	}
-	m, err := l.mark()
-	if err != nil {
-		return setupFailed(err)
-	}
-	if err := l.sendUDP(ctx, innerA, innerB, frames); err != nil {
-		return setupFailed(err)
-	}
-	got, err := l.framesSince(m)
+	got, err := l.sendAndCapture(ctx, frames)
 	if err != nil {
 		return setupFailed(err)
 	}

@@ -38,14 +38,7 @@ func runSubnet(ctx context.Context, l *lab, frames int) measurement {
 	if err := l.addPolicy(&u, true, policy{src: netA, dst: netB, out: true, reqid: subnetReqid, offload: true}); err != nil {
 		return setupFailed(err)
 	}
-	m, err := l.mark()
-	if err != nil {
-		return setupFailed(err)
-	}
-	if err := l.sendUDP(ctx, innerA, innerB, frames); err != nil {
-		return setupFailed(err)
-	}
-	got, err := l.framesSince(m)
+	got, err := l.sendAndCapture(ctx, frames)
 	if err != nil {
 		return setupFailed(err)
 	}
