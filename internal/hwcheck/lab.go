@@ -272,11 +272,17 @@ func (l *lab) mark() (wire.Mark, error) { return l.cap.Drain(10 * time.Second) }
 // sendAndCapture sends n datagrams innerA -> innerB from the port and
 // returns the frames that arrived on the peer meanwhile.
 func (l *lab) sendAndCapture(ctx context.Context, n int) ([]wire.Frame, error) {
+	return l.captureWhile(func() error { return l.sendUDP(ctx, innerA, innerB, n) })
+}
+
+// captureWhile runs send and returns the frames that arrived on the peer
+// meanwhile.
+func (l *lab) captureWhile(send func() error) ([]wire.Frame, error) {
 	m, err := l.mark()
 	if err != nil {
 		return nil, err
 	}
-	if err := l.sendUDP(ctx, innerA, innerB, n); err != nil {
+	if err := send(); err != nil {
 		return nil, err
 	}
 	return l.framesSince(m)

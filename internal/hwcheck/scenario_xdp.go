@@ -65,14 +65,7 @@ func (l *lab) xdpTunnel(u *undoList) (*xdpPath, error) {
 // sendXDP sends frames through the redirect and returns what the peer
 // got of the flow: cleartext and ESP of the SA.
 func (l *lab) sendXDP(ctx context.Context, p *xdpPath, frames int) (clear, esp int, err error) {
-	m, err := l.mark()
-	if err != nil {
-		return 0, 0, err
-	}
-	if err := p.send(ctx, frames); err != nil {
-		return 0, 0, err
-	}
-	got, err := l.framesSince(m)
+	got, err := l.captureWhile(func() error { return p.send(ctx, frames) })
 	if err != nil {
 		return 0, 0, err
 	}
