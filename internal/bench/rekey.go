@@ -39,13 +39,17 @@ const (
 	// --reauth), which rebuilds the CHILD_SAs: break-before-make unless
 	// charon.make_before_break = yes.
 	RekeyReauth = "reauth"
+	// RekeyIKE: A rekeys the IKE_SA (swanctl --rekey --ike): new IKE keys,
+	// the CHILD_SAs and their ESP SAs stay as they are, so nothing on the
+	// data path should move.
+	RekeyIKE = "ike"
 	// RekeyLifetime forces nothing: the CHILD_SA's own (short) rekey_time
 	// rekeys it; each change of A's SPIs is one event.
 	RekeyLifetime = "lifetime"
 )
 
 // RekeyModes lists the modes.
-var RekeyModes = []string{RekeyChild, RekeyCollide, RekeyReauth, RekeyLifetime}
+var RekeyModes = []string{RekeyChild, RekeyCollide, RekeyReauth, RekeyIKE, RekeyLifetime}
 
 // RekeyOptions configure one rekey run.
 type RekeyOptions struct {
@@ -304,6 +308,8 @@ func triggerRekeys(ctx context.Context, o RekeyOptions, ca, cb *swan.Client, sta
 			err = ca.RekeyChild(o.ConnA)
 		case RekeyReauth:
 			err = ca.Reauth(o.ConnA)
+		case RekeyIKE:
+			err = ca.RekeyIKE(o.ConnA)
 		case RekeyCollide:
 			var wg sync.WaitGroup
 			var eb error

@@ -54,7 +54,7 @@ the chart (rekey.svg, rekey.png) and report.html. Measured figures and commands:
 	fl.IntVar(&f.o.Rekeys, "rekeys", 10, "number of rekeys")
 	fl.DurationVar(&f.o.Interval, "interval", 0, "time between rekeys (default 3s)")
 	fl.IntVar(&f.o.Rate, "rate", 0, "datagrams per second (default 1000)")
-	fl.StringVar(&f.o.Mode, "mode", bench.RekeyChild, "child, collide, reauth or lifetime")
+	fl.StringVar(&f.o.Mode, "mode", bench.RekeyChild, "child, collide, reauth, ike or lifetime")
 	fl.DurationVar(&f.o.IKEDelay, "ike-delay", 0, "netem delay on A's IKE packets (0: none)")
 	fl.StringVar(&f.o.IKEDev, "ike-dev", "", "A's underlay device for --ike-delay")
 	fl.StringVar(&f.o.Label, "label", "", "name of the configuration measured (for the report)")

@@ -282,6 +282,14 @@ func (c *Client) Reauth(ike string) error {
 	return err
 }
 
+// RekeyIKE rekeys the IKE_SA of connection ike (swanctl --rekey --ike
+// NAME): new IKE keys, and the CHILD_SAs move to the new IKE_SA as they
+// are (their SAs, SPIs and keys do not change; RFC 7296 2.8).
+func (c *Client) RekeyIKE(ike string) error {
+	_, err := c.cmd("rekey", msg("ike", ike))
+	return err
+}
+
 // ReloadSettings rereads strongswan.conf (swanctl --reload-settings).
 func (c *Client) ReloadSettings() error {
 	_, err := c.cmd("reload-settings", nil)
