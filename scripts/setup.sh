@@ -79,6 +79,15 @@ SRC
   fi
 fi
 
+# The next test kernel (Linux 7.3) over its Debian trixie root (scripts/kernel-next.sh, docs/testing.md
+# "The next kernel"): 4-10 minutes of downloads, debootstrap and module builds that need only
+# debootstrap (installed above). It runs in the background beside the rest of setup, lint and the host
+# tests; make test's vmtest-next-subset runs the script again, which waits on its lock and then finds
+# the root built. Its output goes to /var/cache/sluice/kernel-next.log.
+log "the next kernel's trixie root in the background (log: /var/cache/sluice/kernel-next.log)"
+echo "--- $(date -u +%FT%TZ) make setup" >>/var/cache/sluice/kernel-next.log
+setsid bash "$(dirname "$0")/kernel-next.sh" </dev/null >>/var/cache/sluice/kernel-next.log 2>&1 &
+
 # iproute2 that knows "offload packet" (6.2+), for the NIC model's tests in the
 # VM. Unpacked beside the system's, not installed: the host's ip stays 6.1,
 # whose output other tests parse. Tests find it through $SLUICE_IP_PACKET
@@ -123,4 +132,4 @@ fi
 
 mountpoint -q /sys/fs/bpf || mount -t bpf bpf /sys/fs/bpf || true
 
-log "done (the kube-apiserver build may still be running)"
+log "done (the kube-apiserver build and the next kernel's root may still be running)"
