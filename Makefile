@@ -68,15 +68,16 @@ kernel-next:
 ## vmtest-next: the VM tests whose subject the newer kernel changed, on it: mirror and monitor,
 ## post-SA, the NIC model, flower, the gateway on the model, charon 6 with packet offload on the model.
 ## VMTEST_NEXT overrides the filter.
-VMTEST_NEXT ?= ^(TestVM.*|TestPostSA.*|TestNicmodel.*|TestFlower.*|TestGateway.*|TestSwanTunnelsMirroredByGateway|TestSwanPacketOffloadOnModel)$$
+VMTEST_NEXT ?= ^(TestVM.*|TestPostSA.*|TestNicmodel.*|TestFlower.*|TestGateway.*|TestSwanTunnelsMirroredByGateway|TestSwanPacketOffloadOnModel|TestOverlayIKEPacketOffload.*)$$
 vmtest-next: kernel-next
 	SLUICE_VM_KERNEL=next bash scripts/vmtest.sh '$(VMTEST_NEXT)'
 
 ## vmtest-next-subset: make test's part on the next kernel, a few minutes: the tests whose subject 7.3
-## changed most (XFRM_MSG_MIGRATE_STATE and per-CPU SAs in the monitor, post-SA against 7.3, the NIC
-## model, charon 6 with packet offload; docs/testing.md "The next kernel" says why these). It waits for
+## changed most (XFRM_MSG_MIGRATE_STATE and per-CPU SAs in the monitor, post-SA against 7.3, charon 6
+## with packet offload on the NIC model, by sluice swan and by the overlay's keying: ike; docs/testing.md
+## "The next kernel" says why these). It waits for
 ## the root make setup builds in the background; without one it fails under CI=true, else says SKIPPED.
-VMTEST_NEXT_SUBSET ?= ^(TestVM.*|TestPostSAAgainstKernel|TestNicmodelInterop|TestSwanPacketOffloadOnModel)$$
+VMTEST_NEXT_SUBSET ?= ^(TestVM.*|TestPostSAAgainstKernel|TestSwanPacketOffloadOnModel|TestOverlayIKEPacketOffloadOnModel)$$
 vmtest-next-subset:
 	@echo "== make vmtest-next-subset: $$(date -u +%T)"
 	@if bash scripts/kernel-next.sh; then \
