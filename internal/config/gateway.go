@@ -321,14 +321,14 @@ func LoadGateway(path string) (*Gateway, error) {
 // found is returned in one *ValidationErrors.
 func ParseGateway(data []byte, name string) (*Gateway, error) {
 	p := newParser(name, len(data))
-	root := p.document(data, "a gateway needs at least an interfaces: list (see docs/gateway-config.md)", "interfaces:")
+	root := p.Document(data, "a gateway needs at least an interfaces: list (see docs/gateway-config.md)", "interfaces:")
 	if root == nil {
-		return nil, p.result()
+		return nil, p.Result()
 	}
 	g, meta := p.gateway(root)
 	meta.applyDefaults(g)
 	meta.validate(p, g)
-	if err := p.result(); err != nil {
+	if err := p.Result(); err != nil {
 		return nil, err
 	}
 	return g, nil
