@@ -61,12 +61,23 @@ type (
 func (MaxU16) Max() uint64 { return 65535 }
 func (MaxU32) Max() uint64 { return 1<<32 - 1 }
 
-// Num is a whole number from 0 to R's max that R does not refuse.
+// From1 is embedded by the rules of counts and ports, where 0 means
+// nothing: their numbers start at 1.
+type From1 struct{ UpTo }
+
+func (From1) Min() uint64 { return 1 }
+
+// Num is a whole number from 0 (or R's Min, when it has one) to R's max
+// that R does not refuse.
 type Num[R Rule] uint64
 
 func (v *Num[R]) UnmarshalYAML(n *yaml.Node) error {
 	var r R
-	u, err := WholeNumber(n, r.Max())
+	lo := uint64(0)
+	if m, ok := any(r).(interface{ Min() uint64 }); ok {
+		lo = m.Min()
+	}
+	u, err := wholeNumber(n, lo, r.Max())
 	if err != nil {
 		return err
 	}
@@ -125,20 +136,23 @@ func (NonEmptyRule) Check(s string) (string, string) {
 }
 
 // WholeNumber parses a non-negative integer up to limit.
-func WholeNumber(n *yaml.Node, limit uint64) (uint64, error) {
+func WholeNumber(n *yaml.Node, limit uint64) (uint64, error) { return wholeNumber(n, 0, limit) }
+
+// wholeNumber parses an integer from lo to hi.
+func wholeNumber(n *yaml.Node, lo, hi uint64) (uint64, error) {
 	if n.Kind != yaml.ScalarNode || n.ShortTag() != "!!int" {
-		return 0, LeafErr(n, "want a whole number from 0 to %d, got %s", limit, KindName(n))
+		return 0, LeafErr(n, "want a whole number from %d to %d, got %s", lo, hi, KindName(n))
 	}
 	s := strings.TrimPrefix(n.Value, "+")
 	if strings.HasPrefix(s, "-") {
-		return 0, LeafErr(n, "%s is negative; use a number from 0 to %d", Show(n.Value), limit)
+		return 0, LeafErr(n, "%s is negative; use a number from %d to %d", Show(n.Value), lo, hi)
 	}
 	v, err := strconv.ParseUint(s, 0, 64)
 	if err != nil && !errors.Is(err, strconv.ErrRange) {
-		return 0, LeafErr(n, "want a whole number from 0 to %d, got %s", limit, Show(n.Value))
+		return 0, LeafErr(n, "want a whole number from %d to %d, got %s", lo, hi, Show(n.Value))
 	}
-	if err != nil || v > limit {
-		return 0, LeafErr(n, "%s is out of range; use a number from 0 to %d", Show(n.Value), limit)
+	if err != nil || v < lo || v > hi {
+		return 0, LeafErr(n, "%s is out of range; use a number from %d to %d", Show(n.Value), lo, hi)
 	}
 	return v, nil
 }
