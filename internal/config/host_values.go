@@ -13,8 +13,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The leaf types of host.yaml's values (see yamlleaf.go for the shared
-// ones): each checks its value and says how to fix it.
+// The leaf types of host.yaml's values (see yamlleaf.go and yamldoc for
+// the shared ones): each checks its value and says how to fix it.
 
 type (
 	max1023   struct{ upTo }
