@@ -49,7 +49,7 @@ var UnmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 // pointer to a file struct), recording every problem.
 func (p *Parser) Decode(root *yaml.Node, out any) {
 	t := reflect.TypeOf(out).Elem()
-	plain := p.plainMapping(root, "", t)
+	plain := p.plainMapping(root, "", t, "")
 	if p.overBudg != nil {
 		return
 	}
@@ -142,20 +142,12 @@ func (p *Parser) plain(n *yaml.Node, path string, line int, t reflect.Type, tag 
 	switch t.Kind() {
 	case reflect.Pointer:
 		return p.plain(n, path, line, t.Elem(), tag)
-	case reflect.Struct:
+	case reflect.Struct, reflect.Map:
 		if n.Kind != yaml.MappingNode {
 			p.Errorf(line, path, "want keys under %s (such as %s), got %s", lastKey(path), tag.Get("example"), KindName(n))
 			return nil
 		}
-		return p.plainMapping(n, path, t)
-	case reflect.Map:
-		if n.Kind != yaml.MappingNode {
-			p.Errorf(line, path, "want keys under %s (such as %s), got %s", lastKey(path), tag.Get("example"), KindName(n))
-			return nil
-		}
-		out := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: n.Line}
-		p.collectKeys(n, path, &schemaKeys{elem: t.Elem(), example: tag.Get("example")}, out, map[string]bool{}, map[*yaml.Node]bool{n: true}, false, 0)
-		return out
+		return p.plainMapping(n, path, t, tag.Get("example"))
 	case reflect.Slice:
 		return p.plainSequence(n, path, line, t, tag)
 	}
@@ -288,14 +280,20 @@ func KeyName(f reflect.StructField) (string, bool) {
 	return name, name != "" && name != "-"
 }
 
-// plainMapping returns mapping m of struct type t with merge keys (<<:
-// *anchor) expanded: keys written in m win over merged ones, and earlier
-// merges over later ones, as YAML specifies. It records the line of every
-// known key present (p.Lines) and which ones are not null (p.Given), and
-// adds the default of each key that is not given.
-func (p *Parser) plainMapping(m *yaml.Node, path string, t reflect.Type) *yaml.Node {
+// plainMapping returns mapping m of struct or map type t with merge keys
+// (<<: *anchor) expanded: keys written in m win over merged ones, and
+// earlier merges over later ones, as YAML specifies. It records the line
+// of every known key present (p.Lines) and which ones are not null
+// (p.Given), and adds the default of each key that is not given. A map's
+// example (its field's example: tag) shows an entry in messages.
+func (p *Parser) plainMapping(m *yaml.Node, path string, t reflect.Type, example string) *yaml.Node {
 	out := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: m.Line}
-	s := KeysOf(t)
+	var s *schemaKeys
+	if t.Kind() == reflect.Map {
+		s = &schemaKeys{elem: t.Elem(), example: example}
+	} else {
+		s = KeysOf(t)
+	}
 	p.collectKeys(m, path, s, out, map[string]bool{}, map[*yaml.Node]bool{m: true}, false, 0)
 	for _, name := range s.Names {
 		fp := KeyPath(path, name)
