@@ -89,19 +89,16 @@ type gatewayMeta struct {
 	nIfaces, nPolicies int
 }
 
-// gateway decodes the root mapping.
-func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
-	var f gatewayFile
-	p.Decode(root, &f)
-	g := &Gateway{File: p.File, KeyLines: map[string]int{}, Daemon: DaemonSettings{CPUs: f.DaemonCPU.cpus,
-		CPUList: f.DaemonCPU.list, Priority: int(f.DaemonPriority), LockMemory: bool(f.LockMemory)}}
-	p.Fill(reflect.ValueOf(g).Elem(), reflect.ValueOf(f), item{Line: root.Line})
+// gateway completes g, read from f (the root mapping): the daemon-* keys
+// and the lines of the keys given.
+func (p *parser) gateway(root *yaml.Node, f *gatewayFile, g *Gateway) *gatewayMeta {
+	g.Daemon = DaemonSettings{CPUs: f.DaemonCPU.cpus, CPUList: f.DaemonCPU.list, Priority: int(f.DaemonPriority), LockMemory: bool(f.LockMemory)}
 	for _, k := range yamldoc.KeysOf(reflect.TypeFor[gatewayFile]()).Names {
 		if p.Given[k] {
 			g.KeyLines[k] = p.Lines[k]
 		}
 	}
-	return g, &gatewayMeta{rootLine: root.Line, ifaces: p.ItemsOf("interfaces", len(g.Interfaces)),
+	return &gatewayMeta{rootLine: root.Line, ifaces: p.ItemsOf("interfaces", len(g.Interfaces)),
 		policies: p.ItemsOf("policies", len(g.Policies)), nIfaces: p.Counts["interfaces"], nPolicies: p.Counts["policies"]}
 }
 

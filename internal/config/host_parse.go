@@ -3,8 +3,6 @@
 package config
 
 import (
-	"reflect"
-
 	"go.yaml.in/yaml/v3"
 )
 
@@ -127,12 +125,8 @@ type hostMeta struct {
 	guests               guestMeta
 }
 
-// host decodes the root mapping.
-func (p *parser) host(root *yaml.Node) (*Host, *hostMeta) {
-	var f hostFile
-	p.Decode(root, &f)
-	h := &Host{File: p.File}
-	p.Fill(reflect.ValueOf(h).Elem(), reflect.ValueOf(f), item{Line: root.Line})
+// host is where h's sections and entries are, h read from root.
+func (p *parser) host(root *yaml.Node, h *Host) *hostMeta {
 	m := &hostMeta{rootLine: root.Line}
 	if u := h.Uplinks; u != nil {
 		m.uplinks = p.ItemAt("uplinks")
@@ -157,5 +151,5 @@ func (p *parser) host(root *yaml.Node) (*Host, *hostMeta) {
 	}
 	m.guests.nets = p.ItemsOf("guest-networks", len(h.GuestNetworks))
 	m.guests.guests = p.ItemsOf("guests", len(h.Guests))
-	return h, m
+	return m
 }
