@@ -79,11 +79,12 @@ static __always_inline int rewrite(struct xdp_md *ctx, struct pkt *p, __u16 egre
 
 /* The redirect ports, by the number the control plane gave each device
  * (FP_MAX_PORTS; fp_iface.port, fp_flow.port): an array, so a redirect is
- * an index, where a DEVMAP_HASH by ifindex walked a bucket (6-11 ns more
- * a cached forward, measured). An emptied number misses: the kernel drops
- * a device's entry when the device goes away, the control plane when it
- * leaves the configuration, and it never hands the number to another
- * device before all the others were used (port_next). */
+ * an index, where a DEVMAP_HASH by ifindex walked a bucket (redirect and
+ * rewrite 3-8 ns more a cached forward, measured: docs/benchmarks.md). An
+ * emptied number misses: the kernel drops a device's entry when the device
+ * goes away, the control plane when it leaves the configuration, and it
+ * never hands the number to another device before all the others were used
+ * (port_next). */
 struct {
 	__uint(type, BPF_MAP_TYPE_DEVMAP);
 	__uint(max_entries, FP_MAX_PORTS);
