@@ -46,7 +46,7 @@ ratios with their range. Needs root.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchCompare(cmd, f) },
 	}
-	f.load.register(cmd, true)
+	f.load.register(cmd, true, bench.RateMaxAuto)
 	cmd.Flags().IntVar(&f.rounds, "rounds", 1, "repeat the comparison this many times, alternating the order; the summary gives medians")
 	cmd.Flags().StringVar(&f.forwarders, "forwarders", strings.Join(lab.Forwarders, ","), "forwarders to compare, in order (the first is the reference)")
 	return cmd
@@ -99,8 +99,8 @@ rounds:
 			if f.rounds > 1 {
 				o.Label = fmt.Sprintf("%s #%d", fw, r)
 			}
-			o.Progress = benchStepPrinter(log, o.Label, o.Steps)
-			o.Tick = benchTicker(log, o.Label, o.Steps)
+			o.Progress = benchStepPrinter(log, o.Label, stepTotal(o))
+			o.Tick = benchTicker(log, o.Label, stepTotal(o))
 			run, err := bench.Run(ctx, l, o)
 			if run != nil && len(run.Steps) > 0 {
 				if f.rounds > 1 {
