@@ -207,6 +207,13 @@ its send time. The sink is an XDP program on the sink's port that counts and
 drops. A step is "clean" when its loss is at most --loss-threshold; the
 max-clean step is the clean step with the highest received rate.
 
+With --rate-max auto there is no fixed top: the first step offers
+--rate-start and each next one --rate-factor times more, until a step loses
+more than --loss-threshold or the generator falls short of its target; then
+--refine trials bisect between the last rate that passed and the first that
+failed (--steps bounds the rising steps). The summary says what set the
+max-clean rate: the forwarder, the generator, or nothing (the load's top).
+
 Without --lab, a temporary lab of --topology is built and removed afterwards.
 With --search ndr (zero loss) or pdr (loss at most --loss-threshold, default
 0.5%), the steps are an RFC 2544 binary search between 0 and --rate-max
