@@ -42,17 +42,17 @@ type Ceiling struct {
 // load's top, set the number.
 func (c *Ceiling) SetByForwarder() bool { return c != nil && c.Limit == LimitForwarder }
 
-// ceiling classifies a finished run. A step fails when it loses more than
-// the threshold (the forwarder's limit, whatever the generator did) or the
-// generator falls short of its target with the loss within the threshold
-// (the generator's). What bounds the max-clean rate is the lowest failing
-// step above it, or the max-clean step itself when the generator fell
-// short in it. auto says the load was a ramp (for the hint in the text).
+// ceiling classifies a finished run. Above the max-clean step, a step
+// that lost more than the threshold shows the forwarder's limit (whatever
+// the generator did: the forwarder did not carry what it was sent); without
+// one, a step where the generator fell short of its target shows the
+// generator's, and the max-clean step itself counts when the generator fell
+// short in it. The lowest such step is the one named. auto says the load
+// was a ramp (for the hint in the text).
 func (r *RunResult) ceiling(auto bool) *Ceiling {
 	if len(r.Steps) == 0 {
 		return nil
 	}
-	lossy := func(s *Step) bool { return s.TxPackets == 0 || s.LossPct > r.LossThreshold }
 	m := r.MaxCleanStep()
 	if m == nil { // every step lost: the lowest rate already was too much
 		low := &r.Steps[0]
@@ -65,16 +65,24 @@ func (r *RunResult) ceiling(auto bool) *Ceiling {
 			Text: fmt.Sprintf("forwarder limit below %s: no step was clean, it lost %.3f%% at %s, the lowest rate", FormatPPS(low.TxPPS), low.LossPct, FormatPPS(low.TxPPS))}
 	}
 	c := &Ceiling{RatePPS: m.RxPPS}
-	var lim *Step
-	if m.GenLimited {
-		lim = m
-	} else {
+	// lowest returns the lowest-target step above the max-clean one that
+	// is, by is, or nil.
+	lowest := func(is func(Step) bool) *Step {
+		var found *Step
 		for i := range r.Steps {
 			s := &r.Steps[i]
-			if s.TargetPPS > m.TargetPPS && (lossy(s) || s.GenLimited) && (lim == nil || s.TargetPPS < lim.TargetPPS) {
-				lim = s
+			if s.TargetPPS > m.TargetPPS && is(*s) && (found == nil || s.TargetPPS < found.TargetPPS) {
+				found = s
 			}
 		}
+		return found
+	}
+	lim := lowest(func(s Step) bool { return lossy(s, r.LossThreshold) })
+	if lim == nil && m.GenLimited {
+		lim = m
+	}
+	if lim == nil {
+		lim = lowest(func(s Step) bool { return s.GenLimited })
 	}
 	if lim == nil {
 		top := m
@@ -92,7 +100,7 @@ func (r *RunResult) ceiling(auto bool) *Ceiling {
 		return c
 	}
 	c.Step, c.TargetPPS, c.SentPPS, c.LossPct = lim.Index, lim.TargetPPS, lim.TxPPS, lim.LossPct
-	if lossy(lim) {
+	if lossy(*lim, r.LossThreshold) {
 		c.Limit = LimitForwarder
 		c.Text = fmt.Sprintf("forwarder limit at %s: it lost %.3f%% at %s", FormatPPS(m.RxPPS), lim.LossPct, FormatPPS(lim.TxPPS))
 		return c

@@ -27,16 +27,23 @@ func ParseRateMax(flag, s string) (r Rate, auto bool, err error) {
 // Ramp is --rate-max auto: a fixed top would decide the result on a
 // machine where the forwarder carries more than the top (the demo's 3 Mpps
 // cap hid the ratio of two XDP forwarders that both reached it). The load
-// starts at StartPPS and rises by Factor per step until a step fails (it
-// loses more than the loss threshold, or the generator falls short of its
-// target) or RunOptions.Steps steps have run; then Refine trials bisect,
-// geometrically, between the highest rate that passed and the lowest that
-// failed. Every forwarder of a compare climbs the same rates.
+// starts at StartPPS and rises by Factor per step until a step ends the
+// climb (climbEnds: the forwarder lost, or the generator stopped gaining)
+// or RunOptions.Steps steps have run. After a loss, Refine trials bisect,
+// geometrically, between the rate before it and the rate that lost. Every
+// forwarder of a compare climbs the same rates.
 type Ramp struct {
 	StartPPS float64 `json:"start_pps"`
 	Factor   float64 `json:"factor"`
 	Refine   int     `json:"refine"`
 }
+
+// plateauGain is how much more than the step before a step must send, when
+// the generator falls short of its target, for the climb to go on. On a
+// busy machine the generator falls short at any rate (its thread waits for
+// the CPU, and the schedule slips rather than catch up in a burst), by a
+// share that follows the target; at its ceiling it stops gaining at all.
+const plateauGain = 1.05
 
 // Validate names the flag to fix.
 func (r *Ramp) Validate() error {
@@ -52,24 +59,41 @@ func (r *Ramp) Validate() error {
 	return nil
 }
 
+// lossy: the step lost more than the threshold (or sent nothing).
+func lossy(s Step, threshold float64) bool { return s.TxPackets == 0 || s.LossPct > threshold }
+
 // passes: the step carried its target: no more loss than the threshold,
 // and the generator sent what it was asked to (a path that pushes the
 // generator back does not carry the rate either).
 func passes(s Step, threshold float64) bool {
-	return s.TxPackets > 0 && s.LossPct <= threshold && !s.GenLimited
+	return !lossy(s, threshold) && !s.GenLimited
+}
+
+// climbEnds: step i of done ends the ramp's climb: it lost more than the
+// threshold, or the generator fell short of its target and sent hardly
+// more than in the step before (raising the target no longer raises the
+// load: the generator, or the CPU it shares with the forwarder, is spent).
+func climbEnds(done []Step, i int, threshold float64) bool {
+	s := done[i]
+	if lossy(s, threshold) {
+		return true
+	}
+	return s.GenLimited && i > 0 && s.TxPPS <= plateauGain*done[i-1].TxPPS
 }
 
 // next is the rate of the step after done, or false when the ramp is over:
-// rising until the first failure or maxSteps steps, then bisecting.
+// rising until the climb ends or maxSteps steps, then, after a loss,
+// bisecting toward the rate where the loss starts. A climb the generator
+// ended is not refined: a lower target cannot make it send more.
 func (r *Ramp) next(done []Step, threshold float64, maxSteps int) (float64, bool) {
-	first := -1 // the first failing step: the end of the climb
-	for i, s := range done {
-		if !passes(s, threshold) {
-			first = i
+	end := -1
+	for i := range done {
+		if climbEnds(done, i, threshold) {
+			end = i
 			break
 		}
 	}
-	if first < 0 {
+	if end < 0 {
 		n := len(done)
 		if n >= maxSteps {
 			return 0, false
@@ -79,22 +103,24 @@ func (r *Ramp) next(done []Step, threshold float64, maxSteps int) (float64, bool
 		}
 		return done[n-1].TargetPPS * r.Factor, true
 	}
-	if len(done)-1-first >= r.Refine {
+	if !lossy(done[end], threshold) || len(done)-1-end >= r.Refine {
 		return 0, false
 	}
-	lo, hi := 0.0, done[first].TargetPPS
-	if first > 0 {
-		lo = done[first-1].TargetPPS
+	lo, hi := 0.0, done[end].TargetPPS
+	if end > 0 {
+		lo = done[end-1].TargetPPS
 	}
-	// Each trial lies between lo and hi, so the bracket only narrows.
-	for _, s := range done[first+1:] {
-		if passes(s, threshold) {
-			lo = s.TargetPPS
-		} else {
+	// Each trial lies between lo and hi, so the bracket only narrows. A
+	// trial the forwarder carried (even one the generator fell short in)
+	// is below the loss.
+	for _, s := range done[end+1:] {
+		if lossy(s, threshold) {
 			hi = s.TargetPPS
+		} else {
+			lo = s.TargetPPS
 		}
 	}
-	if lo == 0 { // the first rate already failed: halve it
+	if lo == 0 { // the first rate already lost: halve it
 		return hi / 2, true
 	}
 	return math.Sqrt(lo * hi), true

@@ -9,12 +9,16 @@ import (
 )
 
 // path models a forwarder beside a generator: the generator sends at most
-// genMax, and the forwarder loses what it is sent above capacity.
-type path struct{ capacity, genMax float64 }
+// genMax, and share of its target when set (a busy CPU: its thread waits),
+// and the forwarder loses what it is sent above capacity.
+type path struct{ capacity, genMax, share float64 }
 
 // step is what the lab would measure at target over one second.
 func (p path) step(index int, target float64) Step {
 	tx := math.Min(target, p.genMax)
+	if p.share > 0 {
+		tx = math.Min(tx, p.share*target)
+	}
 	rx := math.Min(tx, p.capacity)
 	s := Step{Index: index, TargetPPS: target, DurationS: 1, TxPPS: tx, RxPPS: rx,
 		TxPackets: uint64(tx), RxPackets: uint64(rx), Lost: uint64(tx) - uint64(rx)}
@@ -76,14 +80,16 @@ func TestRampFindsTheForwardersCeiling(t *testing.T) {
 	}
 }
 
-// TestRampStopsWhereTheGeneratorFallsShort: when the generator cannot send
-// its target, the ramp stops there too (raising the target further measures
-// nothing more), and the run says the generator set the number, not the
-// forwarder.
+// TestRampStopsWhereTheGeneratorFallsShort: when the generator falls short
+// of its target and stops gaining, the ramp stops (raising the target
+// further measures nothing more; a lower one cannot make it send more, so
+// there is no refining), and the run says the generator set the number,
+// not the forwarder.
 func TestRampStopsWhereTheGeneratorFallsShort(t *testing.T) {
-	run := ramped(t, Ramp{StartPPS: 1e6, Factor: 1.5, Refine: 0}, path{capacity: 9e6, genMax: 3.2e6}, 10)
-	if got := targets(run); len(got) != 4 || got[3] != 3375000 {
-		t.Fatalf("rates %v, want 1, 1.5, 2.25, 3.375 Mpps and a stop at the generator's shortfall", got)
+	run := ramped(t, Ramp{StartPPS: 1e6, Factor: 1.5, Refine: 4}, path{capacity: 9e6, genMax: 3.2e6}, 10)
+	// 3.375 Mpps: short (3.2 sent) but gaining on 2.25; 5.06: 3.2 again.
+	if got := targets(run); len(got) != 5 || got[3] != 3375000 || got[4] != 5062500 {
+		t.Fatalf("rates %v, want 1, 1.5, 2.25, 3.375, 5.0625 Mpps and a stop where the generator stops gaining", got)
 	}
 	c := run.Ceiling
 	if c == nil || c.Limit != LimitGenerator || c.Step != 4 || c.RatePPS != 3.2e6 || c.SetByForwarder() {
@@ -97,6 +103,29 @@ func TestRampStopsWhereTheGeneratorFallsShort(t *testing.T) {
 	both := ramped(t, Ramp{StartPPS: 1e6, Factor: 1.5, Refine: 0}, path{capacity: 2.8e6, genMax: 3.2e6}, 10)
 	if c := both.Ceiling; c == nil || c.Limit != LimitForwarder || c.Step != 4 {
 		t.Errorf("ceiling %+v, want the forwarder's: step 4 lost while the generator fell short", c)
+	}
+}
+
+// TestRampClimbsThroughABusyCPU: a generator that gets only part of its CPU
+// falls short at every rate, by a share that follows the target; the ramp
+// goes on while it gains and finds the forwarder's loss.
+func TestRampClimbsThroughABusyCPU(t *testing.T) {
+	run := ramped(t, Ramp{StartPPS: 500e3, Factor: 1.5, Refine: 2}, path{capacity: 2.6e6, genMax: 20e6, share: 0.8}, 10)
+	// 0.5 .. 2.53 Mpps sent at 80% and carried; 3.80 sends 3.04 and loses;
+	// then sqrt(2.53*3.80)=3.10 sends 2.48, carried; sqrt(3.10*3.80)=3.43
+	// sends 2.75 and loses.
+	want := []float64{500e3, 750e3, 1125e3, 1687500, 2531250, 3796875, 3100135, 3430864}
+	got := targets(run)
+	if len(got) != len(want) {
+		t.Fatalf("rates %v, want %v", got, want)
+	}
+	for i := range want {
+		if math.Abs(got[i]-want[i]) > 1 {
+			t.Fatalf("rates %v, want %v", got, want)
+		}
+	}
+	if c := run.Ceiling; c == nil || c.Limit != LimitForwarder || c.Step != 8 || math.Abs(c.RatePPS-0.8*3100135) > 1 {
+		t.Errorf("ceiling %+v, want the forwarder's at the 2.48 Mpps step 7 carried, shown by step 8", c)
 	}
 }
 
@@ -144,6 +173,11 @@ func TestFixedRunsSayWhatSetTheirNumber(t *testing.T) {
 	}
 	if c := linear(path{capacity: 5e6, genMax: 2.5e6}).Ceiling; c.Limit != LimitGenerator || c.Step != 9 || c.RatePPS != 2.5e6 {
 		t.Errorf("a generator that reaches 2.5 Mpps: %+v, want the generator's limit in step 9 (2.5 of 2.7 Mpps)", c)
+	}
+	// Short of its target in every step (90%), and the forwarder loses
+	// above 2 Mpps: the loss is the evidence, the forwarder's limit.
+	if c := linear(path{capacity: 2e6, genMax: 20e6, share: 0.9}).Ceiling; c.Limit != LimitForwarder || c.Step != 8 || math.Abs(c.RatePPS-1.89e6) > 1 {
+		t.Errorf("a busy generator and a forwarder losing above 2 Mpps: %+v, want the forwarder's limit at step 7's 1.89 Mpps, shown by step 8", c)
 	}
 }
 

@@ -134,7 +134,7 @@ func rampedCompare(t *testing.T) *Report {
 		for _, fw := range []struct {
 			name string
 			p    path
-		}{{"kernel", path{1.6e6, 20e6}}, {"xdp-redirect", redirect}, {"sluice", path{2.6e6, 20e6}}} {
+		}{{"kernel", path{capacity: 1.6e6, genMax: 20e6}}, {"xdp-redirect", redirect}, {"sluice", path{capacity: 2.6e6, genMax: 20e6}}} {
 			run := ramped(t, ramp, fw.p, 10)
 			run.Label, run.Forwarder, run.Round = fmt.Sprintf("%s #%d", fw.name, r), fw.name, r
 			rep.Runs = append(rep.Runs, run)
