@@ -28,7 +28,7 @@ func ParseRateMax(flag, s string) (r Rate, auto bool, err error) {
 // machine where the forwarder carries more than the top (the demo's 3 Mpps
 // cap hid the ratio of two XDP forwarders that both reached it). The load
 // starts at StartPPS and rises by Factor per step until a step ends the
-// climb (climbEnds: the forwarder lost, or the generator stopped gaining)
+// climb (climbEnd: the forwarder lost, or the generator stopped gaining)
 // or RunOptions.Steps steps have run. After a loss, Refine trials bisect,
 // geometrically, between the rate before it and the rate that lost. Every
 // forwarder of a compare climbs the same rates.
@@ -38,12 +38,17 @@ type Ramp struct {
 	Refine   int     `json:"refine"`
 }
 
-// plateauGain is how much more than the step before a step must send, when
-// the generator falls short of its target, for the climb to go on. On a
+// plateauGain is how much more than any step before a step must send, when
+// the generator falls short of its target, to count as gaining; after
+// plateauSteps such steps in a row that do not gain, the climb ends. On a
 // busy machine the generator falls short at any rate (its thread waits for
 // the CPU, and the schedule slips rather than catch up in a burst), by a
-// share that follows the target; at its ceiling it stops gaining at all.
-const plateauGain = 1.05
+// share that follows the target and jumps with the other work, so one step
+// that does not gain is not yet a plateau; at its ceiling it stops gaining.
+const (
+	plateauGain  = 1.05
+	plateauSteps = 2
+)
 
 // Validate names the flag to fix.
 func (r *Ramp) Validate() error {
@@ -69,16 +74,27 @@ func passes(s Step, threshold float64) bool {
 	return !lossy(s, threshold) && !s.GenLimited
 }
 
-// climbEnds: step i of done ends the ramp's climb: it lost more than the
-// threshold, or the generator fell short of its target and sent hardly
-// more than in the step before (raising the target no longer raises the
-// load: the generator, or the CPU it shares with the forwarder, is spent).
-func climbEnds(done []Step, i int, threshold float64) bool {
-	s := done[i]
-	if lossy(s, threshold) {
-		return true
+// climbEnd is the index of the step that ended the ramp's climb, or -1: a
+// step that lost more than the threshold, or the second of two steps in a
+// row where the generator fell short of its target and sent at most 5%
+// more than ever before (raising the target no longer raises the load:
+// the generator, or the CPU it shares with the forwarder, is spent).
+func climbEnd(done []Step, threshold float64) int {
+	best, stalled := 0.0, 0
+	for i, s := range done {
+		if lossy(s, threshold) {
+			return i
+		}
+		if s.GenLimited && i > 0 && s.TxPPS <= plateauGain*best {
+			if stalled++; stalled == plateauSteps {
+				return i
+			}
+		} else {
+			stalled = 0
+		}
+		best = max(best, s.TxPPS)
 	}
-	return s.GenLimited && i > 0 && s.TxPPS <= plateauGain*done[i-1].TxPPS
+	return -1
 }
 
 // next is the rate of the step after done, or false when the ramp is over:
@@ -86,13 +102,7 @@ func climbEnds(done []Step, i int, threshold float64) bool {
 // bisecting toward the rate where the loss starts. A climb the generator
 // ended is not refined: a lower target cannot make it send more.
 func (r *Ramp) next(done []Step, threshold float64, maxSteps int) (float64, bool) {
-	end := -1
-	for i := range done {
-		if climbEnds(done, i, threshold) {
-			end = i
-			break
-		}
-	}
+	end := climbEnd(done, threshold)
 	if end < 0 {
 		n := len(done)
 		if n >= maxSteps {
@@ -106,7 +116,7 @@ func (r *Ramp) next(done []Step, threshold float64, maxSteps int) (float64, bool
 	if !lossy(done[end], threshold) || len(done)-1-end >= r.Refine {
 		return 0, false
 	}
-	lo, hi := 0.0, done[end].TargetPPS
+	lo, hi := 0.0, done[end].TargetPPS // a loss ends the climb at once: end-1 did not lose
 	if end > 0 {
 		lo = done[end-1].TargetPPS
 	}

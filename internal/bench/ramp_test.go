@@ -87,9 +87,10 @@ func TestRampFindsTheForwardersCeiling(t *testing.T) {
 // not the forwarder.
 func TestRampStopsWhereTheGeneratorFallsShort(t *testing.T) {
 	run := ramped(t, Ramp{StartPPS: 1e6, Factor: 1.5, Refine: 4}, path{capacity: 9e6, genMax: 3.2e6}, 10)
-	// 3.375 Mpps: short (3.2 sent) but gaining on 2.25; 5.06: 3.2 again.
-	if got := targets(run); len(got) != 5 || got[3] != 3375000 || got[4] != 5062500 {
-		t.Fatalf("rates %v, want 1, 1.5, 2.25, 3.375, 5.0625 Mpps and a stop where the generator stops gaining", got)
+	// 3.375 Mpps: short (3.2 sent) but gaining on 2.25; 5.06 and 7.59:
+	// 3.2 again, twice.
+	if got := targets(run); len(got) != 6 || got[3] != 3375000 || got[5] != 7593750 {
+		t.Fatalf("rates %v, want 1, 1.5, 2.25, 3.375, 5.06, 7.59 Mpps and a stop where the generator stopped gaining twice", got)
 	}
 	c := run.Ceiling
 	if c == nil || c.Limit != LimitGenerator || c.Step != 4 || c.RatePPS != 3.2e6 || c.SetByForwarder() {
@@ -204,5 +205,25 @@ func TestAutoParsesAndValidates(t *testing.T) {
 	o := RunOptions{Profile: &Profile{Name: "p"}, Steps: 10, StepDuration: 1e9, Ramp: &Ramp{1e6, 1.5, 4}, GenCPUs: []int{0}}
 	if err := o.Validate(); err != nil {
 		t.Errorf("a ramp needs no --rate-max: %v", err)
+	}
+}
+
+// TestClimbEndNeedsTwoStalls: one step where a starved generator sent less
+// than before is noise; the climb ends at the second such step in a row,
+// or at once where the forwarder loses.
+func TestClimbEndNeedsTwoStalls(t *testing.T) {
+	short := func(target, sent float64) Step {
+		return Step{TargetPPS: target, TxPPS: sent, TxPackets: 1, GenLimited: true}
+	}
+	steps := []Step{short(500e3, 400e3), short(750e3, 300e3), short(1.125e6, 900e3), short(1.6875e6, 920e3), short(2.53e6, 930e3)}
+	if got := climbEnd(steps, 0); got != 4 {
+		t.Errorf("climb ended at step index %d, want 4: the dip at 1 is followed by a gain, 3 and 4 stall", got)
+	}
+	if got := climbEnd(steps[:4], 0); got != -1 {
+		t.Errorf("climb ended at %d after one stall, want it to go on", got)
+	}
+	steps[2].LossPct = 1
+	if got := climbEnd(steps, 0); got != 2 {
+		t.Errorf("climb ended at %d, want 2, the step that lost", got)
 	}
 }

@@ -499,7 +499,7 @@ func TestCompareRounds(t *testing.T) {
 // TestCompareRampSaysWhatSetTheNumber: with --rate-max auto the load rises
 // by --rate-factor until a step loses more than the threshold (then
 // --refine trials bisect) or the generator falls short of its target and
-// stops gaining; every run
+// stops gaining, twice in a row; every run
 // says what set its number, consistently with its steps, in report.json
 // and in the summary. Which limit a run meets depends on the machine, so
 // the test checks the rules, not the numbers.
@@ -529,18 +529,28 @@ func TestCompareRampSaysWhatSetTheNumber(t *testing.T) {
 		if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(run.Label) + `: +` + regexp.QuoteMeta(c.Text) + `$`).MatchString(out) {
 			t.Errorf("%s: the summary lacks %q:\n%s", run.Label, c.Text, out)
 		}
-		// The climb ends at a step that lost, or where the generator fell
-		// short and sent at most 5% more than in the step before.
-		end, short := -1, false
+		// The climb ends at a step that lost, or at the second step in a
+		// row where the generator fell short and sent at most 5% more
+		// than ever before.
+		end, short, best, stalled := -1, false, 0.0, 0
 		for i, s := range run.Steps {
 			short = short || s.GenLimited
-			if s.TxPackets == 0 || s.LossPct > 0 || (s.GenLimited && i > 0 && s.TxPPS <= 1.05*run.Steps[i-1].TxPPS) {
-				end = i
-				break
-			}
 			if want := 200e3 * math.Pow(10, float64(i)); math.Abs(s.TargetPPS-want) > 1 {
 				t.Errorf("%s step %d: target %.0f, want %.0f (times 10 per step)", run.Label, s.Index, s.TargetPPS, want)
 			}
+			if s.TxPackets == 0 || s.LossPct > 0 {
+				end = i
+				break
+			}
+			if s.GenLimited && i > 0 && s.TxPPS <= 1.05*best {
+				if stalled++; stalled == 2 {
+					end = i
+					break
+				}
+			} else {
+				stalled = 0
+			}
+			best = max(best, s.TxPPS)
 		}
 		switch {
 		case end < 0 && len(run.Steps) != 3:
