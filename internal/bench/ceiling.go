@@ -106,6 +106,10 @@ func (r *RunResult) ceiling(auto bool) *Ceiling {
 		return c
 	}
 	c.Limit = LimitGenerator
-	c.Text = fmt.Sprintf("generator limit: the generator reached only %s of %s; the forwarder's ceiling is above", FormatPPS(lim.TxPPS), FormatPPS(lim.TargetPPS))
+	if lim == m {
+		c.Text = fmt.Sprintf("generator limit: the generator reached only %s of %s; the forwarder's ceiling is above", FormatPPS(lim.TxPPS), FormatPPS(lim.TargetPPS))
+	} else { // a starved generator sent less in the step above than in the max-clean one
+		c.Text = fmt.Sprintf("generator limit at %s: in the step above, the generator reached only %s of %s; the forwarder's ceiling is above", FormatPPS(m.RxPPS), FormatPPS(lim.TxPPS), FormatPPS(lim.TargetPPS))
+	}
 	return c
 }

@@ -175,6 +175,16 @@ func TestFixedRunsSayWhatSetTheirNumber(t *testing.T) {
 	if c := linear(path{capacity: 5e6, genMax: 2.5e6}).Ceiling; c.Limit != LimitGenerator || c.Step != 9 || c.RatePPS != 2.5e6 {
 		t.Errorf("a generator that reaches 2.5 Mpps: %+v, want the generator's limit in step 9 (2.5 of 2.7 Mpps)", c)
 	}
+	// The generator passed 1 Mpps, then, starved, sent 600 kpps of 1.5:
+	// the number is the generator's, and the text gives both steps.
+	dip := &RunResult{LossThreshold: 0.1, RateMax: Rate{Value: 1.5e6, Unit: "pps"}, Steps: []Step{
+		{Index: 1, TargetPPS: 1e6, TxPPS: 1e6, RxPPS: 1e6, TxPackets: 1},
+		{Index: 2, TargetPPS: 1.5e6, TxPPS: 600e3, RxPPS: 600e3, TxPackets: 1, GenLimited: true}}}
+	dip.finish()
+	if c := dip.Ceiling; c.Limit != LimitGenerator || c.Step != 2 || c.RatePPS != 1e6 ||
+		c.Text != "generator limit at 1.000 Mpps: in the step above, the generator reached only 600.0 kpps of 1.500 Mpps; the forwarder's ceiling is above" {
+		t.Errorf("a generator starved above the max-clean step: %+v", c)
+	}
 	// Short of its target in every step (90%), and the forwarder loses
 	// above 2 Mpps: the loss is the evidence, the forwarder's limit.
 	if c := linear(path{capacity: 2e6, genMax: 20e6, share: 0.9}).Ceiling; c.Limit != LimitForwarder || c.Step != 8 || math.Abs(c.RatePPS-1.89e6) > 1 {
