@@ -24,6 +24,10 @@ type Metrics struct {
 	saPackets  *prometheus.GaugeVec
 	saInStep   *prometheus.GaugeVec
 	saFallback *prometheus.GaugeVec
+	// rolloutState and rolloutFailures follow this host's part in a
+	// staged rollout (rollout.go).
+	rolloutState    *prometheus.GaugeVec
+	rolloutFailures prometheus.Counter
 }
 
 // NewMetrics registers the metrics in a registry of their own (several
@@ -56,7 +60,11 @@ func NewMetrics() *Metrics {
 		Help: "1 when the device's IPsec counters moved with the traffic of every SA of a peer and direction that could be told, 0 when one did not (absent: cannot tell)."}, sa)
 	m.saFallback = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_sa_offload_fallback",
 		Help: "1 when an SA of a peer and direction holds less offload than asked, or the hardware does not count its traffic: the alarm."}, sa)
-	for _, c := range []prometheus.Collector{m.reconciles, m.duration, m.drift, m.peers, m.apiUp, m.lastApply, m.sas, m.peerSAs, m.saPackets, m.saInStep, m.saFallback} {
+	m.rolloutState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_agent_rollout_state",
+		Help: "1 for this host's state in its overlay's staged rollout: Done, Waiting, Held (waiting behind a host that failed), Progressing, Failed."}, []string{"state"})
+	m.rolloutFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_agent_rollout_failures_total",
+		Help: "Times this host failed a staged rollout (its apply failed, or its tunnels did not come back in time): the hosts after it wait."})
+	for _, c := range []prometheus.Collector{m.reconciles, m.duration, m.drift, m.peers, m.apiUp, m.lastApply, m.sas, m.peerSAs, m.saPackets, m.saInStep, m.saFallback, m.rolloutState, m.rolloutFailures} {
 		f(c)
 	}
 	return m
@@ -106,6 +114,22 @@ func (m *Metrics) truth(ts []SATruth, peers []string) {
 	}
 	for k, v := range inStep {
 		m.saInStep.WithLabelValues(k[0], k[1]).Set(b2f(v))
+	}
+}
+
+// rolloutStates are the values of sluice_agent_rollout_state's label.
+var rolloutStates = []string{"Done", "Waiting", "Held", "Progressing", "Failed"}
+
+// rollout sets the rollout state: 1 for the current one, 0 for the
+// others, so an alert's series stays the same across transitions ("" :
+// in no rollout, no series).
+func (m *Metrics) rollout(state, _ string) {
+	if state == "" {
+		m.rolloutState.Reset()
+		return
+	}
+	for _, s := range rolloutStates {
+		m.rolloutState.WithLabelValues(s).Set(b2f(s == state))
 	}
 }
 
