@@ -646,6 +646,7 @@ func (a *Agent) status(me *v1alpha1.Host, d fleet.Desired, out Outcome) v1alpha1
 		meta.SetStatusCondition(&a.conditions, c)
 	}
 	st.Rollout = a.rolloutStatus()
+	st.Offload = summary(a.lastTruth)
 	if a.o.Instance != "" {
 		a.mu.Lock()
 		st.Agent = &v1alpha1.AgentClaim{Instance: a.o.Instance, Contenders: slices.Clone(a.contenders)}

@@ -178,6 +178,8 @@ type HostStatus struct {
 	// Rollout is where this host is in its overlay's staged rollout; the
 	// other members read it to know when their turn comes.
 	Rollout *HostRollout `json:"rollout,omitempty"`
+	// Offload is the offload truth of the host's SAs, counted.
+	Offload *OffloadSummary `json:"offload,omitempty"`
 }
 
 // Rollout states of a host (HostRollout.State).
@@ -242,9 +244,38 @@ type SA struct {
 	Asked  string `json:"asked"`
 	Mode   string `json:"mode"` // packet, crypto, none: from the kernel
 	Device string `json:"device,omitempty"`
-	// HardwareInStep is false when the SA counts packets the device's
-	// offload counters do not (fallback alarm).
-	HardwareInStep *bool    `json:"hardwareInStep,omitempty"`
-	Fallback       bool     `json:"fallback,omitempty"`
-	WhyNot         []string `json:"whyNot,omitempty"`
+	// Counting says whether the SA's own packet counter moved since the
+	// agent's previous look (absent: first look).
+	Counting *bool `json:"counting,omitempty"`
+	// Evidence says who counts the SA's packets: device (packet offload:
+	// the driver reports them), kernel (crypto offload: the kernel counts,
+	// the driver has no per-SA counter), software (no offload).
+	Evidence string   `json:"evidence,omitempty"`
+	Fallback bool     `json:"fallback,omitempty"`
+	WhyNot   []string `json:"whyNot,omitempty"`
+}
+
+// OffloadSummary is a host's offload truth in a few numbers: its SAs by
+// the offload the kernel holds (the xfrm state's offload attribute), by
+// whether their own counters moved since the previous look, and the SAs
+// that do not hold the offload asked, with the reason.
+type OffloadSummary struct {
+	Packet   int `json:"packet"`
+	Crypto   int `json:"crypto"`
+	None     int `json:"none"`
+	Counting int `json:"counting"`
+	Idle     int `json:"idle"`
+	// NotAsAsked lists at most 32 SAs.
+	NotAsAsked []SAOffload `json:"notAsAsked,omitempty"`
+}
+
+// SAOffload is one SA that does not hold the offload asked.
+type SAOffload struct {
+	Peer   string `json:"peer"`
+	Dir    string `json:"dir"`
+	SPI    string `json:"spi"`
+	Asked  string `json:"asked"`
+	Mode   string `json:"mode"`
+	Device string `json:"device,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }
