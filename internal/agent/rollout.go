@@ -112,8 +112,11 @@ func (a *Agent) withSettings(overlays []v1alpha1.Overlay, ov *v1alpha1.Overlay, 
 
 // turn says whether host self may apply settings target now: every
 // member in the batches before its own reports target, Done. why says
-// what it waits for; failed names a host that failed the rollout.
-func turn(self string, o *v1alpha1.Overlay, hosts []v1alpha1.Host, target string) (ok bool, why string, failed bool) {
+// what it waits for (for the log: it changes as the hosts before it
+// move); failed names a host that failed the rollout; batch is the
+// host's place ("batch 3 of 10, 2 host(s) at a time"), which does not
+// change while it waits.
+func turn(self string, o *v1alpha1.Overlay, hosts []v1alpha1.Host, target string) (ok bool, why string, failed bool, batch string) {
 	names := append(selected(o, hosts, self), self)
 	sort.Strings(names)
 	size := max(o.Spec.Rollout.MaxUnavailable, 1)
@@ -123,6 +126,7 @@ func turn(self string, o *v1alpha1.Overlay, hosts []v1alpha1.Host, target string
 	for j := range hosts {
 		byName[hosts[j].Name] = &hosts[j]
 	}
+	batch = fmt.Sprintf("batch %d of %d, %d host(s) at a time, by name", i/size+1, (len(names)+size-1)/size, size)
 	var waits []string
 	for _, n := range before {
 		r := byName[n].Status.Rollout
@@ -130,7 +134,7 @@ func turn(self string, o *v1alpha1.Overlay, hosts []v1alpha1.Host, target string
 		case r == nil || r.Overlay != o.Name:
 			waits = append(waits, n+" has not reported its rollout state (is its agent running?)")
 		case r.State == v1alpha1.RolloutFailed:
-			return false, fmt.Sprintf("held: host %s failed the rollout of %s: %s", n, target, r.Message), true
+			return false, fmt.Sprintf("held: host %s failed the rollout of %s: %s", n, target, r.Message), true, batch
 		case r.Settings != target:
 			waits = append(waits, n+" has not applied it yet")
 		case r.State != v1alpha1.RolloutDone:
@@ -138,13 +142,12 @@ func turn(self string, o *v1alpha1.Overlay, hosts []v1alpha1.Host, target string
 		}
 	}
 	if len(waits) == 0 {
-		return true, "", false
+		return true, "", false, batch
 	}
 	if len(waits) > 4 {
 		waits = append(waits[:4], fmt.Sprintf("and %d more", len(waits)-4))
 	}
-	return false, fmt.Sprintf("waiting for its turn (batch %d of %d, %d host(s) at a time, by name) to apply %s: %s",
-		i/size+1, (len(names)+size-1)/size, size, target, strings.Join(waits, "; ")), false
+	return false, fmt.Sprintf("waiting for its turn (%s) to apply %s: %s", batch, target, strings.Join(waits, "; ")), false, batch
 }
 
 // rollout is this host's progress through a rollout of target.
@@ -157,8 +160,10 @@ type rollout struct {
 	// turn: this host's turn came; applied: when it first held target.
 	turn    bool
 	applied time.Time
-	// heldBy: it waits behind a host that failed.
+	// heldBy: it waits behind a host that failed; why: what it waits
+	// for, as last logged.
 	heldBy bool
+	why    string
 }
 
 // stage decides, before rendering, whether this host takes a
@@ -188,10 +193,21 @@ func (a *Agent) stage(overlays []v1alpha1.Overlay, hosts []v1alpha1.Host, d flee
 		r = &rollout{overlay: o.Name, target: target, state: v1alpha1.RolloutWaiting}
 		a.roll = r
 	}
-	mine, why, failed := turn(a.o.Name, o, hosts, target)
+	mine, why, failed, batch := turn(a.o.Name, o, hosts, target)
 	if !mine && !r.turn {
-		r.state, r.message, r.heldBy = v1alpha1.RolloutWaiting, why, failed
-		return a.withSettings(overlays, o, held), "wait:" + why
+		if why != r.why {
+			a.logf("rollout: %s", why)
+			r.why = why
+		}
+		// The status says only what changes rarely: every status write
+		// is a watch event for every agent, and a message naming the
+		// hosts ahead would change on every host at every turn.
+		msg := fmt.Sprintf("waiting for its turn (%s) to apply %s; it holds %s (the agent's log names the hosts it waits for)", batch, target, held)
+		if failed {
+			msg = why
+		}
+		r.state, r.message, r.heldBy = v1alpha1.RolloutWaiting, msg, failed
+		return a.withSettings(overlays, o, held), "wait:" + msg
 	}
 	if !r.turn {
 		// Once its turn came it stays: a host before it that fails

@@ -30,33 +30,33 @@ func TestRolloutTurnBatches(t *testing.T) {
 		set(n, "old", v1alpha1.RolloutWaiting, "")
 	}
 	for _, n := range []string{"hv-a", "hv-b"} {
-		if ok, why, _ := turn(n, o, hosts, target); !ok {
+		if ok, why, _, _ := turn(n, o, hosts, target); !ok {
 			t.Errorf("%s (first batch) waits: %s", n, why)
 		}
 	}
-	ok, why, failed := turn("hv-c", o, hosts, target)
-	if ok || failed || !strings.Contains(why, "batch 2 of 3, 2 host(s) at a time") || !strings.Contains(why, "hv-a has not applied it yet") {
+	ok, why, failed, batch := turn("hv-c", o, hosts, target)
+	if ok || failed || batch != "batch 2 of 3, 2 host(s) at a time, by name" || !strings.Contains(why, "hv-a has not applied it yet") {
 		t.Errorf("hv-c before the first batch is done: %v %q", ok, why)
 	}
 	set("hv-a", target, v1alpha1.RolloutDone, "")
 	set("hv-b", target, v1alpha1.RolloutProgressing, "")
-	if ok, why, _ := turn("hv-d", o, hosts, target); ok || !strings.Contains(why, "hv-b's tunnels are not back up yet") {
+	if ok, why, _, _ := turn("hv-d", o, hosts, target); ok || !strings.Contains(why, "hv-b's tunnels are not back up yet") {
 		t.Errorf("hv-d with hv-b progressing: %v %q", ok, why)
 	}
 	set("hv-b", target, v1alpha1.RolloutDone, "")
 	for _, n := range []string{"hv-c", "hv-d"} {
-		if ok, why, _ := turn(n, o, hosts, target); !ok {
+		if ok, why, _, _ := turn(n, o, hosts, target); !ok {
 			t.Errorf("%s (second batch) waits: %s", n, why)
 		}
 	}
 	set("hv-d", "old", v1alpha1.RolloutFailed, "charon is down")
-	ok, why, failed = turn("hv-e", o, hosts, target)
+	ok, why, failed, _ = turn("hv-e", o, hosts, target)
 	if ok || !failed || !strings.Contains(why, "host hv-d failed the rollout") || !strings.Contains(why, "charon is down") {
 		t.Errorf("hv-e behind a failed hv-d: %v %v %q", ok, failed, why)
 	}
 	// A host that never reported (no agent) holds the rollout too.
 	hosts[0].Status.Rollout = nil
-	if ok, why, _ := turn("hv-c", o, hosts, target); ok || !strings.Contains(why, "hv-a has not reported") {
+	if ok, why, _, _ := turn("hv-c", o, hosts, target); ok || !strings.Contains(why, "hv-a has not reported") {
 		t.Errorf("hv-c with hv-a silent: %v %q", ok, why)
 	}
 }
