@@ -51,13 +51,16 @@ const (
 	EvidenceSoftware = "software"
 )
 
-// truthTracker remembers each SA's packet count between two looks.
+// truthTracker remembers each SA's packet count between two looks, and
+// the reasons apply gave for each peer's offload: only a reconcile that
+// applies something reports them, and the SA keeps what it got.
 type truthTracker struct {
-	prevSA map[string]uint64 // peer/dir/spi -> packets
+	prevSA map[string]uint64   // peer/dir/spi -> packets
+	why    map[string][]string // peer/dir -> apply's refusal reasons
 }
 
 func newTruthTracker() *truthTracker {
-	return &truthTracker{prevSA: map[string]uint64{}}
+	return &truthTracker{prevSA: map[string]uint64{}, why: map[string][]string{}}
 }
 
 // look turns a verification into offload truth. notes are apply's offload
@@ -70,6 +73,17 @@ func (t *truthTracker) look(rep *overlay.VerifyReport, notes []overlay.OffloadNo
 	}
 	var out []SATruth
 	seen := map[string]uint64{}
+	if len(notes) > 0 {
+		// A new apply: its reasons replace the ones kept.
+		t.why = map[string][]string{}
+		for _, n := range notes {
+			for _, d := range []string{"in", "out"} {
+				if n.Dir == d || n.Dir == "" {
+					t.why[n.Peer+"/"+d] = append(t.why[n.Peer+"/"+d], n.Refused...)
+				}
+			}
+		}
+	}
 	for _, s := range rep.SAs {
 		k := fmt.Sprintf("%s/%s/%x", s.Peer, s.Dir, s.SPI)
 		tr := SATruth{Peer: s.Peer, Dir: s.Dir, SPI: s.SPI, Asked: s.Asked, Got: s.Got, Dev: s.Dev, Packets: s.Packets}
@@ -94,11 +108,7 @@ func (t *truthTracker) look(rep *overlay.VerifyReport, notes []overlay.OffloadNo
 			tr.Fallback = true
 			tr.WhyNot = append(tr.WhyNot, fmt.Sprintf("asked %s, the kernel holds %s%s", s.Asked, orNone(s.Got), onDev(s.Dev)))
 		}
-		for _, n := range notes {
-			if n.Peer == s.Peer && (n.Dir == s.Dir || n.Dir == "") {
-				tr.WhyNot = append(tr.WhyNot, n.Refused...)
-			}
-		}
+		tr.WhyNot = append(tr.WhyNot, t.why[s.Peer+"/"+s.Dir]...)
 		out = append(out, tr)
 	}
 	// SAs gone (rekeyed, deleted) are forgotten.
