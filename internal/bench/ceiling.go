@@ -2,7 +2,11 @@
 
 package bench
 
-import "fmt"
+import (
+	"fmt"
+
+	"sluice/internal/lab"
+)
 
 // What set a run's max-clean rate (Ceiling.Limit).
 const (
@@ -53,6 +57,12 @@ func (r *RunResult) ceiling(auto bool) *Ceiling {
 	if len(r.Steps) == 0 {
 		return nil
 	}
+	// In the direct topology the generator sends straight into the sink:
+	// what loses or carries is the sink.
+	fwd := "forwarder"
+	if r.Topology == lab.Direct {
+		fwd = "sink"
+	}
 	m := r.MaxCleanStep()
 	if m == nil { // every step lost: the lowest rate already was too much
 		low := &r.Steps[0]
@@ -62,7 +72,7 @@ func (r *RunResult) ceiling(auto bool) *Ceiling {
 			}
 		}
 		return &Ceiling{Limit: LimitForwarder, Step: low.Index, TargetPPS: low.TargetPPS, SentPPS: low.TxPPS, LossPct: low.LossPct,
-			Text: fmt.Sprintf("forwarder limit below %s: no step was clean, it lost %.3f%% at %s, the lowest rate", FormatPPS(low.TxPPS), low.LossPct, FormatPPS(low.TxPPS))}
+			Text: fmt.Sprintf("%s limit below %s: no step was clean, it lost %.3f%% at %s, the lowest rate", fwd, FormatPPS(low.TxPPS), low.LossPct, FormatPPS(low.TxPPS))}
 	}
 	c := &Ceiling{RatePPS: m.RxPPS}
 	// lowest returns the lowest-target step above the max-clean one that
@@ -96,20 +106,20 @@ func (r *RunResult) ceiling(auto bool) *Ceiling {
 		if auto {
 			raise = "--steps"
 		}
-		c.Text = fmt.Sprintf("no limit reached: every step up to %s passed; the forwarder's ceiling is above (raise %s)", FormatPPS(top.TargetPPS), raise)
+		c.Text = fmt.Sprintf("no limit reached: every step up to %s passed; the %s's ceiling is above (raise %s)", FormatPPS(top.TargetPPS), fwd, raise)
 		return c
 	}
 	c.Step, c.TargetPPS, c.SentPPS, c.LossPct = lim.Index, lim.TargetPPS, lim.TxPPS, lim.LossPct
 	if lossy(*lim, r.LossThreshold) {
 		c.Limit = LimitForwarder
-		c.Text = fmt.Sprintf("forwarder limit at %s: it lost %.3f%% at %s", FormatPPS(m.RxPPS), lim.LossPct, FormatPPS(lim.TxPPS))
+		c.Text = fmt.Sprintf("%s limit at %s: it lost %.3f%% at %s", fwd, FormatPPS(m.RxPPS), lim.LossPct, FormatPPS(lim.TxPPS))
 		return c
 	}
 	c.Limit = LimitGenerator
 	if lim == m {
-		c.Text = fmt.Sprintf("generator limit: the generator reached only %s of %s; the forwarder's ceiling is above", FormatPPS(lim.TxPPS), FormatPPS(lim.TargetPPS))
+		c.Text = fmt.Sprintf("generator limit: the generator reached only %s of %s; the %s's ceiling is above", FormatPPS(lim.TxPPS), FormatPPS(lim.TargetPPS), fwd)
 	} else { // a starved generator sent less in the step above than in the max-clean one
-		c.Text = fmt.Sprintf("generator limit at %s: in the step above, the generator reached only %s of %s; the forwarder's ceiling is above", FormatPPS(m.RxPPS), FormatPPS(lim.TxPPS), FormatPPS(lim.TargetPPS))
+		c.Text = fmt.Sprintf("generator limit at %s: in the step above, the generator reached only %s of %s; the %s's ceiling is above", FormatPPS(m.RxPPS), FormatPPS(lim.TxPPS), FormatPPS(lim.TargetPPS), fwd)
 	}
 	return c
 }

@@ -185,6 +185,12 @@ func TestFixedRunsSayWhatSetTheirNumber(t *testing.T) {
 		c.Text != "generator limit at 1.000 Mpps: in the step above, the generator reached only 600.0 kpps of 1.500 Mpps; the forwarder's ceiling is above" {
 		t.Errorf("a generator starved above the max-clean step: %+v", c)
 	}
+	// Without a forwarder (the direct topology) the sink is what carries.
+	dip.Topology = "direct"
+	dip.finish()
+	if c := dip.Ceiling; !strings.HasSuffix(c.Text, "; the sink's ceiling is above") {
+		t.Errorf("direct: %q, want the sink named", c.Text)
+	}
 	// Short of its target in every step (90%), and the forwarder loses
 	// above 2 Mpps: the loss is the evidence, the forwarder's limit.
 	if c := linear(path{capacity: 2e6, genMax: 20e6, share: 0.9}).Ceiling; c.Limit != LimitForwarder || c.Step != 8 || math.Abs(c.RatePPS-1.89e6) > 1 {
