@@ -161,6 +161,9 @@ func (k *ikpLab) noStrayFrames(t *testing.T, mo, mi testutil.Mark) {
 func TestOverlayIKEPacketOffloadOnModel(t *testing.T) {
 	version := needCharon6(t)
 	l := newLab(t)
+	// 7.3's mlx5 (the test runs only on the next kernel), as
+	// TestSwanPacketOffloadOnModel.
+	testutil.UseNicmodelProfile(t, testutil.ProfileMlx5Upstream)
 	// The lab's parts (ports, captures, files) belong to the test, not to a step.
 	k := newIKPLab(t, l, ikeSiteHost)
 	lanA, lanB := l.netns(t), l.netns(t)
@@ -288,6 +291,7 @@ func TestOverlayIKEPacketOffloadOnModel(t *testing.T) {
 func TestOverlayIKEPacketOffloadVTEPOnModel(t *testing.T) {
 	version := needCharon6(t)
 	l := newLab(t)
+	testutil.UseNicmodelProfile(t, testutil.ProfileMlx5Upstream) // 7.3's mlx5
 	k := newIKPLab(t, l, ikeVTEPHost)
 	step(t, "two hosts with charon "+version+" and a Geneve VTEP each; apply both", func(t *testing.T) {
 		k.apply(t)
