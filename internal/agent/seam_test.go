@@ -51,8 +51,11 @@ func TestTruthReadsTypedOffloadNotes(t *testing.T) {
 		t.Fatalf("%d SAs, want 2", len(got))
 	}
 	in, out := got[0], got[1]
-	if !slices.Equal(out.WhyNot, []string{why}) || !out.Fallback {
-		t.Errorf("out: whyNot %q fallback %v, want [%q] true", out.WhyNot, out.Fallback, why)
+	// The SA's own kernel state first (per-SA truth), then the driver's
+	// refusal from the typed note.
+	wantWhy := []string{"asked auto, the kernel holds crypto", why}
+	if !slices.Equal(out.WhyNot, wantWhy) || !out.Fallback {
+		t.Errorf("out: whyNot %q fallback %v, want %q true", out.WhyNot, out.Fallback, wantWhy)
 	}
 	if len(in.WhyNot) != 0 || in.Fallback {
 		t.Errorf("in: whyNot %q fallback %v, want none: its note refused nothing", in.WhyNot, in.Fallback)
