@@ -78,6 +78,19 @@ hostname sluice-vm
 ip link set lo up
 cp /ctl/run.sh $r/run/sluice-run.sh || die "copy run.sh"
 
+# Static keys on the receive path stay on for the guest's life. Each ping a
+# test runs sets SO_TIMESTAMP and so flips netstamp_needed_key on and off,
+# and every flip re-patches netif_receive_skb with int3 (text_poke_bp).
+# Under multi-threaded TCG the other vCPU can still run the int3 after the
+# patch is done: "Oops: int3" in netif_receive_skb, a dead guest (CI,
+# 2026-12-02, TestOverlayPacketOffloadBond; docs/testing.md "The test VM").
+# A ping that lives as long as the guest holds the key at one: later flips
+# only count. The clsact qdisc on lo does the same for the tc ingress and
+# egress keys, which flower and tc captures flip.
+/bin/chroot $r /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin sh -c \
+	'ping -q -i 60 127.0.0.1 >/dev/null 2>&1 & tc qdisc add dev lo clsact' ||
+	die "cannot hold the receive path's static keys (ping, tc in the root)"
+
 # Raw output: no \n -> \r\n on the serial line, so the host gets the
 # command's bytes unchanged.
 stty -F /dev/console -opost 2>/dev/null
