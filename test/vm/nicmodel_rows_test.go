@@ -5,6 +5,7 @@
 package vm
 
 import (
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -119,8 +120,9 @@ func TestNicmodelNATTPacketOffload(t *testing.T) {
 	mA, mB, st0 := wireA.Drain(t), wireB.Drain(t), ethStats(t, h.nsA, h.devA)
 	const n = 5
 	if out, ok := h.ping(t, n); !ok {
-		t.Fatalf("ping over NAT-T, model packet offload <-> kernel ESP in UDP:\n%s\nA: %v\nB: %v\n%s", out,
-			ethStats(t, h.nsA, h.devA), ethStats(t, h.nsB, h.devB), run(t, ip, "-n", h.nsB, "-s", "xfrm", "state"))
+		t.Errorf("ping over NAT-T, model packet offload <-> kernel ESP in UDP:\n%s\nA: %v\nB: %v\nB's xfrm_stat: %v\nB's snmp:\n%s\nB's sockets:\n%s\nB's tap: %v", out,
+			ethStats(t, h.nsA, h.devA), ethStats(t, h.nsB, h.devB), xfrmStat(t, h.nsB),
+			nsRun(t, h.nsB, "grep", "-E", "^(Udp|Ip):", "/proc/net/snmp"), nsRun(t, h.nsB, "ss", "-uanp"), wireB.Frames(t, mB))
 	}
 	d := statDelta(st0, ethStats(t, h.nsA, h.devA), "tx_ipsec_packets", "rx_ipsec_packets", "tx_cleartext_packets")
 	if d["tx_ipsec_packets"] < n || d["rx_ipsec_packets"] < n {
@@ -151,7 +153,10 @@ func TestNicmodelNATTPacketOffload(t *testing.T) {
 
 // natTSocket opens, in ns, the UDP socket on 4500 with UDP_ENCAP_ESPINUDP
 // that an IKE daemon opens: the kernel hands software NAT-T ESP to xfrm
-// only through such a socket.
+// only through such a socket. Like charon's, it carries an inbound bypass
+// policy (IP_XFRM_POLICY, ALLOW without a template): UDP checks the
+// socket's packets against the IN policies before it decapsulates them
+// (udp_queue_rcv_one_skb), and the host-to-host policy selects them.
 func natTSocket(t *testing.T, ns string) {
 	t.Helper()
 	h, err := netns.GetFromName(ns)
@@ -164,12 +169,27 @@ func natTSocket(t *testing.T, ns string) {
 		if fd, err = unix.Socket(unix.AF_INET, unix.SOCK_DGRAM, 0); err != nil {
 			return
 		}
-		if err = unix.SetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_ENCAP, unix.UDP_ENCAP_ESPINUDP); err == nil {
-			err = unix.Bind(fd, &unix.SockaddrInet4{Port: 4500})
+		if err = unix.SetsockoptInt(fd, unix.IPPROTO_UDP, unix.UDP_ENCAP, unix.UDP_ENCAP_ESPINUDP); err != nil {
+			return
 		}
+		if err = unix.SetsockoptString(fd, unix.IPPROTO_IP, unix.IP_XFRM_POLICY, string(bypassIn())); err != nil {
+			return
+		}
+		err = unix.Bind(fd, &unix.SockaddrInet4{Port: 4500})
 	})
 	if err != nil {
 		t.Fatalf("the NAT-T socket in %s: %v", ns, err)
 	}
 	t.Cleanup(func() { unix.Close(fd) })
+}
+
+// bypassIn is a struct xfrm_userpolicy_info (168 bytes on amd64) for an
+// IPv4 socket: any selector, dir in (0), action allow (0), no limits.
+func bypassIn() []byte {
+	b := make([]byte, 168)
+	binary.LittleEndian.PutUint16(b[40:], unix.AF_INET) // sel.family, after daddr, saddr and the ports
+	for i := range 4 {                                  // lft: byte and packet limits infinite
+		binary.LittleEndian.PutUint64(b[56+8*i:], ^uint64(0))
+	}
+	return b
 }
