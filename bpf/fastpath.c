@@ -16,7 +16,8 @@
  *     pass_early        quickpass.h  parsing refused it: pass, with the reason
  *     forward_cached    forward.h    exact-match slot, then the LRU tables (flowcache.h):
  *                                    a hit re-checks size, MAC and SA (postsa.h),
- *                                    rewrites (rewrite.h) and redirects
+ *                                    aims the redirect at its port, then rewrites
+ *                                    (rewrite.h)
  *     could_forward     quickpass.h  no forwardable policy covers the destination: pass
  *   decide_full (below; a global function, which the verifier checks once)
  *     iface_get, vlans  config.h     the ingress interface and VLAN child
@@ -29,7 +30,7 @@
  *     OUT match         checks.h     source_ok, then forward_out (forward.h): the SA's
  *                       postsa.h     MTU, the use-time hand-over, the SA still held,
  *                       route.h      the FIB (cached per destination),
- *                       rewrite.h    the rewrite and the redirect to the offload device,
+ *                       rewrite.h    the redirect to the offload device's port, then the rewrite,
  *                       flowcache.h  and a flow-cache entry for the next packets
  *   count             counters.h   per interface and reason, per policy
  *

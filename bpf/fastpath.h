@@ -26,6 +26,12 @@
  * gives each policy of the tables a dense slot, 1..FP_MAX_COUNTER_SLOTS-1,
  * kept while the policy exists; slot 0 counts nothing. */
 #define FP_MAX_COUNTER_SLOTS 262144
+/* Redirect ports (tx_ports, a DEVMAP array): the control plane numbers
+ * every device a forward may leave by, 1..FP_MAX_PORTS-1 (0: none), and
+ * never gives a number back out before the numbers after it were all
+ * used: a cached flow holds its egress's number, and a device that took
+ * over a freed number is not the one the flow was decided for. */
+#define FP_MAX_PORTS 4096
 
 enum fp_action {
 	FP_ALLOW = 0,
@@ -132,6 +138,12 @@ struct fp_config {
 	 * redirected past the kernel would leave in cleartext on a driver
 	 * without a TX miss rule. enum fp_sa_check. */
 	__u32 sa_check;
+	/* The next redirect port number to try (see FP_MAX_PORTS). Written
+	 * and read by the control plane only: here so that a restarted
+	 * daemon, which adopts the pinned flow cache, goes on numbering
+	 * after its predecessor instead of handing out a number a cached
+	 * flow still holds. */
+	__u32 port_next;
 };
 
 /* The control plane's lease. xdp_lease_renew (run by the daemon through
@@ -259,6 +271,10 @@ struct fp_iface {
 	__u8 mac[6];
 	__u8 rp_filter;           /* IPv4 reverse-path filter: max of all and the device's (0 off, 1 strict, 2 loose) */
 	__u8 pad;
+	/* The redirect port (tx_ports) of the device frames for this
+	 * interface leave by: its own, or its parent's for a VLAN child.
+	 * 0: none. */
+	__u32 port;
 };
 
 enum fp_sa_check {
@@ -339,11 +355,16 @@ struct fp_flow {
 	__u32 key_tag;
 	__u32 gen;
 	__u32 epoch;
-	__u32 egress;
+	/* The redirect port (tx_ports index) to send to, unless
+	 * FP_FLOW_TX. A port number, not an ifindex: the redirect is an
+	 * array load, and a number the control plane took away (the device
+	 * left the configuration) misses, so the entry is decided again. */
+	__u32 port;
 	__u32 cslot;              /* counter slot of the deciding policy (struct fp_policy) */
 	__u16 max_len;            /* largest L3 length the FIB accepted for this flow */
 	/* Direction of the deciding policy (1 out: forward-out, 0 in or 2
-	 * fwd: forward-in or a cached pass) | FP_FLOW_L2_FIB | FP_FLOW_PASS.
+	 * fwd: forward-in or a cached pass) | FP_FLOW_TX | FP_FLOW_L2_FIB |
+	 * FP_FLOW_PASS.
 	 * One byte, so the destination MAC below fits the exact-match slot's
 	 * cache line. */
 	__u8 dir_l2;
@@ -358,6 +379,9 @@ struct fp_flow {
 };
 
 #define FP_FLOW_DIR_MASK 3
+/* The egress is the ingress device: XDP_TX, no port. The key holds the
+ * ingress, so this is a fact of the flow. */
+#define FP_FLOW_TX 0x04
 #define FP_FLOW_L2_FIB 0x80
 /* A cached pass: the full decision's verdict was `inbound` (an IN/FWD
  * policy decides, this interface does not forward inbound). Replayed as

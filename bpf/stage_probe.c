@@ -12,8 +12,9 @@
  *   stage_parse    parse_packet
  *   stage_lookup   the flow key, the cache gate, the exact-match slot (cache_find)
  *   stage_checks   size and MAC (cache_fits), the SA check as config.sa_check says
- *   stage_rewrite  the MAC and TTL rewrite
- *   stage_redirect the redirect (send: bpf_redirect_map on tx_ports)
+ *   stage_redirect the redirect (aim: bpf_redirect_map on tx_ports, a DEVMAP array), aimed
+ *                  before the frame is touched
+ *   stage_rewrite  the MAC and TTL rewrite: the whole cached forward
  *   stage_cached   the whole cached stage, decide_cached, as the program inlines it: with the
  *                  gate's counters
  * xdp_fastpath, the program itself, adds the counters (counters.h). */
@@ -30,7 +31,7 @@
 #include "fastpath/forward.h"
 #include "fastpath/cached.h"
 
-/* upto runs the cached forward up to step (1: config ... 5: rewrite, 6: redirect) on ctx: XDP_PASS
+/* upto runs the cached forward up to step (1: config ... 5: redirect, 6: rewrite) on ctx: XDP_PASS
  * (6: the redirect's action) when it got there on the cache-hit path, XDP_DROP when not. */
 static __always_inline int upto(struct xdp_md *ctx, int step)
 {
@@ -67,12 +68,14 @@ static __always_inline int upto(struct xdp_md *ctx, int step)
 		return XDP_DROP;
 	if (step == 4)
 		return XDP_PASS;
-	__u32 egress = fl->egress;
-	if (rewrite(ctx, &p, vid, l2_fib, dmac, smac))
+	int act = aim(fl->port, fl->dir_l2 & FP_FLOW_TX);
+	if (act != XDP_REDIRECT)
 		return XDP_DROP;
 	if (step == 5)
 		return XDP_PASS;
-	return send(ctx, egress, &d);
+	if (rewrite(ctx, &p, vid, l2_fib, dmac, smac))
+		return XDP_DROP;
+	return act;
 }
 
 SEC("xdp")
@@ -106,13 +109,13 @@ int stage_checks(struct xdp_md *ctx)
 }
 
 SEC("xdp")
-int stage_rewrite(struct xdp_md *ctx)
+int stage_redirect(struct xdp_md *ctx)
 {
 	return upto(ctx, 5);
 }
 
 SEC("xdp")
-int stage_redirect(struct xdp_md *ctx)
+int stage_rewrite(struct xdp_md *ctx)
 {
 	return upto(ctx, 6);
 }

@@ -203,9 +203,10 @@ static __always_inline struct fp_flow *flow_lookup(const struct fp_flow_key *k, 
 	return bpf_map_lookup_elem(&flow_cache, k);
 }
 
-/* cache_fill remembers a forward for the next packets of the flow. */
+/* cache_fill remembers a forward (nf: its port, MACs, VLAN tag and
+ * FP_FLOW_* bits, set by the caller) for the next packets of the flow. */
 static __always_inline void cache_fill(struct snap *s, struct pkt *p, struct fp_flow_key *fk,
-				       struct fp_flow *nf, __u32 egress, struct fp_decision *d)
+				       struct fp_flow *nf, struct fp_decision *d)
 {
 	if (explain_mode || !fk->ifindex)
 		return;
@@ -216,7 +217,6 @@ static __always_inline void cache_fill(struct snap *s, struct pkt *p, struct fp_
 	nf->gen = s->gen;
 	nf->epoch = s->epoch;
 	nf->slot = d->slot;
-	nf->egress = egress;
 	nf->cslot = d->cslot;
 	nf->dir_l2 |= d->dir & FP_FLOW_DIR_MASK;
 	__builtin_memcpy(nf->in_dmac, p->dmac, ETH_ALEN);
@@ -266,7 +266,7 @@ static __always_inline void cache_pass(struct scratch *w, struct pkt *p, struct 
 	struct fp_flow *nf = &w->nf;
 	__builtin_memset(nf, 0, sizeof(*nf));
 	nf->dir_l2 = FP_FLOW_PASS;
-	cache_fill(&w->sn, p, fk, nf, 0, d);
+	cache_fill(&w->sn, p, fk, nf, d);
 }
 
 /* lru_copy copies k's flow_cache4 / flow_cache entry into dst and returns

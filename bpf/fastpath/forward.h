@@ -42,9 +42,8 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct scratch *w, st
 		d->reason = FP_R_SA_GONE;
 		return XDP_PASS;
 	}
-	/* Every configured port that is not a VLAN child is in tx_ports (the
-	 * control plane keeps it so), so the redirect below cannot miss and
-	 * this path needs no devmap lookup of its own. */
+	/* A VLAN child has no redirect port of its own (fp_iface.port is its
+	 * parent's), and an outbound forward does not push tags. */
 	if (dev_if->parent_ifindex) {
 		d->reason = FP_R_NO_TX_PORT;
 		return XDP_PASS;
@@ -52,35 +51,38 @@ static __always_inline int forward_out(struct xdp_md *ctx, struct scratch *w, st
 	/* The FIB tells local from forwarded traffic and refuses what the
 	 * kernel would not forward (unreachable, forwarding off, MTU). */
 	rc = fib(ctx, p, logical_in, fp, &w->sn);
-	if (dev_if->l2_mode == FP_L2_FIB) {
-		if (rc != BPF_FIB_LKUP_RET_SUCCESS) {
-			d->reason = fib_reason(rc);
-			return XDP_PASS;
-		}
-		if (fp->ifindex != dev) {
-			d->reason = FP_R_ROUTE_MISMATCH;
-			return XDP_PASS;
-		}
-		if (rewrite(ctx, p, 0, 1, fp->dmac, fp->smac)) {
-			d->reason = FP_R_MALFORMED;
-			return XDP_PASS;
-		}
+	int l2_fib = dev_if->l2_mode == FP_L2_FIB;
+	/* Where the NIC writes the Ethernet header, an unresolved neighbour
+	 * is the NIC's to resolve. */
+	if (rc != BPF_FIB_LKUP_RET_SUCCESS && (l2_fib || rc != BPF_FIB_LKUP_RET_NO_NEIGH)) {
+		d->reason = fib_reason(rc);
+		return XDP_PASS;
+	}
+	if (l2_fib && fp->ifindex != dev) {
+		d->reason = FP_R_ROUTE_MISMATCH;
+		return XDP_PASS;
+	}
+	int tx = dev == ctx->ingress_ifindex;
+	int act = aim(dev_if->port, tx);
+	if (act == XDP_PASS) {
+		d->reason = FP_R_NO_TX_PORT;
+		return XDP_PASS;
+	}
+	if (rewrite(ctx, p, 0, l2_fib, fp->dmac, fp->smac)) {
+		d->reason = FP_R_MALFORMED;
+		return XDP_PASS;
+	}
+	if (l2_fib) {
 		nf->dir_l2 = FP_FLOW_L2_FIB;
 		__builtin_memcpy(nf->dmac, fp->dmac, ETH_ALEN);
 		__builtin_memcpy(nf->smac, fp->smac, ETH_ALEN);
-	} else {
-		if (rc != BPF_FIB_LKUP_RET_SUCCESS && rc != BPF_FIB_LKUP_RET_NO_NEIGH) {
-			d->reason = fib_reason(rc);
-			return XDP_PASS;
-		}
-		if (rewrite(ctx, p, 0, 0, fp->dmac, fp->smac)) {
-			d->reason = FP_R_MALFORMED;
-			return XDP_PASS;
-		}
 	}
-	cache_fill(&w->sn, p, fk, nf, dev, d);
+	nf->dir_l2 |= tx ? FP_FLOW_TX : 0;
+	nf->port = dev_if->port;
+	cache_fill(&w->sn, p, fk, nf, d);
+	d->egress_ifindex = dev;
 	d->reason = FP_R_FWD_OUT;
-	return send(ctx, dev, d);
+	return act;
 }
 
 /* cache_find finds the flow's cached entry (fk: its key, made by flow_key;
@@ -176,9 +178,16 @@ static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *
 	__u8 dmac[ETH_ALEN], smac[ETH_ALEN];
 	__builtin_memcpy(dmac, fl->dmac, ETH_ALEN);
 	__builtin_memcpy(smac, fl->smac, ETH_ALEN);
-	__u32 egress = fl->egress;
 	int l2_fib = fl->dir_l2 & FP_FLOW_L2_FIB;
 	__u16 vid = fl->vid;
+	/* The port first, while the frame is as it came: a port number the
+	 * control plane took away since the entry was made (its device left
+	 * the configuration, or went away) misses, and the packet is decided
+	 * again in full. A number is never given to another device before
+	 * all the others were used, so a stale entry cannot reach one. */
+	int act = aim(fl->port, fl->dir_l2 & FP_FLOW_TX);
+	if (act == XDP_PASS)
+		return -1;
 	d->dir = fl->dir_l2 & FP_FLOW_DIR_MASK;
 	d->cslot = fl->cslot;
 	d->slot = fl->slot;
@@ -196,7 +205,7 @@ static __always_inline int forward_cached(struct xdp_md *ctx, struct fp_config *
 	g->hits++;
 	cache_judge(g);
 	d->reason = d->dir == 1 ? FP_R_FWD_OUT : FP_R_FWD_IN;
-	return send(ctx, egress, d);
+	return act;
 }
 
 /* forward_in: opt-in inbound forwarding of traffic the NIC decrypted. */
@@ -240,12 +249,24 @@ static __always_inline int forward_in(struct xdp_md *ctx, struct scratch *w, str
 		vid = eg->vlan_id;
 		egress = eg->parent_ifindex;
 	}
-	if (!bpf_map_lookup_elem(&tx_ports, &egress) && egress != ctx->ingress_ifindex) {
+	int tx = egress == ctx->ingress_ifindex;
+	__u32 port = 0;
+	if (!tx) {
+		__u32 *pp = bpf_map_lookup_elem(&port_of, &egress);
+		if (!pp) {
+			d->reason = FP_R_NO_TX_PORT;
+			return XDP_PASS;
+		}
+		port = *pp;
+	}
+	int act = aim(port, tx);
+	if (act == XDP_PASS) {
 		d->reason = FP_R_NO_TX_PORT;
 		return XDP_PASS;
 	}
 	__builtin_memset(nf, 0, sizeof(*nf));
-	nf->dir_l2 = FP_FLOW_L2_FIB;
+	nf->dir_l2 = FP_FLOW_L2_FIB | (tx ? FP_FLOW_TX : 0);
+	nf->port = port;
 	nf->vid = vid;
 	__builtin_memcpy(nf->dmac, dmac, ETH_ALEN);
 	__builtin_memcpy(nf->smac, smac, ETH_ALEN);
@@ -253,7 +274,8 @@ static __always_inline int forward_in(struct xdp_md *ctx, struct scratch *w, str
 		d->reason = FP_R_MALFORMED;
 		return XDP_PASS;
 	}
-	cache_fill(&w->sn, p, fk, nf, egress, d);
+	cache_fill(&w->sn, p, fk, nf, d);
+	d->egress_ifindex = egress;
 	d->reason = FP_R_FWD_IN;
-	return send(ctx, egress, d);
+	return act;
 }

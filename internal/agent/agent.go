@@ -108,6 +108,8 @@ type Agent struct {
 	lastKey     string
 	contenders  []string
 	bo          backoff
+	// roll is this host's part in a staged rollout (rollout.go).
+	roll *rollout
 }
 
 // DefaultStateDir is where the agent keeps its last good state.
@@ -306,7 +308,7 @@ func (a *Agent) runKube(ctx context.Context) error {
 	if d, ov := a.rec.LastGood(); d != "" {
 		a.logf("holding the last good state %s (overlay %s) until the API answers", d, ov)
 		start := time.Now()
-		a.done(a.rec.Reconcile(Desired{Doc: a.rec.last.Doc, File: a.rec.last.File, Overlay: a.rec.last.Overlay, DeletionPolicy: a.rec.last.DeletionPolicy}), time.Since(start), nil)
+		a.done(a.rec.Reconcile(Desired{Doc: a.rec.last.Doc, File: a.rec.last.File, Overlay: a.rec.last.Overlay, DeletionPolicy: a.rec.last.DeletionPolicy, Settings: a.rec.last.Settings}), time.Since(start), nil)
 	}
 	synced := make(chan bool, 1)
 	go func() { synced <- src.start(ctx) }()
@@ -328,6 +330,12 @@ func (a *Agent) runKube(ctx context.Context) error {
 		}
 		if !ready {
 			continue
+		}
+		if ctx.Err() != nil {
+			// select picks at random among ready cases: a pending timer
+			// must not start another reconcile after the agent was told
+			// to stop.
+			return nil
 		}
 		a.step(ctx, full)
 	}
@@ -351,6 +359,13 @@ func (a *Agent) step(ctx context.Context, full bool) {
 	overlays, hosts := a.src.snapshot()
 	start := time.Now()
 	d := fleet.Render(a.o.Name, overlays, hosts, a.o.Local)
+	// A renegotiating edit waits for this host's turn (rollout.go):
+	// until then the host renders its overlay with the settings it holds.
+	staged, rollKey := a.stage(overlays, hosts, d)
+	if strings.HasPrefix(rollKey, "wait:") {
+		overlays = staged
+		d = fleet.Render(a.o.Name, overlays, hosts, a.o.Local)
+	}
 	var me *v1alpha1.Host
 	for i := range hosts {
 		if hosts[i].Name == a.o.Name {
@@ -360,7 +375,7 @@ func (a *Agent) step(ctx context.Context, full bool) {
 	if me != nil {
 		d = a.leaveOutRouteClashes(d, me.Spec.VTEP, func(l fleet.Local) fleet.Desired { return fleet.Render(a.o.Name, overlays, hosts, l) })
 	}
-	key := fmt.Sprintf("%s|%v|%v|%s|%v", d.Digest, d.Refused, d.Overlay != nil, strings.Join(d.Problems, ";"), me != nil)
+	key := fmt.Sprintf("%s|%v|%v|%s|%v|%s", d.Digest, d.Refused, d.Overlay != nil, strings.Join(d.Problems, ";"), me != nil, rollKey)
 	for _, o := range overlays {
 		// A confirmation of a held mass removal is acted on at once.
 		key += "|" + o.Annotations[ConfirmRemovalAnnotation]
@@ -454,7 +469,7 @@ func (a *Agent) step(ctx context.Context, full bool) {
 		_ = os.MkdirAll(a.o.StateDir, 0o700)
 		_ = os.WriteFile(file, d.Doc, 0o600)
 		out = a.rec.Reconcile(Desired{Doc: d.Doc, File: file, Overlay: d.Overlay.Namespace + "/" + d.Overlay.Name,
-			DeletionPolicy: d.Overlay.Spec.DeletionPolicy, Gate: gate})
+			DeletionPolicy: d.Overlay.Spec.DeletionPolicy, Settings: rawOf(d.Overlay), Gate: gate})
 		if !next.IsZero() {
 			a.kickAfter(time.Until(next)) // the next initiation slot
 		}
@@ -467,6 +482,8 @@ func (a *Agent) step(ctx context.Context, full bool) {
 		names[i] = p.Name
 	}
 	a.done(out, time.Since(start), names)
+	a.staged(d.Overlay, out)
+	a.Metrics.rollout(a.rolloutState())
 	a.backedOff(out, key)
 	if me != nil {
 		st := a.status(me, d, out)
@@ -625,6 +642,11 @@ func (a *Agent) status(me *v1alpha1.Host, d fleet.Desired, out Outcome) v1alpha1
 	}
 	meta.SetStatusCondition(&a.conditions, guard)
 	meta.SetStatusCondition(&a.conditions, a.duplicateCondition(me.Generation))
+	if c, ok := a.rolloutCondition(me.Generation); ok {
+		meta.SetStatusCondition(&a.conditions, c)
+	}
+	st.Rollout = a.rolloutStatus()
+	st.Offload = summary(a.lastTruth)
 	if a.o.Instance != "" {
 		a.mu.Lock()
 		st.Agent = &v1alpha1.AgentClaim{Instance: a.o.Instance, Contenders: slices.Clone(a.contenders)}

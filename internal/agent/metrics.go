@@ -22,8 +22,12 @@ type Metrics struct {
 	sas        *prometheus.GaugeVec
 	peerSAs    *prometheus.GaugeVec
 	saPackets  *prometheus.GaugeVec
-	saInStep   *prometheus.GaugeVec
+	saCounting *prometheus.GaugeVec
 	saFallback *prometheus.GaugeVec
+	// rolloutState and rolloutFailures follow this host's part in a
+	// staged rollout (rollout.go).
+	rolloutState    *prometheus.GaugeVec
+	rolloutFailures prometheus.Counter
 }
 
 // NewMetrics registers the metrics in a registry of their own (several
@@ -52,11 +56,15 @@ func NewMetrics() *Metrics {
 		Help: "SAs the kernel holds for each desired peer and direction (in, out); 0: missing."}, sa)
 	m.saPackets = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_sa_packets",
 		Help: "Packets counted by the current SAs of a peer and direction (drops when a rekeyed SA is deleted)."}, sa)
-	m.saInStep = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_sa_hardware_in_step",
-		Help: "1 when the device's IPsec counters moved with the traffic of every SA of a peer and direction that could be told, 0 when one did not (absent: cannot tell)."}, sa)
+	m.saCounting = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_sa_counting",
+		Help: "SAs of a peer and direction whose own packet counter moved since the agent's previous look (for packet offload the driver reports it: the NIC's work)."}, sa)
 	m.saFallback = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_sa_offload_fallback",
 		Help: "1 when an SA of a peer and direction holds less offload than asked, or the hardware does not count its traffic: the alarm."}, sa)
-	for _, c := range []prometheus.Collector{m.reconciles, m.duration, m.drift, m.peers, m.apiUp, m.lastApply, m.sas, m.peerSAs, m.saPackets, m.saInStep, m.saFallback} {
+	m.rolloutState = prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: "sluice_agent_rollout_state",
+		Help: "1 for this host's state in its overlay's staged rollout: Done, Waiting, Held (waiting behind a host that failed), Progressing, Failed."}, []string{"state"})
+	m.rolloutFailures = prometheus.NewCounter(prometheus.CounterOpts{Name: "sluice_agent_rollout_failures_total",
+		Help: "Times this host failed a staged rollout (its apply failed, or its tunnels did not come back in time): the hosts after it wait."})
+	for _, c := range []prometheus.Collector{m.reconciles, m.duration, m.drift, m.peers, m.apiUp, m.lastApply, m.sas, m.peerSAs, m.saPackets, m.saCounting, m.saFallback, m.rolloutState, m.rolloutFailures} {
 		f(c)
 	}
 	return m
@@ -75,11 +83,11 @@ func (m *Metrics) observe(o Outcome, d time.Duration, peers int) {
 }
 
 // truth sets the SA metrics from one look, per peer and direction:
-// counts and packets are summed, the in-step verdict is the worst known,
+// counts, packets and SAs counting are summed,
 // the fallback alarm is raised by any SA. peers are the desired peers,
 // each given its SA count even when it is 0 (the "SA missing" alert).
 func (m *Metrics) truth(ts []SATruth, peers []string) {
-	for _, v := range []*prometheus.GaugeVec{m.sas, m.peerSAs, m.saPackets, m.saInStep, m.saFallback} {
+	for _, v := range []*prometheus.GaugeVec{m.sas, m.peerSAs, m.saPackets, m.saCounting, m.saFallback} {
 		v.Reset()
 	}
 	for _, p := range peers {
@@ -87,15 +95,15 @@ func (m *Metrics) truth(ts []SATruth, peers []string) {
 			m.peerSAs.WithLabelValues(p, dir).Set(0)
 		}
 	}
-	inStep := map[[2]string]bool{}
 	for _, t := range ts {
-		k := [2]string{t.Peer, t.Dir}
 		m.sas.WithLabelValues(t.Peer, t.Dir, t.Asked, t.Got, t.Dev).Inc()
 		m.peerSAs.WithLabelValues(t.Peer, t.Dir).Inc()
 		m.saPackets.WithLabelValues(t.Peer, t.Dir).Add(float64(t.Packets))
-		if t.InStep != nil {
-			prev, seen := inStep[k]
-			inStep[k] = *t.InStep && (!seen || prev)
+		c := m.saCounting.WithLabelValues(t.Peer, t.Dir)
+		if t.Counting != nil && *t.Counting {
+			c.Inc()
+		} else {
+			c.Add(0)
 		}
 		f := m.saFallback.WithLabelValues(t.Peer, t.Dir)
 		if t.Fallback {
@@ -104,8 +112,21 @@ func (m *Metrics) truth(ts []SATruth, peers []string) {
 			f.Add(0) // present, 0, unless another SA raised it
 		}
 	}
-	for k, v := range inStep {
-		m.saInStep.WithLabelValues(k[0], k[1]).Set(b2f(v))
+}
+
+// rolloutStates are the values of sluice_agent_rollout_state's label.
+var rolloutStates = []string{"Done", "Waiting", "Held", "Progressing", "Failed"}
+
+// rollout sets the rollout state: 1 for the current one, 0 for the
+// others, so an alert's series stays the same across transitions ("" :
+// in no rollout, no series).
+func (m *Metrics) rollout(state, _ string) {
+	if state == "" {
+		m.rolloutState.Reset()
+		return
+	}
+	for _, s := range rolloutStates {
+		m.rolloutState.WithLabelValues(s).Set(b2f(s == state))
 	}
 }
 

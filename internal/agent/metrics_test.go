@@ -19,7 +19,7 @@ func TestMetricsNoSPIAndPerPeer(t *testing.T) {
 	m := NewMetrics()
 	yes, no := true, false
 	before := []SATruth{
-		{Peer: "hv-b", Dir: "out", SPI: 0xc1, Asked: "packet", Got: "packet", Dev: "eth0", Packets: 10, InStep: &yes},
+		{Peer: "hv-b", Dir: "out", SPI: 0xc1, Asked: "packet", Got: "packet", Dev: "eth0", Packets: 10, Counting: &yes},
 		{Peer: "hv-b", Dir: "in", SPI: 0xc2, Asked: "packet", Got: "packet", Dev: "eth0", Packets: 7},
 	}
 	m.truth(before, []string{"hv-b", "hv-c"})
@@ -43,20 +43,20 @@ func TestMetricsNoSPIAndPerPeer(t *testing.T) {
 	first := series()
 	// Rekey: a second SA of each direction, then the old ones deleted.
 	rekey := append(append([]SATruth{}, before...),
-		SATruth{Peer: "hv-b", Dir: "out", SPI: 0xd1, Asked: "packet", Got: "packet", Dev: "eth0", Packets: 1, InStep: &no},
+		SATruth{Peer: "hv-b", Dir: "out", SPI: 0xd1, Asked: "packet", Got: "packet", Dev: "eth0", Packets: 1, Counting: &no},
 		SATruth{Peer: "hv-b", Dir: "in", SPI: 0xd2, Asked: "packet", Got: "crypto", Dev: "eth0", Packets: 1, Fallback: true})
 	m.truth(rekey, []string{"hv-b", "hv-c"})
 	if got := value(t, m.peerSAs.WithLabelValues("hv-b", "out")); got != 2 {
 		t.Errorf("hv-b out during the rekey: %v SAs, want 2", got)
 	}
-	if got := value(t, m.saInStep.WithLabelValues("hv-b", "out")); got != 0 {
-		t.Errorf("hv-b out in step %v with one SA not in step, want 0", got)
+	if got := value(t, m.saCounting.WithLabelValues("hv-b", "out")); got != 1 {
+		t.Errorf("hv-b out: %v SAs counting with one of two moving, want 1", got)
 	}
 	if got := value(t, m.saFallback.WithLabelValues("hv-b", "in")); got != 1 {
 		t.Errorf("hv-b in fallback %v with one SA on crypto, want 1", got)
 	}
 	after := []SATruth{
-		{Peer: "hv-b", Dir: "out", SPI: 0xd1, Asked: "packet", Got: "packet", Dev: "eth0", Packets: 30, InStep: &yes},
+		{Peer: "hv-b", Dir: "out", SPI: 0xd1, Asked: "packet", Got: "packet", Dev: "eth0", Packets: 30, Counting: &yes},
 		{Peer: "hv-b", Dir: "in", SPI: 0xd2, Asked: "packet", Got: "packet", Dev: "eth0", Packets: 20},
 	}
 	m.truth(after, []string{"hv-b", "hv-c"})

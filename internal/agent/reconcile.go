@@ -60,6 +60,9 @@ type stored struct {
 	Digest         string `json:"digest"`
 	Overlay        string `json:"overlay,omitempty"`
 	DeletionPolicy string `json:"deletionPolicy,omitempty"`
+	// Settings are the overlay's renegotiating settings as it spelled
+	// them (rollout.go).
+	Settings *rawSettings `json:"settings,omitempty"`
 }
 
 // Reconciler keeps one host in its desired state with the overlay
@@ -181,6 +184,9 @@ type Desired struct {
 	File           string
 	Overlay        string
 	DeletionPolicy string
+	// Settings are the overlay's renegotiating settings (kept with the
+	// last good state; nil from a file).
+	Settings *rawSettings
 	// Gate says whether the IKE initiation of a peer may run now (nil:
 	// all may).
 	Gate func(peer string) bool
@@ -282,7 +288,7 @@ func (r *Reconciler) Reconcile(d Desired) Outcome {
 	if out.Result == ResultApplied || out.Result == ResultNothingToDo {
 		r.applied = out.Digest
 		if r.last == nil || r.last.Digest != out.Digest {
-			if err := r.save(&stored{Doc: d.Doc, File: d.File, Digest: out.Digest, Overlay: d.Overlay, DeletionPolicy: d.DeletionPolicy}); err != nil {
+			if err := r.save(&stored{Doc: d.Doc, File: d.File, Digest: out.Digest, Overlay: d.Overlay, DeletionPolicy: d.DeletionPolicy, Settings: d.Settings}); err != nil {
 				out.Message = "applied, but the last good state could not be saved: " + err.Error()
 			}
 		}

@@ -109,7 +109,7 @@ func scaleStatus(i, n int, perPeer bool) (map[string]any, error) {
 		d.Peers = append(d.Peers, fleet.Peer{Name: scaleName(j), VTEP: netip.MustParseAddr(scaleVTEP(j))})
 		for _, dir := range []string{"in", "out"} {
 			a.lastTruth = append(a.lastTruth, SATruth{Peer: scaleName(j), Dir: dir, SPI: mrand.Uint32(), Asked: config.OffloadModeAuto,
-				Got: config.OffloadModePacket, Dev: "bond0", Packets: 1000, InStep: &inStep})
+				Got: config.OffloadModePacket, Dev: "bond0", Packets: 1000, Counting: &inStep, Evidence: EvidenceDevice})
 		}
 	}
 	st := a.status(&me, d, Outcome{Result: ResultApplied, Steps: 3 * len(d.Peers), Digest: "3f9a0c21b7e4",

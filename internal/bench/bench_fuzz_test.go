@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -44,8 +45,11 @@ func FuzzParseProfile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		p, err := ParseProfile(b, "fuzz.yaml")
 		if err != nil {
-			if p != nil || !strings.HasPrefix(err.Error(), "fuzz.yaml: ") {
-				t.Fatalf("profile %v with error %q", p, err)
+			// Every problem names the file, and its line when it has one.
+			for _, l := range strings.Split(err.Error(), "\n") {
+				if p != nil || !fuzzErrorLine.MatchString(l) {
+					t.Fatalf("profile %v with error %q", p, err)
+				}
 			}
 			return
 		}
@@ -59,6 +63,8 @@ func FuzzParseProfile(f *testing.F) {
 		}
 	})
 }
+
+var fuzzErrorLine = regexp.MustCompile(`^fuzz\.yaml(:[1-9][0-9]*)?: `)
 
 func checkProfile(t *testing.T, p *Profile) {
 	t.Helper()

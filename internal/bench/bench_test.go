@@ -64,7 +64,7 @@ func TestBuiltinProfiles(t *testing.T) {
 
 func TestProfileErrorsNameTheField(t *testing.T) {
 	for _, c := range []struct{ name, yaml, want string }{
-		{"no fcs", "name: x\nstreams: [{size: 100, weight: 1}]\n", "x.yaml: fcs: missing"},
+		{"no fcs", "name: x\nstreams: [{size: 100, weight: 1}]\n", "x.yaml:1: fcs: missing"},
 		{"bad size", "name: x\nfcs: included\nstreams: [{size: 40, weight: 1}]\n", "streams[0].size: 40 is outside 64-3524"},
 		{"no weight", "name: x\nfcs: excluded\nstreams: [{size: 100}]\n", "streams[0]: missing weight"},
 		{"both", "name: x\nfcs: excluded\nstreams: [{size: 100, weight: 1, pps: 3}]\n", "give weight or pps, not both"},

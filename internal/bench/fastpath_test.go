@@ -63,7 +63,7 @@ func TestFastpathStages(t *testing.T) {
 			t.Errorf("%s: %.1f ns over %d runs at %d tunnels", r.Program, r.NsPerPacket, r.Runs, r.Tunnels)
 		}
 	}
-	want := "stage_entry stage_config stage_parse stage_lookup stage_checks stage_rewrite stage_redirect stage_cached xdp_fastpath"
+	want := "stage_entry stage_config stage_parse stage_lookup stage_checks stage_redirect stage_rewrite stage_cached xdp_fastpath"
 	if strings.Join(got, " ") != want || res[0].Program != "sluice" {
 		t.Fatalf("rows %s after %s; want %s after sluice", strings.Join(got, " "), res[0].Program, want)
 	}

@@ -48,9 +48,17 @@ func (r *Report) HTML(charts []Chart) ([]byte, error) {
 	}
 	var buf bytes.Buffer
 	err := reportTmpl.Execute(&buf, map[string]any{
-		"R": r, "Charts": cv, "Runs": rv, "Summaries": r.Summaries(), "Shares": r.Settings.Profile.Shares(),
+		"R": r, "RefLabel": refLabel(r.Summaries()), "Charts": cv, "Runs": rv, "Summaries": r.Summaries(), "Shares": r.Settings.Profile.Shares(),
 	})
 	return buf.Bytes(), err
+}
+
+// refLabel names the reference of the ratios (the first line).
+func refLabel(sums []Summary) string {
+	if len(sums) == 0 {
+		return ""
+	}
+	return "vs " + sums[0].Label
 }
 
 var fontFace = regexp.MustCompile(`(?s)<defs>\s*<style>\s*@font-face.*?</style>\s*</defs>`)
@@ -112,9 +120,14 @@ Command: <code>{{.R.Command}}</code></p>
 <section id="summary">
 <h2>Summary</h2>
 <table>
-<tr><th class="l">run</th><th>max clean rate</th><th>max clean Gbps (L2)</th><th>p99 at max clean</th><th>peak received</th><th>vs {{with index .Summaries 0}}{{.Label}}{{end}}</th></tr>
-{{range .Summaries}}<tr><td class="l">{{.Label}}</td><td>{{pps .MaxCleanPPS}}</td><td>{{gbps .MaxCleanBPS}}</td><td>{{f1 .P99AtClean}} µs</td><td>{{pps .PeakRxPPS}}</td><td>{{ratio .RatioToFirst}}{{if and (gt .Rounds 1) (gt .RatioMax .RatioMin)}} ({{f2 .RatioMin}}-{{f2 .RatioMax}}){{end}}</td></tr>
+<tr><th class="l">run</th><th>max clean rate</th><th>max clean Gbps (L2)</th><th>p99 at max clean</th><th>peak received</th><th>vs {{with index .Summaries 0}}{{.Label}}{{end}}</th><th class="l">limit</th></tr>
+{{range .Summaries}}<tr><td class="l">{{.Label}}</td><td>{{pps .MaxCleanPPS}}</td><td>{{gbps .MaxCleanBPS}}</td><td>{{f1 .P99AtClean}} µs</td><td>{{pps .PeakRxPPS}}</td><td>{{ratio .RatioToFirst}}{{if and (gt .Rounds 1) (gt .RatioMax .RatioMin)}} ({{f2 .RatioMin}}-{{f2 .RatioMax}}){{end}}{{if .RatioNote}}*{{end}}</td><td class="l">{{.LimitText}}</td></tr>
 {{end}}</table>
+{{range .Summaries}}{{if .RatioNote}}<p class="ratio-note">* the ratio {{.Label}} {{$.RefLabel}} was {{.RatioNote}}: where the generator (or the load's top) set a number, it is not that forwarder's ceiling.</p>{{end}}{{end}}
+<p id="limits">What set each run's max-clean rate (the limit column):</p>
+<ul>
+{{range .Runs}}<li>{{if .Run.Round}}round {{.Run.Round}}, {{.Run.Forwarder}}{{else}}{{.Run.Label}}{{end}}: {{with .Run.Ceiling}}{{.Text}}{{else}}no steps{{end}}</li>
+{{end}}</ul>
 {{with index .Summaries 0}}{{if gt .Rounds 1}}<p>Medians of {{.Rounds}} rounds (every other round in reverse order); the ratio is the median of the per-round ratios, their range in brackets.</p>{{end}}{{end}}
 <p>A step is clean when its loss is at most {{.R.Settings.LossThreshold}}%; the max-clean rate is the highest received rate of a clean step.
 Rates in bits count Ethernet frames with their 4-byte FCS (L2), without preamble and inter-frame gap.</p>
@@ -131,7 +144,8 @@ Rates in bits count Ethernet frames with their 4-byte FCS (L2), without preamble
 <h2>Load</h2>
 <dl>
 <dt>profile</dt><dd>{{.R.Settings.Profile.Name}}: {{.R.Settings.Profile.Description}} (sizes {{if eq .R.Settings.Profile.FCS "included"}}include{{else}}exclude{{end}} the FCS; source {{.R.Settings.Profile.Source}})</dd>
-<dt>steps</dt><dd>{{.R.Settings.Steps}} × {{.R.Settings.StepSeconds}} s, up to {{.R.Settings.RateMax}}</dd>
+{{with .R.Settings.Ramp}}<dt>steps</dt><dd>a ramp of {{$.R.Settings.StepSeconds}} s steps: from {{pps .StartPPS}}, ×{{.Factor}} per step (at most {{$.R.Settings.Steps}} steps) until a step loses more than {{$.R.Settings.LossThreshold}}% or the generator falls short, then {{.Refine}} trials between the last rate that passed and the first that failed</dd>
+{{else}}<dt>steps</dt><dd>{{.R.Settings.Steps}} × {{.R.Settings.StepSeconds}} s, up to {{.R.Settings.RateMax}}</dd>{{end}}
 <dt>generator CPUs</dt><dd>{{.R.Settings.GenCPUs}}</dd>
 <dt>flows</dt><dd>sources {{.R.Settings.Profile.Flows.Src}} + {{.R.Settings.Profile.Flows.SrcCount}}, {{.R.Settings.Profile.Flows.DstHosts}} host(s) behind every tunnel, source ports {{.R.Settings.Profile.Flows.SPort}} + {{.R.Settings.Profile.Flows.SPortCount}}, destination ports {{.R.Settings.Profile.Flows.DPort}} + {{.R.Settings.Profile.Flows.DPortCount}}</dd>
 </dl>
@@ -145,6 +159,7 @@ Rates in bits count Ethernet frames with their 4-byte FCS (L2), without preamble
 <p>Forwarder <b>{{.Run.Forwarder}}</b>, topology {{.Run.Topology}}, {{.Run.Tunnels}} tunnel(s).
 Sent {{.Run.TotalTx}}, received {{.Run.TotalRx}}, lost {{.Run.TotalLost}} frames.
 {{with .MaxClean}}Max clean: step {{.Index}}, {{pps .RxPPS}} ({{gbps .RxBPS}} Gbps), p99 {{f1 .Latency.P99Us}} µs.{{else}}No step was clean.{{end}}
+{{with .Run.Ceiling}}<b class="limit">{{.Text}}.</b>{{end}}
 {{with .Run.Search}}Search: {{.Kind}} = {{pps .RatePPS}} after {{.Trials}} trials (resolution {{pps .ResolutionPPS}}).{{end}}</p>
 <table>
 <tr><th>step</th><th>target</th><th>sent</th><th>received</th><th>Gbps rx</th><th>lost</th><th>loss %</th><th>late</th><th>p50 µs</th><th>p99 µs</th><th>p99.9 µs</th><th>max µs</th><th>kernel fwd</th></tr>

@@ -3,20 +3,17 @@
 package bench
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
 	"math"
-	"net/netip"
 	"os"
 	"sort"
 	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
 	"sluice/internal/fileread"
+	"sluice/internal/yamldoc"
 	"sluice/profiles"
 )
 
@@ -39,21 +36,21 @@ const (
 // Profile is a traffic profile: frame sizes with their share of packets,
 // and the flows the packets are spread over.
 type Profile struct {
-	Name        string          `yaml:"name" json:"name"`
-	Description string          `yaml:"description" json:"description"`
-	FCS         string          `yaml:"fcs" json:"fcs"`
-	Streams     []ProfileStream `yaml:"streams" json:"streams"`
-	Flows       Flows           `yaml:"flows" json:"flows"`
+	Name        string          `json:"name"`
+	Description string          `json:"description"`
+	FCS         string          `json:"fcs"`
+	Streams     []ProfileStream `json:"streams"`
+	Flows       Flows           `json:"flows"`
 	// Source is where the profile was read from.
-	Source string `yaml:"-" json:"source"`
+	Source string `json:"source"`
 }
 
 // ProfileStream is one frame size. Its share of packets is Weight, or PPS
 // (a rate measured somewhere, used as a weight), whichever is given.
 type ProfileStream struct {
-	Size   int     `yaml:"size" json:"size"`
-	Weight float64 `yaml:"weight,omitempty" json:"weight,omitempty"`
-	PPS    float64 `yaml:"pps,omitempty" json:"pps,omitempty"`
+	Size   int     `json:"size"`
+	Weight float64 `json:"weight,omitempty"`
+	PPS    float64 `json:"pps,omitempty"`
 }
 
 // Flows are the field ranges (like TRex's field engine): consecutive source
@@ -63,14 +60,14 @@ type ProfileStream struct {
 // i mod the destination count: seed 002's N clients spread over T tunnels,
 // src-count host pairs in all).
 type Flows struct {
-	Spread     string `yaml:"spread,omitempty" json:"spread,omitempty"`
-	Src        string `yaml:"src" json:"src"`
-	SrcCount   int    `yaml:"src-count" json:"src_count"`
-	DstHosts   int    `yaml:"dst-hosts" json:"dst_hosts"`
-	SPort      int    `yaml:"sport" json:"sport"`
-	SPortCount int    `yaml:"sport-count" json:"sport_count"`
-	DPort      int    `yaml:"dport" json:"dport"`
-	DPortCount int    `yaml:"dport-count" json:"dport_count"`
+	Spread     string `json:"spread,omitempty"`
+	Src        string `json:"src"`
+	SrcCount   int    `json:"src_count"`
+	DstHosts   int    `json:"dst_hosts"`
+	SPort      int    `json:"sport"`
+	SPortCount int    `json:"sport_count"`
+	DPort      int    `json:"dport"`
+	DPortCount int    `json:"dport_count"`
 }
 
 // Flows.Spread values.
@@ -146,8 +143,10 @@ func LoadProfile(name string) (*Profile, error) {
 		if err != nil || size < MinFrame+fcsLen || size > MaxFrame+fcsLen {
 			return nil, fmt.Errorf("--profile %s: a fixed size is 64 to %d bytes (with FCS); 9000-byte frames would need multi-buffer live frames, which the kernel's BPF_PROG_RUN lacks", name, MaxFrame+fcsLen)
 		}
-		return &Profile{Name: name, Description: fmt.Sprintf("Fixed %d-byte frames (size includes the FCS)", size),
-			FCS: FCSIncluded, Streams: []ProfileStream{{Size: size, Weight: 1}}, Flows: defaultFlows(), Source: "builtin:fixed-N"}, nil
+		// Written as a file would be, so its flows are the defaults of
+		// profile_file.go like any file's.
+		return ParseProfile(fmt.Appendf(nil, "name: %s\ndescription: Fixed %d-byte frames (size includes the FCS)\nfcs: %s\nstreams: [{size: %d, weight: 1}]\n",
+			name, size, FCSIncluded, size), "builtin:fixed-N")
 	}
 	b, err := fileread.Read(name, fileread.ConfigLimit)
 	if err != nil {
@@ -159,109 +158,65 @@ func LoadProfile(name string) (*Profile, error) {
 	return ParseProfile(b, name)
 }
 
-func defaultFlows() Flows {
-	return Flows{Spread: SpreadAllPairs, Src: "16.0.0.1", SrcCount: 256, DstHosts: 4, SPort: 1024, SPortCount: 64, DPort: 5001, DPortCount: 1}
+// ParseProfile reads a profile file (source names it in messages). It is
+// read as gateway.yaml is (yamldoc): every problem at once, each as
+// source:line: field: what is wrong; the fix.
+func ParseProfile(b []byte, source string) (*Profile, error) {
+	d := yamldoc.New(source, len(b))
+	var f profileFile
+	p := &Profile{Source: source}
+	root := d.Read(b, "a profile needs name:, fcs: and streams: (see docs/bench.md)", "name:, fcs: and streams:", &f, p)
+	if root != nil {
+		p.check(d, yamldoc.Item{Line: root.Line})
+	}
+	if err := d.Result(); err != nil {
+		return nil, err
+	}
+	return p, nil
 }
 
-// ParseProfile reads a profile file. Errors name the file, the field and
-// the fix.
-func ParseProfile(b []byte, source string) (*Profile, error) {
-	p := &Profile{Source: source}
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(p); err != nil {
-		return nil, fmt.Errorf("%s: %v", source, strings.TrimPrefix(err.Error(), "yaml: "))
+// check runs the checks that combine keys (root is the document's
+// mapping), skipping a key already reported on its own.
+func (p *Profile) check(d *yamldoc.Parser, root yamldoc.Item) {
+	if p.Name == "" && !d.Bad["name"] {
+		d.Missing(root, "name", "give the profile a name (it labels the runs)")
 	}
-	var errs []string
-	bad := func(field, format string, a ...any) {
-		errs = append(errs, fmt.Sprintf("%s: %s: %s", source, field, fmt.Sprintf(format, a...)))
+	if !d.Given["fcs"] {
+		d.Missing(root, "fcs", "say whether sizes include the 4-byte FCS: included or excluded")
 	}
-	if p.Name == "" {
-		bad("name", "missing; give the profile a name (it labels the runs)")
+	switch n := d.Counts["streams"]; {
+	case n == 0 && !d.Bad["streams"]:
+		d.Missing(root, "streams", "list at least one {size: N, weight: W}")
+	case n > maxEntries:
+		d.ErrAt(root, "streams", "%d streams; at most %d", n, maxEntries)
 	}
-	switch p.FCS {
-	case FCSIncluded, FCSExcluded:
-	case "":
-		bad("fcs", "missing; say whether sizes include the 4-byte FCS: included or excluded")
-	default:
-		bad("fcs", "%q is not included or excluded", p.FCS)
-	}
-	if len(p.Streams) == 0 {
-		bad("streams", "missing; list at least one {size: N, weight: W}")
-	}
-	if len(p.Streams) > maxEntries {
-		bad("streams", "%d streams; at most %d", len(p.Streams), maxEntries)
-	}
-	for i, s := range p.Streams {
-		f := fmt.Sprintf("streams[%d]", i)
+	for i, it := range d.ItemsOf("streams", len(p.Streams)) {
+		s := p.Streams[i]
 		if p.FCS != "" {
 			if l := p.FrameLen(s); l < MinFrame || l > MaxFrame {
 				lo, hi := MinFrame, MaxFrame
 				if p.FCS == FCSIncluded {
 					lo, hi = lo+fcsLen, hi+fcsLen
 				}
-				bad(f+".size", "%d is outside %d-%d (fcs: %s)", s.Size, lo, hi, p.FCS)
+				d.ErrAt(it, "size", "%d is outside %d-%d (fcs: %s)", s.Size, lo, hi, p.FCS)
 			}
 		}
 		switch {
-		case !(s.Weight >= 0) || !(s.PPS >= 0) || math.IsInf(s.Weight+s.PPS, 0): // NaN fails >= 0
-			bad(f, "weight and pps must be finite numbers, not negative")
+		case d.Bad[it.Path+".weight"] || d.Bad[it.Path+".pps"]:
 		case s.Weight > 0 && s.PPS > 0:
-			bad(f, "give weight or pps, not both")
+			d.Errorf(it.Line, it.Path, "give weight or pps, not both")
 		case s.Weight == 0 && s.PPS == 0:
-			bad(f, "missing weight (or pps): the stream's share of packets")
+			d.Errorf(it.Line, it.Path, "missing weight (or pps): the stream's share of packets")
 		}
 	}
 	if total := sumShares(p.Streams); math.IsInf(total, 0) {
-		bad("streams", "the weights (or pps) add up to more than a float holds; scale them down, only their proportions count")
+		d.ErrAt(root, "streams", "the weights (or pps) add up to more than a float holds; scale them down, only their proportions count")
 	}
-	fl := &p.Flows
-	d := defaultFlows()
-	if fl.Src == "" {
-		fl.Src = d.Src
+	fl, flows := p.Flows, d.ItemAt("flows")
+	if fl.SPort+fl.SPortCount-1 > 65535 && !d.Bad["flows.sport"] && !d.Bad["flows.sport-count"] {
+		d.ErrAt(flows, "sport", "%d + sport-count %d runs past 65535", fl.SPort, fl.SPortCount)
 	}
-	if a, err := netip.ParseAddr(fl.Src); err != nil || !a.Is4() {
-		bad("flows.src", "%q is not an IPv4 address", fl.Src)
+	if fl.DPort+fl.DPortCount-1 > 65535 && !d.Bad["flows.dport"] && !d.Bad["flows.dport-count"] {
+		d.ErrAt(flows, "dport", "%d + dport-count %d runs past 65535", fl.DPort, fl.DPortCount)
 	}
-	for _, c := range []struct {
-		name string
-		v    *int
-		def  int
-		max  int
-	}{
-		{"flows.src-count", &fl.SrcCount, d.SrcCount, 1 << 24},
-		{"flows.dst-hosts", &fl.DstHosts, d.DstHosts, 254},
-		{"flows.sport-count", &fl.SPortCount, d.SPortCount, 65535},
-		{"flows.dport-count", &fl.DPortCount, d.DPortCount, 65535},
-	} {
-		if *c.v == 0 {
-			*c.v = c.def
-		}
-		if *c.v < 1 || *c.v > c.max {
-			bad(c.name, "%d is outside 1-%d", *c.v, c.max)
-		}
-	}
-	switch fl.Spread {
-	case "":
-		fl.Spread = SpreadAllPairs
-	case SpreadAllPairs, SpreadPerClient:
-	default:
-		bad("flows.spread", "%q is not all-pairs (every source to every destination) or per-client (source i to destination i only)", fl.Spread)
-	}
-	if fl.SPort == 0 {
-		fl.SPort = d.SPort
-	}
-	if fl.DPort == 0 {
-		fl.DPort = d.DPort
-	}
-	if fl.SPort+fl.SPortCount-1 > 65535 || fl.SPort < 0 {
-		bad("flows.sport", "%d + sport-count %d runs past 65535", fl.SPort, fl.SPortCount)
-	}
-	if fl.DPort+fl.DPortCount-1 > 65535 || fl.DPort < 0 {
-		bad("flows.dport", "%d + dport-count %d runs past 65535", fl.DPort, fl.DPortCount)
-	}
-	if len(errs) > 0 {
-		return nil, errors.New(strings.Join(errs, "\n"))
-	}
-	return p, nil
 }

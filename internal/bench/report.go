@@ -8,7 +8,7 @@ import (
 	_ "embed"
 	"encoding/csv"
 	"encoding/json"
-
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -54,13 +54,16 @@ type Host struct {
 
 // Settings are the load settings shared by the runs.
 type Settings struct {
-	Profile       *Profile `json:"profile"`
-	Steps         int      `json:"steps"`
-	StepSeconds   float64  `json:"step_seconds"`
-	RateMax       Rate     `json:"rate_max"`
-	LossThreshold float64  `json:"loss_threshold_pct"`
-	GenCPUs       []int    `json:"gen_cpus"`
-	Search        string   `json:"search,omitempty"`
+	Profile     *Profile `json:"profile"`
+	Steps       int      `json:"steps"`
+	StepSeconds float64  `json:"step_seconds"`
+	RateMax     Rate     `json:"rate_max"`
+	// Ramp is set with --rate-max auto (RateMax is then 0 and Steps
+	// bounds the ramp's rising steps).
+	Ramp          *Ramp   `json:"ramp,omitempty"`
+	LossThreshold float64 `json:"loss_threshold_pct"`
+	GenCPUs       []int   `json:"gen_cpus"`
+	Search        string  `json:"search,omitempty"`
 }
 
 // RunResult is one run: one forwarder, every step.
@@ -73,6 +76,7 @@ type RunResult struct {
 	Tunnels       int     `json:"tunnels"`
 	Profile       string  `json:"profile"`
 	RateMax       Rate    `json:"rate_max"`
+	Ramp          *Ramp   `json:"ramp,omitempty"`
 	GenCPUs       []int   `json:"gen_cpus"`
 	LossThreshold float64 `json:"loss_threshold_pct"`
 	Steps         []Step  `json:"steps"`
@@ -84,6 +88,9 @@ type RunResult struct {
 	TotalLost uint64 `json:"total_lost_packets"`
 	// Search is the result of an NDR/PDR search (kind ndr or pdr).
 	Search *SearchResult `json:"search,omitempty"`
+	// Ceiling says what set MaxClean: the forwarder, the generator or
+	// nothing (the load's top); nil for a run without steps.
+	Ceiling *Ceiling `json:"ceiling,omitempty"`
 
 	kernelFwdBase uint64
 }
@@ -311,6 +318,51 @@ type Summary struct {
 	RatioMin     float64 `json:"ratio_min"`
 	RatioMax     float64 `json:"ratio_max"`
 	P99AtClean   float64 `json:"p99_us_at_max_clean"`
+	// Limits counts the line's runs by what set their max-clean rate
+	// (Ceiling.Limit: forwarder, generator, none).
+	Limits map[string]int `json:"limits"`
+	// Ratios is how many per-round ratios RatioToFirst comes from;
+	// RatiosByGenerator how many of them had a number the generator set
+	// on either side (this run's or the reference's), RatiosByTop how
+	// many of the rest had one the load's top set (no limit reached).
+	Ratios            int `json:"ratios"`
+	RatiosByGenerator int `json:"ratios_by_generator"`
+	RatiosByTop       int `json:"ratios_by_top"`
+}
+
+// LimitText says what set the line's numbers, e.g. "forwarder 2/3,
+// generator 1/3" (a single run: "forwarder").
+func (s Summary) LimitText() string {
+	var parts []string
+	for _, l := range []string{LimitForwarder, LimitGenerator, LimitNone} {
+		if n := s.Limits[l]; n > 0 {
+			if s.Rounds == 1 {
+				return l
+			}
+			parts = append(parts, fmt.Sprintf("%s %d/%d", l, n, s.Rounds))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// RatioNote says when the ratio was not set by the two forwarders alone;
+// "" when it was (or the line is the reference).
+func (s Summary) RatioNote() string {
+	var parts []string
+	if s.RatiosByGenerator > 0 {
+		parts = append(parts, fmt.Sprintf("set by the generator, not the forwarders, in %d of %d %s", s.RatiosByGenerator, s.Ratios, plural(s.Ratios, "round", "rounds")))
+	}
+	if s.RatiosByTop > 0 {
+		parts = append(parts, fmt.Sprintf("set by the load's top (no limit reached), not the forwarders, in %d of %d %s", s.RatiosByTop, s.Ratios, plural(s.Ratios, "round", "rounds")))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // Summaries returns one line per run, or per forwarder when the runs are
@@ -336,16 +388,16 @@ func (r *Report) Summaries() []Summary {
 		}
 		g.runs = append(g.runs, run)
 	}
-	// the reference's max-clean rate per round
-	ref := map[int]float64{}
+	// the reference's run per round
+	ref := map[int]*RunResult{}
 	if len(groups) > 0 {
 		for _, run := range groups[0].runs {
-			ref[run.Round] = maxCleanPPS(run)
+			ref[run.Round] = run
 		}
 	}
 	var out []Summary
-	for _, g := range groups {
-		s := Summary{Label: g.label, Rounds: len(g.runs)}
+	for gi, g := range groups {
+		s := Summary{Label: g.label, Rounds: len(g.runs), Limits: map[string]int{}}
 		var pps, bps, p99, ratios []float64
 		for _, run := range g.runs {
 			if st := run.MaxCleanStep(); st != nil {
@@ -356,8 +408,23 @@ func (r *Report) Summaries() []Summary {
 			for _, st := range run.Steps {
 				s.PeakRxPPS = max(s.PeakRxPPS, st.RxPPS)
 			}
-			if base := ref[run.Round]; base > 0 {
-				ratios = append(ratios, maxCleanPPS(run)/base)
+			if run.Ceiling != nil {
+				s.Limits[run.Ceiling.Limit]++
+			}
+			refRun := ref[run.Round]
+			if refRun == nil || maxCleanPPS(refRun) <= 0 {
+				continue
+			}
+			ratios = append(ratios, maxCleanPPS(run)/maxCleanPPS(refRun))
+			if gi == 0 {
+				continue // the reference against itself
+			}
+			s.Ratios++
+			switch {
+			case limitIs(run, LimitGenerator) || limitIs(refRun, LimitGenerator):
+				s.RatiosByGenerator++
+			case limitIs(run, LimitNone) || limitIs(refRun, LimitNone):
+				s.RatiosByTop++
 			}
 		}
 		s.MaxCleanPPS, s.MaxCleanBPS, s.P99AtClean = median(pps), median(bps), median(p99)
@@ -368,6 +435,10 @@ func (r *Report) Summaries() []Summary {
 		out = append(out, s)
 	}
 	return out
+}
+
+func limitIs(run *RunResult, limit string) bool {
+	return run.Ceiling != nil && run.Ceiling.Limit == limit
 }
 
 func maxCleanPPS(run *RunResult) float64 {

@@ -4,6 +4,7 @@ package bench
 
 import (
 	"fmt"
+	"html"
 	"math"
 	"strings"
 	"testing"
@@ -110,5 +111,91 @@ func TestChartLooksWithRounds(t *testing.T) {
 	single := (&Report{Runs: []*RunResult{roundRun("kernel", 0, 1e6), roundRun("sluice", 0, 2e6)}}).looks()
 	if single[0].legend != "kernel" || single[1].legend != "sluice" || single[0].col == single[1].col || single[1].label == "" {
 		t.Errorf("without rounds every run has its own colour, legend entry and label: %+v", single)
+	}
+}
+
+// rampedCompare is a compare over three rounds whose runs ramped against
+// modelled paths: the kernel loses at 1.6 Mpps; xdp-redirect carries
+// 9 Mpps but the generator reaches 3.2 Mpps in rounds 1 and 3 (it loses
+// at 2.9 Mpps in round 2); sluice loses at 2.6 Mpps.
+func rampedCompare(t *testing.T) *Report {
+	t.Helper()
+	prof, err := LoadProfile("imix-mno-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ramp := Ramp{StartPPS: 500e3, Factor: 1.5, Refine: 3}
+	rep := &Report{Kind: "compare", Settings: Settings{Profile: prof, Steps: 10, StepSeconds: 1, Ramp: &ramp, LossThreshold: 0.1}}
+	for r := 1; r <= 3; r++ {
+		redirect := path{capacity: 9e6, genMax: 3.2e6}
+		if r == 2 {
+			redirect = path{capacity: 2.9e6, genMax: 3.2e6}
+		}
+		for _, fw := range []struct {
+			name string
+			p    path
+		}{{"kernel", path{capacity: 1.6e6, genMax: 20e6}}, {"xdp-redirect", redirect}, {"sluice", path{capacity: 2.6e6, genMax: 20e6}}} {
+			run := ramped(t, ramp, fw.p, 10)
+			run.Label, run.Forwarder, run.Round = fmt.Sprintf("%s #%d", fw.name, r), fw.name, r
+			rep.Runs = append(rep.Runs, run)
+		}
+	}
+	return rep
+}
+
+// TestRatiosSayWhenTheGeneratorSetThem: the summary counts, per forwarder,
+// what set its numbers, and a ratio any of whose rounds had a number the
+// generator set says so, in the summary and in report.html with every
+// run's sentence.
+func TestRatiosSayWhenTheGeneratorSetThem(t *testing.T) {
+	rep := rampedCompare(t)
+	sums := rep.Summaries()
+	if len(sums) != 3 {
+		t.Fatalf("summaries %+v", sums)
+	}
+	k, x, s := sums[0], sums[1], sums[2]
+	if k.LimitText() != "forwarder 3/3" || k.RatioNote() != "" {
+		t.Errorf("kernel: limit %q, note %q; want forwarder 3/3 and no note (the reference)", k.LimitText(), k.RatioNote())
+	}
+	if x.LimitText() != "forwarder 1/3, generator 2/3" || x.Ratios != 3 || x.RatiosByGenerator != 2 ||
+		x.RatioNote() != "set by the generator, not the forwarders, in 2 of 3 rounds" {
+		t.Errorf("xdp-redirect: limit %q, %d/%d ratios by the generator, note %q", x.LimitText(), x.RatiosByGenerator, x.Ratios, x.RatioNote())
+	}
+	if s.LimitText() != "forwarder 3/3" || s.RatiosByGenerator != 0 || s.RatioNote() != "" {
+		t.Errorf("sluice: limit %q, note %q; want the forwarders' ratio in every round", s.LimitText(), s.RatioNote())
+	}
+	// A reference the generator limited makes every ratio of its round the
+	// generator's.
+	ref := rep.Runs[0]
+	ref.Ceiling = &Ceiling{Limit: LimitGenerator, Text: "generator limit"}
+	if s := rep.Summaries()[2]; s.RatiosByGenerator != 1 {
+		t.Errorf("sluice against a generator-limited kernel in round 1: %d ratios by the generator, want 1", s.RatiosByGenerator)
+	}
+	ref.Ceiling = &Ceiling{Limit: LimitNone, Text: "no limit"}
+	if s := rep.Summaries()[2]; s.RatiosByTop != 1 || !strings.Contains(s.RatioNote(), "set by the load's top (no limit reached), not the forwarders, in 1 of 3 rounds") {
+		t.Errorf("sluice against a kernel that reached the top: %+v %q", s, s.RatioNote())
+	}
+
+	rep = rampedCompare(t)
+	b, err := rep.HTML(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := html.UnescapeString(string(b))
+	for _, want := range []string{
+		"<th class=\"l\">limit</th>",
+		"forwarder 1/3, generator 2/3",
+		"* the ratio xdp-redirect vs kernel was set by the generator, not the forwarders, in 2 of 3 rounds",
+		"round 1, xdp-redirect: generator limit: the generator reached only 3.200 Mpps of 3.797 Mpps; the forwarder's ceiling is above",
+		"round 2, xdp-redirect: forwarder limit at",
+		"round 3, kernel: forwarder limit at",
+		"a ramp of 1 s steps: from 500.0 kpps, ×1.5 per step (at most 10 steps)",
+	} {
+		if !strings.Contains(page, want) {
+			t.Errorf("report.html lacks %q", want)
+		}
+	}
+	if strings.Contains(page, "the ratio sluice vs kernel") {
+		t.Error("report.html flags sluice's ratio, which the forwarders set in every round")
 	}
 }

@@ -85,6 +85,9 @@ type RunOptions struct {
 	Steps        int
 	StepDuration time.Duration
 	RateMax      Rate
+	// Ramp, when set, replaces the linear steps (--rate-max auto): Steps
+	// then bounds the rising steps, and RateMax is unused.
+	Ramp *Ramp
 	// Rates, when set, replaces the linear steps (used by the searches).
 	Rates []float64
 	// LossThreshold in percent: a step at or below it is clean.
@@ -109,7 +112,11 @@ func (o *RunOptions) Validate() error {
 		if o.Steps < 1 || o.Steps > 1000 {
 			return fmt.Errorf("--steps %d: use 1 to 1000", o.Steps)
 		}
-		if o.RateMax.Value <= 0 {
+		if o.Ramp != nil {
+			if err := o.Ramp.Validate(); err != nil {
+				return err
+			}
+		} else if o.RateMax.Value <= 0 {
 			return errors.New("--rate-max: required, e.g. 2Mpps or 10Gbps")
 		}
 	}
@@ -127,6 +134,11 @@ func (o *RunOptions) Validate() error {
 func Run(ctx context.Context, l *lab.Lab, o RunOptions) (*RunResult, error) {
 	if err := o.Validate(); err != nil {
 		return nil, err
+	}
+	if o.Ramp != nil && len(o.Rates) == 0 {
+		return runAdaptive(ctx, l, o, func(done []Step) (float64, bool) {
+			return o.Ramp.next(done, o.LossThreshold, o.Steps)
+		})
 	}
 	rates := o.Rates
 	if len(rates) == 0 {
@@ -163,7 +175,10 @@ func runAdaptive(ctx context.Context, l *lab.Lab, o RunOptions, next func(done [
 
 	res := &RunResult{
 		Label: o.Label, Forwarder: l.Forwarder, Topology: l.Topology, Tunnels: l.Tunnels,
-		Profile: o.Profile.Name, LossThreshold: o.LossThreshold, RateMax: o.RateMax, GenCPUs: o.GenCPUs,
+		Profile: o.Profile.Name, LossThreshold: o.LossThreshold, RateMax: o.RateMax, GenCPUs: o.GenCPUs, Ramp: o.Ramp,
+	}
+	if o.Ramp != nil {
+		res.RateMax = Rate{Unit: "pps"} // no top: the ramp's steps say where it went
 	}
 	if res.Label == "" {
 		res.Label = l.Forwarder
@@ -457,6 +472,7 @@ func (r *RunResult) finish() {
 		r.TotalLost += s.Lost
 	}
 	sort.SliceStable(r.Steps, func(i, j int) bool { return r.Steps[i].Index < r.Steps[j].Index })
+	r.Ceiling = r.ceiling(r.Ramp != nil)
 }
 
 func humanRate(v float64, unit string) string {

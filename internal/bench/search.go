@@ -33,6 +33,9 @@ func Search(ctx context.Context, l *lab.Lab, o RunOptions, kind string) (*RunRes
 	if kind != "ndr" && kind != "pdr" {
 		return nil, fmt.Errorf("--search %q: use ndr or pdr", kind)
 	}
+	if o.Ramp != nil {
+		return nil, fmt.Errorf("--search %s: needs a fixed --rate-max, the top of its binary search (not auto)", kind)
+	}
 	if kind == "ndr" {
 		o.LossThreshold = 0
 	}
@@ -42,11 +45,10 @@ func Search(ctx context.Context, l *lab.Lab, o RunOptions, kind string) (*RunRes
 	hi := o.RateMax.PPS(o.Profile)
 	lo := 0.0
 	sr := &SearchResult{Kind: kind}
-	passes := func(s Step) bool { return s.TxPackets > 0 && s.LossPct <= o.LossThreshold && !s.GenLimited }
 	res, err := runAdaptive(ctx, l, o, func(done []Step) (float64, bool) {
 		if n := len(done); n > 0 {
 			last := done[n-1]
-			if passes(last) {
+			if passes(last, o.LossThreshold) {
 				if last.TargetPPS > sr.RatePPS {
 					sr.RatePPS, sr.ReceivedPPS, sr.ReceivedBPS, sr.PassStep = last.TargetPPS, last.RxPPS, last.RxBPS, last.Index
 				}

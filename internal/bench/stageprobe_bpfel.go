@@ -39,6 +39,8 @@ type stageprobeFpConfig struct {
 	FibDstOnly      uint32
 	IfaceGen        uint32
 	SaCheck         uint32
+	PortNext        uint32
+	_               [4]byte
 }
 
 type stageprobeFpCounter struct {
@@ -84,7 +86,7 @@ type stageprobeFpFlow struct {
 	KeyTag uint32
 	Gen    uint32
 	Epoch  uint32
-	Egress uint32
+	Port   uint32
 	Cslot  uint32
 	MaxLen uint16
 	DirL2  uint8
@@ -133,6 +135,7 @@ type stageprobeFpIface struct {
 	Mac            [6]uint8
 	RpFilter       uint8
 	Pad            uint8
+	Port           uint32
 }
 
 type stageprobeFpIfaceRef struct {
@@ -189,6 +192,7 @@ const (
 	stageprobeMapLease          = "lease"
 	stageprobeMapPolicyCounts   = "policy_counts"
 	stageprobeMapPolicySlots    = "policy_slots"
+	stageprobeMapPortOf         = "port_of"
 	stageprobeMapReasonCounts   = "reason_counts"
 	stageprobeMapSaRefs         = "sa_refs"
 	stageprobeMapScratchSpace   = "scratch_space"
@@ -275,6 +279,7 @@ type stageprobeMapSpecs struct {
 	Lease        *ebpf.MapSpec `ebpf:"lease"`
 	PolicyCounts *ebpf.MapSpec `ebpf:"policy_counts"`
 	PolicySlots  *ebpf.MapSpec `ebpf:"policy_slots"`
+	PortOf       *ebpf.MapSpec `ebpf:"port_of"`
 	ReasonCounts *ebpf.MapSpec `ebpf:"reason_counts"`
 	SaRefs       *ebpf.MapSpec `ebpf:"sa_refs"`
 	ScratchSpace *ebpf.MapSpec `ebpf:"scratch_space"`
@@ -323,6 +328,7 @@ type stageprobeMaps struct {
 	Lease        *ebpf.Map `ebpf:"lease"`
 	PolicyCounts *ebpf.Map `ebpf:"policy_counts"`
 	PolicySlots  *ebpf.Map `ebpf:"policy_slots"`
+	PortOf       *ebpf.Map `ebpf:"port_of"`
 	ReasonCounts *ebpf.Map `ebpf:"reason_counts"`
 	SaRefs       *ebpf.Map `ebpf:"sa_refs"`
 	ScratchSpace *ebpf.Map `ebpf:"scratch_space"`
@@ -346,6 +352,7 @@ func (m *stageprobeMaps) Close() error {
 		m.Lease,
 		m.PolicyCounts,
 		m.PolicySlots,
+		m.PortOf,
 		m.ReasonCounts,
 		m.SaRefs,
 		m.ScratchSpace,

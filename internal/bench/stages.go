@@ -23,8 +23,8 @@ var cachedStages = []struct {
 	{"stage_parse", "parse", 2},
 	{"stage_lookup", "flow key, gate, exact-match slot", 2},
 	{"stage_checks", "size, MAC, SA check", 2},
-	{"stage_rewrite", "rewrite (MACs, TTL)", 2},
-	{"stage_redirect", "redirect (bpf_redirect_map)", 4},
+	{"stage_redirect", "redirect (bpf_redirect_map, DEVMAP array)", 2},
+	{"stage_rewrite", "rewrite (MACs, TTL)", 4},
 	{"stage_cached", "decide_cached whole: + the gate's counters", 4},
 }
 
@@ -32,15 +32,17 @@ var cachedStages = []struct {
 const StageLive = "xdp_fastpath"
 
 // StageStep names the step each stage result adds to the one before; the
-// live program's row is measured against stage_rewrite: the same cached
-// stage with the per-policy and reason counters, inline in the program.
+// live program's row is measured against stage_rewrite, the last step of
+// the cached forward (the redirect is aimed before the rewrite): the same
+// cached stage with the gate's, reason and per-policy counters, inline in
+// the program.
 func StageStep(prog string) string {
 	for _, s := range cachedStages {
 		if s.prog == prog {
 			return s.step
 		}
 	}
-	return "the live program: gate counters, redirect, counters (against stage_rewrite)"
+	return "the live program: gate counters, counters (against stage_rewrite)"
 }
 
 // measureStages runs the stage probe's programs and the live program on

@@ -28,8 +28,18 @@ lab, and write one report with every run overlaid:
   sluice        sluice's gateway fast path with the lab's tunnels as static,
                 packet-offloaded policies
 
-The summary gives each forwarder's max-clean rate (pps and L2 Gbps) and its
-ratio to the first forwarder (put kernel first). On veth nothing encrypts:
+The load has no fixed top by default (--rate-max auto): it starts at
+--rate-start and rises by --rate-factor per step until the forwarder loses
+more than --loss-threshold or the generator falls short of its target, then
+--refine trials bisect between the last rate that passed and the first that
+failed. An explicit --rate-max gives linear steps up to it instead.
+
+The summary gives each forwarder's max-clean rate (pps and L2 Gbps), its
+ratio to the first forwarder (put kernel first), and what set each run's
+number: "forwarder limit at X", "generator limit: the generator reached
+only X of Y; the forwarder's ceiling is above", or "no limit reached" (the
+load's top). A ratio that a generator limit or the load's top set in any
+round is marked with * and said so. On veth nothing encrypts:
 the comparison measures the forwarding path; on a packet-offload NIC the NIC
 encrypts. The generator, the forwarder and the sink share the machine's
 CPUs, so a forwarder's rate includes their cost; see docs/bench.md.
@@ -41,12 +51,13 @@ the comparison N times, every other round in reverse order (A B C, C B A,
 each forwarder's median over the rounds and the median of its per-round
 ratios with their range. Needs root.`,
 		Example: `  sluice bench compare --topology forwarder --forwarders kernel,xdp-redirect,sluice --profile imix-mno-1
+  sluice bench compare --forwarders xdp-redirect,sluice --rate-max auto --rate-start 1Mpps --rate-factor 1.25 --rounds 3
   sluice bench compare --topology forwarder --forwarders xdp-redirect,sluice --rounds 5 --steps 10
   sluice bench compare --topology gateway-pair --tunnels 1024 --forwarders kernel,sluice --rate-max 2Mpps --steps 8 --json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runBenchCompare(cmd, f) },
 	}
-	f.load.register(cmd, true)
+	f.load.register(cmd, true, bench.RateMaxAuto)
 	cmd.Flags().IntVar(&f.rounds, "rounds", 1, "repeat the comparison this many times, alternating the order; the summary gives medians")
 	cmd.Flags().StringVar(&f.forwarders, "forwarders", strings.Join(lab.Forwarders, ","), "forwarders to compare, in order (the first is the reference)")
 	return cmd
@@ -99,8 +110,8 @@ rounds:
 			if f.rounds > 1 {
 				o.Label = fmt.Sprintf("%s #%d", fw, r)
 			}
-			o.Progress = benchStepPrinter(log, o.Label, o.Steps)
-			o.Tick = benchTicker(log, o.Label, o.Steps)
+			o.Progress = benchStepPrinter(log, o.Label, stepTotal(o))
+			o.Tick = benchTicker(log, o.Label, stepTotal(o))
 			run, err := bench.Run(ctx, l, o)
 			if run != nil && len(run.Steps) > 0 {
 				if f.rounds > 1 {

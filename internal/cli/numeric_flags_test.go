@@ -28,6 +28,11 @@ func TestNumericFlagsRefused(t *testing.T) {
 		{[]string{"bench", "run", "--tunnels", "0"}, "--tunnels 0: use 1 to"},
 		{[]string{"bench", "compare", "--tunnels", "0"}, "--tunnels 0: use 1 to"},
 		{[]string{"bench", "fastpath", "--repeat", "-1"}, "--repeat -1: run the program at least once"},
+		{[]string{"bench", "compare", "--rate-max", "fast"}, `--rate-max "fast": write a positive rate such as 2Mpps, 500kpps or 10Gbps, or auto`},
+		{[]string{"bench", "compare", "--rate-start", "0"}, `--rate-start "0": write a positive rate`},
+		{[]string{"bench", "compare", "--rate-factor", "1"}, "--rate-factor 1: use 1.05 to 10"},
+		{[]string{"bench", "compare", "--refine", "21"}, "--refine 21: use 0 to 20"},
+		{[]string{"bench", "run", "--rate-max", "auto", "--search", "ndr"}, "--search ndr: needs a fixed --rate-max"},
 	} {
 		out, err := runCLI(t, tc.args...)
 		if err == nil || !strings.Contains(err.Error(), tc.want) || ExitCode(err) != ExitUsage {

@@ -2,7 +2,8 @@
 
 // Package config parses and validates sluice's configuration files.
 //
-// It is pure data and validation: it imports no other sluice package, talks
+// It is pure data and validation: it imports no other sluice package but
+// internal/yamldoc (the YAML dialect all of sluice's files share), talks
 // to no kernel and looks up no interface. Names stay names; the daemon
 // resolves them later and can point back at the file through the Line
 // fields kept on each list item.

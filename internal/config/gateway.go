@@ -321,14 +321,16 @@ func LoadGateway(path string) (*Gateway, error) {
 // found is returned in one *ValidationErrors.
 func ParseGateway(data []byte, name string) (*Gateway, error) {
 	p := newParser(name, len(data))
-	root := p.document(data, "a gateway needs at least an interfaces: list (see docs/gateway-config.md)", "interfaces:")
+	var f gatewayFile
+	g := &Gateway{File: p.File, KeyLines: map[string]int{}}
+	root := p.Read(data, "a gateway needs at least an interfaces: list (see docs/gateway-config.md)", "interfaces:", &f, g)
 	if root == nil {
-		return nil, p.result()
+		return nil, p.Result()
 	}
-	g, meta := p.gateway(root)
+	meta := p.gateway(root, &f, g)
 	meta.applyDefaults(g)
 	meta.validate(p, g)
-	if err := p.result(); err != nil {
+	if err := p.Result(); err != nil {
 		return nil, err
 	}
 	return g, nil

@@ -88,8 +88,8 @@ type rtPriority = num[rtPriorityRule]
 
 type rtPriorityRule struct{}
 
-func (rtPriorityRule) max() uint64 { return MaxDaemonPriority }
-func (rtPriorityRule) refuse(v uint64) string {
+func (rtPriorityRule) Max() uint64 { return MaxDaemonPriority }
+func (rtPriorityRule) Refuse(v uint64) string {
 	if v == 0 {
 		return fmt.Sprintf("0 is not a real-time priority; write 1 to %d (the ConnectX-7 benchmark: 50), or leave daemon-priority out for the normal scheduler", MaxDaemonPriority)
 	}

@@ -15,6 +15,8 @@ import (
 	"unicode"
 
 	"go.yaml.in/yaml/v3"
+
+	"sluice/internal/yamldoc"
 )
 
 // gatewayFile is gateway.yaml as written: every key of the file is
@@ -87,20 +89,17 @@ type gatewayMeta struct {
 	nIfaces, nPolicies int
 }
 
-// gateway decodes the root mapping.
-func (p *parser) gateway(root *yaml.Node) (*Gateway, *gatewayMeta) {
-	var f gatewayFile
-	p.decode(root, &f)
-	g := &Gateway{File: p.file, KeyLines: map[string]int{}, Daemon: DaemonSettings{CPUs: f.DaemonCPU.cpus,
-		CPUList: f.DaemonCPU.list, Priority: int(f.DaemonPriority), LockMemory: bool(f.LockMemory)}}
-	p.fill(reflect.ValueOf(g).Elem(), reflect.ValueOf(f), item{line: root.Line})
-	for _, k := range keysOf(reflect.TypeFor[gatewayFile]()).names {
-		if p.given[k] {
-			g.KeyLines[k] = p.lines[k]
+// gateway completes g, read from f (the root mapping): the daemon-* keys
+// and the lines of the keys given.
+func (p *parser) gateway(root *yaml.Node, f *gatewayFile, g *Gateway) *gatewayMeta {
+	g.Daemon = DaemonSettings{CPUs: f.DaemonCPU.cpus, CPUList: f.DaemonCPU.list, Priority: int(f.DaemonPriority), LockMemory: bool(f.LockMemory)}
+	for _, k := range yamldoc.KeysOf(reflect.TypeFor[gatewayFile]()).Names {
+		if p.Given[k] {
+			g.KeyLines[k] = p.Lines[k]
 		}
 	}
-	return g, &gatewayMeta{rootLine: root.Line, ifaces: p.itemsOf("interfaces", len(g.Interfaces)),
-		policies: p.itemsOf("policies", len(g.Policies)), nIfaces: p.counts["interfaces"], nPolicies: p.counts["policies"]}
+	return &gatewayMeta{rootLine: root.Line, ifaces: p.ItemsOf("interfaces", len(g.Interfaces)),
+		policies: p.ItemsOf("policies", len(g.Policies)), nIfaces: p.Counts["interfaces"], nPolicies: p.Counts["policies"]}
 }
 
 func (s *PolicySource) UnmarshalYAML(n *yaml.Node) error {
@@ -140,8 +139,8 @@ type pinDir = str[pinDirRule]
 
 type pinDirRule struct{}
 
-func (pinDirRule) want() string { return "an absolute path such as " + DefaultPinDir }
-func (pinDirRule) check(s string) (string, string) {
+func (pinDirRule) Want() string { return "an absolute path such as " + DefaultPinDir }
+func (pinDirRule) Check(s string) (string, string) {
 	switch {
 	case s == "":
 		return "", "is empty; remove it for the default " + DefaultPinDir + ", or write an absolute path on a bpffs mount"
@@ -279,8 +278,8 @@ type apiSocket = str[apiSocketRule]
 
 type apiSocketRule struct{}
 
-func (apiSocketRule) want() string { return "an absolute path such as " + DefaultAPISocket }
-func (apiSocketRule) check(s string) (string, string) {
+func (apiSocketRule) Want() string { return "an absolute path such as " + DefaultAPISocket }
+func (apiSocketRule) Check(s string) (string, string) {
 	switch {
 	case s == "":
 		return "", "" // no API
@@ -295,8 +294,8 @@ type listenAddr = str[listenRule]
 
 type listenRule struct{}
 
-func (listenRule) want() string { return "host:port such as 127.0.0.1:9108" }
-func (listenRule) check(s string) (string, string) {
+func (listenRule) Want() string { return "host:port such as 127.0.0.1:9108" }
+func (listenRule) Check(s string) (string, string) {
 	if s == "" {
 		return "", ""
 	}

@@ -255,14 +255,15 @@ func LoadHost(path string) (*Host, error) {
 // returned in one *ValidationErrors.
 func ParseHost(data []byte, name string) (*Host, error) {
 	p := newParser(name, len(data))
-	root := p.document(data, "a host file needs at least one of uplinks:, sriov:, vteps: or ipsec: (see docs/overlay.md)", "uplinks: and vteps:")
+	h := &Host{File: p.File}
+	root := p.Read(data, "a host file needs at least one of uplinks:, sriov:, vteps: or ipsec: (see docs/overlay.md)", "uplinks: and vteps:", &hostFile{}, h)
 	if root == nil {
-		return nil, p.result()
+		return nil, p.Result()
 	}
-	h, m := p.host(root)
+	m := p.host(root, h)
 	m.applyDefaults(p, h)
 	m.validate(p, h)
-	if err := p.result(); err != nil {
+	if err := p.Result(); err != nil {
 		return nil, err
 	}
 	return h, nil

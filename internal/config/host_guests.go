@@ -153,22 +153,22 @@ type hostGuestVF struct {
 func (m *guestMeta) applyDefaults(p *parser, h *Host) {
 	for i, it := range m.nets {
 		n := &h.GuestNetworks[i]
-		if !p.given[it.path+".bridge-name"] && n.Name != "" {
+		if !p.Given[it.Path+".bridge-name"] && n.Name != "" {
 			n.BridgeName = "br-" + n.Name
 		}
 	}
 	for i, it := range m.guests {
 		g := &h.Guests[i]
-		if g.VF != nil && !p.given[it.path+".vf.index"] {
+		if g.VF != nil && !p.Given[it.Path+".vf.index"] {
 			g.VF.Index = -1
 		}
-		if !p.given[it.path+".vcpus"] {
+		if !p.Given[it.Path+".vcpus"] {
 			g.VCPUs = DefaultGuestVCPUs
 			if len(g.CPUs) > 0 {
 				g.VCPUs = len(g.CPUs)
 			}
 		}
-		if !p.given[it.path+".queue-size"] && g.Attach == AttachVirtio {
+		if !p.Given[it.Path+".queue-size"] && g.Attach == AttachVirtio {
 			g.QueueSize = DefaultQueueSize
 		}
 	}
@@ -182,52 +182,52 @@ func (m *guestMeta) validate(p *parser, h *Host, claim func(string, string, int,
 	for i, it := range m.nets {
 		n := &h.GuestNetworks[i]
 		if n.Name == "" {
-			p.missing(it, "name", "name the network, such as name: tenant-a")
+			p.Missing(it, "name", "name the network, such as name: tenant-a")
 		} else if _, dup := nets[n.Name]; dup {
-			p.errAt(it, "name", "%s is already a guest network; give each network its own name", show(n.Name))
+			p.ErrAt(it, "name", "%s is already a guest network; give each network its own name", show(n.Name))
 		} else {
 			nets[n.Name] = n
 		}
 		if len(n.BridgeName) > 15 {
-			p.errAt(it, "name", "the default bridge name %s is longer than 15 bytes, the longest device name Linux allows; set bridge-name: (such as bridge-name: br0)", n.BridgeName)
+			p.ErrAt(it, "name", "the default bridge name %s is longer than 15 bytes, the longest device name Linux allows; set bridge-name: (such as bridge-name: br0)", n.BridgeName)
 		} else {
-			l, path := p.at(it, "bridge-name")
+			l, path := p.At(it, "bridge-name")
 			claim(n.BridgeName, path, l, "bridge")
 		}
 		if n.VTEP == "" {
-			p.missing(it, "vtep", "name the vteps[] entry this network's traffic crosses, such as vtep: vxlan1")
+			p.Missing(it, "vtep", "name the vteps[] entry this network's traffic crosses, such as vtep: vxlan1")
 			continue
 		}
-		l, path := p.at(it, "vtep")
+		l, path := p.At(it, "vtep")
 		vi := slices.IndexFunc(h.VTEPs, func(v VTEP) bool { return v.Name == n.VTEP })
 		if vi < 0 {
-			p.errorf(l, path, "%s is not one of vteps[]; declare the VTEP (its VNI, local address and remotes) under vteps: and name it here", show(n.VTEP))
+			p.Errorf(l, path, "%s is not one of vteps[]; declare the VTEP (its VNI, local address and remotes) under vteps: and name it here", show(n.VTEP))
 			continue
 		}
 		if first, dup := vtepUsed[n.VTEP]; dup {
-			p.errorf(l, path, "%s already carries guest network %s; one VNI is one segment: give this network its own VTEP (another vni)", n.VTEP, first)
+			p.Errorf(l, path, "%s already carries guest network %s; one VNI is one segment: give this network its own VTEP (another vni)", n.VTEP, first)
 		}
 		vtepUsed[n.VTEP] = n.Name
 		if v := h.VTEPs[vi]; len(v.Addresses) > 0 {
-			p.errorf(l, path, "vteps[%d] (%s) has addresses, but a VTEP carrying a guest network is a bridge port (an address on it is not reachable); remove its addresses: and give the guests theirs", vi, v.Name)
+			p.Errorf(l, path, "vteps[%d] (%s) has addresses, but a VTEP carrying a guest network is a bridge port (an address on it is not reachable); remove its addresses: and give the guests theirs", vi, v.Name)
 		}
 		if n.PageFit && n.MTU > 0 {
-			p.errAt(it, "page-fit", "page-fit computes the MTU and mtu: sets it; keep one of them")
+			p.ErrAt(it, "page-fit", "page-fit computes the MTU and mtu: sets it; keep one of them")
 		}
 	}
 	guests := map[string]bool{}
 	for i, it := range m.guests {
 		g := &h.Guests[i]
 		if g.Name == "" {
-			p.missing(it, "name", "name the guest (its libvirt domain), such as name: vm1")
+			p.Missing(it, "name", "name the guest (its libvirt domain), such as name: vm1")
 		} else if guests[g.Name] {
-			p.errAt(it, "name", "%s is already a guest; give each guest its own name", show(g.Name))
+			p.ErrAt(it, "name", "%s is already a guest; give each guest its own name", show(g.Name))
 		}
 		guests[g.Name] = true
 		if g.Network == "" {
-			p.missing(it, "network", "name the guest network it joins, such as network: tenant-a")
-		} else if nets[g.Network] == nil && !p.bad[it.path+".network"] {
-			p.errAt(it, "network", "%s is not one of guest-networks; declare it there or name one that is", show(g.Network))
+			p.Missing(it, "network", "name the guest network it joins, such as network: tenant-a")
+		} else if nets[g.Network] == nil && !p.Bad[it.Path+".network"] {
+			p.ErrAt(it, "network", "%s is not one of guest-networks; declare it there or name one that is", show(g.Network))
 		}
 		m.validateAttach(p, h, it, g)
 		m.validatePlacement(p, it, g)
@@ -236,21 +236,21 @@ func (m *guestMeta) validate(p *parser, h *Host, claim func(string, string, int,
 
 func (m *guestMeta) validateAttach(p *parser, h *Host, it item, g *Guest) {
 	only := func(key, attach, fix string) {
-		if p.given[it.path+"."+key] {
-			p.errAt(it, key, "only applies to attach: %s; %s", attach, fix)
+		if p.Given[it.Path+"."+key] {
+			p.ErrAt(it, key, "only applies to attach: %s; %s", attach, fix)
 		}
 	}
 	switch g.Attach {
 	case "":
-		p.missing(it, "attach", "say how the guest's NIC attaches: vf-passthrough (SR-IOV, the ConnectX-6 SR-IOV guide), representor (a host netdev into the bridge) or virtio (tap/vhost, the VM single-flow guide)")
+		p.Missing(it, "attach", "say how the guest's NIC attaches: vf-passthrough (SR-IOV, the ConnectX-6 SR-IOV guide), representor (a host netdev into the bridge) or virtio (tap/vhost, the VM single-flow guide)")
 	case AttachVFPassthrough:
 		if g.VF == nil {
-			p.missing(it, "vf", "name the VF to pass through, such as vf: {pf: enp3s0f0np0, index: 0}")
+			p.Missing(it, "vf", "name the VF to pass through, such as vf: {pf: enp3s0f0np0, index: 0}")
 		}
 		only("port", AttachRepresentor, "a passed-through VF's representor is found through devlink; remove port")
 	case AttachRepresentor:
 		if (g.VF == nil) == (g.Port == "") {
-			p.errAt(it, "vf", "attach: representor needs exactly one of vf: (the VF whose representor joins the bridge) or port: (a netdev such as a representor, veth or tap by name)")
+			p.ErrAt(it, "vf", "attach: representor needs exactly one of vf: (the VF whose representor joins the bridge) or port: (a netdev such as a representor, veth or tap by name)")
 		}
 	case AttachVirtio:
 		only("vf", AttachVFPassthrough+" or "+AttachRepresentor, "a virtio NIC is a tap libvirt creates on the bridge; remove vf")
@@ -266,23 +266,23 @@ func (m *guestMeta) validateAttach(p *parser, h *Host, it item, g *Guest) {
 		only("poll-us", AttachVirtio, "remove poll-us")
 	}
 	if g.Attach == AttachVirtio && g.QueueSize != 0 && !slices.Contains([]int{256, 512, 1024}, g.QueueSize) {
-		p.errAt(it, "queue-size", "%d: virtio queues are 256, 512 or 1024 descriptors (QEMU's limit is 1024, the VM single-flow guide uses 1024)", g.QueueSize)
+		p.ErrAt(it, "queue-size", "%d: virtio queues are 256, 512 or 1024 descriptors (QEMU's limit is 1024, the VM single-flow guide uses 1024)", g.QueueSize)
 	}
 	if vf := g.VF; vf != nil {
-		vi := item{path: it.path + ".vf", line: vf.Line}
+		vi := item{Path: it.Path + ".vf", Line: vf.Line}
 		if vf.PF == "" {
-			p.missing(vi, "pf", "name the physical function, such as pf: enp3s0f0np0")
+			p.Missing(vi, "pf", "name the physical function, such as pf: enp3s0f0np0")
 		}
 		if vf.Index < 0 {
-			p.missing(vi, "index", "say which VF, counting from 0, such as index: 0")
+			p.Missing(vi, "index", "say which VF, counting from 0, such as index: 0")
 		}
 		if g.Attach == AttachVFPassthrough {
 			for _, s := range h.SRIOV {
 				if s.PF == vf.PF && s.Eswitch == "legacy" {
-					p.errAt(it, "vf", "%s is in eswitch legacy mode, where a passed-through VF has no representor to join the guest network's bridge; set eswitch: switchdev on sriov[] for %s", vf.PF, vf.PF)
+					p.ErrAt(it, "vf", "%s is in eswitch legacy mode, where a passed-through VF has no representor to join the guest network's bridge; set eswitch: switchdev on sriov[] for %s", vf.PF, vf.PF)
 				}
 				if s.PF == vf.PF && s.VFs != nil && vf.Index >= *s.VFs {
-					p.errAt(it, "vf", "VF %d does not exist with vfs: %d on %s; raise vfs or pick a VF from 0 to %d", vf.Index, *s.VFs, vf.PF, *s.VFs-1)
+					p.ErrAt(it, "vf", "VF %d does not exist with vfs: %d on %s; raise vfs or pick a VF from 0 to %d", vf.Index, *s.VFs, vf.PF, *s.VFs-1)
 				}
 			}
 		}
@@ -292,38 +292,38 @@ func (m *guestMeta) validateAttach(p *parser, h *Host, it item, g *Guest) {
 			break
 		}
 		if o.VF != nil && g.VF != nil && o.VF.PF == g.VF.PF && o.VF.Index == g.VF.Index {
-			p.errAt(it, "vf", "VF %d of %s is already guest %s's; a VF serves one guest", g.VF.Index, g.VF.PF, o.Name)
+			p.ErrAt(it, "vf", "VF %d of %s is already guest %s's; a VF serves one guest", g.VF.Index, g.VF.PF, o.Name)
 		}
 		if o.Port != "" && o.Port == g.Port {
-			p.errAt(it, "port", "%s is already guest %s's port", g.Port, o.Name)
+			p.ErrAt(it, "port", "%s is already guest %s's port", g.Port, o.Name)
 		}
 	}
 }
 
 func (m *guestMeta) validatePlacement(p *parser, it item, g *Guest) {
-	if g.VCPUs == 0 && p.given[it.path+".vcpus"] {
-		p.errAt(it, "vcpus", "a guest needs at least one vCPU, such as vcpus: 2")
+	if g.VCPUs == 0 && p.Given[it.Path+".vcpus"] {
+		p.ErrAt(it, "vcpus", "a guest needs at least one vCPU, such as vcpus: 2")
 	}
 	if g.MemoryMiB > 0 && g.MemoryMiB < 64 {
-		p.errAt(it, "memory-mib", "%d MiB is too little for a Linux guest; use 64 or more (2048 is the default)", g.MemoryMiB)
+		p.ErrAt(it, "memory-mib", "%d MiB is too little for a Linux guest; use 64 or more (2048 is the default)", g.MemoryMiB)
 	}
 	if len(g.CPUs) > 0 && len(g.CPUs) != g.VCPUs && g.VCPUs > 0 {
-		p.errAt(it, "cpus", "%d CPUs listed for %d vCPUs; list one host CPU per vCPU (the VM single-flow guide pins each vCPU to its own CPU)", len(g.CPUs), g.VCPUs)
+		p.ErrAt(it, "cpus", "%d CPUs listed for %d vCPUs; list one host CPU per vCPU (the VM single-flow guide pins each vCPU to its own CPU)", len(g.CPUs), g.VCPUs)
 	}
 	seen := map[int]bool{}
 	for _, c := range g.CPUs {
 		if seen[c] {
-			p.errAt(it, "cpus", "CPU %d is listed twice; each vCPU gets its own host CPU", c)
+			p.ErrAt(it, "cpus", "CPU %d is listed twice; each vCPU gets its own host CPU", c)
 		}
 		seen[c] = true
 	}
 	for _, c := range g.EmulatorCPUs {
 		if seen[c] {
-			p.errAt(it, "emulator-cpus", "CPU %d also runs a vCPU; keep the emulator and vhost threads apart from the vCPUs (the VM single-flow guide: a vhost thread on a vCPU's CPU halves its time)", c)
+			p.ErrAt(it, "emulator-cpus", "CPU %d also runs a vCPU; keep the emulator and vhost threads apart from the vCPUs (the VM single-flow guide: a vhost thread on a vCPU's CPU halves its time)", c)
 		}
 	}
 	if g.Initrd != "" && g.Kernel == "" {
-		p.errAt(it, "initrd", "an initrd needs kernel:; add the kernel image or remove initrd")
+		p.ErrAt(it, "initrd", "an initrd needs kernel:; add the kernel image or remove initrd")
 	}
 }
 

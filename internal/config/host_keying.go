@@ -100,7 +100,7 @@ func (m *hostMeta) applyIKEDefaults(p *parser, h *Host) {
 		return
 	}
 	for i, it := range m.peers {
-		if !p.given[it.path+".keying"] {
+		if !p.Given[it.Path+".keying"] {
 			s.Peers[i].Keying = s.Keying
 		}
 	}
@@ -108,10 +108,10 @@ func (m *hostMeta) applyIKEDefaults(p *parser, h *Host) {
 	if k == nil {
 		return
 	}
-	if k.LifeTime == 0 && !p.given[m.ipsec.path+".ike.life-time"] {
+	if k.LifeTime == 0 && !p.Given[m.ipsec.Path+".ike.life-time"] {
 		k.LifeTime = k.RekeyTime + k.RekeyTime/10
 	}
-	if k.RandTime == 0 && !p.given[m.ipsec.path+".ike.rand-time"] {
+	if k.RandTime == 0 && !p.Given[m.ipsec.Path+".ike.rand-time"] {
 		k.RandTime = k.LifeTime - k.RekeyTime
 	}
 }
@@ -119,44 +119,44 @@ func (m *hostMeta) applyIKEDefaults(p *parser, h *Host) {
 // validateIKE checks ipsec.ike against the peers keyed by IKE.
 func (m *hostMeta) validateIKE(p *parser, h *Host) {
 	s := h.IPsec
-	ipath := m.ipsec.path
+	ipath := m.ipsec.Path
 	if !h.HasKeying(KeyingIKE) {
 		if s.IKE != nil {
-			p.errorf(s.IKE.Line, ipath+".ike", "no peer uses keying: ike; remove ike:, or set keying: ike (for all peers, or per peer)")
+			p.Errorf(s.IKE.Line, ipath+".ike", "no peer uses keying: ike; remove ike:, or set keying: ike (for all peers, or per peer)")
 		}
 		return
 	}
 	k := s.IKE
 	if k == nil {
-		l, _ := p.at(m.ipsec, "keying")
-		p.errorf(l, ipath+".ike", "missing; keying: ike needs its authentication, such as ike: {ca: ca.pem, cert: node-a.pem, private-key: node-a.key} (recommended) or ike: {psk: node-a.psk}")
+		l, _ := p.At(m.ipsec, "keying")
+		p.Errorf(l, ipath+".ike", "missing; keying: ike needs its authentication, such as ike: {ca: ca.pem, cert: node-a.pem, private-key: node-a.key} (recommended) or ike: {psk: node-a.psk}")
 		return
 	}
-	it := item{path: ipath + ".ike", line: k.Line}
+	it := item{Path: ipath + ".ike", Line: k.Line}
 	certs := k.CA != "" || k.Cert != "" || k.PrivateKey != ""
 	switch {
 	case k.PSK != "" && certs:
-		p.errAt(it, "psk", "give either psk or ca, cert and private-key, not both")
+		p.ErrAt(it, "psk", "give either psk or ca, cert and private-key, not both")
 	case k.PSK == "" && !certs:
-		p.errorf(k.Line, ipath+".ike", "no authentication; give ca, cert and private-key (certificates, recommended), or psk: a file with the pre-shared key (mode 0600)")
+		p.Errorf(k.Line, ipath+".ike", "no authentication; give ca, cert and private-key (certificates, recommended), or psk: a file with the pre-shared key (mode 0600)")
 	case certs:
 		for _, c := range []struct{ key, v string }{{"ca", k.CA}, {"cert", k.Cert}, {"private-key", k.PrivateKey}} {
 			if c.v == "" {
-				p.missing(it, c.key, "certificate authentication needs ca, cert and private-key (PEM files; make them with strongSwan's pki, see docs/overlay.md)")
+				p.Missing(it, c.key, "certificate authentication needs ca, cert and private-key (PEM files; make them with strongSwan's pki, see docs/overlay.md)")
 			}
 		}
 	}
 	if k.RekeyTime > 0 && k.RekeyTime < MinRekeyTime {
-		p.errAt(it, "rekey-time", "%s is too short; use %s or more (strongSwan's default is 1h)", k.RekeyTime, MinRekeyTime)
+		p.ErrAt(it, "rekey-time", "%s is too short; use %s or more (strongSwan's default is 1h)", k.RekeyTime, MinRekeyTime)
 	}
 	if k.LifeTime > 0 && k.LifeTime <= k.RekeyTime {
-		p.errAt(it, "life-time", "%s is not after rekey-time %s: the SA would expire before its rekey finished and traffic would drop; make it later, such as %s (rekey-time + 10%%)", k.LifeTime, k.RekeyTime, k.RekeyTime+k.RekeyTime/10)
+		p.ErrAt(it, "life-time", "%s is not after rekey-time %s: the SA would expire before its rekey finished and traffic would drop; make it later, such as %s (rekey-time + 10%%)", k.LifeTime, k.RekeyTime, k.RekeyTime+k.RekeyTime/10)
 	}
 	if k.RandTime >= k.RekeyTime && k.RekeyTime > 0 {
-		p.errAt(it, "rand-time", "%s is not shorter than rekey-time %s; use a fraction of it (default: life-time - rekey-time)", k.RandTime, k.RekeyTime)
+		p.ErrAt(it, "rand-time", "%s is not shorter than rekey-time %s; use a fraction of it (default: life-time - rekey-time)", k.RandTime, k.RekeyTime)
 	}
 	if k.RekeyTime == 0 && k.RekeyBytes == 0 && k.RekeyPackets == 0 {
-		p.errAt(it, "rekey-time", "is 0 and no rekey-bytes or rekey-packets is set: the SAs would never be rekeyed; give a time such as 1h")
+		p.ErrAt(it, "rekey-time", "is 0 and no rekey-bytes or rekey-packets is set: the SAs would never be rekeyed; give a time such as 1h")
 	}
 }
 
@@ -166,14 +166,14 @@ func (m *hostMeta) validateIKEPeer(p *parser, h *Host, i int) {
 	it, pr := m.peers[i], &h.IPsec.Peers[i]
 	if pr.OffloadOut != pr.OffloadIn && pr.OffloadOut != "" && pr.OffloadIn != "" {
 		key := "offload-out"
-		if !p.given[it.path+"."+key] {
+		if !p.Given[it.Path+"."+key] {
 			key = "offload-in"
 		}
-		p.errAt(it, key, "keying: ike cannot offload one direction only: strongSwan's hw_offload applies to both SAs of a CHILD_SA; use offload: for both, or keying: manual for this peer")
+		p.ErrAt(it, key, "keying: ike cannot offload one direction only: strongSwan's hw_offload applies to both SAs of a CHILD_SA; use offload: for both, or keying: manual for this peer")
 	}
 	for _, key := range []string{"spi-out", "spi-in", "reqid-out", "reqid-in"} {
-		if p.given[it.path+"."+key] {
-			p.errAt(it, key, "keying: ike chooses SPIs and reqids; remove %s (or set keying: manual for this peer)", key)
+		if p.Given[it.Path+"."+key] {
+			p.ErrAt(it, key, "keying: ike chooses SPIs and reqids; remove %s (or set keying: manual for this peer)", key)
 		}
 	}
 }

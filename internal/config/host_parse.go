@@ -3,8 +3,6 @@
 package config
 
 import (
-	"reflect"
-
 	"go.yaml.in/yaml/v3"
 )
 
@@ -73,7 +71,7 @@ type hostRemote struct {
 }
 
 // shorthand: a bare address stands for {address: ...}.
-func (hostRemote) shorthand() string { return "address" }
+func (hostRemote) Shorthand() string { return "address" }
 
 type hostIPsec struct {
 	Keys              keyFile    `yaml:"keys"`
@@ -127,45 +125,31 @@ type hostMeta struct {
 	guests               guestMeta
 }
 
-// host decodes the root mapping.
-func (p *parser) host(root *yaml.Node) (*Host, *hostMeta) {
-	var f hostFile
-	p.decode(root, &f)
-	h := &Host{File: p.file}
-	p.fill(reflect.ValueOf(h).Elem(), reflect.ValueOf(f), item{line: root.Line})
+// host is where h's sections and entries are, h read from root.
+func (p *parser) host(root *yaml.Node, h *Host) *hostMeta {
 	m := &hostMeta{rootLine: root.Line}
 	if u := h.Uplinks; u != nil {
-		m.uplinks = p.itemAt("uplinks")
-		for _, it := range p.itemsOf("uplinks.ports", len(u.Ports)) {
-			m.portLines = append(m.portLines, it.line)
+		m.uplinks = p.ItemAt("uplinks")
+		for _, it := range p.ItemsOf("uplinks.ports", len(u.Ports)) {
+			m.portLines = append(m.portLines, it.Line)
 		}
-		for _, it := range p.itemsOf("uplinks.addresses", len(u.Addresses)) {
-			m.addrLines = append(m.addrLines, it.line)
+		for _, it := range p.ItemsOf("uplinks.addresses", len(u.Addresses)) {
+			m.addrLines = append(m.addrLines, it.Line)
 		}
 		if u.Bond != nil {
-			m.bond = p.itemAt("uplinks.bond")
+			m.bond = p.ItemAt("uplinks.bond")
 		}
 	}
-	m.sriov = p.itemsOf("sriov", len(h.SRIOV))
-	m.vteps = p.itemsOf("vteps", len(h.VTEPs))
+	m.sriov = p.ItemsOf("sriov", len(h.SRIOV))
+	m.vteps = p.ItemsOf("vteps", len(h.VTEPs))
 	if s := h.IPsec; s != nil {
-		m.ipsec = p.itemAt("ipsec")
-		if p.given["ipsec.keys"] {
-			s.KeysLine = p.lines["ipsec.keys"]
+		m.ipsec = p.ItemAt("ipsec")
+		if p.Given["ipsec.keys"] {
+			s.KeysLine = p.Lines["ipsec.keys"]
 		}
-		m.peers = p.itemsOf("ipsec.peers", len(s.Peers))
+		m.peers = p.ItemsOf("ipsec.peers", len(s.Peers))
 	}
-	m.guests.nets = p.itemsOf("guest-networks", len(h.GuestNetworks))
-	m.guests.guests = p.itemsOf("guests", len(h.Guests))
-	return h, m
-}
-
-// itemAt is the mapping at path (a key of the file), for messages.
-func (p *parser) itemAt(path string) item { return item{path: path, line: p.lines[path]} }
-
-// itemsOf is the entries of the list at path that were decoded (n of
-// them: fewer than recorded when the decode was cut short).
-func (p *parser) itemsOf(path string, n int) []item {
-	its := p.items[path]
-	return its[:min(n, len(its))]
+	m.guests.nets = p.ItemsOf("guest-networks", len(h.GuestNetworks))
+	m.guests.guests = p.ItemsOf("guests", len(h.Guests))
+	return m
 }

@@ -11,7 +11,7 @@ import (
 )
 
 func (m *hostMeta) applyDefaults(p *parser, h *Host) {
-	if !p.given["name"] {
+	if !p.Given["name"] {
 		base := filepath.Base(h.File)
 		h.Name = strings.TrimSuffix(base, filepath.Ext(base))
 		if !nameRE.MatchString(h.Name) {
@@ -19,15 +19,15 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 		}
 	}
 	for i, it := range m.sriov {
-		for j, vi := range p.itemsOf(it.path+".vf", len(h.SRIOV[i].VF)) {
-			if !p.given[vi.path+".index"] {
+		for j, vi := range p.ItemsOf(it.Path+".vf", len(h.SRIOV[i].VF)) {
+			if !p.Given[vi.Path+".index"] {
 				h.SRIOV[i].VF[j].Index = -1
 			}
 		}
 	}
 	for i, it := range m.vteps {
 		v := &h.VTEPs[i]
-		if !p.given[it.path+".port"] {
+		if !p.Given[it.Path+".port"] {
 			v.Port = DefaultVXLANPort
 			if v.Type == VTEPGeneve {
 				v.Port = DefaultGenevePort
@@ -38,10 +38,10 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 	for i, it := range m.peers {
 		pr := &h.IPsec.Peers[i]
 		// offload is the shorthand; offload-out/offload-in override it.
-		if !p.given[it.path+".offload-out"] {
+		if !p.Given[it.Path+".offload-out"] {
 			pr.OffloadOut = pr.Offload
 		}
-		if !p.given[it.path+".offload-in"] {
+		if !p.Given[it.Path+".offload-in"] {
 			pr.OffloadIn = pr.Offload
 		}
 		// Packet offload turns ESN on unless the file says: mlx5 (the
@@ -51,19 +51,19 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 		// port (a bond failover) repeats AES-GCM nonces and the peer
 		// drops it. ESN changes the wire format: the far end needs
 		// esn: true too (plan says so, docs/overlay.md).
-		if !p.given[it.path+".esn"] && (pr.OffloadOut == OffloadModePacket || pr.OffloadIn == OffloadModePacket) {
+		if !p.Given[it.Path+".esn"] && (pr.OffloadOut == OffloadModePacket || pr.OffloadIn == OffloadModePacket) {
 			pr.ESN, pr.ESNByOffload = true, true
 		}
-		if !p.given[it.path+".replay-window"] {
+		if !p.Given[it.Path+".replay-window"] {
 			pr.ReplayWindow = MaxLegacyReplay
 			if pr.ESN {
 				pr.ReplayWindow = DefaultReplayWindow
 			}
 		}
-		if !p.given[it.path+".reqid-out"] {
+		if !p.Given[it.Path+".reqid-out"] {
 			pr.ReqidOut = pr.SPIOut
 		}
-		if !p.given[it.path+".reqid-in"] {
+		if !p.Given[it.Path+".reqid-in"] {
 			pr.ReqidIn = pr.SPIIn
 		}
 	}
@@ -71,8 +71,8 @@ func (m *hostMeta) applyDefaults(p *parser, h *Host) {
 }
 
 func (m *hostMeta) validate(p *parser, h *Host) {
-	if h.Uplinks == nil && len(h.SRIOV) == 0 && len(h.VTEPs) == 0 && h.IPsec == nil && len(h.GuestNetworks) == 0 && len(p.errs) == 0 {
-		p.errorf(m.rootLine, "", "nothing to set up; write at least one of uplinks:, sriov:, vteps: or ipsec: (see docs/overlay.md)")
+	if h.Uplinks == nil && len(h.SRIOV) == 0 && len(h.VTEPs) == 0 && h.IPsec == nil && len(h.GuestNetworks) == 0 && len(p.Errs) == 0 {
+		p.Errorf(m.rootLine, "", "nothing to set up; write at least one of uplinks:, sriov:, vteps: or ipsec: (see docs/overlay.md)")
 	}
 	names := map[string]string{} // device name -> path that declares it
 	claim := func(name, path string, line int, what string) {
@@ -80,7 +80,7 @@ func (m *hostMeta) validate(p *parser, h *Host) {
 			return
 		}
 		if first, dup := names[name]; dup {
-			p.errorf(line, path, "%s is already used by %s; give the %s another name", show(name), first, what)
+			p.Errorf(line, path, "%s is already used by %s; give the %s another name", show(name), first, what)
 			return
 		}
 		names[name] = path
@@ -100,27 +100,27 @@ func (m *hostMeta) validate(p *parser, h *Host) {
 
 func (m *hostMeta) validateUplinks(p *parser, u *Uplinks, claim func(string, string, int, string)) {
 	it := m.uplinks
-	if len(u.Ports) == 0 && !p.bad[m.uplinks.path+".ports"] {
-		p.errAt(it, "ports", "missing or empty; list the physical ports, such as ports: [enp3s0f0np0, enp3s0f1np1]")
+	if len(u.Ports) == 0 && !p.Bad[m.uplinks.Path+".ports"] {
+		p.ErrAt(it, "ports", "missing or empty; list the physical ports, such as ports: [enp3s0f0np0, enp3s0f1np1]")
 	}
 	for i, port := range u.Ports {
-		path := fmt.Sprintf("%s.ports[%d]", m.uplinks.path, i)
+		path := fmt.Sprintf("%s.ports[%d]", m.uplinks.Path, i)
 		if len(u.Ports) == 1 {
-			path = m.uplinks.path + ".ports"
+			path = m.uplinks.Path + ".ports"
 		}
 		claim(port, path, m.portLines[i], "port")
 	}
 	if b := u.Bond; b != nil {
 		if b.Name == "" {
-			p.missing(m.bond, "name", "name the bond device, such as name: bond0")
+			p.Missing(m.bond, "name", "name the bond device, such as name: bond0")
 		}
-		l, path := p.at(m.bond, "name")
+		l, path := p.At(m.bond, "name")
 		claim(b.Name, path, l, "bond")
 		if b.Primary != "" && !slices.Contains(u.Ports, b.Primary) {
-			p.errAt(m.bond, "primary", "%s is not one of uplinks.ports (%s); name one of them or remove primary", show(b.Primary), strings.Join(u.Ports, ", "))
+			p.ErrAt(m.bond, "primary", "%s is not one of uplinks.ports (%s); name one of them or remove primary", show(b.Primary), strings.Join(u.Ports, ", "))
 		}
 	} else if len(u.Addresses) > 0 && len(u.Ports) > 1 {
-		p.errAt(it, "addresses", "with %d ports and no bond the addresses have no single device; add bond: {name: bond0}, or keep one port", len(u.Ports))
+		p.ErrAt(it, "addresses", "with %d ports and no bond the addresses have no single device; add bond: {name: bond0}, or keep one port", len(u.Ports))
 	}
 	seen := map[netip.Addr]int{}
 	for i, a := range u.Addresses {
@@ -128,7 +128,7 @@ func (m *hostMeta) validateUplinks(p *parser, u *Uplinks, claim func(string, str
 			continue
 		}
 		if first, dup := seen[a.Addr()]; dup {
-			p.errorf(m.addrLines[i], fmt.Sprintf("%s.addresses[%d]", m.uplinks.path, i), "%s is listed twice (first on line %d)", a.Addr(), first)
+			p.Errorf(m.addrLines[i], fmt.Sprintf("%s.addresses[%d]", m.uplinks.Path, i), "%s is listed twice (first on line %d)", a.Addr(), first)
 		}
 		seen[a.Addr()] = m.addrLines[i]
 	}
@@ -139,37 +139,37 @@ func (m *hostMeta) validateSRIOV(p *parser, h *Host) {
 	for i, it := range m.sriov {
 		s := &h.SRIOV[i]
 		if s.PF == "" {
-			p.missing(it, "pf", "name the physical function by netdev name or PCI address, such as pf: enp3s0f0np0")
+			p.Missing(it, "pf", "name the physical function by netdev name or PCI address, such as pf: enp3s0f0np0")
 		} else if first, dup := pfs[s.PF]; dup {
-			p.errAt(it, "pf", "%s is configured twice (first on line %d); merge the entries", show(s.PF), first)
+			p.ErrAt(it, "pf", "%s is configured twice (first on line %d); merge the entries", show(s.PF), first)
 		} else {
-			pfs[s.PF], _ = p.at(it, "pf")
+			pfs[s.PF], _ = p.At(it, "pf")
 		}
 		idx := map[int]int{}
-		for j, vi := range p.itemsOf(it.path+".vf", len(s.VF)) {
+		for j, vi := range p.ItemsOf(it.Path+".vf", len(s.VF)) {
 			vf := &s.VF[j]
 			if vf.Index < 0 {
-				p.missing(vi, "index", "say which VF this is, counting from 0, such as index: 0")
+				p.Missing(vi, "index", "say which VF this is, counting from 0, such as index: 0")
 				continue
 			}
-			l, path := p.at(vi, "index")
+			l, path := p.At(vi, "index")
 			if first, dup := idx[vf.Index]; dup {
-				p.errorf(l, path, "VF %d is configured twice (first on line %d); merge the entries", vf.Index, first)
+				p.Errorf(l, path, "VF %d is configured twice (first on line %d); merge the entries", vf.Index, first)
 			}
 			idx[vf.Index] = l
 			if s.VFs != nil && vf.Index >= *s.VFs {
-				p.errorf(l, path, "VF %d does not exist with vfs: %d (VFs count from 0 to %d); raise vfs or remove this entry", vf.Index, *s.VFs, *s.VFs-1)
+				p.Errorf(l, path, "VF %d does not exist with vfs: %d (VFs count from 0 to %d); raise vfs or remove this entry", vf.Index, *s.VFs, *s.VFs-1)
 			}
 			caps := map[string]bool{}
 			for _, c := range vf.IPsec {
 				if caps[c] {
-					p.errAt(vi, "ipsec", "%s is listed twice", c)
+					p.ErrAt(vi, "ipsec", "%s is listed twice", c)
 				}
 				caps[c] = true
 			}
 		}
 		if len(s.VF) > 0 && s.VFs == nil {
-			p.missing(it, "vfs", "per-VF settings need the number of VFs, such as vfs: %d", maxVF(s.VF)+1)
+			p.Missing(it, "vfs", "per-VF settings need the number of VFs, such as vfs: %d", maxVF(s.VF)+1)
 		}
 	}
 }
@@ -185,51 +185,51 @@ func maxVF(vfs []VFConfig) int {
 func (m *hostMeta) validateVTEP(p *parser, h *Host, i int, claim func(string, string, int, string)) {
 	it, v := m.vteps[i], &h.VTEPs[i]
 	if v.Name == "" {
-		p.missing(it, "name", "name the VTEP device, such as name: vx0")
+		p.Missing(it, "name", "name the VTEP device, such as name: vx0")
 	}
-	l, path := p.at(it, "name")
+	l, path := p.At(it, "name")
 	claim(v.Name, path, l, "VTEP")
-	if v.VNI == 0 && !p.given[it.path+".vni"] {
-		p.missing(it, "vni", "give the VXLAN/Geneve network identifier, such as vni: 1024")
+	if v.VNI == 0 && !p.Given[it.Path+".vni"] {
+		p.Missing(it, "vni", "give the VXLAN/Geneve network identifier, such as vni: 1024")
 	}
 	if !v.Local.IsValid() {
-		p.missing(it, "local", "give this host's VTEP address (placed on lo as a /32), such as local: 192.168.80.2")
+		p.Missing(it, "local", "give this host's VTEP address (placed on lo as a /32), such as local: 192.168.80.2")
 	}
 	if len(v.Remotes) == 0 {
-		p.missing(it, "remotes", "list the remote VTEPs, such as remotes: [{address: 192.168.80.3, via: 192.168.70.3}]")
+		p.Missing(it, "remotes", "list the remote VTEPs, such as remotes: [{address: 192.168.80.3, via: 192.168.70.3}]")
 	}
 	if v.Type == VTEPGeneve && len(v.Remotes) > 1 {
-		p.errAt(it, "remotes", "a Geneve device has one remote; %d are listed: make one VTEP per remote (each with its own name and VNI or port)", len(v.Remotes))
+		p.ErrAt(it, "remotes", "a Geneve device has one remote; %d are listed: make one VTEP per remote (each with its own name and VNI or port)", len(v.Remotes))
 	}
 	if v.GeneveOptions > 0 && v.Type != VTEPGeneve {
-		p.errAt(it, "geneve-options", "only applies to type: geneve; remove it")
+		p.ErrAt(it, "geneve-options", "only applies to type: geneve; remove it")
 	}
 	seen := map[netip.Addr]int{}
-	for j, ri := range p.itemsOf(it.path+".remotes", len(v.Remotes)) {
+	for j, ri := range p.ItemsOf(it.Path+".remotes", len(v.Remotes)) {
 		r := v.Remotes[j]
 		if !r.Address.IsValid() {
-			if !p.bad[ri.path+".address"] && !p.bad[ri.path] {
-				p.errAt(ri, "address", "missing; give the remote VTEP's address, such as address: 192.168.80.3")
+			if !p.Bad[ri.Path+".address"] && !p.Bad[ri.Path] {
+				p.ErrAt(ri, "address", "missing; give the remote VTEP's address, such as address: 192.168.80.3")
 			}
 			continue
 		}
 		if first, dup := seen[r.Address]; dup {
-			p.errAt(ri, "address", "%s is listed twice (first on line %d)", r.Address, first)
+			p.ErrAt(ri, "address", "%s is listed twice (first on line %d)", r.Address, first)
 		}
 		seen[r.Address] = r.Line
 		if v.Local.IsValid() && r.Address.Is4() != v.Local.Is4() {
-			p.errAt(ri, "address", "%s and local %s are of different IP families; a VTEP talks IPv4 or IPv6", r.Address, v.Local)
+			p.ErrAt(ri, "address", "%s and local %s are of different IP families; a VTEP talks IPv4 or IPv6", r.Address, v.Local)
 		}
 		if v.Local.IsValid() && r.Address == v.Local {
-			p.errAt(ri, "address", "%s is this host's own VTEP address (local)", r.Address)
+			p.ErrAt(ri, "address", "%s is this host's own VTEP address (local)", r.Address)
 		}
 		if r.Via.IsValid() && r.Via.Is4() != r.Address.Is4() {
-			p.errAt(ri, "via", "next hop %s and remote %s are of different IP families", r.Via, r.Address)
+			p.ErrAt(ri, "via", "next hop %s and remote %s are of different IP families", r.Via, r.Address)
 		}
 	}
 	for j, o := range h.VTEPs[:i] {
 		if o.Type == v.Type && o.VNI == v.VNI && o.Port == v.Port && o.Local == v.Local && v.VNI != 0 {
-			p.errAt(it, "vni", "%s VNI %d on UDP port %d from %s is already vteps[%d] (%s); the kernel allows one device per VNI and port: change vni or port", v.Type, v.VNI, v.Port, v.Local, j, o.Name)
+			p.ErrAt(it, "vni", "%s VNI %d on UDP port %d from %s is already vteps[%d] (%s); the kernel allows one device per VNI and port: change vni or port", v.Type, v.VNI, v.Port, v.Local, j, o.Name)
 		}
 	}
 }
@@ -238,7 +238,7 @@ func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 	s := h.IPsec
 	m.validateIKE(p, h)
 	if h.HasKeying(KeyingManual) && s.Keys == "" {
-		p.missing(m.ipsec, "keys", "name the key file (mode 0600), such as keys: /etc/sluice/%s.keys", h.Name)
+		p.Missing(m.ipsec, "keys", "name the key file (mode 0600), such as keys: /etc/sluice/%s.keys", h.Name)
 	}
 	names := map[string]int{}
 	outSPI := map[string]int{} // remote/spi -> line
@@ -247,81 +247,81 @@ func (m *hostMeta) validateIPsec(p *parser, h *Host) {
 	for i, it := range m.peers {
 		pr := &s.Peers[i]
 		if pr.Name == "" {
-			p.missing(it, "name", "name the peer (the key file uses the name), such as name: node-b")
+			p.Missing(it, "name", "name the peer (the key file uses the name), such as name: node-b")
 		} else if first, dup := names[pr.Name]; dup {
-			p.errAt(it, "name", "%s is already a peer (line %d); peer names must be unique (the key file uses them)", show(pr.Name), first)
+			p.ErrAt(it, "name", "%s is already a peer (line %d); peer names must be unique (the key file uses them)", show(pr.Name), first)
 		} else {
-			names[pr.Name], _ = p.at(it, "name")
+			names[pr.Name], _ = p.At(it, "name")
 		}
 		if !pr.Local.IsValid() {
-			p.missing(it, "local", "give this host's address for the SAs (usually the VTEP address), such as local: 192.168.80.2")
+			p.Missing(it, "local", "give this host's address for the SAs (usually the VTEP address), such as local: 192.168.80.2")
 		}
 		if !pr.Remote.IsValid() {
-			p.missing(it, "remote", "give the peer's address, such as remote: 192.168.80.3")
+			p.Missing(it, "remote", "give the peer's address, such as remote: 192.168.80.3")
 		}
 		if pr.Local.IsValid() && pr.Remote.IsValid() {
 			if pr.Local.Is4() != pr.Remote.Is4() {
-				p.errAt(it, "remote", "%s and local %s are of different IP families", pr.Remote, pr.Local)
+				p.ErrAt(it, "remote", "%s and local %s are of different IP families", pr.Remote, pr.Local)
 			} else if pr.Local == pr.Remote {
-				p.errAt(it, "remote", "is the same as local (%s)", pr.Local)
+				p.ErrAt(it, "remote", "is the same as local (%s)", pr.Local)
 			}
 		}
 		if pr.Keying == KeyingIKE {
 			m.validateIKEPeer(p, h, i)
 		}
 		if pr.SPIOut == 0 && pr.Keying != KeyingIKE {
-			p.missing(it, "spi-out", "give the SPI of the outbound SA (the peer's spi-in), such as spi-out: 0x1001")
+			p.Missing(it, "spi-out", "give the SPI of the outbound SA (the peer's spi-in), such as spi-out: 0x1001")
 		}
 		if pr.SPIIn == 0 && pr.Keying != KeyingIKE {
-			p.missing(it, "spi-in", "give the SPI of the inbound SA (the peer's spi-out), such as spi-in: 0x1002")
+			p.Missing(it, "spi-in", "give the SPI of the inbound SA (the peer's spi-out), such as spi-in: 0x1002")
 		}
 		if pr.SPIOut != 0 && pr.Remote.IsValid() {
 			k := fmt.Sprintf("%s/%d", pr.Remote, pr.SPIOut)
-			l, path := p.at(it, "spi-out")
+			l, path := p.At(it, "spi-out")
 			if first, dup := outSPI[k]; dup {
-				p.errorf(l, path, "SPI %#x to %s is already used (line %d); an SA is identified by destination and SPI", pr.SPIOut, pr.Remote, first)
+				p.Errorf(l, path, "SPI %#x to %s is already used (line %d); an SA is identified by destination and SPI", pr.SPIOut, pr.Remote, first)
 			}
 			outSPI[k] = l
 		}
 		if pr.SPIIn != 0 && pr.Local.IsValid() {
 			k := fmt.Sprintf("%s/%d", pr.Local, pr.SPIIn)
-			l, path := p.at(it, "spi-in")
+			l, path := p.At(it, "spi-in")
 			if first, dup := inSPI[k]; dup {
-				p.errorf(l, path, "SPI %#x to %s is already used (line %d); an SA is identified by destination and SPI", pr.SPIIn, pr.Local, first)
+				p.Errorf(l, path, "SPI %#x to %s is already used (line %d); an SA is identified by destination and SPI", pr.SPIIn, pr.Local, first)
 			}
 			inSPI[k] = l
 		}
 		if pr.ESN && pr.ReplayWindow == 0 {
-			p.errAt(it, "replay-window", "esn needs a replay window; use 32 to %d (64 is usual)", MaxESNReplay)
+			p.ErrAt(it, "replay-window", "esn needs a replay window; use 32 to %d (64 is usual)", MaxESNReplay)
 		}
 		if !pr.ESN && pr.ReplayWindow > MaxLegacyReplay {
-			p.errAt(it, "replay-window", "%d is larger than %d, the most the kernel keeps without ESN; set esn: true for a window of up to %d, or use %d or less", pr.ReplayWindow, MaxLegacyReplay, MaxESNReplay, MaxLegacyReplay)
+			p.ErrAt(it, "replay-window", "%d is larger than %d, the most the kernel keeps without ESN; set esn: true for a window of up to %d, or use %d or less", pr.ReplayWindow, MaxLegacyReplay, MaxESNReplay, MaxLegacyReplay)
 		}
 		offloadKey, offloadMode := "offload", pr.Offload
 		for _, k := range []string{"offload-out", "offload-in"} {
-			if m := pr.OffloadFor(strings.TrimPrefix(k, "offload-")); p.given[it.path+"."+k] && m != OffloadModeNone {
+			if m := pr.OffloadFor(strings.TrimPrefix(k, "offload-")); p.Given[it.Path+"."+k] && m != OffloadModeNone {
 				offloadKey, offloadMode = k, m
 			}
 		}
 		switch {
-		case (pr.OffloadOut != "" || pr.OffloadIn != "") && pr.Offloads() && pr.OffloadDev == "" && !p.bad[it.path+".offload-dev"]:
-			p.errAt(it, offloadKey, "%s: %s needs offload-dev: the port or bond whose NIC does the work, such as offload-dev: bond0", offloadKey, offloadMode)
+		case (pr.OffloadOut != "" || pr.OffloadIn != "") && pr.Offloads() && pr.OffloadDev == "" && !p.Bad[it.Path+".offload-dev"]:
+			p.ErrAt(it, offloadKey, "%s: %s needs offload-dev: the port or bond whose NIC does the work, such as offload-dev: bond0", offloadKey, offloadMode)
 		case pr.OffloadOut != "" && pr.OffloadIn != "" && !pr.Offloads() && pr.OffloadDev != "":
-			p.errAt(it, "offload-dev", "has no effect with offload: none; remove it, or set offload (or offload-out/offload-in): crypto, packet or auto")
+			p.ErrAt(it, "offload-dev", "has no effect with offload: none; remove it, or set offload (or offload-out/offload-in): crypto, packet or auto")
 		}
 		if len(pr.Selectors) > 0 && pr.Mode != ModeTunnel {
-			p.errAt(it, "selectors", "selectors apply to tunnel mode; transport mode protects traffic between local and remote themselves: remove selectors or set mode: tunnel")
+			p.ErrAt(it, "selectors", "selectors apply to tunnel mode; transport mode protects traffic between local and remote themselves: remove selectors or set mode: tunnel")
 		}
-		for j, si := range p.itemsOf(it.path+".selectors", len(pr.Selectors)) {
+		for j, si := range p.ItemsOf(it.Path+".selectors", len(pr.Selectors)) {
 			sel := pr.Selectors[j]
 			if !sel.Local.IsValid() {
-				p.missing(si, "local", "give the local prefix, such as local: 10.0.0.0/24")
+				p.Missing(si, "local", "give the local prefix, such as local: 10.0.0.0/24")
 			}
 			if !sel.Remote.IsValid() {
-				p.missing(si, "remote", "give the remote prefix, such as remote: 10.1.0.0/24")
+				p.Missing(si, "remote", "give the remote prefix, such as remote: 10.1.0.0/24")
 			}
 			if sel.Local.IsValid() && sel.Remote.IsValid() && sel.Local.Addr().Is4() != sel.Remote.Addr().Is4() {
-				p.errAt(si, "remote", "%s and local %s are of different IP families", sel.Remote, sel.Local)
+				p.ErrAt(si, "remote", "%s and local %s are of different IP families", sel.Remote, sel.Local)
 			}
 		}
 		m.claimSelectors(p, pr, it, selectors)
@@ -340,18 +340,18 @@ func (m *hostMeta) claimSelectors(p *parser, pr *Peer, it item, seen map[[2]neti
 	}
 	var sels []sel
 	if pr.Mode == ModeTunnel && len(pr.Selectors) > 0 {
-		for j, si := range p.itemsOf(it.path+".selectors", len(pr.Selectors)) {
+		for j, si := range p.ItemsOf(it.Path+".selectors", len(pr.Selectors)) {
 			if s := pr.Selectors[j]; s.Local.IsValid() && s.Remote.IsValid() {
-				sels = append(sels, sel{[2]netip.Prefix{s.Local.Masked(), s.Remote.Masked()}, si.line, si.path})
+				sels = append(sels, sel{[2]netip.Prefix{s.Local.Masked(), s.Remote.Masked()}, si.Line, si.Path})
 			}
 		}
 	} else if pr.Local.IsValid() && pr.Remote.IsValid() {
-		l, path := p.at(it, "remote")
+		l, path := p.At(it, "remote")
 		sels = append(sels, sel{[2]netip.Prefix{netip.PrefixFrom(pr.Local, pr.Local.BitLen()), netip.PrefixFrom(pr.Remote, pr.Remote.BitLen())}, l, path})
 	}
 	for _, s := range sels {
 		if first, dup := seen[s.k]; dup {
-			p.errorf(s.line, s.path, "traffic %s to %s is already protected (line %d); the kernel keeps one policy per selector and direction, so the plan would add it twice: remove one or make them differ", s.k[0], s.k[1], first)
+			p.Errorf(s.line, s.path, "traffic %s to %s is already protected (line %d); the kernel keeps one policy per selector and direction, so the plan would add it twice: remove one or make them differ", s.k[0], s.k[1], first)
 			continue
 		}
 		seen[s.k] = s.line

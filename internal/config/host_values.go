@@ -13,8 +13,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The leaf types of host.yaml's values (see yamlleaf.go for the shared
-// ones): each checks its value and says how to fix it.
+// The leaf types of host.yaml's values (see yamlleaf.go and yamldoc for
+// the shared ones): each checks its value and says how to fix it.
 
 type (
 	max1023   struct{ upTo }
@@ -28,15 +28,15 @@ type (
 	maxU62    struct{ upTo }
 )
 
-func (max1023) max() uint64   { return 1023 }
-func (max1024) max() uint64   { return 1024 }
-func (max4094) max() uint64   { return 4094 }
-func (max4095) max() uint64   { return 4095 }
-func (max4096) max() uint64   { return 4096 }
-func (max8191) max() uint64   { return 8191 }
-func (max16M) max() uint64    { return 1 << 24 }
-func (maxReplay) max() uint64 { return MaxESNReplay }
-func (maxU62) max() uint64    { return 1 << 62 }
+func (max1023) Max() uint64   { return 1023 }
+func (max1024) Max() uint64   { return 1024 }
+func (max4094) Max() uint64   { return 4094 }
+func (max4095) Max() uint64   { return 4095 }
+func (max4096) Max() uint64   { return 4096 }
+func (max8191) Max() uint64   { return 8191 }
+func (max16M) Max() uint64    { return 1 << 24 }
+func (maxReplay) Max() uint64 { return MaxESNReplay }
+func (maxU62) Max() uint64    { return 1 << 62 }
 
 // The host file's enums, each one of its values; the default, where
 // there is one, is marked in messages (oneOf).
@@ -89,8 +89,8 @@ type usableName = str[nameRule]
 
 type nameRule struct{}
 
-func (nameRule) want() string { return "a name such as node-a or vm1" }
-func (nameRule) check(s string) (string, string) {
+func (nameRule) Want() string { return "a name such as node-a or vm1" }
+func (nameRule) Check(s string) (string, string) {
 	if !nameRE.MatchString(s) {
 		return "", show(s) + " is not a usable name; use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit"
 	}
@@ -102,8 +102,8 @@ type peerName = str[peerNameRule]
 
 type peerNameRule struct{}
 
-func (peerNameRule) want() string { return "a peer name such as node-b" }
-func (peerNameRule) check(s string) (string, string) {
+func (peerNameRule) Want() string { return "a peer name such as node-b" }
+func (peerNameRule) Check(s string) (string, string) {
 	if !nameRE.MatchString(s) {
 		return "", show(s) + " cannot name a peer in the key file; use 1 to 63 letters, digits, '.', '_' or '-', starting with a letter or digit"
 	}
@@ -122,10 +122,10 @@ type portName = str[portRule]
 
 type portRule struct{}
 
-func (portRule) want() string {
+func (portRule) Want() string {
 	return "a netdev name such as enp3s0f0np0 or a PCI address such as 0000:03:00.0"
 }
-func (portRule) check(s string) (string, string) {
+func (portRule) Check(s string) (string, string) {
 	if IsPCIAddress(s) {
 		s = strings.ToLower(s)
 		if strings.Count(s, ":") == 1 {
@@ -144,8 +144,8 @@ type mtu = num[mtuRule]
 
 type mtuRule struct{}
 
-func (mtuRule) max() uint64 { return 65535 }
-func (mtuRule) refuse(v uint64) string {
+func (mtuRule) Max() uint64 { return 65535 }
+func (mtuRule) Refuse(v uint64) string {
 	if v < 68 {
 		return fmt.Sprintf("%d is below 68, the smallest MTU IPv4 allows; use 68 to 65535 (1500 and 9000 are usual)", v)
 	}
@@ -157,8 +157,8 @@ type bondMode = str[bondModeRule]
 
 type bondModeRule struct{}
 
-func (bondModeRule) want() string { return BondModeActiveBackup }
-func (bondModeRule) check(s string) (string, string) {
+func (bondModeRule) Want() string { return BondModeActiveBackup }
+func (bondModeRule) Check(s string) (string, string) {
 	if s != BondModeActiveBackup {
 		return "", show(s) + " is not supported; sluice bonds in active-backup mode only: the kernel offloads ESP to a bond (xfrmdev_ops) only in active-backup mode, where one port at a time holds every SA; in 802.3ad/balance modes flows spread over ports whose NICs do not share SA state, so offload is refused (the ConnectX-6 SR-IOV guide). Write mode: active-backup"
 	}
@@ -170,8 +170,8 @@ type miimon = num[miimonRule]
 
 type miimonRule struct{}
 
-func (miimonRule) max() uint64 { return 60000 }
-func (miimonRule) refuse(v uint64) string {
+func (miimonRule) Max() uint64 { return 60000 }
+func (miimonRule) Refuse(v uint64) string {
 	if v == 0 {
 		return "0 turns link monitoring off, and then the bond never fails over; use a period in ms such as 100"
 	}
@@ -209,8 +209,8 @@ type mac = str[macRule]
 
 type macRule struct{}
 
-func (macRule) want() string { return "a MAC address such as 02:00:00:00:00:01" }
-func (macRule) check(s string) (string, string) {
+func (macRule) Want() string { return "a MAC address such as 02:00:00:00:00:01" }
+func (macRule) Check(s string) (string, string) {
 	hw, err := net.ParseMAC(s)
 	switch {
 	case err != nil || len(hw) != 6:
@@ -228,8 +228,8 @@ type vni = num[vniRule]
 
 type vniRule struct{}
 
-func (vniRule) max() uint64 { return 1<<24 - 1 }
-func (vniRule) refuse(v uint64) string {
+func (vniRule) Max() uint64 { return 1<<24 - 1 }
+func (vniRule) Refuse(v uint64) string {
 	if v == 0 {
 		return "VNI 0 is reserved; use 1 to 16777215"
 	}
@@ -241,8 +241,8 @@ type geneveOptions = num[geneveRule]
 
 type geneveRule struct{}
 
-func (geneveRule) max() uint64 { return 252 }
-func (geneveRule) refuse(v uint64) string {
+func (geneveRule) Max() uint64 { return 252 }
+func (geneveRule) Refuse(v uint64) string {
 	if v%4 != 0 {
 		return fmt.Sprintf("%d is not a multiple of 4; Geneve options come in 4-byte words", v)
 	}
@@ -254,8 +254,8 @@ type keyFile = str[keyFileRule]
 
 type keyFileRule struct{}
 
-func (keyFileRule) want() string { return "the path of the key file" }
-func (keyFileRule) check(s string) (string, string) {
+func (keyFileRule) Want() string { return "the path of the key file" }
+func (keyFileRule) Check(s string) (string, string) {
 	if s == "" {
 		return "", "is empty; write the path of the key file (mode 0600), such as /etc/sluice/node-a.keys"
 	}
@@ -267,8 +267,8 @@ type keyBits = num[keyBitsRule]
 
 type keyBitsRule struct{}
 
-func (keyBitsRule) max() uint64 { return 1024 }
-func (keyBitsRule) refuse(v uint64) string {
+func (keyBitsRule) Max() uint64 { return 1024 }
+func (keyBitsRule) Refuse(v uint64) string {
 	if v != 128 && v != 256 {
 		return fmt.Sprintf("%d: rfc4106(gcm(aes)) takes 128- or 256-bit AES keys; write 128 or 256", v)
 	}
@@ -281,8 +281,8 @@ type spi = num[spiRule]
 
 type spiRule struct{}
 
-func (spiRule) max() uint64 { return 1<<32 - 1 }
-func (spiRule) refuse(v uint64) string {
+func (spiRule) Max() uint64 { return 1<<32 - 1 }
+func (spiRule) Refuse(v uint64) string {
 	if v < 256 {
 		return fmt.Sprintf("SPI %d is reserved (0-255, RFC 4303); use a value from 256 (0x100) to 4294967295, such as 0x1001", v)
 	}
@@ -295,8 +295,8 @@ type reqid = num[reqidRule]
 
 type reqidRule struct{}
 
-func (reqidRule) max() uint64 { return 1<<32 - 1 }
-func (reqidRule) refuse(v uint64) string {
+func (reqidRule) Max() uint64 { return 1<<32 - 1 }
+func (reqidRule) Refuse(v uint64) string {
 	if v == 0 {
 		return "0 means no reqid to the kernel: the policy would take any SA between these addresses; give a non-zero reqid, or leave it out (default: the SPI)"
 	}

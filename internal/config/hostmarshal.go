@@ -8,6 +8,8 @@ import (
 	"reflect"
 
 	"go.yaml.in/yaml/v3"
+
+	"sluice/internal/yamldoc"
 )
 
 // MarshalHost writes h as a host file: the keys are hostFile's, the one
@@ -49,11 +51,11 @@ func marshalNode(v reflect.Value, t reflect.Type) (*yaml.Node, error) {
 			seq.Content = append(seq.Content, e)
 		}
 		return seq, nil
-	case t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(unmarshalerType):
+	case t.Kind() == reflect.Struct && !reflect.PointerTo(t).Implements(yamldoc.UnmarshalerType):
 		m := &yaml.Node{Kind: yaml.MappingNode}
 		for i := range t.NumField() {
 			f := t.Field(i)
-			key, ok := keyName(f)
+			key, ok := yamldoc.KeyName(f)
 			fv := v.FieldByName(f.Name)
 			if !ok || !fv.IsValid() || fv.IsZero() {
 				continue

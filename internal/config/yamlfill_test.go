@@ -5,6 +5,8 @@ package config
 import (
 	"reflect"
 	"testing"
+
+	"sluice/internal/yamldoc"
 )
 
 // fill copies by field name and skips a file field the config type lacks
@@ -18,7 +20,7 @@ func TestFileStructsFillEveryKey(t *testing.T) {
 		for src.Kind() == reflect.Pointer || src.Kind() == reflect.Slice {
 			src, dst = src.Elem(), dst.Elem()
 		}
-		if src.Kind() != reflect.Struct || reflect.PointerTo(src).Implements(unmarshalerType) {
+		if src.Kind() != reflect.Struct || reflect.PointerTo(src).Implements(yamldoc.UnmarshalerType) {
 			if !src.ConvertibleTo(dst) {
 				t.Errorf("%s does not convert to %s", src, dst)
 			}
@@ -26,7 +28,7 @@ func TestFileStructsFillEveryKey(t *testing.T) {
 		}
 		for i := range src.NumField() {
 			f := src.Field(i)
-			if _, ok := keyName(f); !ok {
+			if _, ok := yamldoc.KeyName(f); !ok {
 				continue
 			}
 			d, ok := dst.FieldByName(f.Name)

@@ -39,6 +39,8 @@ type fastpathFpConfig struct {
 	FibDstOnly      uint32
 	IfaceGen        uint32
 	SaCheck         uint32
+	PortNext        uint32
+	_               [4]byte
 }
 
 type fastpathFpCounter struct {
@@ -105,7 +107,7 @@ type fastpathFpFlow struct {
 	KeyTag uint32
 	Gen    uint32
 	Epoch  uint32
-	Egress uint32
+	Port   uint32
 	Cslot  uint32
 	MaxLen uint16
 	DirL2  uint8
@@ -154,6 +156,7 @@ type fastpathFpIface struct {
 	Mac            [6]uint8
 	RpFilter       uint8
 	Pad            uint8
+	Port           uint32
 }
 
 type fastpathFpIfaceRef struct {
@@ -324,6 +327,7 @@ const (
 	fastpathMapPolicySlots    = "policy_slots"
 	fastpathMapPolicyTables   = "policy_tables"
 	fastpathMapPolicyTables4  = "policy_tables4"
+	fastpathMapPortOf         = "port_of"
 	fastpathMapReasonCounts   = "reason_counts"
 	fastpathMapSaRefs         = "sa_refs"
 	fastpathMapScratchSpace   = "scratch_space"
@@ -422,6 +426,7 @@ type fastpathMapSpecs struct {
 	PolicySlots   *ebpf.MapSpec `ebpf:"policy_slots"`
 	PolicyTables  *ebpf.MapSpec `ebpf:"policy_tables"`
 	PolicyTables4 *ebpf.MapSpec `ebpf:"policy_tables4"`
+	PortOf        *ebpf.MapSpec `ebpf:"port_of"`
 	ReasonCounts  *ebpf.MapSpec `ebpf:"reason_counts"`
 	SaRefs        *ebpf.MapSpec `ebpf:"sa_refs"`
 	ScratchSpace  *ebpf.MapSpec `ebpf:"scratch_space"`
@@ -494,6 +499,7 @@ type fastpathMaps struct {
 	PolicySlots   *ebpf.Map `ebpf:"policy_slots"`
 	PolicyTables  *ebpf.Map `ebpf:"policy_tables"`
 	PolicyTables4 *ebpf.Map `ebpf:"policy_tables4"`
+	PortOf        *ebpf.Map `ebpf:"port_of"`
 	ReasonCounts  *ebpf.Map `ebpf:"reason_counts"`
 	SaRefs        *ebpf.Map `ebpf:"sa_refs"`
 	ScratchSpace  *ebpf.Map `ebpf:"scratch_space"`
@@ -525,6 +531,7 @@ func (m *fastpathMaps) Close() error {
 		m.PolicySlots,
 		m.PolicyTables,
 		m.PolicyTables4,
+		m.PortOf,
 		m.ReasonCounts,
 		m.SaRefs,
 		m.ScratchSpace,

@@ -141,8 +141,12 @@ func TestFlowCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if slot == nil || slot.Flow.Gen != cfg.Gen || slot.Flow.Egress != uint32(e.wan) {
-			t.Fatalf("after a fill: exact-match slot %+v, want the flow's forward to wan0 (ifindex %d)", slot, e.wan)
+		wanPort, err := e.dp.PortOf(e.wan)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if slot == nil || slot.Flow.Gen != cfg.Gen || wanPort == 0 || slot.Flow.Port != wanPort {
+			t.Fatalf("after a fill: exact-match slot %+v, want the flow's forward to wan0 (ifindex %d, redirect port %d)", slot, e.wan, wanPort)
 		}
 		// Without its flow_cache4 entry, only the slot can answer.
 		k := make([]byte, e.dp.objs.FlowCache4.KeySize())

@@ -76,9 +76,9 @@ func deviceFacts(ifindex int) (mac net.HardwareAddr, rpFilter uint8) {
 	return ifc.HardwareAddr, max(rpFilter, rp(ifc.Name))
 }
 
-// SetIfaces replaces the interface, VLAN and redirect tables. Devmap
-// values are ifindexes resolved in the caller's network namespace: call it
-// from the namespace that owns the devices.
+// SetIfaces replaces the interface, VLAN and redirect tables (the redirect
+// ports: ports.go). Devmap values are ifindexes resolved in the caller's
+// network namespace: call it from the namespace that owns the devices.
 func (dp *Datapath) SetIfaces(ifs []Iface) error {
 	dp.ifMu.Lock()
 	defer dp.ifMu.Unlock()
@@ -112,9 +112,20 @@ func (dp *Datapath) SetIfaces(ifs []Iface) error {
 			ports[uint32(i.HairpinIfindex)] = true
 		}
 	}
+	// The ports first: every entry below holds its device's number.
+	portOf, err := dp.setPorts(ports)
+	if err != nil {
+		return err
+	}
 	inbound := false
-	for _, v := range want {
+	for k, v := range want {
 		inbound = inbound || v.InboundForward != 0
+		if v.ParentIfindex != 0 {
+			v.Port = portOf[v.ParentIfindex]
+		} else {
+			v.Port = portOf[k]
+		}
+		want[k] = v
 	}
 	if inbound { // fwd_dsts first: it must cover what the interfaces allow
 		if err := dp.setDstFlags(func(in, _ *bool) { *in = true }); err != nil {
@@ -131,15 +142,7 @@ func (dp *Datapath) SetIfaces(ifs []Iface) error {
 			return fmt.Errorf("fastpath: vlan %d on %d: %w", k.Vid, k.Ifindex, err)
 		}
 	}
-	for k := range ports {
-		if err := dp.objs.TxPorts.Put(k, k); err != nil {
-			return fmt.Errorf("fastpath: redirect port %d: %w", k, err)
-		}
-	}
 	if err := prune(dp.objs.Ifaces, func(k uint32) bool { _, ok := want[k]; return ok }); err != nil {
-		return err
-	}
-	if err := prune(dp.objs.TxPorts, func(k uint32) bool { return ports[k] }); err != nil {
 		return err
 	}
 	var vk fastpathFpVlanKey

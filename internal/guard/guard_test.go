@@ -119,9 +119,17 @@ func TestImportRules(t *testing.T) {
 		}
 		if p.ImportPath == "sluice/internal/config" {
 			for _, imp := range p.Imports {
-				// fileread is a leaf (it imports nothing of sluice): the one bounded reader.
-				if strings.HasPrefix(imp, "sluice/") && imp != "sluice/internal/fileread" {
+				// fileread and yamldoc are leaves (they import nothing of
+				// sluice): the one bounded reader and the one YAML dialect.
+				if strings.HasPrefix(imp, "sluice/") && imp != "sluice/internal/fileread" && imp != "sluice/internal/yamldoc" {
 					t.Errorf("internal/config imports %s: configuration must not depend on the parts it configures", imp)
+				}
+			}
+		}
+		if p.ImportPath == "sluice/internal/yamldoc" {
+			for _, imp := range p.Imports {
+				if strings.HasPrefix(imp, "sluice/") {
+					t.Errorf("internal/yamldoc imports %s: the YAML dialect is a leaf that config, tune and bench share", imp)
 				}
 			}
 		}

@@ -13,8 +13,8 @@ import (
 // its upstream when a queue fills; it drops and the loss shows in the
 // benchmark instead of as hidden back-pressure.
 type FlowControl struct {
-	RX *bool `yaml:"rx"`
-	TX *bool `yaml:"tx"`
+	RX *bool
+	TX *bool
 }
 
 // flowControlItem compares `ethtool -a` with the profile; a driver

@@ -8,70 +8,73 @@
 package tune
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"slices"
 	"strconv"
 	"strings"
 
-	"go.yaml.in/yaml/v3"
-
 	"sluice/internal/config"
 	"sluice/internal/diag"
 	"sluice/internal/fileread"
+	"sluice/internal/yamldoc"
 )
 
-// Profile is a parsed tune.yaml.
+// Profile is a parsed tune.yaml (its keys are declared once, on
+// tuneFile in profile_file.go).
 type Profile struct {
-	Sysctls map[string]string `yaml:"sysctls"`
+	Sysctls map[string]string
 	// THP is the transparent hugepage mode: always, madvise or never
 	// (written to both enabled and defrag, as the ConnectX-7 benchmark does).
-	THP string `yaml:"thp"`
+	THP string
 	// Cmdline are kernel parameters that must be on the command line with
 	// these values (checked only).
-	Cmdline    map[string]string     `yaml:"cmdline"`
-	Interfaces map[string]*Interface `yaml:"interfaces"`
+	Cmdline    map[string]string
+	Interfaces map[string]*Interface
 	// DaemonCPUs are the housekeeping CPUs the gateway daemon runs on
 	// (the ConnectX-7 benchmark's layout: 0-1 kernel, 2-3 daemon, the rest RX queues);
 	// gateway.yaml's daemon-cpu pins it there.
-	DaemonCPUs string `yaml:"daemon-cpus"`
+	DaemonCPUs string
 	daemon     []int
-	lines      map[string]int
-	path       string
+	// lines holds the line of every key by its path (interfaces.p0.cpus),
+	// for the checks that combine keys.
+	lines map[string]int
+	path  string
 }
 
 // Interface is one port's tuning.
 type Interface struct {
 	// RxQueues is the number of combined channels (ethtool -L combined).
-	RxQueues int `yaml:"rx-queues"`
+	RxQueues int
 	// CPUs are the CPUs for the RX queue IRQs, queue i on the i-th CPU.
-	CPUs         string          `yaml:"cpus"`
-	Rings        *Rings          `yaml:"rings"`
-	Coalesce     *Coalesce       `yaml:"coalesce"`
-	Features     map[string]bool `yaml:"features"`
-	PrivateFlags map[string]bool `yaml:"private-flags"`
+	CPUs         string
+	Rings        *Rings
+	Coalesce     *Coalesce
+	Features     map[string]bool
+	PrivateFlags map[string]bool
 	// RSSEqual spreads RSS over the first N queues (ethtool -X equal N).
-	RSSEqual int `yaml:"rss-equal"`
+	RSSEqual int
 	// PCIeMaxReadReq in bytes (128..4096), set with setpci.
-	PCIeMaxReadReq int `yaml:"pcie-max-read-req"`
+	PCIeMaxReadReq int
 	// FlowControl is `ethtool -A` (rx/tx pause frames).
-	FlowControl *FlowControl `yaml:"flow-control"`
+	FlowControl *FlowControl
 	cpus        []int
 }
 
+// Rings are `ethtool -G` ring sizes; 0 leaves one as it is.
 type Rings struct {
-	RX uint32 `yaml:"rx"`
-	TX uint32 `yaml:"tx"`
+	RX uint32
+	TX uint32
 }
 
+// Coalesce is `ethtool -C`; nil leaves a setting as it is.
 type Coalesce struct {
-	AdaptiveRX *bool   `yaml:"adaptive-rx"`
-	AdaptiveTX *bool   `yaml:"adaptive-tx"`
-	RXUsecs    *uint32 `yaml:"rx-usecs"`
-	RXFrames   *uint32 `yaml:"rx-frames"`
-	TXUsecs    *uint32 `yaml:"tx-usecs"`
-	TXFrames   *uint32 `yaml:"tx-frames"`
+	AdaptiveRX *bool
+	AdaptiveTX *bool
+	RXUsecs    *uint32
+	RXFrames   *uint32
+	TXUsecs    *uint32
+	TXFrames   *uint32
 }
 
 // featureAliases maps `ethtool -K` short names to the feature names the
@@ -108,64 +111,38 @@ func Load(path string) (*Profile, error) {
 	return Parse(path, b)
 }
 
-// Parse parses a profile's text (path is for messages).
+// Parse parses a profile's text (path is for messages). Every problem of
+// a single key is reported (yamldoc: file:line: field: what is wrong; the
+// fix); then the first problem of the checks that combine keys.
 func Parse(path string, b []byte) (*Profile, error) {
-	var root yaml.Node
-	if err := yaml.Unmarshal(b, &root); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+	d := yamldoc.New(path, len(b))
+	var f tuneFile
+	p := &Profile{path: path}
+	d.Read(b, "a profile needs at least one of sysctls:, thp:, cmdline: or interfaces: (see docs/tune.md)", "sysctls: and interfaces:", &f, p)
+	if err := d.Result(); err != nil {
+		return nil, err
 	}
-	p := &Profile{path: path, lines: map[string]int{}}
-	index(&root, "", p.lines)
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(p); err != nil {
-		return nil, fmt.Errorf("%s: %w (known keys: sysctls, thp, cmdline, daemon-cpus, interfaces.NAME.{rx-queues, cpus, rings, coalesce, features, private-flags, flow-control, rss-equal, pcie-max-read-req})", path, err)
-	}
+	p.lines = d.Lines
 	return p, p.validate()
 }
 
-// index records the line of every mapping key by its dotted path.
-func index(n *yaml.Node, prefix string, lines map[string]int) {
-	switch n.Kind {
-	case yaml.DocumentNode:
-		for _, c := range n.Content {
-			index(c, prefix, lines)
-		}
-	case yaml.MappingNode:
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k := n.Content[i].Value
-			if prefix != "" {
-				k = prefix + "." + k
-			}
-			lines[k] = n.Content[i].Line
-			index(n.Content[i+1], k, lines)
-		}
-	}
-}
-
+// errf is a problem found by the checks that combine keys, at field's
+// line.
 func (p *Profile) errf(field, format string, a ...any) error {
-	return fmt.Errorf("%s:%d: %s: %s", p.path, p.lines[field], field, fmt.Sprintf(format, a...))
+	return &yamldoc.FieldError{File: p.path, Line: p.lines[field], Path: field, Msg: fmt.Sprintf(format, a...)}
 }
 
 func (p *Profile) validate() error {
-	switch p.THP {
-	case "", "always", "madvise", "never":
-	default:
-		return p.errf("thp", "%q: want always, madvise or never", p.THP)
-	}
 	for k := range p.Sysctls {
 		if strings.ContainsAny(k, "/ ") || strings.Contains(k, "..") || k == "" {
-			return p.errf("sysctls."+k, "not a sysctl name (dotted, like net.core.busy_poll)")
+			return p.errf(yamldoc.KeyPath("sysctls", k), "not a sysctl name (dotted, like net.core.busy_poll)")
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(p.Interfaces)) {
 		ifc := p.Interfaces[name]
-		f := "interfaces." + name
+		f := yamldoc.KeyPath("interfaces", name)
 		if problem := config.InterfaceNameProblem(name); problem != "" {
 			return p.errf(f, "%s", problem)
-		}
-		if ifc == nil {
-			return p.errf(f, "empty: give at least one setting")
 		}
 		if ifc.CPUs != "" {
 			set, err := diag.ParseCPUList(ifc.CPUs)
@@ -180,14 +157,8 @@ func (p *Profile) validate() error {
 				return p.errf(f+".cpus", "%s has %d CPUs for %d rx-queues: give one CPU per queue", ifc.CPUs, len(ifc.cpus), ifc.RxQueues)
 			}
 		}
-		if ifc.RxQueues < 0 || ifc.RSSEqual < 0 {
-			return p.errf(f, "rx-queues and rss-equal must be positive")
-		}
 		if ifc.RSSEqual > 0 && ifc.RxQueues > 0 && ifc.RSSEqual > ifc.RxQueues {
 			return p.errf(f+".rss-equal", "%d is more than rx-queues %d", ifc.RSSEqual, ifc.RxQueues)
-		}
-		if _, ok := mrrsValues[ifc.PCIeMaxReadReq]; ifc.PCIeMaxReadReq != 0 && !ok {
-			return p.errf(f+".pcie-max-read-req", "%d: want 128, 256, 512, 1024, 2048 or 4096", ifc.PCIeMaxReadReq)
 		}
 	}
 	return p.validateLayout()

@@ -9,6 +9,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"sluice/internal/config"
 	"sluice/internal/diag"
 	"sluice/internal/testutil"
 )
@@ -98,7 +99,7 @@ func TestTuneProfileErrors(t *testing.T) {
 		{"thp: sometimes\n", "t.yaml:1: thp: \"sometimes\": want always, madvise or never"},
 		{"interfaces:\n  p0:\n    rx-queues: 10\n    cpus: 4-12\n", "t.yaml:4: interfaces.p0.cpus: 4-12 has 9 CPUs for 10 rx-queues"},
 		{"interfaces:\n  p0:\n    pcie-max-read-req: 3000\n", "t.yaml:3: interfaces.p0.pcie-max-read-req: 3000: want 128"},
-		{"interfaces:\n  p0:\n    ringz: {rx: 1}\n", "field ringz not found"},
+		{"interfaces:\n  p0:\n    ringz: {rx: 1}\n", "t.yaml:3: interfaces.p0.ringz: unknown key; the keys here are rx-queues, cpus, rss-equal, rings"},
 		{"sysctls:\n  net/core/busy_poll: 50\n", "t.yaml:2: sysctls.net/core/busy_poll: not a sysctl name"},
 		// A typo must not build a set of 400 million CPUs (it ran for minutes).
 		{"interfaces:\n  p0:\n    cpus: 0-400000000\n", "t.yaml:3: interfaces.p0.cpus: cpu list \"0-400000000\": CPU 400000000 is past the largest CPU number Linux supports (8191)"},
@@ -107,6 +108,37 @@ func TestTuneProfileErrors(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: err = %v, want %q", tc.yaml, err, tc.want)
 		}
+	}
+}
+
+// tune.yaml reads as gateway.yaml and host.yaml do (yamldoc): every
+// problem at once, each as file:line: field: what is wrong; the fix, with
+// the same words config uses for the same mistake.
+func TestTuneProfileErrorsReadLikeConfig(t *testing.T) {
+	_, err := Parse("t.yaml", []byte(`interfaces:
+  p0:
+    rx-queues: -1
+    features: {gro: on}
+    rings: {rx: 1, rx: 2}
+    rx_queues: 4
+  p1:
+cmdline: [isolcpus]
+`))
+	want := []string{
+		`t.yaml:3: interfaces.p0.rx-queues: -1 is negative; use a number from 0 to 4294967295`,
+		`t.yaml:4: interfaces.p0.features.gro: want true or false, got the string "on"`,
+		`t.yaml:5: interfaces.p0.rings.rx: set twice (first on line 5); keep one`,
+		`t.yaml:6: interfaces.p0.rx_queues: unknown key; did you mean rx-queues?`,
+		`t.yaml:7: interfaces.p1: has no value; give it one (such as p0: {rx-queues: 8, cpus: 4-11}), or remove the key`,
+		`t.yaml:8: cmdline: want keys under cmdline (such as isolcpus: 4-23), got a list`,
+	}
+	if err == nil || err.Error() != strings.Join(want, "\n") {
+		t.Fatalf("errors:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+	// The same mistake in gateway.yaml: the same words after the field.
+	_, gerr := config.ParseGateway([]byte("lock-memory: on\ninterfaces: [{name: p0}]\n"), "g.yaml")
+	if gerr == nil || !strings.Contains(gerr.Error(), `g.yaml:1: lock-memory: want true or false, got the string "on"`) {
+		t.Fatalf("gateway.yaml's wording changed (%v): keep this test's in step", gerr)
 	}
 }
 

@@ -6,9 +6,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -75,6 +77,11 @@ type benchRun struct {
 		RatePPS float64 `json:"rate_pps"`
 		Trials  int     `json:"trials"`
 	} `json:"search"`
+	Ceiling *struct {
+		Limit string `json:"limit"`
+		Step  int    `json:"step"`
+		Text  string `json:"text"`
+	} `json:"ceiling"`
 }
 
 type benchReport struct {
@@ -486,6 +493,88 @@ func TestCompareRounds(t *testing.T) {
 	validateReport(t, dir)
 	if !strings.Contains(out, "medians of 2 rounds") || strings.Count(out, "\n  xdp-redirect ") != 1 {
 		t.Errorf("the summary should have one line per forwarder and say it gives medians of 2 rounds:\n%s", out)
+	}
+}
+
+// TestCompareRampSaysWhatSetTheNumber: with --rate-max auto the load rises
+// by --rate-factor until a step loses more than the threshold (then
+// --refine trials bisect) or the generator falls short of its target and
+// stops gaining, twice in a row; every run
+// says what set its number, consistently with its steps, in report.json
+// and in the summary. Which limit a run meets depends on the machine, so
+// the test checks the rules, not the numbers.
+func TestCompareRampSaysWhatSetTheNumber(t *testing.T) {
+	labNeedsRoot(t)
+	bin := sluiceBin(t)
+	dir := filepath.Join(t.TempDir(), "report")
+	out := run(t, bin, "bench", "compare", "--topology", "forwarder", "--forwarders", "kernel,xdp-redirect",
+		"--profile", "fixed-64", "--rate-max", "auto", "--rate-start", "200kpps", "--rate-factor", "10", "--steps", "3",
+		"--refine", "1", "--step-seconds", "0.3", "--out", dir)
+	var r benchReport
+	if err := json.Unmarshal(mustRead(t, filepath.Join(dir, "report.json")), &r); err != nil {
+		t.Fatal(err)
+	}
+	validateReport(t, dir)
+	if len(r.Runs) != 2 {
+		t.Fatalf("%d runs, want kernel and xdp-redirect:\n%s", len(r.Runs), out)
+	}
+	if !strings.Contains(out, "what set each run's max-clean rate:") {
+		t.Errorf("the summary does not say what set each number:\n%s", out)
+	}
+	for _, run := range r.Runs {
+		c := run.Ceiling
+		if c == nil || c.Text == "" {
+			t.Fatalf("%s: no ceiling in report.json", run.Label)
+		}
+		if !regexp.MustCompile(`(?m)^  ` + regexp.QuoteMeta(run.Label) + `: +` + regexp.QuoteMeta(c.Text) + `$`).MatchString(out) {
+			t.Errorf("%s: the summary lacks %q:\n%s", run.Label, c.Text, out)
+		}
+		// The climb ends at a step that lost, or at the second step in a
+		// row where the generator fell short and sent at most 5% more
+		// than ever before.
+		end, short, best, stalled := -1, false, 0.0, 0
+		for i, s := range run.Steps {
+			short = short || s.GenLimited
+			if want := 200e3 * math.Pow(10, float64(i)); math.Abs(s.TargetPPS-want) > 1 {
+				t.Errorf("%s step %d: target %.0f, want %.0f (times 10 per step)", run.Label, s.Index, s.TargetPPS, want)
+			}
+			if s.TxPackets == 0 || s.LossPct > 0 {
+				end = i
+				break
+			}
+			if s.GenLimited && i > 0 && s.TxPPS <= 1.05*best {
+				if stalled++; stalled == 2 {
+					end = i
+					break
+				}
+			} else {
+				stalled = 0
+			}
+			best = max(best, s.TxPPS)
+		}
+		switch {
+		case end < 0 && len(run.Steps) != 3:
+			t.Errorf("%s: the climb did not end, yet %d steps: want the 3 rising steps", run.Label, len(run.Steps))
+		case end < 0 && !short && c.Limit != "none":
+			t.Errorf("%s: every step passed, yet limit %q: want none", run.Label, c.Limit)
+		case end >= 0 && run.Steps[end].LossPct > 0 && len(run.Steps) != end+2:
+			t.Errorf("%s: %d steps after the loss at step %d, want the one refining trial", run.Label, len(run.Steps)-end-1, end+1)
+		case end >= 0 && run.Steps[end].LossPct == 0 && len(run.Steps) != end+1:
+			t.Errorf("%s: %d steps after the generator stopped gaining at step %d, want none", run.Label, len(run.Steps)-end-1, end+1)
+		}
+		if c.Step > 0 {
+			s := run.Steps[c.Step-1]
+			switch c.Limit {
+			case "forwarder":
+				if s.LossPct == 0 {
+					t.Errorf("%s: forwarder limit at step %d, which lost nothing: %+v", run.Label, c.Step, s)
+				}
+			case "generator":
+				if !s.GenLimited || s.LossPct > 0 {
+					t.Errorf("%s: generator limit at step %d, which is not a clean step short of its target: %+v", run.Label, c.Step, s)
+				}
+			}
+		}
 	}
 }
 

@@ -193,4 +193,9 @@ func TestEnumsMatchCRDs(t *testing.T) {
 			t.Errorf("overlay %s: the CRD's enum is %q, the Go constants %q", tc.path, got, tc.want)
 		}
 	}
+	host := schemaOf(t, "fleet.sluice.dev_hosts.yaml")
+	want := []string{v1alpha1.RolloutDone, v1alpha1.RolloutWaiting, v1alpha1.RolloutProgressing, v1alpha1.RolloutFailed}
+	if got := enumOf(at(t, host, "status.rollout.state")); !slices.Equal(got, want) {
+		t.Errorf("host status.rollout.state: the CRD's enum is %q, the Go constants %q", got, want)
+	}
 }

@@ -81,6 +81,23 @@ type OverlaySpec struct {
 	// many seconds (each pair gets a fixed slot), so N hosts do not
 	// negotiate N(N-1)/2 pairs at once.
 	InitiationWindowSeconds int `json:"initiationWindowSeconds,omitempty"`
+	// Rollout stages an edit of the settings that renegotiate every SA of
+	// a host (offload, keying.rekeyTime, keying.lifeTime): the members
+	// take it in batches, in the order of their names.
+	Rollout Rollout `json:"rollout,omitempty"`
+}
+
+// Rollout is how a renegotiating edit reaches the members: a batch of
+// hosts applies it, and the next batch waits until every host before it
+// reports the new settings with its tunnels back up. A host that fails
+// stops the rollout behind it.
+type Rollout struct {
+	// MaxUnavailable is how many hosts renegotiate at once (default 1).
+	MaxUnavailable int `json:"maxUnavailable,omitempty"`
+	// ProgressDeadlineSeconds is how long a host's tunnels may stay down
+	// after it applied the new settings before it fails the rollout
+	// (default 600).
+	ProgressDeadlineSeconds int `json:"progressDeadlineSeconds,omitempty"`
 }
 
 // Segment is one overlay network.
@@ -158,6 +175,37 @@ type HostStatus struct {
 	// Agent is the claim of the agent acting for this Host: two agents
 	// with one Host name are detected by it (internal/agent/claim.go).
 	Agent *AgentClaim `json:"agent,omitempty"`
+	// Rollout is where this host is in its overlay's staged rollout; the
+	// other members read it to know when their turn comes.
+	Rollout *HostRollout `json:"rollout,omitempty"`
+	// Offload is the offload truth of the host's SAs, counted.
+	Offload *OffloadSummary `json:"offload,omitempty"`
+}
+
+// Rollout states of a host (HostRollout.State).
+const (
+	// RolloutDone: the host holds the overlay's settings and every
+	// tunnel that was up before it renegotiated is up again.
+	RolloutDone = "Done"
+	// RolloutWaiting: the host holds older settings; its turn has not
+	// come (a host before it has not finished, or failed).
+	RolloutWaiting = "Waiting"
+	// RolloutProgressing: applied, waiting for its tunnels to come back.
+	RolloutProgressing = "Progressing"
+	// RolloutFailed: the apply failed, or the tunnels did not come back
+	// within the deadline; the hosts after it wait.
+	RolloutFailed = "Failed"
+)
+
+// HostRollout is one host's part of a staged rollout.
+type HostRollout struct {
+	// Overlay is the overlay's name (in the Host's namespace).
+	Overlay string `json:"overlay"`
+	// Settings are the renegotiating settings the host holds
+	// ("offload=prefer-packet rekeyTime=1h0m0s lifeTime=default").
+	Settings string `json:"settings"`
+	State    string `json:"state"`
+	Message  string `json:"message,omitempty"`
 }
 
 // AgentClaim names the agent instance acting for a Host ("machine-id:
@@ -196,9 +244,38 @@ type SA struct {
 	Asked  string `json:"asked"`
 	Mode   string `json:"mode"` // packet, crypto, none: from the kernel
 	Device string `json:"device,omitempty"`
-	// HardwareInStep is false when the SA counts packets the device's
-	// offload counters do not (fallback alarm).
-	HardwareInStep *bool    `json:"hardwareInStep,omitempty"`
-	Fallback       bool     `json:"fallback,omitempty"`
-	WhyNot         []string `json:"whyNot,omitempty"`
+	// Counting says whether the SA's own packet counter moved since the
+	// agent's previous look (absent: first look).
+	Counting *bool `json:"counting,omitempty"`
+	// Evidence says who counts the SA's packets: device (packet offload:
+	// the driver reports them), kernel (crypto offload: the kernel counts,
+	// the driver has no per-SA counter), software (no offload).
+	Evidence string   `json:"evidence,omitempty"`
+	Fallback bool     `json:"fallback,omitempty"`
+	WhyNot   []string `json:"whyNot,omitempty"`
+}
+
+// OffloadSummary is a host's offload truth in a few numbers: its SAs by
+// the offload the kernel holds (the xfrm state's offload attribute), by
+// whether their own counters moved since the previous look, and the SAs
+// that do not hold the offload asked, with the reason.
+type OffloadSummary struct {
+	Packet   int `json:"packet"`
+	Crypto   int `json:"crypto"`
+	None     int `json:"none"`
+	Counting int `json:"counting"`
+	Idle     int `json:"idle"`
+	// NotAsAsked lists at most 32 SAs.
+	NotAsAsked []SAOffload `json:"notAsAsked,omitempty"`
+}
+
+// SAOffload is one SA that does not hold the offload asked.
+type SAOffload struct {
+	Peer   string `json:"peer"`
+	Dir    string `json:"dir"`
+	SPI    string `json:"spi"`
+	Asked  string `json:"asked"`
+	Mode   string `json:"mode"`
+	Device string `json:"device,omitempty"`
+	Reason string `json:"reason,omitempty"`
 }

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package config
+package yamldoc
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// The YAML walker shared by the config files: strict (unknown keys,
+// The YAML walker shared by sluice's files: strict (unknown keys,
 // duplicate keys and wrong types are errors), line-aware, alias- and
 // merge-key-aware, and never panicking.
 
@@ -33,25 +33,27 @@ const (
 	maxExpansion     = 1 << 22
 )
 
-// maxErrors bounds the distinct errors reported for one file.
-const maxErrors = 500
+// MaxErrors bounds the distinct errors reported for one file.
+const MaxErrors = 500
 
 // maxMergeDepth bounds nested merge keys (a mapping merging a mapping that
 // merges another ...).
 const maxMergeDepth = 32
 
-// parser collects errors and what was present while walking one document.
-type parser struct {
-	file string
-	errs []*FieldError
-	// lines holds the line of every key present (by path), null or not.
-	lines map[string]int
-	// given holds the paths of keys present with a non-null value; defaults
+// Parser collects errors and what was present while walking one document.
+type Parser struct {
+	// File names the file in messages.
+	File string
+	// Errs are the problems recorded so far.
+	Errs []*FieldError
+	// Lines holds the line of every key present (by path), null or not.
+	Lines map[string]int
+	// Given holds the paths of keys present with a non-null value; defaults
 	// fill only what is not given.
-	given map[string]bool
-	// bad holds paths that already have an error, so checks that combine
+	Given map[string]bool
+	// Bad holds paths that already have an error, so checks that combine
 	// fields stay quiet about a field that is wrong on its own.
-	bad map[string]bool
+	Bad map[string]bool
 	// budget counts down keys and items visited; see maxExpansion.
 	budget, initBudget int
 	// overBudg is the error for a document over budget; it replaces all
@@ -60,100 +62,102 @@ type parser struct {
 	// seen holds the errors recorded, to drop repeats (a merged mapping
 	// is reported once per entry that merges it).
 	seen map[string]bool
-	// truncated is set when more than maxErrors were found.
+	// truncated is set when more than MaxErrors were found.
 	truncated bool
-	// leaves are where the values of the plain tree (yamlschema.go) came
+	// leaves are where the values of the plain tree (schema.go) came
 	// from, by index.
-	leaves []item
-	// items holds the list entries kept for decoding, by the list's path;
-	// counts, how many entries the list has as written.
-	items  map[string][]item
-	counts map[string]int
+	leaves []Item
+	// Items holds the list entries kept for decoding, by the list's path;
+	// Counts, how many entries the list has as written.
+	Items  map[string][]Item
+	Counts map[string]int
 }
 
-func newParser(file string, size int) *parser {
+// New is a parser for one file, named file in messages, of size bytes
+// (which sets the alias budget).
+func New(file string, size int) *Parser {
 	if file == "" {
 		file = "<input>"
 	}
 	budget := min(max(size*expansionPerByte, minExpansion), maxExpansion)
-	return &parser{
-		file:   file,
-		lines:  map[string]int{},
-		given:  map[string]bool{},
-		bad:    map[string]bool{},
+	return &Parser{
+		File:   file,
+		Lines:  map[string]int{},
+		Given:  map[string]bool{},
+		Bad:    map[string]bool{},
 		seen:   map[string]bool{},
-		items:  map[string][]item{},
-		counts: map[string]int{},
+		Items:  map[string][]Item{},
+		Counts: map[string]int{},
 		budget: budget, initBudget: budget,
 	}
 }
 
-func (p *parser) errorf(line int, path, format string, args ...any) {
-	if len(p.errs) == maxErrors {
+func (p *Parser) Errorf(line int, path, format string, args ...any) {
+	if len(p.Errs) == MaxErrors {
 		// Past this, checks that combine fields can only add noise, and
 		// remembering more paths would only grow memory.
 		p.truncated = true
 		return
 	}
-	p.bad[path] = true
-	e := &FieldError{File: p.file, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)}
+	p.Bad[path] = true
+	e := &FieldError{File: p.File, Line: line, Path: path, Msg: fmt.Sprintf(format, args...)}
 	if s := e.Error(); !p.seen[s] {
 		p.seen[s] = true
-		p.errs = append(p.errs, e)
+		p.Errs = append(p.Errs, e)
 	}
 }
 
-// at is where key of entry it is: the key's line (the entry's when the
+// At is where key of entry it is: the key's line (the entry's when the
 // key is absent) and path.
-func (p *parser) at(it item, key string) (int, string) {
-	path := joinPath(it.path, key)
-	if l, ok := p.lines[path]; ok {
+func (p *Parser) At(it Item, key string) (int, string) {
+	path := joinPath(it.Path, key)
+	if l, ok := p.Lines[path]; ok {
 		return l, path
 	}
-	return it.line, path
+	return it.Line, path
 }
 
-// errAt records an error at key of entry it.
-func (p *parser) errAt(it item, key, format string, args ...any) {
-	l, path := p.at(it, key)
-	p.errorf(l, path, format, args...)
+// ErrAt records an error at key of entry it.
+func (p *Parser) ErrAt(it Item, key, format string, args ...any) {
+	l, path := p.At(it, key)
+	p.Errorf(l, path, format, args...)
 }
 
-// missing records that required key of entry it is absent, unless its
+// Missing records that required key of entry it is absent, unless its
 // value was wrong (already reported).
-func (p *parser) missing(it item, key, format string, args ...any) {
-	if !p.bad[joinPath(it.path, key)] {
-		p.errAt(it, key, "missing; "+format, args...)
+func (p *Parser) Missing(it Item, key, format string, args ...any) {
+	if !p.Bad[joinPath(it.Path, key)] {
+		p.ErrAt(it, key, "missing; "+format, args...)
 	}
 }
 
-// result is the collected errors as a *ValidationErrors, or nil.
-func (p *parser) result() error {
+// Result is the collected errors as a *ValidationErrors, or nil.
+func (p *Parser) Result() error {
 	if p.overBudg != nil {
 		// Whatever else was found comes from a walk cut short.
 		return &ValidationErrors{Errors: []*FieldError{p.overBudg}}
 	}
-	v := newValidationErrors(p.errs)
+	v := newValidationErrors(p.Errs)
 	if v == nil {
 		return nil
 	}
 	if p.truncated {
 		last := v.Errors[len(v.Errors)-1]
-		v.Errors = append(v.Errors, &FieldError{File: p.file, Line: last.Line,
-			Msg: fmt.Sprintf("stopped after %d problems; fix these and run again", maxErrors)})
+		v.Errors = append(v.Errors, &FieldError{File: p.File, Line: last.Line,
+			Msg: fmt.Sprintf("stopped after %d problems; fix these and run again", MaxErrors)})
 	}
 	return v
 }
 
 // spend takes one unit of the expansion budget and reports whether the
 // walk may go on.
-func (p *parser) spend(line int) bool {
+func (p *Parser) spend(line int) bool {
 	if p.budget > 0 {
 		p.budget--
 		return true
 	}
 	if p.overBudg == nil {
-		p.overBudg = &FieldError{File: p.file, Line: line,
+		p.overBudg = &FieldError{File: p.File, Line: line,
 			Msg: fmt.Sprintf("the document expands through aliases and merge keys to more keys and list items than sluice walks (%d for a file this size); use fewer aliases", p.initBudget)}
 	}
 	return false
@@ -161,15 +165,15 @@ func (p *parser) spend(line int) bool {
 
 var yamlLineRE = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
 
-// document parses data and returns the root mapping, or nil after
+// Document parses data and returns the root mapping, or nil after
 // recording why there is none; needs says what the file needs at least
 // (for an empty file) and keys names some of its keys.
-func (p *parser) document(data []byte, needs, keys string) (root *yaml.Node) {
+func (p *Parser) Document(data []byte, needs, keys string) (root *yaml.Node) {
 	// yaml.v3 is third-party code: whatever it does on hostile input, the
 	// caller gets an error, not a panic.
 	defer func() {
 		if r := recover(); r != nil {
-			p.errorf(0, "", "the YAML parser failed on this input (%v); check the file's syntax", r)
+			p.Errorf(0, "", "the YAML parser failed on this input (%v); check the file's syntax", r)
 			root = nil
 		}
 	}()
@@ -177,7 +181,7 @@ func (p *parser) document(data []byte, needs, keys string) (root *yaml.Node) {
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {
 		if errors.Is(err, io.EOF) {
-			p.errorf(1, "", "the file is empty; %s", needs)
+			p.Errorf(1, "", "the file is empty; %s", needs)
 		} else {
 			p.yamlError(err, data)
 		}
@@ -194,17 +198,17 @@ func (p *parser) document(data []byte, needs, keys string) (root *yaml.Node) {
 			return nil
 		}
 		if n := docContent(&extra); n != nil && !isNull(n) {
-			p.errorf(extra.Line, "", "a second YAML document starts here; the file holds one document: remove the '---' line and what follows, or merge it into the first")
+			p.Errorf(extra.Line, "", "a second YAML document starts here; the file holds one document: remove the '---' line and what follows, or merge it into the first")
 			break
 		}
 	}
 	n := docContent(&doc)
 	if n == nil || isNull(n) {
-		p.errorf(1, "", "the file is empty; %s", needs)
+		p.Errorf(1, "", "the file is empty; %s", needs)
 		return nil
 	}
 	if n.Kind != yaml.MappingNode {
-		p.errorf(n.Line, "", "the top level must be a mapping of keys such as %s, not %s", keys, kindName(n))
+		p.Errorf(n.Line, "", "the top level must be a mapping of keys such as %s, not %s", keys, KindName(n))
 		return nil
 	}
 	return n
@@ -227,7 +231,7 @@ var yamlAnchorRE = regexp.MustCompile(`^unknown anchor '(.*)' referenced$`)
 // yamlError records a syntax error from yaml.v3 with the best line it can
 // find: yaml.v3 omits the line when it is the first, and gives none for
 // bad characters or unknown anchors.
-func (p *parser) yamlError(err error, data []byte) {
+func (p *Parser) yamlError(err error, data []byte) {
 	msg := oneLine(strings.TrimPrefix(err.Error(), "yaml: "))
 	if m := yamlLineRE.FindStringSubmatch(err.Error()); m != nil {
 		line, _ := strconv.Atoi(m[1])
@@ -235,7 +239,7 @@ func (p *parser) yamlError(err error, data []byte) {
 		if l := colonEndLine(data, line); l > 0 {
 			line, hint = l, `; an IPv6 address ending in :: must be quoted ("2001:db8::")`
 		}
-		p.errorf(line, "", "invalid YAML here or just after: %s%s", oneLine(m[2]), hint)
+		p.Errorf(line, "", "invalid YAML here or just after: %s%s", oneLine(m[2]), hint)
 		return
 	}
 	line := 1
@@ -243,13 +247,13 @@ func (p *parser) yamlError(err error, data []byte) {
 		if i := bytes.Index(data, []byte("*"+m[1])); i >= 0 {
 			line = len(splitLines(data[:i]))
 		}
-		p.errorf(line, "", "invalid YAML: %s; an alias (*%s) must come after its anchor (&%s)", msg, m[1], m[1])
+		p.Errorf(line, "", "invalid YAML: %s; an alias (*%s) must come after its anchor (&%s)", msg, m[1], m[1])
 		return
 	}
 	if l := badCharLine(data); l > 0 {
 		line = l
 	}
-	p.errorf(line, "", "invalid YAML: %s", msg)
+	p.Errorf(line, "", "invalid YAML: %s", msg)
 }
 
 var colonEndRE = regexp.MustCompile(`::\s*(#.*)?$`)
@@ -307,9 +311,9 @@ func badCharLine(data []byte) int {
 	return 0
 }
 
-// show returns v as it is when it is a plain word, else quoted, so that
+// Show returns v as it is when it is a plain word, else quoted, so that
 // no value from the file can break a message's single line.
-func show(v string) string {
+func Show(v string) string {
 	if v == "" {
 		return `""`
 	}
@@ -348,8 +352,8 @@ func isNull(n *yaml.Node) bool {
 	return n.Kind == yaml.ScalarNode && n.ShortTag() == "!!null"
 }
 
-// kindName describes a node for "want X, got Y" messages.
-func kindName(n *yaml.Node) string {
+// KindName describes a node for "want X, got Y" messages.
+func KindName(n *yaml.Node) string {
 	switch n.Kind {
 	case yaml.MappingNode:
 		return "a mapping (key: value lines)"
@@ -360,13 +364,13 @@ func kindName(n *yaml.Node) string {
 		case "!!null":
 			return "nothing"
 		case "!!bool":
-			return fmt.Sprintf("the boolean %s", show(n.Value))
+			return fmt.Sprintf("the boolean %s", Show(n.Value))
 		case "!!int", "!!float":
-			return fmt.Sprintf("the number %s", show(n.Value))
+			return fmt.Sprintf("the number %s", Show(n.Value))
 		case "!!str":
 			return fmt.Sprintf("the string %q", n.Value)
 		}
-		return fmt.Sprintf("a %s value", show(n.ShortTag()))
+		return fmt.Sprintf("a %s value", Show(n.ShortTag()))
 	}
 	return "an unsupported YAML node"
 }

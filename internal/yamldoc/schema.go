@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package config
+package yamldoc
 
 import (
 	"cmp"
@@ -15,11 +15,11 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// A config file is decoded into its file struct (gatewayFile, hostFile):
+// A file is decoded into its file struct (config's gatewayFile, tune's tuneFile ...):
 // each key is declared once, as a field with a `yaml:"name"` tag (and
 // `default:`, `what:` and `example:` tags: its fixed default, and how
 // messages name its entries and keys), and each value is a leaf type
-// whose UnmarshalYAML checks it (yamlleaf.go).
+// whose UnmarshalYAML checks it (leaf.go).
 // yaml.v3 decodes; before it, plain walks the node tree once, guided by
 // the struct's tags, and hands yaml.v3 a tree it decodes the way sluice
 // must. The walk stays because yaml.v3, on the tree as written:
@@ -39,17 +39,17 @@ import (
 // no KnownFields, so the walk refuses unknown keys itself, from the same
 // tags, with "did you mean". The plain tree has merges expanded, no
 // aliases, no null values, and only keys the struct declares; its leaves
-// are copies whose Column holds their index in parser.leaves, so an error
-// from UnmarshalYAML is reported at its key's line and path. fill
-// (yamlfill.go) then copies the file struct into the config type.
+// are copies whose Column holds their index in Parser.leaves, so an error
+// from UnmarshalYAML is reported at its key's line and path. Fill
+// (fill.go) then copies the file struct into the caller's type.
 
-var unmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
+var UnmarshalerType = reflect.TypeFor[yaml.Unmarshaler]()
 
-// decode walks root into a plain tree and decodes that into out (a
+// Decode walks root into a plain tree and decodes that into out (a
 // pointer to a file struct), recording every problem.
-func (p *parser) decode(root *yaml.Node, out any) {
+func (p *Parser) Decode(root *yaml.Node, out any) {
 	t := reflect.TypeOf(out).Elem()
-	plain := p.plainMapping(root, "", t)
+	plain := p.plainMapping(root, "", t, "")
 	if p.overBudg != nil {
 		return
 	}
@@ -70,7 +70,7 @@ func (p *parser) decode(root *yaml.Node, out any) {
 			p.leafError(s)
 		}
 	case err != nil:
-		p.errorf(root.Line, "", "the YAML decoder failed on this input (%s); check the file's syntax", oneLine(err.Error()))
+		p.Errorf(root.Line, "", "the YAML decoder failed on this input (%s); check the file's syntax", oneLine(err.Error()))
 	}
 }
 
@@ -80,11 +80,11 @@ var (
 )
 
 // leafError records an error from a leaf's UnmarshalYAML at its key.
-func (p *parser) leafError(s string) {
+func (p *Parser) leafError(s string) {
 	if m := leafErrRE.FindStringSubmatch(s); m != nil {
 		if i, err := strconv.Atoi(m[1]); err == nil && i < len(p.leaves) {
 			l := p.leaves[i]
-			p.errorf(l.line, l.path, "%s", markDefault(m[2], l.def))
+			p.Errorf(l.Line, l.Path, "%s", markDefault(m[2], l.Def))
 			return
 		}
 	}
@@ -93,7 +93,7 @@ func (p *parser) leafError(s string) {
 	if m := typeErrLineRE.FindStringSubmatch(s); m != nil {
 		line, _ = strconv.Atoi(m[1])
 	}
-	p.errorf(line, "", "%s", oneLine(s))
+	p.Errorf(line, "", "%s", oneLine(s))
 }
 
 // markDefault marks def in msg's list of allowed values ("use one of a,
@@ -118,10 +118,10 @@ func markDefault(msg, def string) string {
 	return head + list + tail
 }
 
-// leafErr is how a leaf's UnmarshalYAML reports a bad value: a
+// LeafErr is how a leaf's UnmarshalYAML reports a bad value: a
 // *yaml.TypeError (yaml.v3 gathers those and goes on), positioned so that
 // leafError finds the key.
-func leafErr(n *yaml.Node, format string, args ...any) error {
+func LeafErr(n *yaml.Node, format string, args ...any) error {
 	return &yaml.TypeError{Errors: []string{fmt.Sprintf("line %d: column %d: ", n.Line, n.Column) + fmt.Sprintf(format, args...)}}
 }
 
@@ -129,63 +129,71 @@ func leafErr(n *yaml.Node, format string, args ...any) error {
 // path, whose key is on line and has tag; nil when there is nothing to
 // decode. A key's what: and example: tags name its list entries and show
 // its keys in messages.
-func (p *parser) plain(n *yaml.Node, path string, line int, t reflect.Type, tag reflect.StructTag) *yaml.Node {
+func (p *Parser) plain(n *yaml.Node, path string, line int, t reflect.Type, tag reflect.StructTag) *yaml.Node {
 	if isNull(n) {
 		return nil
 	}
-	if reflect.PointerTo(t).Implements(unmarshalerType) {
+	if reflect.PointerTo(t).Implements(UnmarshalerType) {
 		c := *n
 		c.Column = len(p.leaves)
-		p.leaves = append(p.leaves, item{path: path, line: line, def: tag.Get("default")})
+		p.leaves = append(p.leaves, Item{Path: path, Line: line, Def: tag.Get("default")})
 		return &c
 	}
 	switch t.Kind() {
 	case reflect.Pointer:
 		return p.plain(n, path, line, t.Elem(), tag)
-	case reflect.Struct:
+	case reflect.Struct, reflect.Map:
 		if n.Kind != yaml.MappingNode {
-			p.errorf(line, path, "want keys under %s (such as %s), got %s", lastKey(path), tag.Get("example"), kindName(n))
+			p.Errorf(line, path, "want keys under %s (such as %s), got %s", lastKey(path), tag.Get("example"), KindName(n))
 			return nil
 		}
-		return p.plainMapping(n, path, t)
+		return p.plainMapping(n, path, t, tag.Get("example"))
 	case reflect.Slice:
 		return p.plainSequence(n, path, line, t, tag)
 	}
-	panic(fmt.Sprintf("config: %s (%s) has no UnmarshalYAML", path, t))
+	panic(fmt.Sprintf("yamldoc: %s (%s) has no UnmarshalYAML", path, t))
+}
+
+// suchAs is an example for a message, or nothing.
+func suchAs(example string) string {
+	if example == "" {
+		return ""
+	}
+	return " (such as " + example + ")"
 }
 
 func lastKey(path string) string {
 	return path[strings.LastIndex(path, ".")+1:]
 }
 
-// shorthand is a struct that may be written as a single value, which
+// Shorthand is a struct that may be written as a single value, which
 // stands for its key shorthand() (a remote VTEP as a bare address).
-type shorthand interface{ shorthand() string }
+type Shorthand interface{ Shorthand() string }
 
 // plainSequence keeps the entries of a list that can be decoded, and
-// records them (p.items) and how many were written (p.counts). A single
+// records them (p.Items) and how many were written (p.Counts). A single
 // value stands for a list of one where the entries are values.
-func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Type, tag reflect.StructTag) *yaml.Node {
+func (p *Parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Type, tag reflect.StructTag) *yaml.Node {
 	et := t.Elem()
 	what, example := cmp.Or(tag.Get("what"), "item"), tag.Get("example")
-	isLeaf := reflect.PointerTo(et).Implements(unmarshalerType)
+	isLeaf := reflect.PointerTo(et).Implements(UnmarshalerType)
 	isStruct := et.Kind() == reflect.Struct && !isLeaf
-	short, _ := reflect.Zero(et).Interface().(shorthand)
+	short, _ := reflect.Zero(et).Interface().(Shorthand)
 	out := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq", Line: n.Line}
 	switch {
 	case isLeaf && n.Kind == yaml.ScalarNode:
-		p.counts[path] = 1
+		p.Counts[path] = 1
 		out.Content = []*yaml.Node{p.plain(n, path, line, et, "")}
-		p.items[path] = []item{{path: path, line: line}}
+		p.Items[path] = []Item{{Path: path, Line: line}}
 		return out
 	case n.Kind != yaml.SequenceNode && isStruct:
-		p.errorf(line, path, "want a list of %ss (lines starting with '- '), got %s", what, kindName(n))
+		p.Errorf(line, path, "want a list of %ss (lines starting with '- '), got %s", what, KindName(n))
 		return nil
 	case n.Kind != yaml.SequenceNode:
-		p.errorf(line, path, "want a list of %s, got %s", what, kindName(n))
+		p.Errorf(line, path, "want a list of %s, got %s", what, KindName(n))
 		return nil
 	}
-	p.counts[path] = len(n.Content)
+	p.Counts[path] = len(n.Content)
 	for i, c := range n.Content {
 		if !p.spend(c.Line) {
 			return out
@@ -194,46 +202,46 @@ func (p *parser) plainSequence(n *yaml.Node, path string, line int, t reflect.Ty
 		v := deref(c)
 		switch {
 		case isNull(v):
-			p.errorf(c.Line, ip, "empty list item; remove the '-' or fill in the %s", what)
+			p.Errorf(c.Line, ip, "empty list item; remove the '-' or fill in the %s", what)
 		case short != nil && v.Kind == yaml.ScalarNode:
 			// The single value is reported at the entry, as written.
-			k := short.shorthand()
+			k := short.Shorthand()
 			out.Content = append(out.Content, &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: c.Line, Content: []*yaml.Node{
-				{Kind: yaml.ScalarNode, Tag: "!!str", Value: k, Line: c.Line}, p.plain(v, ip, c.Line, keysOf(et).fields[k].Type, "")}})
-			p.items[path] = append(p.items[path], item{path: ip, line: c.Line})
+				{Kind: yaml.ScalarNode, Tag: "!!str", Value: k, Line: c.Line}, p.plain(v, ip, c.Line, KeysOf(et).fields[k].Type, "")}})
+			p.Items[path] = append(p.Items[path], Item{Path: ip, Line: c.Line})
 		case isStruct && v.Kind != yaml.MappingNode && short != nil:
-			p.errorf(c.Line, ip, "want %s (a single value, or keys such as - %s), got %s", article(what), example, kindName(v))
+			p.Errorf(c.Line, ip, "want %s (a single value, or keys such as - %s), got %s", article(what), example, KindName(v))
 		case isStruct && v.Kind != yaml.MappingNode:
-			p.errorf(c.Line, ip, "want %s written as keys (such as - %s), got %s", article(what), example, kindName(v))
+			p.Errorf(c.Line, ip, "want %s written as keys (such as - %s), got %s", article(what), example, KindName(v))
 		default:
 			if e := p.plain(v, ip, c.Line, et, ""); e != nil {
 				out.Content = append(out.Content, e)
-				p.items[path] = append(p.items[path], item{path: ip, line: c.Line})
+				p.Items[path] = append(p.Items[path], Item{Path: ip, Line: c.Line})
 			}
 		}
 	}
 	return out
 }
 
-// keysOf returns the keys a struct declares, in field order, with their
+// KeysOf returns the keys a struct declares, in field order, with their
 // fields and defaults (cached: a lab file has a mapping per policy).
-func keysOf(t reflect.Type) *schemaKeys {
+func KeysOf(t reflect.Type) *schemaKeys {
 	if k, ok := schemaCache.Load(t); ok {
 		return k.(*schemaKeys)
 	}
 	s := &schemaKeys{fields: map[string]reflect.StructField{}, defaults: map[string]*yaml.Node{}}
 	for i := range t.NumField() {
 		f := t.Field(i)
-		name, ok := keyName(f)
+		name, ok := KeyName(f)
 		if !ok {
 			continue
 		}
-		s.names = append(s.names, name)
+		s.Names = append(s.Names, name)
 		s.fields[name] = f
 		if d, ok := f.Tag.Lookup("default"); ok {
 			var doc yaml.Node
 			if err := yaml.Unmarshal([]byte(d), &doc); err != nil || len(doc.Content) != 1 {
-				panic(fmt.Sprintf("config: %s.%s: bad default %q", t, f.Name, d))
+				panic(fmt.Sprintf("yamldoc: %s.%s: bad default %q", t, f.Name, d))
 			}
 			s.defaults[name] = doc.Content[0]
 		}
@@ -246,31 +254,50 @@ func keysOf(t reflect.Type) *schemaKeys {
 // tag, written as YAML) is decoded by the key's leaf type, like a value
 // written in the file, wherever the key is absent or null.
 type schemaKeys struct {
-	names    []string
+	Names    []string
 	fields   map[string]reflect.StructField
 	defaults map[string]*yaml.Node
+	// elem is set for a map: every key is the file's to choose, and its
+	// value is an elem; example shows one (the map field's example: tag).
+	elem    reflect.Type
+	example string
+}
+
+// field is the field that key name declares.
+func (s *schemaKeys) field(name string) (reflect.StructField, bool) {
+	if s.elem != nil {
+		return reflect.StructField{Type: s.elem}, true
+	}
+	f, ok := s.fields[name]
+	return f, ok
 }
 
 var schemaCache sync.Map // reflect.Type -> *schemaKeys
 
-// keyName is the key a struct field declares.
-func keyName(f reflect.StructField) (string, bool) {
+// KeyName is the key a struct field declares.
+func KeyName(f reflect.StructField) (string, bool) {
 	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
 	return name, name != "" && name != "-"
 }
 
-// plainMapping returns mapping m of struct type t with merge keys (<<:
-// *anchor) expanded: keys written in m win over merged ones, and earlier
-// merges over later ones, as YAML specifies. It records the line of every
-// known key present (p.lines) and which ones are not null (p.given), and
-// adds the default of each key that is not given.
-func (p *parser) plainMapping(m *yaml.Node, path string, t reflect.Type) *yaml.Node {
+// plainMapping returns mapping m of struct or map type t with merge keys
+// (<<: *anchor) expanded: keys written in m win over merged ones, and
+// earlier merges over later ones, as YAML specifies. It records the line
+// of every known key present (p.Lines) and which ones are not null
+// (p.Given), and adds the default of each key that is not given. A map's
+// example (its field's example: tag) shows an entry in messages.
+func (p *Parser) plainMapping(m *yaml.Node, path string, t reflect.Type, example string) *yaml.Node {
 	out := &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: m.Line}
-	s := keysOf(t)
-	p.collectKeys(m, path, s.names, s.fields, out, map[string]bool{}, map[*yaml.Node]bool{m: true}, false, 0)
-	for _, name := range s.names {
-		fp := joinPath(path, show(name))
-		if d := s.defaults[name]; d != nil && !p.given[fp] {
+	var s *schemaKeys
+	if t.Kind() == reflect.Map {
+		s = &schemaKeys{elem: t.Elem(), example: example}
+	} else {
+		s = KeysOf(t)
+	}
+	p.collectKeys(m, path, s, out, map[string]bool{}, map[*yaml.Node]bool{m: true}, false, 0)
+	for _, name := range s.Names {
+		fp := KeyPath(path, name)
+		if d := s.defaults[name]; d != nil && !p.Given[fp] {
 			out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name, Line: m.Line}, p.plain(d, fp, m.Line, s.fields[name].Type, ""))
 		}
 	}
@@ -278,7 +305,7 @@ func (p *parser) plainMapping(m *yaml.Node, path string, t reflect.Type) *yaml.N
 }
 
 // collectKeys appends the keys of m (and of the mappings it merges) to out.
-func (p *parser) collectKeys(m *yaml.Node, path string, names []string, fields map[string]reflect.StructField, out *yaml.Node, done map[string]bool, visited map[*yaml.Node]bool, merged bool, depth int) {
+func (p *Parser) collectKeys(m *yaml.Node, path string, keys *schemaKeys, out *yaml.Node, done map[string]bool, visited map[*yaml.Node]bool, merged bool, depth int) {
 	var merges []*yaml.Node
 	here := map[string]int{} // keys written in this mapping -> line
 	for i := 0; i+1 < len(m.Content); i += 2 {
@@ -288,7 +315,7 @@ func (p *parser) collectKeys(m *yaml.Node, path string, names []string, fields m
 		}
 		k := deref(kn)
 		if k.Kind != yaml.ScalarNode {
-			p.errorf(kn.Line, path, "a key must be a plain word such as name, not %s", kindName(k))
+			p.Errorf(kn.Line, path, "a key must be a plain word such as name, not %s", KindName(k))
 			continue
 		}
 		if k.ShortTag() == "!!merge" {
@@ -296,17 +323,17 @@ func (p *parser) collectKeys(m *yaml.Node, path string, names []string, fields m
 			continue
 		}
 		name := k.Value
-		fp := joinPath(path, show(name))
+		fp := KeyPath(path, name)
 		if first, dup := here[name]; dup {
 			if !merged {
-				p.errorf(kn.Line, fp, "set twice (first on line %d); keep one", first)
+				p.Errorf(kn.Line, fp, "set twice (first on line %d); keep one", first)
 			}
 			continue
 		}
 		here[name] = kn.Line
-		f, known := fields[name]
+		f, known := keys.field(name)
 		if !known {
-			p.unknownKey(kn.Line, fp, name, names)
+			p.unknownKey(kn.Line, fp, name, keys.Names)
 			continue
 		}
 		if done[name] {
@@ -314,10 +341,14 @@ func (p *parser) collectKeys(m *yaml.Node, path string, names []string, fields m
 			continue
 		}
 		done[name] = true
-		p.lines[fp] = kn.Line
+		p.Lines[fp] = kn.Line
 		v := deref(vn)
 		if !isNull(v) {
-			p.given[fp] = true
+			p.Given[fp] = true
+		} else if keys.elem != nil {
+			// A key the file chose means nothing without its value.
+			p.Errorf(kn.Line, fp, "has no value; give it one%s, or remove the key", suchAs(keys.example))
+			continue
 		}
 		if c := p.plain(v, fp, kn.Line, f.Type, f.Tag); c != nil {
 			out.Content = append(out.Content, &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: name, Line: kn.Line}, c)
@@ -334,7 +365,7 @@ func (p *parser) collectKeys(m *yaml.Node, path string, names []string, fields m
 				list = append(list, deref(c))
 			}
 		default:
-			p.errorf(mv.Line, joinPath(path, "<<"), "a merge key takes a mapping or a list of mappings (such as <<: *defaults), not %s", kindName(src))
+			p.Errorf(mv.Line, joinPath(path, "<<"), "a merge key takes a mapping or a list of mappings (such as <<: *defaults), not %s", KindName(src))
 			continue
 		}
 		for _, s := range list {
@@ -342,18 +373,18 @@ func (p *parser) collectKeys(m *yaml.Node, path string, names []string, fields m
 				return
 			}
 			if s.Kind != yaml.MappingNode {
-				p.errorf(mv.Line, joinPath(path, "<<"), "a merge key takes mappings only (such as <<: *defaults), not %s", kindName(s))
+				p.Errorf(mv.Line, joinPath(path, "<<"), "a merge key takes mappings only (such as <<: *defaults), not %s", KindName(s))
 				continue
 			}
 			if visited[s] {
 				continue
 			}
 			if depth >= maxMergeDepth {
-				p.errorf(mv.Line, joinPath(path, "<<"), "merge keys nest deeper than %d levels; flatten them", maxMergeDepth)
+				p.Errorf(mv.Line, joinPath(path, "<<"), "merge keys nest deeper than %d levels; flatten them", maxMergeDepth)
 				return
 			}
 			visited[s] = true
-			p.collectKeys(s, path, names, fields, out, done, visited, true, depth+1)
+			p.collectKeys(s, path, keys, out, done, visited, true, depth+1)
 		}
 	}
 }
@@ -362,27 +393,32 @@ var keyNormalizer = strings.NewReplacer("_", "-", " ", "-")
 
 // unknownKey reports a key the struct does not declare, suggesting the
 // likely intended one.
-func (p *parser) unknownKey(line int, path, name string, known []string) {
+func (p *Parser) unknownKey(line int, path, name string, known []string) {
 	norm := keyNormalizer.Replace(strings.ToLower(name))
 	for _, k := range known {
 		if k == norm || strings.ReplaceAll(k, "-", "") == norm {
-			p.errorf(line, path, "unknown key; did you mean %s?", k)
+			p.Errorf(line, path, "unknown key; did you mean %s?", k)
 			return
 		}
 	}
-	p.errorf(line, path, "unknown key; the keys here are %s", strings.Join(known, ", "))
+	p.Errorf(line, path, "unknown key; the keys here are %s", strings.Join(known, ", "))
 }
 
-// item is where one entry of a list, a mapping's key or a value is
+// Item is where one entry of a list, a mapping's key or a value is
 // written, for messages.
-type item struct {
-	path string
-	line int // line of the element (or of its key) where it is written
+type Item struct {
+	Path string
+	Line int // line of the element (or of its key) where it is written
 	// def is a leaf key's default: tag, which messages mark in the list
 	// of allowed values (markDefault).
-	def string
+	Def string
 }
 
+// KeyPath is the path of key name under parent, as messages and
+// Parser.Lines name it (a name that is not a plain word is quoted).
+func KeyPath(parent, name string) string { return joinPath(parent, Show(name)) }
+
+// joinPath appends name to parent, as written.
 func joinPath(parent, name string) string {
 	if parent == "" {
 		return name

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 
-package config
+package yamldoc
 
 import (
 	"sort"
@@ -8,10 +8,10 @@ import (
 	"strings"
 )
 
-// FieldError is one problem in a config file: where it is, which field,
+// FieldError is one problem in a file: where it is, which field,
 // what is wrong and how to fix it.
 type FieldError struct {
-	// File is the name given to LoadGateway or ParseGateway.
+	// File is the name the file was read under (given to New).
 	File string
 	// Line is 1-based; 0 when the YAML parser reported no position.
 	Line int
