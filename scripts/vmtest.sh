@@ -174,11 +174,10 @@ guest=$out/guest.sh
   [ -z "${SLUICE_FLOWER_SCALE:-}" ] || echo "export SLUICE_FLOWER_SCALE=$(q "$SLUICE_FLOWER_SCALE")"
   # Rekeys under traffic (TestSwanPacketOffloadOnModel, TestOverlayIKE): SLUICE_REKEYS=100 for issue 32's run.
   [ -z "${SLUICE_REKEYS:-}" ] || echo "export SLUICE_REKEYS=$(q "$SLUICE_REKEYS")"
-  # The NIC model's driver profile (kmod/nicmodel/README.md), default mlx5-6.12:
+  # The NIC model's driver profile (kmod/nicmodel/README.md), default mlx5-6.12 (the module's
+  # and internal/testutil's NicmodelProfile default too); labs that insert the model follow it:
   # SLUICE_NICMODEL_PROFILE=mlx5-upstream bash scripts/vmtest.sh TestNicmodel
-  # Labs insert the model themselves: they follow the same profile (default kernel-xfrm, as
-  # internal/testutil's NicmodelProfile; the module's own default is mlx5-6.12).
-  echo "export SLUICE_NICMODEL_PROFILE=$(q "${SLUICE_NICMODEL_PROFILE:-kernel-xfrm}")"
+  echo "export SLUICE_NICMODEL_PROFILE=$(q "${SLUICE_NICMODEL_PROFILE:-mlx5-6.12}")"
   # Override of the profile's TX SA miss (docs/testing.md): SLUICE_NICMODEL_TX_MISS_CLEARTEXT=0 (drop) or 1
   # The fleet mesh with ESP (~10 min under TCG) runs only when asked: SLUICE_FLEET_MESH_ESP=1.
   [ -z "${SLUICE_FLEET_MESH_ESP:-}" ] || echo "export SLUICE_FLEET_MESH_ESP=$(q "$SLUICE_FLEET_MESH_ESP")"
