@@ -5,7 +5,9 @@ package diag
 import (
 	"fmt"
 	"net/netip"
+	"slices"
 	"sort"
+	"strings"
 
 	"sluice/internal/driverquirk"
 	"sluice/internal/kernel"
@@ -90,19 +92,51 @@ func checkDriverQuirks(f *Facts, _ *DoctorOptions) []Result {
 }
 
 // quirksOf returns the device with ifindex idx and the table's rows for
-// it (for a bond, its ports': the SAs can be on any at a failover).
+// it and every device beneath it (a bond's ports: the SAs can be on any
+// at a failover; a VLAN's or macvlan's port, whose driver decides what
+// leaves: kernel.StackedOnLink), the union where drivers differ.
 func (f *Facts) quirksOf(idx int, release string) (string, driverquirk.Set) {
 	n := f.netdevByIndex(idx)
 	if n == nil {
 		return fmt.Sprintf("ifindex %d", idx), driverquirk.For(driverquirk.AnyDriver, release)
 	}
-	q := f.quirksOfDriver(n.Driver, release)
-	for _, p := range n.Slaves {
-		if pn := f.netdev(p); pn != nil {
-			q = q.Merge(f.quirksOfDriver(pn.Driver, release))
+	core := driverquirk.For(driverquirk.AnyDriver, release)
+	q := core
+	var as []string // n's reading, and the readings with driver rows beneath
+	for _, d := range f.stackOf(n) {
+		dq := f.quirksOfDriver(d.Driver, release)
+		q = q.Merge(dq)
+		if d == n || len(dq.Entries()) > len(core.Entries()) {
+			as = append(as, dq.As)
 		}
 	}
+	q.Driver, q.As = n.Driver, strings.Join(slices.Compact(as), "; ")
 	return n.Name, q
+}
+
+// stackOf returns n and the devices beneath it, as kernel.StackDevices
+// walks them, from the facts already read.
+func (f *Facts) stackOf(n *kernel.NetdevFacts) []*kernel.NetdevFacts {
+	var out []*kernel.NetdevFacts
+	seen := map[string]bool{}
+	var walk func(d *kernel.NetdevFacts, depth int)
+	walk = func(d *kernel.NetdevFacts, depth int) {
+		if d == nil || seen[d.Name] || depth > 8 {
+			return
+		}
+		seen[d.Name] = true
+		out = append(out, d)
+		switch {
+		case kernel.StackedOnLink(d.Kind):
+			walk(f.netdev(d.Lower), depth+1)
+		case kernel.StackedOnPorts(d.Kind):
+			for _, p := range d.Slaves {
+				walk(f.netdev(p), depth+1)
+			}
+		}
+	}
+	walk(n, 0)
+	return out
 }
 
 func (f *Facts) quirksOfDriver(driver, release string) driverquirk.Set {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	kern "sluice/internal/kernel"
 	"sluice/internal/kernel/xfrm"
 )
 
@@ -46,6 +47,19 @@ func TestCheckDriverQuirks(t *testing.T) {
 			}
 		}
 	}
+	// A VLAN on p0 (ethtool: "802.1Q VLAN Support"), holding the policy:
+	// its frames leave through p0, whose driver's rows are the VLAN's.
+	onVLAN := func(f *Facts) {
+		f.Netdevs = append(f.Netdevs, kern.NetdevFacts{Name: "p0.100", Index: 40, Kind: "vlan", Driver: "802.1Q VLAN Support", Lower: "p0"})
+		f.Policies[len(f.Policies)-1].Offload.Ifindex = 40
+	}
+	// A veth's Lower is its peer (IFLA_LINK), which carries none of its
+	// frames out: not walked.
+	onVeth := func(f *Facts) {
+		f.Netdevs = append(f.Netdevs, kern.NetdevFacts{Name: "v0", Index: 41, Kind: "veth", Driver: "veth", Lower: "p0"})
+		f.Policies[len(f.Policies)-1].Offload.Ifindex = 41
+		f.States = nil // the healthy bond's SAs warn on 6.12
+	}
 	for _, tc := range []struct {
 		name    string
 		facts   []func(*Facts)
@@ -53,6 +67,9 @@ func TestCheckDriverQuirks(t *testing.T) {
 		want    string
 	}{
 		{"subnet policy on mlx5 6.12", []func(*Facts){kernel("6.12.95+deb12-amd64"), subnetPolicy}, Fail, "only 10.0.0.0 -> 10.1.0.0 is encrypted in hardware"},
+		{"subnet policy on a VLAN over mlx5 6.12", []func(*Facts){kernel("6.12.95"), subnetPolicy, onVLAN}, Fail, "p0.100 (802.1Q VLAN Support 6.12.95; mlx5_core 6.12.95), which matches selector addresses exactly"},
+		{"subnet policy on a VLAN over the model, mlx5-6.12", []func(*Facts){kernel("6.12.95"), model("mlx5-6.12"), subnetPolicy, onVLAN}, Fail, "nicmodel profile mlx5-6.12"},
+		{"subnet policy on a veth whose peer is mlx5", []func(*Facts){kernel("6.12.95"), subnetPolicy, onVeth}, OK, ""},
 		{"subnet policy on mlx5 6.15", []func(*Facts){kernel("6.15.1"), subnetPolicy}, OK, ""},
 		{"host policy on mlx5 6.12", []func(*Facts){kernel("6.12.95"), hostPolicy}, Warn, "on bond0 (bond bond0)"}, // the healthy SAs sit on bond0
 		{"subnet policy on the model, mlx5-6.12", []func(*Facts){kernel("6.16.0"), model("mlx5-6.12"), subnetPolicy}, Fail, "nicmodel profile mlx5-6.12"},

@@ -132,3 +132,42 @@ func TestParseRelease(t *testing.T) {
 		t.Error(`ParseRelease("abc") succeeded`)
 	}
 }
+
+// TestForStack: a VLAN's or a bond's rows are those of the ports beneath
+// (ethtool of a VLAN names no driver of the table), the union where they
+// differ; the NIC model beneath reads its profile.
+func TestForStack(t *testing.T) {
+	const rel = "6.12.95+deb12-amd64"
+	vlan := ForStack([]string{"802.1Q VLAN Support", MLX5}, rel, t.TempDir())
+	if !vlan.Has(ExactSelectorMatch) || !vlan.Has(NoTXMissRule) {
+		t.Errorf("a VLAN over mlx5_core on %s: %v, want mlx5's rows", rel, vlan.Entries())
+	}
+	if !strings.Contains(vlan.As, MLX5) || strings.Contains(vlan.As, "802.1Q") || vlan.Driver != "802.1Q VLAN Support over "+MLX5 {
+		t.Errorf("a VLAN over mlx5_core reads as %q (driver %q), want the port's driver named", vlan.As, vlan.Driver)
+	}
+	if For("802.1Q VLAN Support", rel).Has(ExactSelectorMatch) {
+		t.Fatal("the VLAN driver itself has mlx5's rows: the test proves nothing")
+	}
+	bond := ForStack([]string{Bonding, "ixgbe", MLX5}, rel, t.TempDir())
+	for _, b := range []Behaviour{NoBondPacketOffloadPolicy, ExactSelectorMatch, CleartextAcceptedOnOffloadedIN} {
+		if !bond.Has(b) {
+			t.Errorf("a bond over ixgbe and mlx5_core lacks %s: the strictest port decides", b)
+		}
+	}
+	root := t.TempDir()
+	p := filepath.Join(root, ModelProfileParam)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for profile, want := range map[string]bool{"mlx5-6.12\n": true, "mlx5-upstream\n": false} {
+		if err := os.WriteFile(p, []byte(profile), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if got := ForStack([]string{"macvlan", ModelDriver}, rel, root).Has(ExactSelectorMatch); got != want {
+			t.Errorf("a macvlan over the model, profile %s: exact match %v, want %v", strings.TrimSpace(profile), got, want)
+		}
+	}
+	if s := ForStack(nil, rel, root); !s.Has(CleartextAcceptedOnOffloadedIN) || s.Has(ExactSelectorMatch) {
+		t.Errorf("no driver: %v, want the XFRM core's rows only", s.Entries())
+	}
+}

@@ -32,16 +32,18 @@ type DeviceQuirks struct {
 	As string
 }
 
-// ReadDeviceQuirks reads the driver of the device named dev (in the
-// caller's network namespace) and the driver-quirks table's rows for it
-// on the running kernel. A driver that cannot be read is taken to have
-// both quirks: its traffic stays with XDP and the kernel.
+// ReadDeviceQuirks reads the drivers of the device named dev (in the
+// caller's network namespace) and of the devices beneath it (a VLAN's
+// port, a bond's ports: kernel.StackDrivers), and the driver-quirks
+// table's rows for them on the running kernel, the union where they
+// differ. A driver that cannot be read is taken to have both quirks: its
+// traffic stays with XDP and the kernel.
 func ReadDeviceQuirks(dev string) DeviceQuirks {
-	driver, _, err := kernel.EthtoolDriver(dev)
+	drivers, err := kernel.StackDrivers(dev)
 	if err != nil {
 		return DeviceQuirks{ExactSelectors: true, NoTXMiss: true, As: "an unreadable driver (" + err.Error() + ")"}
 	}
-	s := driverquirk.ForDevice(driver, kernelRelease(), "/")
+	s := driverquirk.ForStack(drivers, kernelRelease(), "/")
 	return DeviceQuirks{ExactSelectors: s.Has(driverquirk.ExactSelectorMatch), NoTXMiss: s.Has(driverquirk.NoTXMissRule), As: s.As}
 }
 

@@ -48,11 +48,17 @@ func readOffloadHW(l *Live, h *config.Host) {
 		if _, done := l.OffloadHW[d]; done || l.link(d) == nil {
 			continue
 		}
-		drv, _, err := kernel.EthtoolDriver(d)
-		if err != nil {
+		// The drivers beneath d too: an offload device named as a VLAN
+		// or macvlan over a port has that port's rows (ethtool of the
+		// VLAN says "802.1Q VLAN Support").
+		// What could be read counts when a lower cannot (one in another
+		// namespace): the rows of the drivers seen.
+		drivers, _ := kernel.StackDrivers(d)
+		if len(drivers) == 0 {
 			continue
 		}
-		l.OffloadHW[d] = OffloadHW{Driver: drv, Family: diag.Host.SAFamily(d, drv), Quirks: driverquirk.ForDevice(drv, l.Release, "/")}
+		drv := drivers[0]
+		l.OffloadHW[d] = OffloadHW{Driver: drv, Family: diag.Host.SAFamily(d, drv), Quirks: driverquirk.ForStack(drivers, l.Release, "/")}
 	}
 }
 

@@ -14,6 +14,7 @@
 #include <linux/ip.h>
 #include <linux/ipv6.h>
 #include <linux/if_ether.h>
+#include <linux/udp.h>
 #include <net/ip.h>
 #include <net/esp.h>
 #include "nicmodel.h"
@@ -101,12 +102,15 @@ static bool nm_sel_ok(const struct xfrm_selector *sel, const struct sk_buff *skb
 	return !nm_parse_flow(skb, &fl) && nm_sel_match(sel, &fl, false);
 }
 
-/* Rewrite the decrypted frame in place into the packet it carried. */
+/* Rewrite the decrypted frame in place into the packet it carried; udp
+ * is the NAT-T UDP header's length before the ESP header (0 without).
+ */
 static int nm_decap(struct sk_buff *skb, const struct nm_sa *sa,
-		    const struct nm_flow *fl, unsigned int inner, u8 nexthdr)
+		    const struct nm_flow *fl, unsigned int udp,
+		    unsigned int inner, u8 nexthdr)
 {
 	unsigned int hdrlen = fl->l4off - fl->l3off;
-	unsigned int esplen = sizeof(struct ip_esp_hdr) + NM_IV_LEN;
+	unsigned int esplen = udp + sizeof(struct ip_esp_hdr) + NM_IV_LEN;
 	u8 *data = skb->data + fl->l4off + esplen;
 	struct ethhdr *eth;
 
@@ -140,6 +144,26 @@ static int nm_decap(struct sk_buff *skb, const struct nm_sa *sa,
 	return 0;
 }
 
+/*
+ * nm_espinudp: the length of the UDP header before ESP when the frame is
+ * NAT-T ESP (RFC 3948: a non-zero SPI where IKE has its zero marker) and
+ * the profile takes it (row 9), else 0. Like mlx5, which matches the SPI
+ * inside the UDP payload (ipsec_fs.c setup_fte_spi, inner_esp_spi) and
+ * not the ports; fragments go to the stack.
+ */
+static unsigned int nm_espinudp(const struct sk_buff *skb,
+				const struct nm_flow *fl)
+{
+	__be32 spi, *p;
+
+	if (!nm_prof()->espinudp || fl->proto != IPPROTO_UDP || fl->frag ||
+	    fl->l3off + fl->l3len < fl->l4off + sizeof(struct udphdr) + NM_ESP_MIN)
+		return 0;
+	p = skb_header_pointer(skb, fl->l4off + sizeof(struct udphdr),
+			       sizeof(spi), &spi);
+	return p && *p ? sizeof(struct udphdr) : 0;
+}
+
 static bool nm_is_esp(const struct sk_buff *skb, const struct nm_flow *fl)
 {
 	if (fl->proto != IPPROTO_ESP)
@@ -160,14 +184,23 @@ static bool nm_is_esp(const struct sk_buff *skb, const struct nm_flow *fl)
  * secpath holding the SA and xfrm_offload CRYPTO_DONE and the result in
  * its status. esp4/esp6 then skip decryption (xfrm_input's crypto_done
  * path: esp_input_tail strips the trailer), and the stack keeps the
- * replay window, lifetimes and counters. A failed ICV goes up marked
- * CRYPTO_*_ESP_AUTH_FAILED, as mlx5 reports its syndrome, and the kernel
- * counts it (integrity_failed) and drops it.
+ * replay window, lifetimes and counters.
+ *
+ * A failed ICV or a bad trailer: under the mlx5 profiles (row 8,
+ * crypto_rx_hw_drop) the device drops it, as mlx5's status table does
+ * (ipsec_fs.c rx_add_rule_drop_auth_trailer: drop rules on syndrome 1
+ * and 2, each with a flow counter), so the stack never sees it and only
+ * successes go up (ipsec_rxtx.c mlx5e_ipsec_offload_handle_rx_skb sets
+ * CRYPTO_SUCCESS always); the counts reach the kernel through
+ * update_stats (nm_state_update_stats). Under kernel-xfrm it goes up
+ * marked CRYPTO_*_ESP_AUTH_FAILED or CRYPTO_INVALID_PACKET_SYNTAX, and
+ * the kernel counts and drops it (xfrm_input).
  */
 static struct sk_buff *nm_crypto_rx(struct nm_priv *priv, struct sk_buff *skb,
 				    const struct nm_flow *fl, struct nm_sa *sa,
 				    struct xfrm_state **xp, u8 *status)
 {
+	bool hw_drop = nm_prof()->crypto_rx_hw_drop;
 	struct ip_esp_hdr *esph;
 	unsigned int len;
 	u8 *data, padlen;
@@ -187,6 +220,10 @@ static struct sk_buff *nm_crypto_rx(struct nm_priv *priv, struct sk_buff *skb,
 	err = nm_gcm(sa, false, esph->spi, seq, esph->enc_data, data, len);
 	if (err == -EBADMSG) {
 		nm_inc(priv, NM_RX_CRYPTO_AUTH_FAIL);
+		if (hw_drop) {
+			atomic64_inc(&sa->auth_fail);
+			goto hw_drop;
+		}
 		*status = sa->tunnel ? CRYPTO_TUNNEL_ESP_AUTH_FAILED :
 				       CRYPTO_TRANSPORT_ESP_AUTH_FAILED;
 	} else if (err) {
@@ -195,6 +232,10 @@ static struct sk_buff *nm_crypto_rx(struct nm_priv *priv, struct sk_buff *skb,
 		padlen = data[len - NM_ICV_LEN - 2];
 		if (padlen + 2 > len - NM_ICV_LEN) {
 			nm_inc(priv, NM_RX_CRYPTO_BAD_TRAILER);
+			if (hw_drop) {
+				atomic64_inc(&sa->trailer_fail);
+				goto hw_drop;
+			}
 			*status = CRYPTO_INVALID_PACKET_SYNTAX;
 		} else {
 			nm_inc(priv, NM_RX_CRYPTO_PACKETS);
@@ -206,6 +247,9 @@ static struct sk_buff *nm_crypto_rx(struct nm_priv *priv, struct sk_buff *skb,
 		goto drop;
 	*xp = sa->x;
 	return skb;
+hw_drop:
+	kfree_skb(skb);
+	return NULL;
 drop:
 	nm_inc(priv, NM_RX_DROP_MALFORMED);
 	kfree_skb(skb);
@@ -217,7 +261,7 @@ struct sk_buff *nm_esp_rx(struct nm_priv *priv, struct sk_buff *skb,
 {
 	enum nm_stat why = NM_RX_DROP_MALFORMED;
 	struct ip_esp_hdr *esph;
-	unsigned int len, ctlen, inner;
+	unsigned int len, ctlen, inner, udp;
 	struct nm_flow fl;
 	struct nm_sa *sa;
 	u8 *data, padlen, nexthdr;
@@ -228,7 +272,8 @@ struct sk_buff *nm_esp_rx(struct nm_priv *priv, struct sk_buff *skb,
 		nm_inc(priv, NM_RX_NON_IP_PACKETS);
 		return skb;
 	}
-	if (!nm_is_esp(skb, &fl)) {
+	udp = nm_espinudp(skb, &fl);
+	if (!udp && !nm_is_esp(skb, &fl)) {
 		if (fl.proto != IPPROTO_ESP)
 			nm_inc(priv, NM_RX_CLEARTEXT_PACKETS);
 		return skb;
@@ -238,12 +283,17 @@ struct sk_buff *nm_esp_rx(struct nm_priv *priv, struct sk_buff *skb,
 	 */
 	if (fl.l3off != ETH_HLEN || (fl.family == AF_INET6 && fl.ip_opts))
 		return skb;
-	if (fl.l3off + fl.l3len < fl.l4off + NM_ESP_MIN)
+	if (fl.l3off + fl.l3len < fl.l4off + udp + NM_ESP_MIN)
 		goto drop;
-	esph = (struct ip_esp_hdr *)(skb->data + fl.l4off);
+	esph = (struct ip_esp_hdr *)(skb->data + fl.l4off + udp);
 	sa = nm_sa_in_lookup(priv, fl.family, &fl.daddr, esph->spi);
+	/* An SA's rule matches ESP (outer_esp_spi) or, for NAT-T, the SPI
+	 * in UDP (inner_esp_spi), not both.
+	 */
+	if (sa && sa->encap != !!udp)
+		sa = NULL;
 	if (!sa) {
-		nm_inc(priv, NM_RX_ESP_NO_SA);
+		nm_inc(priv, udp ? NM_RX_CLEARTEXT_PACKETS : NM_RX_ESP_NO_SA);
 		return skb;
 	}
 	if (sa->crypto)
@@ -258,7 +308,7 @@ struct sk_buff *nm_esp_rx(struct nm_priv *priv, struct sk_buff *skb,
 		goto drop;
 	/* Drop anything after the IP packet (Ethernet padding). */
 	skb_trim(skb, fl.l3off + fl.l3len);
-	esph = (struct ip_esp_hdr *)(skb->data + fl.l4off);
+	esph = (struct ip_esp_hdr *)(skb->data + fl.l4off + udp);
 
 	/* One NAPI context per port: the replay state needs no more. */
 	seq = nm_infer_seq(sa, ntohl(esph->seq_no));
@@ -283,7 +333,7 @@ struct sk_buff *nm_esp_rx(struct nm_priv *priv, struct sk_buff *skb,
 	nm_replay_advance(sa, seq);
 	spin_unlock(&sa->lock);
 
-	if (nm_decap(skb, sa, &fl, inner, nexthdr))
+	if (nm_decap(skb, sa, &fl, udp, inner, nexthdr))
 		goto drop;
 	if (!nm_sel_ok(&sa->x->sel, skb)) {
 		why = NM_RX_DROP_SELECTOR;

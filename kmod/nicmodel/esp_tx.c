@@ -14,6 +14,8 @@
 #include <linux/ip.h>
 #include <linux/ipv6.h>
 #include <linux/random.h>
+#include <linux/udp.h>
+#include <net/ip6_checksum.h>
 #include <net/ip.h>
 #include <net/esp.h>
 #include <net/inet_ecn.h>
@@ -122,21 +124,46 @@ static void nm_outer_ip(struct nm_sa *sa, u8 *p, unsigned int payload, u8 ds)
 	}
 }
 
-/* Transport mode keeps the packet's IP header, now announcing ESP. */
+/* Transport mode keeps the packet's IP header, now announcing ESP (or
+ * UDP for NAT-T).
+ */
 static void nm_transport_ip(u8 *p, u16 family, unsigned int hdrlen,
-			    unsigned int payload)
+			    unsigned int payload, u8 proto)
 {
 	if (family == AF_INET) {
 		struct iphdr *ip = (struct iphdr *)p;
 
-		ip->protocol = IPPROTO_ESP;
+		ip->protocol = proto;
 		ip->tot_len = htons(hdrlen + payload);
 		ip_send_check(ip);
 	} else {
 		struct ipv6hdr *ip6 = (struct ipv6hdr *)p;
 
-		ip6->nexthdr = IPPROTO_ESP;
+		ip6->nexthdr = proto;
 		ip6->payload_len = htons(payload);
+	}
+}
+
+/*
+ * nm_udp_encap writes the NAT-T UDP header (RFC 3948) before the ESP
+ * header, with the SA's ports, as mlx5's reformat context carries them
+ * (ipsec_fs.c setup_pkt_transport_reformat, ADD_ESP_TRANSPORT_OVER_UDPV4/6).
+ * IPv4 sends checksum 0 (RFC 3948 2.1); IPv6 needs one (RFC 8200 8.1).
+ */
+static void nm_udp_encap(struct nm_sa *sa, u8 *ip, struct udphdr *uh,
+			 unsigned int ulen)
+{
+	uh->source = sa->encap_sport;
+	uh->dest = sa->encap_dport;
+	uh->len = htons(ulen);
+	uh->check = 0;
+	if (sa->family == AF_INET6) {
+		struct ipv6hdr *ip6 = (struct ipv6hdr *)ip;
+
+		uh->check = csum_ipv6_magic(&ip6->saddr, &ip6->daddr, ulen,
+					    IPPROTO_UDP, csum_partial(uh, ulen, 0));
+		if (!uh->check)
+			uh->check = CSUM_MANGLED_0;
 	}
 }
 
@@ -157,6 +184,7 @@ struct sk_buff *nm_esp_encrypt(struct nm_priv *priv, struct nm_sa *sa,
 			       struct sk_buff *skb, const struct nm_flow *fl)
 {
 	unsigned int hdrlen, plen, clen, pad, total, i, l2 = fl->l3off;
+	unsigned int udp = sa->encap ? sizeof(struct udphdr) : 0;
 	const u8 *payload;
 	struct sk_buff *out;
 	struct ip_esp_hdr *esph;
@@ -181,7 +209,7 @@ struct sk_buff *nm_esp_encrypt(struct nm_priv *priv, struct nm_sa *sa,
 	/* The L2 header is kept, VLAN tags included: the device encrypts
 	 * tagged frames too (its parser reads through the tags).
 	 */
-	total = l2 + hdrlen + sizeof(*esph) + NM_IV_LEN + clen + NM_ICV_LEN;
+	total = l2 + hdrlen + udp + sizeof(*esph) + NM_IV_LEN + clen + NM_ICV_LEN;
 
 	if (!nm_next_seq(sa, &seq)) {
 		nm_inc(priv, NM_TX_DROP_SEQ_OVERFLOW);
@@ -206,9 +234,10 @@ struct sk_buff *nm_esp_encrypt(struct nm_priv *priv, struct nm_sa *sa,
 	} else {
 		memcpy(p + l2, skb->data + fl->l3off, hdrlen);
 		nm_transport_ip(p + l2, fl->family, hdrlen,
-				total - l2 - hdrlen);
+				total - l2 - hdrlen,
+				udp ? IPPROTO_UDP : IPPROTO_ESP);
 	}
-	esph = (struct ip_esp_hdr *)(p + l2 + hdrlen);
+	esph = (struct ip_esp_hdr *)(p + l2 + hdrlen + udp);
 	esph->spi = sa->spi;
 	esph->seq_no = htonl(lower_32_bits(seq));
 	iv = cpu_to_be64(seq);
@@ -225,6 +254,9 @@ struct sk_buff *nm_esp_encrypt(struct nm_priv *priv, struct nm_sa *sa,
 		kfree_skb(out);
 		return NULL;
 	}
+	if (udp)	/* after encryption: the IPv6 checksum covers the ciphertext */
+		nm_udp_encap(sa, p + l2, (struct udphdr *)(p + l2 + hdrlen),
+			     total - l2 - hdrlen);
 	out->dev = priv->dev;
 	out->priority = skb->priority;
 	nm_sa_count(sa, fl->l3len);

@@ -11,6 +11,7 @@
  * (esp_tx.c/esp_rx.c do the AES-GCM in between).
  */
 #include <linux/module.h>
+#include <linux/udp.h>
 #include <net/xfrm.h>
 #include <net/addrconf.h>
 #include "nicmodel.h"
@@ -77,9 +78,28 @@ static int nm_validate_state(struct xfrm_state *x,
 		NL_SET_ERR_MSG_MOD(extack, "Only ESP xfrm state may be offloaded");
 		return -EINVAL;
 	}
+	/* Row 9: mlx5e_xfrm_validate_state (ipsec.c, 6.12 and 7.3) takes
+	 * UDP_ENCAP_ESPINUDP with MLX5_IPSEC_CAP_ESPINUDP, in packet offload
+	 * and transport mode only. The kernel-xfrm profile is the model
+	 * before profiles, which had no UDP encapsulation.
+	 */
 	if (x->encap) {
-		NL_SET_ERR_MSG_MOD(extack, "Encapsulation (NAT-T) is not supported by the model");
-		return -EINVAL;
+		if (!nm_prof()->espinudp) {
+			NL_SET_ERR_MSG_MOD(extack, "Encapsulation is not supported (nicmodel profile kernel-xfrm)");
+			return -EINVAL;
+		}
+		if (x->encap->encap_type != UDP_ENCAP_ESPINUDP) {
+			NL_SET_ERR_MSG_MOD(extack, "Encapsulation other than UDP is not supported");
+			return -EINVAL;
+		}
+		if (x->xso.type != XFRM_DEV_OFFLOAD_PACKET) {
+			NL_SET_ERR_MSG_MOD(extack, "Encapsulation is supported in packet offload mode only");
+			return -EINVAL;
+		}
+		if (x->props.mode != XFRM_MODE_TRANSPORT) {
+			NL_SET_ERR_MSG_MOD(extack, "Encapsulation is supported in transport mode only");
+			return -EINVAL;
+		}
 	}
 	if (!x->aead || strcmp(x->aead->alg_name, "rfc4106(gcm(aes))")) {
 		NL_SET_ERR_MSG_MOD(extack, "Only AES-GCM-ICV16 xfrm state may be offloaded: use aead 'rfc4106(gcm(aes))' with a 128-bit ICV");
@@ -274,6 +294,11 @@ static int nm_state_add(struct net_device *dev, struct xfrm_state *x,
 	sa->spi = x->id.spi;
 	sa->saddr = x->props.saddr;
 	sa->daddr = x->id.daddr;
+	if (x->encap) {
+		sa->encap = true;
+		sa->encap_sport = x->encap->encap_sport;
+		sa->encap_dport = x->encap->encap_dport;
+	}
 	spin_lock_init(&sa->lock);
 	INIT_WORK(&sa->expire_work, nm_sa_expire_work);
 	INIT_RCU_WORK(&sa->free_work, nm_sa_free_work);
@@ -412,13 +437,32 @@ static void nm_state_advance_esn(struct xfrm_state *x)
 	spin_unlock_bh(&sa->lock);
 }
 
+/*
+ * nm_state_update_stats gives the xfrm core what the "hardware" counted.
+ * Crypto offload: the stack counts its own packets; the failures the
+ * device dropped (row 8) are added as mlx5e_xfrm_update_stats adds its
+ * auth and trailer flow counters for an IN SA of either kind (ipsec.c):
+ * integrity_failed and XfrmInStateProtoError, XfrmInHdrError. Only when
+ * the core asks (`ip -s xfrm state`, an SA dump): until then the kernel's
+ * counters lag the wire, as on mlx5.
+ */
 static void nm_state_update_stats(struct xfrm_state *x)
 {
 	struct nm_sa *sa = (struct nm_sa *)x->xso.offload_handle;
+	struct net *net;
+	u64 auth, trailer;
 
-	/* Crypto offload: the stack counts its own packets. */
-	if (!sa || sa->crypto)
+	if (!sa)
 		return;
+	if (sa->crypto) {
+		auth = atomic64_xchg(&sa->auth_fail, 0);
+		trailer = atomic64_xchg(&sa->trailer_fail, 0);
+		net = dev_net(sa->priv->dev);
+		x->stats.integrity_failed += auth;
+		XFRM_ADD_STATS(net, LINUX_MIB_XFRMINSTATEPROTOERROR, auth);
+		XFRM_ADD_STATS(net, LINUX_MIB_XFRMINHDRERROR, trailer);
+		return;
+	}
 	x->curlft.packets = atomic64_read(&sa->packets);
 	x->curlft.bytes = atomic64_read(&sa->bytes);
 	if (READ_ONCE(sa->last_used))

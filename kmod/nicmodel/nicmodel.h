@@ -113,6 +113,9 @@ struct nm_sa {
 	bool esn;
 	bool tunnel;
 	bool linked;
+	/* NAT-T (row 9): ESP in UDP (RFC 3948), the SA's ports. */
+	bool encap;
+	__be16 encap_sport, encap_dport;
 	u16 family;			/* outer (x->props.family) */
 	u32 reqid;
 	__be32 spi;
@@ -128,6 +131,10 @@ struct nm_sa {
 	unsigned long bitmap[BITS_TO_LONGS(NM_REPLAY_MAX)];
 
 	atomic64_t packets, bytes;
+	/* Crypto RX failures the device dropped (row 8), not yet given to
+	 * the xfrm core by update_stats.
+	 */
+	atomic64_t auth_fail, trailer_fail;
 	time64_t last_used;
 	unsigned long flags;		/* NM_SA_* */
 };
@@ -208,6 +215,8 @@ struct nm_profile {
 	bool reqid_only_sa;		/* row 5: TX SA by reqid, oldest in use, 2 at most */
 	bool replay_esn_only;		/* row 7: anti-replay only with ESN */
 	bool seq_restart;		/* row 7: non-ESN TX starts at 1, oseq ignored */
+	bool crypto_rx_hw_drop;		/* row 8: crypto RX drops bad ICV/trailer, counts them */
+	bool espinudp;			/* row 9: NAT-T (UDP-encapsulated ESP), packet offload, transport */
 };
 
 /* profile.c */

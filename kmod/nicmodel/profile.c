@@ -23,6 +23,8 @@ static const struct nm_profile nm_profiles[] = {
 		.reqid_only_sa = true,
 		.replay_esn_only = true,
 		.seq_restart = true,
+		.crypto_rx_hw_drop = true,
+		.espinudp = true,
 	},
 	{
 		/* Upstream after "net/mlx5e: Properly match IPsec subnet
@@ -38,6 +40,8 @@ static const struct nm_profile nm_profiles[] = {
 		.reqid_only_sa = true,
 		.replay_esn_only = true,
 		.seq_restart = true,
+		.crypto_rx_hw_drop = true,
+		.espinudp = true,
 	},
 	{
 		/* No driver quirk: the kernel's software XFRM semantics (prefix
