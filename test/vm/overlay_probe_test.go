@@ -5,15 +5,12 @@
 package vm
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-// probeProfile is where the NIC model takes its driver profile (issue
-// 31; a model built before profiles has no such file).
-const probeProfile = "/sys/module/nicmodel/parameters/profile"
+	"sluice/internal/testutil"
+)
 
 // ovProbeHost is host A of the subnet probe: one model port, a tunnel
 // whose selectors are subnets, packet offload, ESN (no anti-replay note).
@@ -40,24 +37,21 @@ ipsec:
 
 // TestOverlaySubnetProbe: `verify --traffic` sends datagrams to 10.1.0.1,
 // inside the 10.1.0.0/16 selector, and reads the port's ESP counter. On
-// a model that matches prefixes (mlx5-upstream, or a model without
-// profiles) the probe passes; under mlx5-6.12, which matches the
-// selector's addresses exactly, it fails and says so, and the model's
-// cleartext counter shows the datagrams left unencrypted.
+// a model that matches prefixes (mlx5-upstream) the probe passes; under
+// mlx5-6.12, which matches the selector's addresses exactly, it fails
+// and says so, and the model's cleartext counter shows the datagrams left
+// unencrypted. The profile is switched through testutil, never by
+// writing the module parameter: the first model load of the process sets
+// the lab's profile and would undo a write made before it.
 func TestOverlaySubnetProbe(t *testing.T) {
 	l := newLab(t)
-	cases := map[string]bool{"": true} // no profiles: the model matches prefixes
-	if old, err := os.ReadFile(probeProfile); err == nil {
-		cases = map[string]bool{"mlx5-upstream": true, "mlx5-6.12": false}
-		t.Cleanup(func() { _ = os.WriteFile(probeProfile, old, 0o644) })
-	}
-	for profile, encrypts := range cases {
+	for _, c := range []struct {
+		profile  string
+		encrypts bool
+	}{{testutil.ProfileMlx5Upstream, true}, {testutil.ProfileMlx5_612, false}} {
+		profile, encrypts := c.profile, c.encrypts
 		step(t, "profile "+profile, func(t *testing.T) {
-			if profile != "" {
-				if err := os.WriteFile(probeProfile, []byte(profile), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
+			testutil.UseNicmodelProfile(t, profile)
 			a, b := l.netns(t), l.netns(t)
 			l.nicPairNamed(t, a, "a0", b, "b0")
 			dir := t.TempDir()
