@@ -167,21 +167,28 @@ static void nm_udp_encap(struct nm_sa *sa, u8 *ip, struct udphdr *uh,
 	}
 }
 
-static void nm_tunnel_eth(struct nm_priv *priv, struct ethhdr *eth)
+/*
+ * nm_tunnel_eth writes the outer frame's MACs. dmac is the neighbour of
+ * the SA's outer destination for a frame the stack sent without an L2
+ * header (neigh.c). Otherwise the wire's other station is taken: it has
+ * one; a NIC would take the MAC from its neighbour table here too, and
+ * that is left as it was for frames that carry a header.
+ */
+static void nm_tunnel_eth(struct nm_priv *priv, struct ethhdr *eth,
+			  const u8 *dmac)
 {
 	struct net_device *peer = rcu_dereference(priv->peer);
 
-	/*
-	 * The wire has one station at its other end; a NIC would take the
-	 * MAC from its neighbour table for the SA's destination.
-	 */
-	if (peer)
+	if (dmac)
+		ether_addr_copy(eth->h_dest, dmac);
+	else if (peer)
 		ether_addr_copy(eth->h_dest, peer->dev_addr);
 	ether_addr_copy(eth->h_source, priv->dev->dev_addr);
 }
 
 struct sk_buff *nm_esp_encrypt(struct nm_priv *priv, struct nm_sa *sa,
-			       struct sk_buff *skb, const struct nm_flow *fl)
+			       struct sk_buff *skb, const struct nm_flow *fl,
+			       const u8 *dmac)
 {
 	unsigned int hdrlen, plen, clen, pad, total, i, l2 = fl->l3off;
 	unsigned int udp = sa->encap ? sizeof(struct udphdr) : 0;
@@ -225,7 +232,7 @@ struct sk_buff *nm_esp_encrypt(struct nm_priv *priv, struct nm_sa *sa,
 
 	memcpy(p, skb->data, l2);
 	if (sa->tunnel) {
-		nm_tunnel_eth(priv, (struct ethhdr *)p);
+		nm_tunnel_eth(priv, (struct ethhdr *)p, dmac);
 		/* The ethertype after the tags, now the outer family's. */
 		*(__be16 *)(p + l2 - 2) = htons(sa->family == AF_INET ?
 						ETH_P_IP : ETH_P_IPV6);

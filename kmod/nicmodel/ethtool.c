@@ -57,6 +57,7 @@ const char nm_stat_names[NM_STAT_COUNT][ETH_GSTRING_LEN] = {
 	[NM_RX_TC_HITS] = "rx_tc_hits",
 	[NM_RX_TC_REDIRECT] = "rx_tc_redirect",
 	[NM_RX_TC_DROP] = "rx_tc_drop",
+	[NM_TX_DROP_NO_NEIGH] = "tx_ipsec_drop_no_neigh",
 };
 
 /* Gauges after the counters. */

@@ -358,6 +358,7 @@ static int nm_state_add(struct net_device *dev, struct xfrm_state *x,
 		return err;
 	}
 	x->xso.offload_handle = (unsigned long)sa;
+	nm_neigh_prime(priv, sa);
 	return 0;
 }
 

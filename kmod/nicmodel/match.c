@@ -79,29 +79,12 @@ static int nm_ipv6_exthdrs(const struct sk_buff *skb, struct nm_flow *fl,
 	return 0;
 }
 
-/*
- * nm_parse_flow reads an Ethernet frame's IP header, behind up to two
- * VLAN tags (802.1Q, 802.1ad) as a NIC's parser does; -EINVAL if none.
- */
-int nm_parse_flow(const struct sk_buff *skb, struct nm_flow *fl)
+/* nm_parse_l3 reads the IP header of type proto at fl->l3off. */
+static int nm_parse_l3(const struct sk_buff *skb, struct nm_flow *fl,
+		       __be16 proto)
 {
-	const struct ethhdr *eth = (const struct ethhdr *)skb->data;
 	bool later_frag = false;
-	__be16 proto;
-	int tags;
 
-	memset(fl, 0, sizeof(*fl));
-	if (skb->len < ETH_HLEN)
-		return -EINVAL;
-	fl->l3off = ETH_HLEN;
-	proto = eth->h_proto;
-	for (tags = 0; tags < 2 && (proto == htons(ETH_P_8021Q) ||
-				    proto == htons(ETH_P_8021AD)); tags++) {
-		if (skb->len < fl->l3off + VLAN_HLEN)
-			return -EINVAL;
-		proto = *(const __be16 *)(skb->data + fl->l3off + 2);
-		fl->l3off += VLAN_HLEN;
-	}
 	if (proto == htons(ETH_P_IP)) {
 		const struct iphdr *ip = (const void *)(skb->data + fl->l3off);
 
@@ -140,6 +123,47 @@ int nm_parse_flow(const struct sk_buff *skb, struct nm_flow *fl)
 		return 0;
 	}
 	return -EINVAL;
+}
+
+/*
+ * nm_parse_flow reads an Ethernet frame's IP header, behind up to two
+ * VLAN tags (802.1Q, 802.1ad) as a NIC's parser does; -EINVAL if none.
+ */
+int nm_parse_flow(const struct sk_buff *skb, struct nm_flow *fl)
+{
+	const struct ethhdr *eth = (const struct ethhdr *)skb->data;
+	__be16 proto;
+	int tags;
+
+	memset(fl, 0, sizeof(*fl));
+	if (skb->len < ETH_HLEN)
+		return -EINVAL;
+	fl->l3off = ETH_HLEN;
+	proto = eth->h_proto;
+	for (tags = 0; tags < 2 && (proto == htons(ETH_P_8021Q) ||
+				    proto == htons(ETH_P_8021AD)); tags++) {
+		if (skb->len < fl->l3off + VLAN_HLEN)
+			return -EINVAL;
+		proto = *(const __be16 *)(skb->data + fl->l3off + 2);
+		fl->l3off += VLAN_HLEN;
+	}
+	return nm_parse_l3(skb, fl, proto);
+}
+
+/*
+ * nm_parse_flow_as reads the IP header right after an Ethernet header
+ * whose type field is not to be trusted (the stack did not write it,
+ * wire.c nm_l2_unwritten): proto says what follows, as the skb's
+ * protocol does for the device.
+ */
+int nm_parse_flow_as(const struct sk_buff *skb, struct nm_flow *fl,
+		     __be16 proto)
+{
+	memset(fl, 0, sizeof(*fl));
+	if (skb->len < ETH_HLEN)
+		return -EINVAL;
+	fl->l3off = ETH_HLEN;
+	return nm_parse_l3(skb, fl, proto);
 }
 
 /*

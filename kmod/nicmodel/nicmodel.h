@@ -94,6 +94,7 @@ enum nm_stat {
 	NM_RX_TC_HITS,			/* frames a hardware flower rule matched */
 	NM_RX_TC_REDIRECT,		/* ... and sent out of a port */
 	NM_RX_TC_DROP,			/* ... and dropped */
+	NM_TX_DROP_NO_NEIGH,		/* tunnel frame without L2, outer MAC unresolved */
 	NM_STAT_COUNT,
 };
 
@@ -277,17 +278,24 @@ bool nm_sa_hard_expired(struct nm_sa *sa);
 
 /* match.c */
 int nm_parse_flow(const struct sk_buff *skb, struct nm_flow *fl);
+int nm_parse_flow_as(const struct sk_buff *skb, struct nm_flow *fl,
+		     __be16 proto);
 bool nm_sel_match(const struct xfrm_selector *sel, const struct nm_flow *fl,
 		  bool exact);
 struct nm_pol *nm_pol_lookup(struct list_head *pols, const struct nm_flow *fl);
 
 /* esp_tx.c */
 struct sk_buff *nm_esp_encrypt(struct nm_priv *priv, struct nm_sa *sa,
-			       struct sk_buff *skb, const struct nm_flow *fl);
+			       struct sk_buff *skb, const struct nm_flow *fl,
+			       const u8 *dmac);
 int nm_gcm(struct nm_sa *sa, bool enc, __be32 spi, u64 seq,
 	   const u8 *iv, u8 *data, unsigned int len);
 
 int nm_crypto_tx(struct nm_priv *priv, struct sk_buff *skb);
+
+/* neigh.c: the outer MAC of tunnel-mode SAs for frames without L2 */
+int nm_neigh_dmac(struct nm_priv *priv, const struct nm_sa *sa, u8 *mac);
+void nm_neigh_prime(struct nm_priv *priv, const struct nm_sa *sa);
 
 /* esp_rx.c */
 struct sk_buff *nm_esp_rx(struct nm_priv *priv, struct sk_buff *skb,

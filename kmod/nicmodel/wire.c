@@ -28,15 +28,49 @@ static bool nm_tx_miss_send_clear(void)
 	return nm_prof()->tx_sa_miss_cleartext;
 }
 
-/* The IPsec TX stage: NULL if the frame was dropped (counted). */
-static struct sk_buff *nm_tx_ipsec(struct nm_priv *priv, struct sk_buff *skb)
+/*
+ * nm_l2_unwritten tells a frame the stack handed with room for an
+ * Ethernet header it never wrote: xfrm_dev_direct_output
+ * (net/xfrm/xfrm_output.c) sends a packet of a packet-offloaded
+ * tunnel-mode SA that way, leaving the header to the hardware (neigh.c).
+ * The skb's protocol is then IP or IPv6 while the bytes where the type
+ * should be hold what the buffer held before. A frame with a VLAN tag
+ * (in the skb or in the frame) is never taken for one: a tag's insertion
+ * sets the skb's protocol to the tag's. A frame whose stale bytes happen
+ * to carry the right type is parsed as it always was.
+ */
+static bool nm_l2_unwritten(const struct sk_buff *skb)
 {
+	__be16 type;
+
+	if (skb->len < ETH_HLEN || skb_vlan_tag_present(skb) ||
+	    skb_network_offset(skb) != ETH_HLEN)
+		return false;
+	if (skb->protocol != htons(ETH_P_IP) &&
+	    skb->protocol != htons(ETH_P_IPV6))
+		return false;
+	type = ((const struct ethhdr *)skb->data)->h_proto;
+	return type != skb->protocol && !eth_type_vlan(type);
+}
+
+/*
+ * The IPsec TX stage: NULL if the frame was dropped (counted). from_stack
+ * is set for frames of ndo_start_xmit, the only ones that may come
+ * without their L2 header (XDP and tc frames always carry theirs).
+ */
+static struct sk_buff *nm_tx_ipsec(struct nm_priv *priv, struct sk_buff *skb,
+				   bool from_stack)
+{
+	bool no_l2 = from_stack && nm_l2_unwritten(skb);
+	u8 dmac[ETH_ALEN];
 	struct nm_flow fl;
 	struct nm_pol *pol;
 	struct nm_sa *sa;
 	struct sk_buff *out;
+	int err;
 
-	if (nm_parse_flow(skb, &fl)) {
+	if (no_l2 ? nm_parse_flow_as(skb, &fl, skb->protocol) :
+		    nm_parse_flow(skb, &fl)) {
 		nm_inc(priv, NM_TX_NON_IP_PACKETS);
 		return skb;
 	}
@@ -112,7 +146,19 @@ static struct sk_buff *nm_tx_ipsec(struct nm_priv *priv, struct sk_buff *skb)
 		nm_inc(priv, NM_TX_DROP_ERROR);
 		goto drop;
 	}
-	out = nm_esp_encrypt(priv, sa, skb, &fl);
+	/* Without an L2 header in tunnel mode, the device writes one to the
+	 * SA's outer destination, as mlx5's reformat does (neigh.c); until
+	 * the neighbour resolves, mlx5's SA rule drops.
+	 */
+	if (no_l2 && sa->tunnel) {
+		err = nm_neigh_dmac(priv, sa, dmac);
+		if (err) {
+			nm_inc(priv, NM_TX_DROP_NO_NEIGH);
+			goto drop;
+		}
+	}
+	out = nm_esp_encrypt(priv, sa, skb, &fl,
+			     no_l2 && sa->tunnel ? dmac : NULL);
 	consume_skb(skb);
 	return out;
 drop:
@@ -125,16 +171,22 @@ drop:
  */
 static void nm_wire(struct nm_priv *priv, struct sk_buff *skb);
 
-void nm_tx(struct nm_priv *priv, struct sk_buff *skb)
+static void nm_tx_from(struct nm_priv *priv, struct sk_buff *skb,
+		       bool from_stack)
 {
 	rcu_read_lock();
-	skb = nm_tx_ipsec(priv, skb);
+	skb = nm_tx_ipsec(priv, skb, from_stack);
 	rcu_read_unlock();
 	if (!skb) {
 		nm_inc(priv, NM_TX_DROPPED);
 		return;
 	}
 	nm_wire(priv, skb);
+}
+
+void nm_tx(struct nm_priv *priv, struct sk_buff *skb)
+{
+	nm_tx_from(priv, skb, false);
 }
 
 /* nm_wire puts a finished frame on the wire to the peer. */
@@ -194,7 +246,7 @@ netdev_tx_t nm_start_xmit(struct sk_buff *skb, struct net_device *dev)
 	 */
 	switch (nm_crypto_tx(priv, skb)) {
 	case 0:
-		nm_tx(priv, skb);
+		nm_tx_from(priv, skb, true);
 		break;
 	case 1:
 		nm_wire(priv, skb);

@@ -22,7 +22,8 @@ package vm
 // overlay is for; it needs the NIC model to build the frames that the
 // kernel hands a packet-offloaded port in tunnel mode without an Ethernet
 // header (xfrm_dev_direct_output only pushes room for one; forwarded
-// packets keep the one they came with, which is what the model reads).
+// packets keep the one they came with), as mlx5 does
+// (kmod/nicmodel/neigh.c).
 //
 //	lanA 10.1.0.1 -- A (192.168.81.1 on lo) a0 192.168.70.1 ==model wire== b0 192.168.70.2 B (192.168.81.2) -- lanB 10.2.0.1
 
@@ -45,8 +46,8 @@ import (
 // address and one IKE peer in tunnel mode between a host on each LAN;
 // offload names the peer's offload lines ("" for software). Host
 // selectors: with a subnet, verify --traffic probes it from this host
-// (verify_probe.go), which is the host's own tunnel-mode traffic that the
-// model does not yet send right (TestOverlayIKEPacketOffloadVTEPOnModel).
+// (verify_probe.go), which is the host's own tunnel-mode traffic
+// (TestOverlayIKEPacketOffloadVTEPOnModel covers that).
 func ikeSiteHost(name, uri, port string, me, other int, offload string) string {
 	return fmt.Sprintf(`name: %s
 uplinks:
@@ -284,9 +285,9 @@ func TestOverlayIKEPacketOffloadOnModel(t *testing.T) {
 
 // TestOverlayIKEPacketOffloadVTEPOnModel is the overlay's own traffic
 // through a packet-offloaded IKE tunnel: Geneve between VTEPs on lo, sent
-// by the host itself. It fails while the NIC model classifies such a
+// by the host itself. It failed while the NIC model classified such a
 // frame by the Ethernet header the kernel never wrote (docs/testing.md
-// "The next kernel"): the frames leave the port as they are, neither IP
+// "The next kernel"): the frames left the port as they were, neither IP
 // nor ESP.
 func TestOverlayIKEPacketOffloadVTEPOnModel(t *testing.T) {
 	version := needCharon6(t)
