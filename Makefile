@@ -77,7 +77,7 @@ vmtest-next: kernel-next
 ## with packet offload on the NIC model, by sluice swan and by the overlay's keying: ike; docs/testing.md
 ## "The next kernel" says why these). It waits for
 ## the root make setup builds in the background; without one it fails under CI=true, else says SKIPPED.
-VMTEST_NEXT_SUBSET ?= ^(TestVM.*|TestPostSAAgainstKernel|TestSwanPacketOffloadOnModel|TestOverlayIKEPacketOffloadOnModel)$$
+VMTEST_NEXT_SUBSET ?= ^(TestVM.*|TestPostSAAgainstKernel|TestSwanPacketOffloadOnModel|TestOverlayIKEPacketOffload.*OnModel)$$
 vmtest-next-subset:
 	@echo "== make vmtest-next-subset: $$(date -u +%T)"
 	@if bash scripts/kernel-next.sh; then \
