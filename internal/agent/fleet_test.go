@@ -178,23 +178,12 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 	hostsAPI := admin.Resource(v1alpha1.HostsResource).Namespace("sluice-system")
 
 	// The underlay: a bridge in a switch namespace.
-	sw, _ := testutil.NewNetNS(t)
-	sh(t, "ip", "-n", sw, "link", "add", "br0", "type", "bridge")
-	sh(t, "ip", "-n", sw, "link", "set", "br0", "up")
+	u := newFleetUnderlay(t)
+	sw, pkiDir := u.sw, u.pkiDir
 	var tr meshTraffic
 	if esp {
 		tr = startWire(t, sw)
 	}
-	pkiDir := t.TempDir()
-	pki := func(args string) {
-		cmd := exec.Command("sh", "-c", "pki "+args)
-		cmd.Dir = pkiDir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("pki %s: %v\n%s", args, err, out)
-		}
-	}
-	pki("--gen --type ecdsa --size 256 --outform pem > ca.key")
-	pki("--self --ca --lifetime 30 --in ca.key --dn 'CN=sluice fleet test CA' --outform pem > ca.pem")
 
 	hosts := map[string]*fhost{}
 	startAgent := func(fh *fhost, vtep string) {
@@ -228,24 +217,13 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 		<-fh.done
 	}
 	addHost := func(name string, idx int, vtep string) *fhost {
-		ns, h := testutil.NewNetNS(t)
-		fh := &fhost{name: name, ns: ns, h: h, idx: idx, dir: t.TempDir()}
-		sh(t, "ip", "-n", ns, "link", "set", "lo", "up")
-		sh(t, "ip", "-n", sw, "link", "add", "p-"+name, "type", "veth", "peer", "name", "eth0", "netns", ns)
-		sh(t, "ip", "-n", sw, "link", "set", "p-"+name, "master", "br0", "up")
-		sh(t, "ip", "-n", ns, "addr", "add", fmt.Sprintf("192.0.2.%d/24", idx), "dev", "eth0")
-		sh(t, "ip", "-n", ns, "link", "set", "eth0", "up")
-		pki("--gen --type ecdsa --size 256 --outform pem > " + name + ".key")
-		pki("--pub --in " + name + ".key | pki --issue --cacert ca.pem --cakey ca.key --lifetime 30 --dn 'CN=" + name + "' --san " + name + " --outform pem > " + name + ".pem")
-		if err := os.Chmod(filepath.Join(pkiDir, name+".key"), 0o600); err != nil {
-			t.Fatal(err)
-		}
+		fh := u.host(t, name, idx)
 		// Under qemu TCG, with the API server busy, charon may miss
 		// StartCharon's 15 s: try again.
 		var c *swan.Charon
 		var err error
 		for try := 0; try < 3; try++ {
-			if c, err = swan.StartCharon(swan.CharonOptions{Dir: t.TempDir(), NetNS: ns}); err == nil {
+			if c, err = swan.StartCharon(swan.CharonOptions{Dir: t.TempDir(), NetNS: fh.ns}); err == nil {
 				break
 			}
 			t.Logf("charon for %s: %v (retrying)", name, err)
@@ -715,4 +693,49 @@ func fleetMesh(t *testing.T, esp bool, settle time.Duration) {
 	if tr != nil {
 		t.Run("ESP only on the wire", func(t *testing.T) { tr.wire(t) })
 	}
+}
+
+// fleetUnderlay is the fleet tests' underlay: a bridge in a switch
+// namespace, and a CA in pkiDir that signs each host's certificate.
+type fleetUnderlay struct {
+	sw, pkiDir string
+}
+
+func newFleetUnderlay(t *testing.T) *fleetUnderlay {
+	t.Helper()
+	u := &fleetUnderlay{pkiDir: t.TempDir()}
+	u.sw, _ = testutil.NewNetNS(t)
+	sh(t, "ip", "-n", u.sw, "link", "add", "br0", "type", "bridge")
+	sh(t, "ip", "-n", u.sw, "link", "set", "br0", "up")
+	u.pki(t, "--gen --type ecdsa --size 256 --outform pem > ca.key")
+	u.pki(t, "--self --ca --lifetime 30 --in ca.key --dn 'CN=sluice fleet test CA' --outform pem > ca.pem")
+	return u
+}
+
+func (u *fleetUnderlay) pki(t *testing.T, args string) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", "pki "+args)
+	cmd.Dir = u.pkiDir
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("pki %s: %v\n%s", args, err, out)
+	}
+}
+
+// host makes host name's namespace, its port on the bridge with
+// 192.0.2.idx, and its key and certificate.
+func (u *fleetUnderlay) host(t *testing.T, name string, idx int) *fhost {
+	t.Helper()
+	ns, h := testutil.NewNetNS(t)
+	fh := &fhost{name: name, ns: ns, h: h, idx: idx, dir: t.TempDir()}
+	sh(t, "ip", "-n", ns, "link", "set", "lo", "up")
+	sh(t, "ip", "-n", u.sw, "link", "add", "p-"+name, "type", "veth", "peer", "name", "eth0", "netns", ns)
+	sh(t, "ip", "-n", u.sw, "link", "set", "p-"+name, "master", "br0", "up")
+	sh(t, "ip", "-n", ns, "addr", "add", fmt.Sprintf("192.0.2.%d/24", idx), "dev", "eth0")
+	sh(t, "ip", "-n", ns, "link", "set", "eth0", "up")
+	u.pki(t, "--gen --type ecdsa --size 256 --outform pem > "+name+".key")
+	u.pki(t, "--pub --in "+name+".key | pki --issue --cacert ca.pem --cakey ca.key --lifetime 30 --dn 'CN="+name+"' --san "+name+" --outform pem > "+name+".pem")
+	if err := os.Chmod(filepath.Join(u.pkiDir, name+".key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return fh
 }

@@ -28,7 +28,6 @@ import (
 	"sluice/internal/fleet/v1alpha1"
 	"sluice/internal/kernel"
 	"sluice/internal/swan"
-	"sluice/internal/testutil"
 )
 
 // rolloutFleet is four netns hosts with charon and an agent each, on a
@@ -60,19 +59,8 @@ func newRolloutFleet(t *testing.T) *rolloutFleet {
 	ctx := context.Background()
 	rf.ovs = admin.Resource(v1alpha1.OverlaysResource).Namespace("sluice-system")
 	rf.hostsAPI = admin.Resource(v1alpha1.HostsResource).Namespace("sluice-system")
-	sw, _ := testutil.NewNetNS(t)
-	sh(t, "ip", "-n", sw, "link", "add", "br0", "type", "bridge")
-	sh(t, "ip", "-n", sw, "link", "set", "br0", "up")
-	pkiDir := t.TempDir()
-	pki := func(args string) {
-		cmd := exec.Command("sh", "-c", "pki "+args)
-		cmd.Dir = pkiDir
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("pki %s: %v\n%s", args, err, out)
-		}
-	}
-	pki("--gen --type ecdsa --size 256 --outform pem > ca.key")
-	pki("--self --ca --lifetime 30 --in ca.key --dn 'CN=sluice fleet test CA' --outform pem > ca.pem")
+	u := newFleetUnderlay(t)
+	pkiDir := u.pkiDir
 	ov := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "fleet.sluice.dev/v1alpha1", "kind": "Overlay",
 		"metadata": map[string]any{"name": "prod", "namespace": "sluice-system"},
 		"spec": map[string]any{"members": map[string]any{"matchLabels": map[string]any{"sluice.dev/overlay": "prod"}},
@@ -83,19 +71,8 @@ func newRolloutFleet(t *testing.T) *rolloutFleet {
 	}
 	for i, name := range rf.names {
 		idx := i + 1
-		ns, h := testutil.NewNetNS(t)
-		fh := &fhost{name: name, ns: ns, h: h, idx: idx, dir: t.TempDir()}
-		sh(t, "ip", "-n", ns, "link", "set", "lo", "up")
-		sh(t, "ip", "-n", sw, "link", "add", "p-"+name, "type", "veth", "peer", "name", "eth0", "netns", ns)
-		sh(t, "ip", "-n", sw, "link", "set", "p-"+name, "master", "br0", "up")
-		sh(t, "ip", "-n", ns, "addr", "add", fmt.Sprintf("192.0.2.%d/24", idx), "dev", "eth0")
-		sh(t, "ip", "-n", ns, "link", "set", "eth0", "up")
-		pki("--gen --type ecdsa --size 256 --outform pem > " + name + ".key")
-		pki("--pub --in " + name + ".key | pki --issue --cacert ca.pem --cakey ca.key --lifetime 30 --dn 'CN=" + name + "' --san " + name + " --outform pem > " + name + ".pem")
-		if err := os.Chmod(filepath.Join(pkiDir, name+".key"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		c, err := swan.StartCharon(swan.CharonOptions{Dir: t.TempDir(), NetNS: ns})
+		fh := u.host(t, name, idx)
+		c, err := swan.StartCharon(swan.CharonOptions{Dir: t.TempDir(), NetNS: fh.ns})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -118,7 +95,7 @@ func newRolloutFleet(t *testing.T) *rolloutFleet {
 				PrivKey: filepath.Join(pkiDir, name+".key"), VICI: c.URI},
 			Spec:     &v1alpha1.HostSpec{VTEP: vtep, Underlay: v1alpha1.Underlay{Address: fmt.Sprintf("192.0.2.%d/24", idx), Interface: "eth0"}, Certificate: pub},
 			StateDir: fh.dir, RunDir: fh.dir, Interval: 2 * time.Second, Settle: 500 * time.Millisecond,
-			InNS: func(f func() error) error { return kernel.InNetns(h, f) }, Log: &logw{t: t},
+			InNS: func(f func() error) error { return kernel.InNetns(fh.h, f) }, Log: &logw{t: t},
 			Reconciled: func(o agent.Outcome) {
 				if o.Steps > o.Initiated {
 					fh.applied.Add(1)
